@@ -1,0 +1,40 @@
+"""dod: a data-oriented runtime for Python.
+
+Allocators that match lifetimes, struct-of-arrays tables and a fixed-rate
+loop, with a Cython core that runs without the GIL. Import the concept you
+need (``from dod.arena import Arena``) or use the names re-exported here.
+"""
+import os as _os
+
+__version__ = "0.1.0"
+
+
+def get_include():
+    """The directory to pass as ``include_path`` to Cython so that
+    ``cimport dod.arena`` (and the other .pxd files) resolve.
+
+    It is the directory *above* the package, which works for regular and
+    editable installs alike.
+    """
+    return _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+
+
+# Lazily re-exported names: importing dod stays cheap and never needs what a
+# program does not use.
+_EXPORTS = {
+    "Arena": "dod.arena",
+    "Resource": "dod.resource",
+}
+
+
+def __getattr__(name):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dod' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_EXPORTS))

@@ -1,0 +1,118 @@
+# dod/arena.pxd: the bump arena's engine (C struct + inline nogil functions)
+# and its owner class. cimport this to run the engine inlined in your own
+# nogil loops:
+#
+#     from dod.arena cimport Arena, dod_arena_push, dod_arena_reset
+#     cdef Arena owner = Arena(1 << 20)
+#     with nogil:
+#         p = dod_arena_push(&owner.arena, 32, 16)
+#
+# Invariants
+#   * The live region of the current block is base[0:used]; used <= capacity.
+#   * Position = prior + used, where prior is the sum of the capacities of the
+#     blocks before the current one. Positions only grow between rewinds, so a
+#     mark is a position and rewinding to it frees everything pushed after it.
+#   * All bytes zero (ZII) is a valid, empty arena of capacity 0 and no
+#     upstream: every push of a non-zero size fails cleanly (NULL).
+#   * peak is folded in at rewind/reset only (max of peak and the position
+#     then), never on the push path: read max(peak, position) for the truth.
+#   * A growable arena chains further blocks from `upstream`. Earlier blocks
+#     never move; a rewind walks back through `block.prev` and keeps later
+#     blocks as spares for the next growth.
+#
+# Engine contract (checks the caller owns on this fast path): `alignment` is a
+# power of two; a mark passed to rewind came from dod_arena_mark on this arena
+# and is not above the current position; nothing still uses memory that a
+# rewind or reset releases. Failure is a NULL return, counted in `failed`.
+from libc.stdint cimport uintptr_t
+from libc.string cimport memset
+
+from dod._core cimport dod_pad_for, dod_poison
+from dod.resource cimport dod_resource, Resource
+
+
+cdef struct dod_arena_block:
+    dod_arena_block* prev     # block before this one in the chain (NULL for the first)
+    dod_arena_block* next     # block after this one: active or a spare
+    char* base                # first usable byte (64-byte aligned in chained blocks)
+    size_t capacity           # usable bytes
+    size_t size               # bytes obtained from upstream (0: not ours to give back)
+    size_t prior              # position of base: sum of capacities before this block
+
+ctypedef struct dod_arena:
+    char* base                # current block's first usable byte
+    size_t used               # bytes pushed into the current block, padding included
+    size_t capacity           # usable bytes of the current block
+    size_t prior              # position of base (0 for the first block)
+    size_t peak               # high-water position, folded in at rewind/reset
+    size_t allocations        # successful pushes since creation
+    size_t failed             # pushes that returned NULL
+    dod_arena_block* block    # current block record; NULL for a bare region
+    const dod_resource* upstream   # where further blocks come from; NULL: fixed capacity
+    size_t block_size         # usable bytes asked for the next further block
+
+
+# Slow paths: named functions in arena.pyx, never inlined into the fast path.
+cdef void* dod_arena_push_slow(dod_arena* a, size_t size, size_t alignment) noexcept nogil
+cdef void dod_arena_rewind_blocks(dod_arena* a, size_t mark) noexcept nogil
+
+
+cdef inline void* dod_arena_push(dod_arena* a, size_t size, size_t alignment) noexcept nogil:
+    """size bytes aligned to `alignment` (a power of two), or NULL when they do not fit."""
+    cdef uintptr_t top = <uintptr_t>a.base + a.used
+    cdef size_t pad = dod_pad_for(top, alignment)
+    cdef size_t avail = a.capacity - a.used
+    if pad > avail or size > avail - pad:
+        return dod_arena_push_slow(a, size, alignment)
+    a.used += pad + size
+    a.allocations += 1
+    return <void*>(top + pad)
+
+
+cdef inline void* dod_arena_push_zeroed(dod_arena* a, size_t size, size_t alignment) noexcept nogil:
+    """As dod_arena_push, with the bytes set to zero."""
+    cdef void* p = dod_arena_push(a, size, alignment)
+    if p != NULL:
+        memset(p, 0, size)
+    return p
+
+
+cdef inline size_t dod_arena_mark(const dod_arena* a) noexcept nogil:
+    """The current position; rewind to it to free everything pushed after."""
+    return a.prior + a.used
+
+
+cdef inline void dod_arena_rewind(dod_arena* a, size_t mark) noexcept nogil:
+    """Free everything pushed after `mark` (from dod_arena_mark, not above the position)."""
+    cdef size_t pos = a.prior + a.used
+    if pos > a.peak:
+        a.peak = pos
+    if mark >= a.prior:
+        dod_poison(a.base + (mark - a.prior), a.used - (mark - a.prior))
+        a.used = mark - a.prior
+    else:
+        dod_arena_rewind_blocks(a, mark)
+
+
+cdef inline void dod_arena_reset(dod_arena* a) noexcept nogil:
+    """Free everything: one store in a single-block arena."""
+    dod_arena_rewind(a, 0)
+
+
+cdef class Arena:
+    cdef dod_arena arena              # the engine state; run the inline functions on &owner.arena
+    cdef dod_arena_block _first       # record of the first region (the head of the block chain)
+    cdef Resource _upstream           # keeps the upstream resource (and its owner) alive
+    cdef const dod_resource* _first_source   # where the first region came from (NULL: caller's buffer)
+    cdef Py_buffer _buffer            # the caller's buffer, when the arena lives in one
+    cdef bint _has_buffer
+    cdef void* _lease_head            # live leases (borrowed _Lease*): views into this arena
+    cdef void* _lease_open            # the lease that new arrays join until the next mark
+    cdef Py_ssize_t _live_leases
+    cdef bint growable_
+
+    cdef void _forget_lease(self, void* lease) noexcept
+    cdef object _new_lease(self, size_t start, size_t end)
+    cdef size_t _pinned_above(self, size_t position) noexcept
+    cdef int _release_to(self, size_t position, bint unchecked) except -1
+    cdef object _carve(self, object shape, object dtype, object align, bint zero)

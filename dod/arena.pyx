@@ -1,0 +1,547 @@
+"""Bump arenas: allocation is a pointer bump, release is one store.
+
+An :class:`Arena` owns one region of memory (anonymous pages from the system,
+a caller's writable buffer, or a block from any :class:`~dod.resource.Resource`)
+and hands out consecutive pieces of it. Nothing is freed piece by piece: a
+:meth:`~Arena.rewind` to a :meth:`~Arena.mark` or a :meth:`~Arena.reset`
+frees everything allocated after that point at once. That matches lifetimes
+that end together (everything made during one tick, one request, one frame).
+
+Safety contract (the Python face)
+    Arrays carved from an arena keep its memory alive: an array may outlive
+    every other reference to the arena. A rewind or reset that would release
+    memory under an array that is still alive raises ``BufferError`` and
+    changes nothing, as ``bytearray`` does when resized while exported. Pass
+    ``unchecked=True`` to skip that check in a hot loop: the caller then owns
+    the risk that a live array aliases memory handed out again (the memory
+    stays mapped, so this is wrong results, never a crash).
+
+Thread-safety
+    One owner at a time. An arena is not locked; share it between threads
+    only with your own synchronisation (or use one arena per thread).
+
+Cython
+    ``from dod.arena cimport Arena, dod_arena_push, dod_arena_reset`` and run
+    the engine on ``&owner.arena`` without the GIL; see ``dod/arena.pxd`` for
+    the checks the caller owns there.
+"""
+cimport cython
+cimport numpy as cnp
+from libc.stdint cimport uintptr_t, SIZE_MAX
+from libc.string cimport memset
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_CONTIG
+from cpython.number cimport PyNumber_Index
+
+from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_poison
+from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
+from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
+                           dod_resource_deallocate, dod_pages_resource)
+
+import numpy as np
+
+cnp.import_array()
+
+# Chained blocks start with their record, padded so the usable bytes start
+# on a cache line: blocks keep the alignment of the memory they came from.
+cdef enum:
+    _BLOCK_HEADER = 64
+    _BLOCK_ALIGN = 64
+    _DEFAULT_ALIGN = 16
+
+# Capacity above which a request is refused as absurd rather than attempted.
+cdef size_t _MAX_CAPACITY = (<size_t>1) << 48
+# Further blocks of a growable arena double up to this size.
+cdef size_t _MAX_BLOCK = (<size_t>1) << 30
+
+
+# ---------------------------------------------------------------- engine slow paths
+
+cdef void* dod_arena_push_slow(dod_arena* a, size_t size, size_t alignment) noexcept nogil:
+    """The current block is full: move to a spare or a new block from upstream."""
+    cdef dod_arena_block* b
+    cdef size_t need, want, total
+    if a.upstream == NULL or a.block == NULL:
+        a.failed += 1
+        return NULL
+    # Worst-case padding at a 64-byte aligned block start.
+    if dod_add_overflow(size, alignment - 1 if alignment > _BLOCK_ALIGN else 0, &need):
+        a.failed += 1
+        return NULL
+    b = a.block.next
+    if b == NULL or b.capacity < need:
+        want = need if need > a.block_size else a.block_size
+        if dod_add_overflow(want, _BLOCK_HEADER + _BLOCK_ALIGN - 1, &total):
+            a.failed += 1
+            return NULL
+        total &= ~(<size_t>_BLOCK_ALIGN - 1)
+        b = <dod_arena_block*>dod_resource_allocate(a.upstream, total, _BLOCK_ALIGN)
+        if b == NULL:
+            a.failed += 1
+            return NULL
+        b.base = <char*>b + _BLOCK_HEADER
+        b.capacity = total - _BLOCK_HEADER
+        b.size = total
+        # Insert after the current block; older spares follow the new one.
+        b.prev = a.block
+        b.next = a.block.next
+        if b.next != NULL:
+            b.next.prev = b
+        a.block.next = b
+        if a.block_size < _MAX_BLOCK:
+            a.block_size *= 2
+    # The rest of the current block is stranded until a rewind below it.
+    b.prior = a.prior + a.capacity
+    a.block = b
+    a.base = b.base
+    a.capacity = b.capacity
+    a.prior = b.prior
+    a.used = 0
+    return dod_arena_push(a, size, alignment)
+
+
+cdef void dod_arena_rewind_blocks(dod_arena* a, size_t mark) noexcept nogil:
+    """Rewind below the current block: walk back, keeping later blocks as spares."""
+    cdef dod_arena_block* b = a.block
+    if b == NULL:               # a bare region has one block: prior is 0, nothing to walk
+        a.used = 0
+        return
+    dod_poison(a.base, a.used)
+    b = b.prev
+    while b.prev != NULL and mark < b.prior:
+        dod_poison(b.base, b.capacity)
+        b = b.prev
+    a.block = b
+    a.base = b.base
+    a.capacity = b.capacity
+    a.prior = b.prior
+    dod_poison(b.base + (mark - b.prior), b.capacity - (mark - b.prior))
+    a.used = mark - b.prior
+
+
+# ---------------------------------------------------------------- the arena as a dod_resource
+
+cdef void* _arena_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil:
+    return dod_arena_push(<dod_arena*>ctx, size, alignment)
+
+
+cdef void _arena_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
+    pass                        # arena memory is released by rewind/reset, not piece by piece
+
+
+# ---------------------------------------------------------------- leases: what keeps views safe
+
+@cython.no_gc
+@cython.freelist(16)
+cdef class _Lease:
+    """Base object of arrays carved from an arena: keeps the arena alive and
+    records the positions [start, end) its arrays occupy.
+
+    Arrays carved between two marks share one lease, so a tick that carves
+    eight columns creates one lease, not eight. A lease that is still alive
+    (some array of it is) blocks a checked rewind below its end.
+    """
+    cdef Arena arena
+    cdef size_t start, end
+    cdef void* prev
+    cdef void* next
+
+    def __dealloc__(self):
+        if self.arena is not None:
+            self.arena._forget_lease(<void*>self)
+
+
+@cython.final
+cdef class Mark:
+    """A position in an :class:`Arena`, from :meth:`Arena.mark`."""
+    cdef readonly Arena arena
+    cdef readonly size_t position
+
+    def __repr__(self):
+        return f"<dod.arena.Mark position={self.position}>"
+
+
+@cython.final
+cdef class Scope:
+    """Context manager from :meth:`Arena.scope`: mark on enter, rewind on exit."""
+    cdef Arena arena
+    cdef size_t position
+    cdef bint entered
+
+    def __enter__(self):
+        if self.entered:
+            raise RuntimeError("an arena scope can be entered once")
+        self.entered = True
+        self.arena._lease_open = NULL
+        self.position = dod_arena_mark(&self.arena.arena)
+        return self.arena
+
+    def __exit__(self, exc_type, exc, tb):
+        cdef Arena arena = self.arena
+        if self.position > dod_arena_mark(&arena.arena):
+            return False        # an unchecked rewind inside the scope went below it
+        if exc_type is None:
+            arena._release_to(self.position, False)
+        elif arena._pinned_above(self.position) == 0:
+            arena._release_to(self.position, True)
+        # else: the exception's traceback still holds arrays of this scope;
+        # leave the arena where it is rather than mask the exception.
+        return False
+
+
+# ---------------------------------------------------------------- the owner and its Python face
+
+cdef str _fmt_bytes(size_t n):
+    cdef double x = <double>n
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if x < 1024.0 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024.0
+
+
+@cython.no_gc_clear
+cdef class Arena:
+    """A bump arena.
+
+    Arena(capacity=None, *, buffer=None, growable=False, resource=None)
+
+    Parameters
+    ----------
+    capacity : int, optional
+        Bytes of the first region. Required unless ``buffer`` is given.
+        Memory comes from anonymous pages (zero-filled, costing nothing
+        until touched) unless ``resource`` says otherwise.
+    buffer : writable buffer, optional
+        Carve from this object's memory instead (``bytearray``, a numpy
+        array, ``multiprocessing.shared_memory.SharedMemory.buf``...). It is
+        kept alive (and locked against resizing) while the arena lives.
+        ``capacity``, if given, uses only its first bytes.
+    growable : bool
+        Fixed capacity by default: a request that does not fit fails. A
+        growable arena chains further blocks (each at least twice the last)
+        and never moves earlier allocations. Padding at the end of a block
+        that a request did not fit in is stranded until a rewind below it.
+    resource : Resource, optional
+        Where the first region (unless ``buffer``) and further blocks come
+        from; anonymous pages by default.
+
+    Raises ValueError for a capacity that is not positive or above 2**48,
+    TypeError for a buffer that is not writable and contiguous, MemoryError
+    when the system refuses the memory.
+    """
+
+    def __cinit__(self, capacity=None, *, buffer=None, bint growable=False, Resource resource=None):
+        cdef size_t cap = 0
+        cdef void* region = NULL
+        cdef const dod_resource* source = dod_pages_resource() if resource is None else &resource.resource
+        if capacity is not None:
+            cap_obj = PyNumber_Index(capacity)
+            if cap_obj <= 0:
+                raise ValueError(f"capacity must be positive, got {capacity!r}")
+            if cap_obj > <object>_MAX_CAPACITY:
+                raise ValueError(f"capacity {capacity!r} is absurd (more than 2**48 bytes)")
+            cap = <size_t>cap_obj
+        elif buffer is None:
+            raise TypeError("Arena() needs a capacity or a buffer")
+        if buffer is not None:
+            if PyObject_GetBuffer(buffer, &self._buffer, PyBUF_CONTIG) < 0:
+                raise TypeError("buffer must be writable and C-contiguous")   # pragma: no cover
+            self._has_buffer = True
+            if capacity is None:
+                cap = <size_t>self._buffer.len
+            elif cap > <size_t>self._buffer.len:
+                raise ValueError(f"capacity {cap} is larger than the buffer ({self._buffer.len} bytes)")
+            if cap == 0:
+                raise ValueError("buffer is empty")
+            region = self._buffer.buf
+            self._first.size = 0
+        else:
+            with nogil:
+                region = dod_resource_allocate(source, cap, _BLOCK_ALIGN)
+            if region == NULL:
+                raise MemoryError(f"could not obtain {cap} bytes for an arena")
+            self._first_source = source
+            self._first.size = cap
+        self._first.base = <char*>region
+        self._first.capacity = cap
+        self.arena.base = <char*>region
+        self.arena.capacity = cap
+        self.arena.block = &self._first
+        self.growable_ = growable
+        if growable:
+            self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages")
+            self.arena.upstream = &self._upstream.resource
+            self.arena.block_size = cap
+        elif resource is not None:
+            self._upstream = resource       # keep the first region's source alive
+
+    def __dealloc__(self):
+        cdef dod_arena_block* b = self._first.next
+        cdef dod_arena_block* nxt
+        while b != NULL:
+            nxt = b.next
+            dod_resource_deallocate(self.arena.upstream, b, b.size, _BLOCK_ALIGN)
+            b = nxt
+        if self._has_buffer:
+            PyBuffer_Release(&self._buffer)
+        elif self._first.base != NULL:
+            dod_resource_deallocate(self._first_source, self._first.base, self._first.size, _BLOCK_ALIGN)
+
+    # -------------------------------------------------------- leases
+
+    cdef void _forget_lease(self, void* lease) noexcept:
+        cdef _Lease L = <_Lease>lease
+        if L.prev != NULL:
+            (<_Lease>L.prev).next = L.next
+        else:
+            self._lease_head = L.next
+        if L.next != NULL:
+            (<_Lease>L.next).prev = L.prev
+        if self._lease_open == lease:
+            self._lease_open = NULL
+        self._live_leases -= 1
+
+    cdef object _new_lease(self, size_t start, size_t end):
+        cdef _Lease L = _Lease.__new__(_Lease)
+        L.arena = self
+        L.start = start
+        L.end = end
+        L.next = self._lease_head
+        if self._lease_head != NULL:
+            (<_Lease>self._lease_head).prev = <void*>L
+        self._lease_head = <void*>L
+        self._live_leases += 1
+        return L
+
+    cdef size_t _pinned_above(self, size_t position) noexcept:
+        """Highest end of a live lease above `position` (0 when none)."""
+        cdef void* p = self._lease_head
+        cdef size_t top = 0
+        while p != NULL:
+            if (<_Lease>p).end > position and (<_Lease>p).end > top:
+                top = (<_Lease>p).end
+            p = (<_Lease>p).next
+        return top
+
+    cdef int _release_to(self, size_t position, bint unchecked) except -1:
+        cdef size_t pinned
+        if not unchecked:
+            pinned = self._pinned_above(position)
+            if pinned:
+                raise BufferError(
+                    f"arrays carved from this arena are still alive up to position {pinned}, "
+                    f"above the requested {position}; delete them (del, or let them go out of "
+                    "scope) first, or pass unchecked=True if you own the risk of aliasing")
+        dod_arena_rewind(&self.arena, position)
+        self._lease_open = NULL
+        return 0
+
+    # -------------------------------------------------------- carving arrays
+
+    cdef object _carve(self, object shape, object dtype, object align, bint zero):
+        cdef dod_array_request req
+        cdef cnp.dtype dt = as_dtype(dtype)
+        cdef size_t before, end, peak, allocations
+        cdef _Lease L
+        cdef void* p
+        parse_request(shape, dt, align, _DEFAULT_ALIGN, &req)
+        before = dod_arena_mark(&self.arena)
+        peak = self.arena.peak
+        allocations = self.arena.allocations
+        p = dod_arena_push(&self.arena, req.nbytes, req.alignment)
+        if p == NULL:
+            raise MemoryError(
+                f"arena exhausted: {req.nbytes} bytes (alignment {req.alignment}) requested, "
+                f"{self.available} available of {self.capacity}"
+                + ("" if self.growable_ else "; pass growable=True to chain further blocks"))
+        end = dod_arena_mark(&self.arena)
+        try:
+            L = <_Lease>self._lease_open if self._lease_open != NULL else None
+            if L is None or end - req.nbytes < L.end:
+                L = <_Lease>self._new_lease(end - req.nbytes, end)
+                self._lease_open = <void*>L
+            else:
+                L.end = end
+            if zero:
+                memset(p, 0, req.nbytes)
+            return wrap_memory(p, &req, dt, L)
+        except BaseException:
+            dod_arena_rewind(&self.arena, before)
+            self.arena.peak = peak
+            self.arena.allocations = allocations
+            raise
+
+    def empty(self, shape, dtype=float, *, align=None):
+        """A new uninitialised array of `shape` and `dtype` carved from the arena.
+
+        ``align`` is a power of two (default 16, or the dtype's alignment if
+        larger). Raises MemoryError when the arena is exhausted, TypeError
+        for object dtypes, ValueError for negative dimensions or a bad
+        alignment; the arena is unchanged by a failed call (apart from the
+        ``failed`` counter on exhaustion).
+        """
+        return self._carve(shape, dtype, align, False)
+
+    def zeros(self, shape, dtype=float, *, align=None):
+        """As :meth:`empty`, filled with zeros."""
+        return self._carve(shape, dtype, align, True)
+
+    def full(self, shape, fill_value, dtype=None, *, align=None):
+        """As :meth:`empty`, filled with `fill_value` (dtype defaults to its type)."""
+        if dtype is None:
+            dtype = np.asarray(fill_value).dtype
+        arr = self._carve(shape, dtype, align, False)
+        arr.fill(fill_value)
+        return arr
+
+    def empty_like(self, prototype, dtype=None, *, align=None):
+        """As :meth:`empty`, with the shape (and dtype, unless given) of `prototype`."""
+        prototype = np.asarray(prototype)
+        return self._carve(prototype.shape, prototype.dtype if dtype is None else dtype, align, False)
+
+    def zeros_like(self, prototype, dtype=None, *, align=None):
+        """As :meth:`zeros`, with the shape (and dtype, unless given) of `prototype`."""
+        prototype = np.asarray(prototype)
+        return self._carve(prototype.shape, prototype.dtype if dtype is None else dtype, align, True)
+
+    def array(self, obj, dtype=None, *, align=None):
+        """A copy of array-like `obj` in arena memory (C order)."""
+        src = np.asarray(obj, dtype=dtype)
+        arr = self._carve(src.shape, src.dtype, align, False)
+        np.copyto(arr, src, casting="no")
+        return arr
+
+    # -------------------------------------------------------- marks, scopes, reset
+
+    def mark(self):
+        """The current position, to :meth:`rewind` to later."""
+        cdef Mark m = Mark.__new__(Mark)
+        m.arena = self
+        m.position = dod_arena_mark(&self.arena)
+        self._lease_open = NULL      # arrays after the mark get their own lease
+        return m
+
+    def rewind(self, Mark mark not None, *, bint unchecked=False):
+        """Free everything allocated after `mark`.
+
+        Raises ValueError for a mark of another arena or one above the current
+        position (taken before an earlier rewind or reset), BufferError when
+        an array carved after the mark is still alive (unless ``unchecked``).
+        Nothing changes when it raises.
+        """
+        if mark.arena is not self:
+            raise ValueError("that mark belongs to another arena")
+        if mark.position > dod_arena_mark(&self.arena):
+            raise ValueError(
+                f"mark at position {mark.position} is beyond the current position "
+                f"{dod_arena_mark(&self.arena)} (it was taken before a rewind or reset)")
+        self._release_to(mark.position, unchecked)
+
+    def reset(self, *, bint unchecked=False):
+        """Free everything. BufferError (and no change) while arrays are alive, unless ``unchecked``."""
+        self._release_to(0, unchecked)
+
+    def scope(self):
+        """A context manager: mark on enter, rewind on exit; ``with arena.scope() as a:``.
+
+        On a normal exit it rewinds as :meth:`rewind` does, so arrays carved
+        inside must be dead by then (``del`` them, or carve them in a function
+        called inside the block) or exit raises BufferError. When the block
+        raises, the rewind happens only if no array of the scope is still
+        alive (the traceback often holds some); otherwise the arena is left as
+        it is and the original exception propagates.
+        """
+        cdef Scope s = Scope.__new__(Scope)
+        s.arena = self
+        return s
+
+    # -------------------------------------------------------- composition
+
+    def resource(self):
+        """This arena as a :class:`~dod.resource.Resource`, to back other allocators.
+
+        The resource pushes from this arena; its deallocate does nothing
+        (memory returns at rewind/reset). While the Resource (or anything
+        holding it) is alive, checked rewinds and resets raise BufferError,
+        since memory handed out through it is invisible to the arena.
+        """
+        cdef dod_resource r
+        r.allocate = _arena_allocate
+        r.deallocate = _arena_deallocate
+        r.ctx = <void*>&self.arena
+        pin = self._new_lease(dod_arena_mark(&self.arena), SIZE_MAX)
+        self._lease_open = NULL
+        return Resource.wrap(&r, pin, "arena")
+
+    # -------------------------------------------------------- statistics
+
+    @property
+    def capacity(self):
+        """Bytes of all blocks (one unless growable)."""
+        cdef size_t total = 0
+        cdef dod_arena_block* b = &self._first
+        while b != NULL:
+            total += b.capacity
+            b = b.next
+        return total
+
+    @property
+    def used(self):
+        """Position: bytes pushed, alignment padding (and stranded block tails) included."""
+        return dod_arena_mark(&self.arena)
+
+    @property
+    def available(self):
+        """Bytes that can still be pushed without growing (before padding)."""
+        return self.capacity - dod_arena_mark(&self.arena)
+
+    @property
+    def peak(self):
+        """Highest position reached."""
+        cdef size_t pos = dod_arena_mark(&self.arena)
+        return pos if pos > self.arena.peak else self.arena.peak
+
+    @property
+    def allocations(self):
+        """Successful pushes since creation."""
+        return self.arena.allocations
+
+    @property
+    def failed(self):
+        """Pushes that did not fit."""
+        return self.arena.failed
+
+    @property
+    def growable(self):
+        return self.growable_
+
+    @property
+    def blocks(self):
+        """Number of blocks in the chain (spares included)."""
+        cdef size_t n = 0
+        cdef dod_arena_block* b = &self._first
+        while b != NULL:
+            n += 1
+            b = b.next
+        return n
+
+    @property
+    def pinned(self):
+        """Lowest position a checked rewind can reach now (live arrays sit below it)."""
+        return self._pinned_above(0)
+
+    def stats(self):
+        """The common statistics as a dict."""
+        return {
+            "capacity": self.capacity,
+            "used": self.used,
+            "available": self.available,
+            "peak": self.peak,
+            "allocations": self.allocations,
+            "failed": self.failed,
+        }
+
+    def __repr__(self):
+        return (f"<dod.Arena {'growable' if self.growable_ else 'fixed'} "
+                f"capacity={_fmt_bytes(self.capacity)} used={_fmt_bytes(self.used)} "
+                f"peak={_fmt_bytes(self.peak)} allocations={self.allocations} "
+                f"failed={self.failed} blocks={self.blocks} pinned={self.pinned}>")

@@ -1,0 +1,48 @@
+"""``python -m dod.bench``: allocator and table workloads timed on this machine.
+
+Each section is a module of this package with a ``run(quick) -> Section``
+function; its kernels are compiled Cython (``_*_kernels.pyx``) timed in C
+around whole loops, so the numbers are the engine's, not the interpreter's.
+Every row is compared against the section's baseline measured in the same
+run (malloc/free, numpy, plain Python objects).
+
+Sections live in floors 1-2 only; the tracker has its own
+``python -m dod.tracker.bench``.
+"""
+from dataclasses import dataclass, field
+
+# Section modules, in the order the table prints them.
+SECTIONS = ["arena"]
+
+
+@dataclass
+class Row:
+    name: str
+    value: float            # per-operation cost, in `unit`
+    unit: str = "ns"
+    note: str = ""
+
+
+@dataclass
+class Section:
+    title: str
+    baseline: str           # name of the row the others are compared against
+    rows: list = field(default_factory=list)
+    per: str = "op"         # what one operation is ("record", "pair", "frame"...)
+    goal: str = ""          # the goal, as the issue states it
+
+    def add(self, name, value, unit="ns", note=""):
+        self.rows.append(Row(name, value, unit, note))
+        return value
+
+    def value(self, name):
+        for row in self.rows:
+            if row.name == name:
+                return row.value
+        raise KeyError(name)
+
+
+def median_of(fn, repeat):
+    """Median of `repeat` calls of fn() (each returns one timing)."""
+    values = sorted(fn() for _ in range(repeat))
+    return values[len(values) // 2]

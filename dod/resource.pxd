@@ -1,0 +1,56 @@
+# dod/resource.pxd: one allocator interface so allocators compose.
+#
+# A dod_resource is three words: allocate, deallocate and the context they
+# act on, in the spirit of std::pmr::memory_resource and numpy's
+# PyDataMem_Handler. Every dod allocator can present itself as one (its
+# owner's .resource() method); tables, the guard-zone wrapper and growable
+# allocators take their memory through it. Hot paths never go through it:
+# they call the engine functions of the allocator they know.
+#
+# Contract of the function pointers:
+#   allocate(ctx, size, alignment): alignment is a power of two; returns a
+#       pointer aligned to it, or NULL (never raises, never takes the GIL).
+#       size 0 may return NULL.
+#   deallocate(ctx, ptr, size, alignment): ptr came from allocate on the same
+#       resource with the same size and alignment; NULL is ignored. A resource
+#       whose memory is released wholesale (an arena) makes this a no-op.
+# All-zero (ZII) is a valid resource that fails every request.
+
+cdef extern from *:
+    """
+    #include <stddef.h>
+    """
+
+ctypedef void* (*dod_allocate_fn)(void* ctx, size_t size, size_t alignment) noexcept nogil
+ctypedef void (*dod_deallocate_fn)(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil
+
+ctypedef struct dod_resource:
+    dod_allocate_fn allocate
+    dod_deallocate_fn deallocate
+    void* ctx
+
+
+cdef inline void* dod_resource_allocate(const dod_resource* r, size_t size, size_t alignment) noexcept nogil:
+    if r == NULL or r.allocate == NULL:
+        return NULL
+    return r.allocate(r.ctx, size, alignment)
+
+
+cdef inline void dod_resource_deallocate(const dod_resource* r, void* ptr, size_t size, size_t alignment) noexcept nogil:
+    if r != NULL and r.deallocate != NULL and ptr != NULL:
+        r.deallocate(r.ctx, ptr, size, alignment)
+
+
+# The process-wide resources, valid for the life of the process.
+cdef const dod_resource* dod_pages_resource() noexcept nogil    # anonymous pages (mmap): zeroed, page-aligned
+cdef const dod_resource* dod_malloc_resource() noexcept nogil   # posix_memalign / free
+
+
+cdef class Resource:
+    """A dod_resource made visible to Python, with the object that keeps its context alive."""
+    cdef dod_resource resource
+    cdef readonly object owner
+    cdef readonly str name
+
+    @staticmethod
+    cdef Resource wrap(const dod_resource* r, object owner, str name)

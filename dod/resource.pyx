@@ -1,0 +1,142 @@
+"""One allocator interface, so that dod allocators compose.
+
+A :class:`Resource` wraps the C struct ``dod_resource`` (allocate,
+deallocate, context) declared in ``dod/resource.pxd``. Every dod allocator
+presents itself as one through its ``resource()`` method, and allocators that
+need backing memory (a growable arena, a pool, a table) accept one, so an
+arena can feed a pool or a table without either knowing the other.
+
+Two process-wide resources are built in: :data:`pages` (anonymous memory from
+the operating system: page aligned and zero-filled, returned to the system on
+deallocate) and :data:`malloc` (``posix_memalign``/``free``).
+
+Thread-safety: the built-in resources are safe from any thread. A resource
+presented by an allocator has that allocator's promise.
+"""
+from libc.stdint cimport uintptr_t
+from libc.stdlib cimport free
+from cpython.pycapsule cimport PyCapsule_New
+
+from dod._core cimport dod_is_pow2, dod_add_overflow
+
+
+cdef extern from "_os.h" nogil:
+    size_t dod_os_page_size()
+    void* dod_os_map(size_t size)
+    void dod_os_unmap(void* p, size_t size)
+
+cdef extern from "<stdlib.h>" nogil:
+    int posix_memalign(void** memptr, size_t alignment, size_t size)
+
+
+cdef size_t _page_round(size_t size) noexcept nogil:
+    cdef size_t page = dod_os_page_size()
+    cdef size_t out
+    if dod_add_overflow(size, page - 1, &out):
+        return 0
+    return out & ~(page - 1)
+
+
+cdef void* _pages_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil:
+    cdef size_t page = dod_os_page_size()
+    cdef size_t length = _page_round(size)
+    cdef size_t span, head, tail
+    cdef char* raw
+    cdef uintptr_t aligned
+    if length == 0 or not dod_is_pow2(alignment):
+        return NULL
+    if alignment <= page:
+        return dod_os_map(length)
+    # Over-map by the alignment and give back the unaligned head and tail.
+    if dod_add_overflow(length, alignment, &span):
+        return NULL
+    raw = <char*>dod_os_map(span)
+    if raw == NULL:
+        return NULL
+    aligned = (<uintptr_t>raw + alignment - 1) & ~(<uintptr_t>alignment - 1)
+    head = aligned - <uintptr_t>raw
+    tail = span - head - length
+    if head:
+        dod_os_unmap(raw, head)
+    if tail:
+        dod_os_unmap(<char*>aligned + length, tail)
+    return <void*>aligned
+
+
+cdef void _pages_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
+    dod_os_unmap(ptr, _page_round(size))
+
+
+cdef void* _malloc_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil:
+    cdef void* p = NULL
+    if size == 0 or not dod_is_pow2(alignment):
+        return NULL
+    if alignment < sizeof(void*):
+        alignment = sizeof(void*)
+    if posix_memalign(&p, alignment, size) != 0:
+        return NULL
+    return p
+
+
+cdef void _malloc_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
+    free(ptr)
+
+
+cdef dod_resource _PAGES
+_PAGES.allocate = _pages_allocate
+_PAGES.deallocate = _pages_deallocate
+_PAGES.ctx = NULL
+
+cdef dod_resource _MALLOC
+_MALLOC.allocate = _malloc_allocate
+_MALLOC.deallocate = _malloc_deallocate
+_MALLOC.ctx = NULL
+
+
+cdef const dod_resource* dod_pages_resource() noexcept nogil:
+    return &_PAGES
+
+
+cdef const dod_resource* dod_malloc_resource() noexcept nogil:
+    return &_MALLOC
+
+
+cdef class Resource:
+    """An allocator seen through dod's one C interface (allocate, deallocate, context).
+
+    Instances come from allocators (``Arena.resource()``, ...) or are the
+    built-in :data:`pages` and :data:`malloc`; they cannot be made from
+    Python directly. A Resource keeps the allocator behind it alive, so
+    whatever takes a Resource may outlive the caller's reference to the
+    allocator.
+
+    Cython code reaches the struct as ``res.resource`` (``from dod.resource
+    cimport Resource, dod_resource_allocate``); other C consumers get a
+    pointer to it from :meth:`capsule`.
+    """
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("Resource objects come from allocators (e.g. Arena.resource()) or dod.resource.pages/malloc")
+
+    @staticmethod
+    cdef Resource wrap(const dod_resource* r, object owner, str name):
+        cdef Resource self = Resource.__new__(Resource)
+        self.resource = r[0]
+        self.owner = owner
+        self.name = name
+        return self
+
+    def capsule(self):
+        """A PyCapsule named ``"dod_resource"`` holding ``dod_resource*``.
+
+        The pointer is valid while this Resource object is alive; keep a
+        reference to it for as long as C code uses the pointer.
+        """
+        return PyCapsule_New(&self.resource, b"dod_resource", NULL)
+
+    def __repr__(self):
+        return f"<dod.Resource {self.name}>"
+
+
+pages = Resource.wrap(&_PAGES, None, "pages")
+malloc = Resource.wrap(&_MALLOC, None, "malloc")

@@ -1,0 +1,117 @@
+"""Build script for dod: every ``dod/**/*.pyx`` becomes one extension module.
+
+Build variants are chosen by one environment variable, read here and nowhere
+else (flags go through ``extra_compile_args``; never set ``CFLAGS``, which
+replaces setuptools' ``-O3 -DNDEBUG``):
+
+    DOD_BUILD=release   (default) -O3, no bounds checks, DOD_DEBUG=0
+    DOD_BUILD=debug     -O0 -g, boundscheck/wraparound/initializedcheck on,
+                        DOD_DEBUG=1: 0xCD poison on release, ownership checks
+    DOD_BUILD=sanitize  debug + AddressSanitizer + UBSan (compile and link)
+
+Switching variants reuses stale objects unless build/ and the generated .c
+files are removed first: ``python setup.py clean_variant`` does that.
+"""
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import numpy
+from Cython.Build import cythonize
+from setuptools import Command, Extension, setup
+
+HERE = Path(__file__).resolve().parent
+VARIANT = os.environ.get("DOD_BUILD", "release").strip().lower() or "release"
+if VARIANT not in ("release", "debug", "sanitize"):
+    sys.exit(f"DOD_BUILD must be release, debug or sanitize, not {VARIANT!r}")
+DEBUG = VARIANT in ("debug", "sanitize")
+
+compile_args = []
+link_args = []
+macros = [("NPY_NO_DEPRECATED_API", "NPY_2_0_API_VERSION")]
+if DEBUG:
+    compile_args += ["-O0", "-g3", "-fno-omit-frame-pointer"]
+    macros += [("DOD_DEBUG", "1")]
+else:
+    compile_args += ["-O3"]
+    macros += [("DOD_DEBUG", "0"), ("NDEBUG", None)]
+if VARIANT == "sanitize":
+    san = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
+    compile_args += san
+    link_args += san
+# 16-byte compare-and-swap for the lock-free stacks (dod/_atomic.h).
+if os.uname().machine in ("x86_64", "AMD64"):
+    compile_args += ["-mcx16"]
+link_args += ["-latomic"]
+
+directives = {
+    "language_level": 3,
+    "boundscheck": DEBUG,
+    "wraparound": DEBUG,
+    "initializedcheck": DEBUG,
+    "cdivision": not DEBUG,
+    "embedsignature": True,
+    "freethreading_compatible": False,
+}
+
+
+def extensions():
+    exts = []
+    for pyx in sorted((HERE / "dod").rglob("*.pyx")):
+        rel = pyx.relative_to(HERE)
+        name = ".".join(rel.with_suffix("").parts)
+        exts.append(
+            Extension(
+                name,
+                [str(rel)],
+                include_dirs=[numpy.get_include(), str(HERE / "dod")],
+                define_macros=macros,
+                extra_compile_args=compile_args,
+                extra_link_args=link_args,
+            )
+        )
+    return exts
+
+
+class CleanVariant(Command):
+    """Remove build/ and every generated .c/.so so the next build starts clean."""
+
+    description = "remove build products so a different DOD_BUILD variant starts clean"
+    user_options = []
+
+    def initialize_options(self):
+        pass
+
+    def finalize_options(self):
+        pass
+
+    def run(self):
+        shutil.rmtree(HERE / "build", ignore_errors=True)
+        for pyx in (HERE / "dod").rglob("*.pyx"):
+            for generated in (pyx.with_suffix(".c"), *pyx.parent.glob(pyx.stem + ".*.so")):
+                if generated.exists():
+                    generated.unlink()
+
+
+def variant_changed():
+    """True when the last build in this tree was another variant (then regenerate all C)."""
+    stamp = HERE / "build" / "dod-variant"
+    previous = stamp.read_text().strip() if stamp.exists() else None
+    stamp.parent.mkdir(exist_ok=True)
+    stamp.write_text(VARIANT)
+    return previous is not None and previous != VARIANT
+
+
+JOBS = int(os.environ.get("DOD_BUILD_JOBS", str(os.cpu_count() or 1)))
+
+setup(
+    ext_modules=cythonize(
+        extensions(),
+        compiler_directives=directives,
+        nthreads=JOBS if JOBS > 1 else 0,
+        force=variant_changed(),
+    ),
+    cmdclass={"clean_variant": CleanVariant},
+    options={"build_ext": {"parallel": JOBS}},
+)
