@@ -1,0 +1,78 @@
+/* dod/_atomic.h: every atomic operation and lock in dod, and nothing else.
+ *
+ * Cython code reaches these through dod/_atomic.pxd (cdef extern); no other
+ * file in the tree spells an intrinsic. GCC/Clang __atomic builtins; the
+ * 16-byte compare-and-swap of the tagged stack head is cmpxchg16b on x86-64
+ * (-mcx16, linked with -latomic as gcc routes it through libatomic).
+ */
+#ifndef DOD_ATOMIC_H
+#define DOD_ATOMIC_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <pthread.h>
+#include <sched.h>
+
+/* ---- word-sized atomics ------------------------------------------------ */
+
+static inline uint64_t dod_atomic_load_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline uint64_t dod_atomic_load_relaxed_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+static inline void dod_atomic_store_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+static inline uint64_t dod_atomic_fetch_add_u64(uint64_t *p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
+static inline uint64_t dod_atomic_fetch_add_relaxed_u64(uint64_t *p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+static inline uint64_t dod_atomic_fetch_sub_u64(uint64_t *p, uint64_t v) { return __atomic_fetch_sub(p, v, __ATOMIC_ACQ_REL); }
+static inline int dod_atomic_cas_u64(uint64_t *p, uint64_t *expected, uint64_t desired) {
+    return __atomic_compare_exchange_n(p, expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+static inline void *dod_atomic_load_ptr(void *const *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline void dod_atomic_store_ptr(void **p, void *v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+static inline int dod_atomic_cas_ptr(void **p, void **expected, void *desired) {
+    return __atomic_compare_exchange_n(p, expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+static inline void *dod_atomic_exchange_ptr(void **p, void *v) { return __atomic_exchange_n(p, v, __ATOMIC_ACQ_REL); }
+
+static inline void dod_atomic_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+static inline void dod_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* ---- tagged pointer: the head of a lock-free (Treiber) stack ------------
+ * The tag is incremented on every successful CAS, so a head that was popped,
+ * reused and pushed back (ABA) no longer compares equal. The pair is 16-byte
+ * aligned for cmpxchg16b.
+ */
+typedef struct dod_tagged_ptr {
+    void *ptr;
+    uint64_t tag;
+} __attribute__((aligned(16))) dod_tagged_ptr;
+
+static inline dod_tagged_ptr dod_tagged_load(dod_tagged_ptr *p) {
+    dod_tagged_ptr v;
+    /* Two relaxed word loads may tear; the CAS below catches any tear. */
+    v.tag = __atomic_load_n(&p->tag, __ATOMIC_ACQUIRE);
+    v.ptr = __atomic_load_n(&p->ptr, __ATOMIC_ACQUIRE);
+    return v;
+}
+
+static inline int dod_tagged_cas(dod_tagged_ptr *p, dod_tagged_ptr *expected, dod_tagged_ptr desired) {
+    return __atomic_compare_exchange(p, expected, &desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/* ---- a plain mutex for slow paths (growth) and the locked pool ---------- */
+
+typedef pthread_mutex_t dod_mutex;
+static inline int dod_mutex_init(dod_mutex *m) { return pthread_mutex_init(m, NULL); }
+static inline void dod_mutex_destroy(dod_mutex *m) { pthread_mutex_destroy(m); }
+static inline void dod_mutex_lock(dod_mutex *m) { pthread_mutex_lock(m); }
+static inline void dod_mutex_unlock(dod_mutex *m) { pthread_mutex_unlock(m); }
+static inline int dod_mutex_trylock(dod_mutex *m) { return pthread_mutex_trylock(m) == 0; }
+
+static inline void dod_thread_yield(void) { sched_yield(); }
+
+#endif

@@ -1,0 +1,33 @@
+# dod/_atomic.pxd: the declarations of dod/_atomic.h, the one place where
+# atomics and locks are spelled. See the header for memory orders.
+from libc.stdint cimport uint64_t
+
+cdef extern from "_atomic.h" nogil:
+    uint64_t dod_atomic_load_u64(const uint64_t* p)
+    uint64_t dod_atomic_load_relaxed_u64(const uint64_t* p)
+    void dod_atomic_store_u64(uint64_t* p, uint64_t v)
+    uint64_t dod_atomic_fetch_add_u64(uint64_t* p, uint64_t v)
+    uint64_t dod_atomic_fetch_add_relaxed_u64(uint64_t* p, uint64_t v)
+    uint64_t dod_atomic_fetch_sub_u64(uint64_t* p, uint64_t v)
+    bint dod_atomic_cas_u64(uint64_t* p, uint64_t* expected, uint64_t desired)
+    void* dod_atomic_load_ptr(void* const* p)
+    void dod_atomic_store_ptr(void** p, void* v)
+    bint dod_atomic_cas_ptr(void** p, void** expected, void* desired)
+    void* dod_atomic_exchange_ptr(void** p, void* v)
+    void dod_atomic_fence()
+    void dod_cpu_relax()
+
+    ctypedef struct dod_tagged_ptr:
+        void* ptr
+        uint64_t tag
+    dod_tagged_ptr dod_tagged_load(dod_tagged_ptr* p)
+    bint dod_tagged_cas(dod_tagged_ptr* p, dod_tagged_ptr* expected, dod_tagged_ptr desired)
+
+    ctypedef struct dod_mutex:
+        pass
+    int dod_mutex_init(dod_mutex* m)
+    void dod_mutex_destroy(dod_mutex* m)
+    void dod_mutex_lock(dod_mutex* m)
+    void dod_mutex_unlock(dod_mutex* m)
+    bint dod_mutex_trylock(dod_mutex* m)
+    void dod_thread_yield()
