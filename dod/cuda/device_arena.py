@@ -37,6 +37,7 @@ Thread-safety
     concurrently from any number of device threads.
 """
 import warnings
+import weakref
 
 import numpy as np
 
@@ -52,6 +53,37 @@ _MAX_ALIGN = 256        # the carve region starts 256-aligned: more cannot be pr
 
 def _round_up(n, a):
     return (n + a - 1) & ~(a - 1)
+
+
+def record_dtype(dtype):
+    """`dtype` as a numpy dtype for pushed records: plain, and a multiple of
+    PUSH_GRANULE bytes so that records lie back to back; else ValueError."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"not a dtype: {dtype!r} ({e})") from None
+    if dt.hasobject or dt.itemsize == 0 or dt.itemsize % PUSH_GRANULE:
+        raise ValueError(f"pushed records need a plain dtype whose size is a multiple of "
+                         f"{PUSH_GRANULE} bytes; {dt} has {dt.itemsize}")
+    return dt
+
+
+def read_pushes(buffer, dtype, push_capacity):
+    """(records, asked) from a host copy of a device arena's header and push
+    region (what :meth:`DeviceArena.download_pushes` writes): the records of
+    `dtype` that fit (a numpy view of `buffer`) and the bytes kernels asked
+    for (above `push_capacity` when they overflowed). Records beyond the end
+    of `buffer` are left out."""
+    dt = record_dtype(dtype)
+    if not isinstance(buffer, np.ndarray) or not buffer.flags.c_contiguous:
+        raise TypeError("read_pushes() needs a C-contiguous numpy array")
+    raw = buffer.reshape(-1).view(np.uint8)
+    if raw.nbytes < HEADER_BYTES:
+        raise ValueError(f"buffer holds {raw.nbytes} bytes, less than the {HEADER_BYTES}-byte header")
+    asked = int(raw[:8].view(np.uint64)[0])
+    room = min(push_capacity, raw.nbytes - HEADER_BYTES)
+    count = min(asked, room) // dt.itemsize
+    return raw[HEADER_BYTES:HEADER_BYTES + count * dt.itemsize].view(dt), asked
 
 
 class EscapeWarning(UserWarning):
@@ -116,8 +148,6 @@ class DeviceArena:
         self._base = int(self._mem.ptr)
         self._carve_base = self._base + HEADER_BYTES + self._push_capacity
         self._bump = Bump(capacity)
-        import weakref
-
         self._push_views = weakref.WeakSet()
         # The header, written once and synchronously: used = 0, capacity = push region.
         header = np.zeros(HEADER_BYTES // 8, dtype=np.uint64)
@@ -263,7 +293,7 @@ class DeviceArena:
         records lie back to back. Only records that fit are included. The view
         keeps the arena alive and blocks a checked :meth:`reset_pushes`.
         """
-        dt = self._record_dtype(dtype)
+        dt = record_dtype(dtype)
         count = min(self.pushed(stream=stream), self._push_capacity) // dt.itemsize
         lease = _PushLease(self)
         self._push_views.add(lease)
@@ -292,22 +322,7 @@ class DeviceArena:
         :meth:`download_pushes` (a numpy view of `out`), and the bytes asked
         for (more than ``push_capacity`` when the region overflowed).
         No CUDA call: synchronise the stream first."""
-        dt = self._record_dtype(dtype)
-        raw = np.asarray(out).reshape(-1).view(np.uint8)
-        if raw.nbytes < HEADER_BYTES:
-            raise ValueError(f"out holds {raw.nbytes} bytes, less than the {HEADER_BYTES}-byte header")
-        asked = int(raw[:8].view(np.uint64)[0])
-        room = min(self._push_capacity, raw.nbytes - HEADER_BYTES)
-        count = min(asked, room) // dt.itemsize
-        return raw[HEADER_BYTES:HEADER_BYTES + count * dt.itemsize].view(dt), asked
-
-    @staticmethod
-    def _record_dtype(dtype):
-        dt = np.dtype(dtype)
-        if dt.hasobject or dt.itemsize == 0 or dt.itemsize % PUSH_GRANULE:
-            raise ValueError(f"pushed records need a plain dtype whose size is a multiple of "
-                             f"{PUSH_GRANULE} bytes; {dt} has {dt.itemsize}")
-        return dt
+        return read_pushes(out, dtype, self._push_capacity)
 
     # -------------------------------------------------------- statistics
 

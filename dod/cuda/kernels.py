@@ -176,9 +176,6 @@ def _kernel_names(source):
 
 def launch(kernel, n, args, stream=None, block=256):
     """Launch `kernel` over `n` threads (1-D) on `stream` (the current one if None)."""
-    from dod.cuda import require_cupy
-
-    cp = require_cupy()
     grid = (max(1, (n + block - 1) // block),)
     if stream is None:
         kernel(grid, (block,), args)
