@@ -124,7 +124,7 @@ def bench_in_kernel(quick):
     sec = Section("In-kernel allocation: 1000 threads x 16 B", baseline="device malloc + free", per="kernel",
                   goal="arena push costs about the floor; device malloc far above it")
     iters, repeat = (50, 3) if quick else (200, 7)
-    stream = cp.cuda.Stream(non_blocking=True)
+    stream = cp.cuda.Stream()      # blocking: ordered after the null stream's setup
     sink = cp.zeros(2, dtype=cp.uint64)
     n = np.int32(N_THREADS)
     nbytes = np.uint64(ALLOC_BYTES)
@@ -178,7 +178,7 @@ def bench_columns(quick):
                   per="frame", goal="host bump over one buffer near the floor; reset is one memset")
     iters, repeat = (200, 3) if quick else (1000, 7)
     nbytes = N_DETECTIONS * 4
-    stream = cp.cuda.Stream(non_blocking=True)
+    stream = cp.cuda.Stream()      # blocking: ordered after the null stream's setup
     sptr = int(stream.ptr)
     sync = stream.synchronize
 
@@ -316,7 +316,12 @@ def main(argv=None):
     p.add_argument("--markdown", action="store_true", help="print Markdown tables (for the README)")
     args = p.parse_args(argv)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    print(f"dod.cuda.bench  {stamp}\n{device_line()}\n"
+    try:
+        device = device_line()
+    except (ImportError, RuntimeError) as e:
+        print(f"python -m dod.cuda.bench: {e}", file=sys.stderr)
+        return 2
+    print(f"dod.cuda.bench  {stamp}\n{device}\n"
           f"command: python -m dod.cuda.bench {' '.join(sys.argv[1:] if argv is None else argv)}\n", flush=True)
     failures = 0
     for name in args.only or list(SECTIONS):

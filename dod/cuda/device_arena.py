@@ -153,6 +153,9 @@ class DeviceArena:
         header = np.zeros(HEADER_BYTES // 8, dtype=np.uint64)
         header[1] = self._push_capacity
         cp.cuda.runtime.memcpy(self._base, header.ctypes.data, HEADER_BYTES, _H2D)
+        # cudaMemcpy from pageable memory may return before the DMA lands; work
+        # on a non-blocking stream is not ordered after it. Wait, once.
+        cp.cuda.runtime.deviceSynchronize()
         self._readback = np.zeros(1, dtype=np.uint64)
 
     # -------------------------------------------------------- streams
