@@ -535,3 +535,15 @@ def test_bench_without_cupy_says_why(no_cupy, capsys):
     with pytest.raises(SystemExit) as e:
         bench.main(["--only", "nope"])
     assert e.value.code == 2
+
+
+def test_gpu_suite_against_the_fake_cupy():
+    """The GPU tests, run against tests/gpu/fake_cupy.py (host memory, kernels
+    in Python): exercises DeviceArena, the scope, the frame and the bench code
+    paths here. Not a GPU test: tests/gpu/run_gpu_checks.sh is."""
+    env = dict(os.environ, DOD_FAKE_CUPY="1", PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-m", "pytest", "tests/gpu", "-q", "-p", "no:cacheprovider",
+                          "--confcutdir=tests/gpu"], cwd=ROOT, capture_output=True, text=True, env=env,
+                         timeout=600)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert " passed" in out.stdout and "skipped" not in out.stdout

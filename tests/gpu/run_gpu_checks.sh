@@ -10,6 +10,8 @@
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
 PY=${PYTHON:-python}
+# The in-place build is imported from the checkout (examples/ run as scripts too).
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 BENCH_ARGS=("$@")
 declare -A RC
 
