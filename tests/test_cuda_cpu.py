@@ -335,6 +335,30 @@ def test_pinned_arena_uses_cupy_pinned_allocator(monkeypatch):
     assert seen == [1000] and a.capacity == 1000
 
 
+def test_pinned_arena_read_only_export_falls_back_to_the_address(monkeypatch):
+    class ReadOnlyPinned(np.ndarray):
+        """A pinned pointer whose buffer export is read-only but has .ptr."""
+
+    keep = []
+
+    def alloc(n):
+        backing = np.zeros(n, dtype=np.uint8)
+        keep.append(backing)
+        ro = backing.view(ReadOnlyPinned)
+        ro.flags.writeable = False
+        ro.ptr = backing.ctypes.data
+        return ro
+
+    cp = types.ModuleType("cupy")
+    cp.cuda = types.SimpleNamespace(alloc_pinned_memory=alloc)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    a = dod.cuda.PinnedArena(512)
+    x = a.empty(4, np.uint32)
+    x[:] = [1, 2, 3, 4]
+    assert a.ptr == keep[0].ctypes.data
+    assert list(keep[0][:16].view(np.uint32)) == [1, 2, 3, 4]     # the same bytes
+
+
 # ---------------------------------------------------------------- the frame's CPU side
 
 def test_detections_same_bits_in_place_or_allocating(fake_cupy_pinned):

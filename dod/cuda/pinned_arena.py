@@ -13,6 +13,8 @@ not be rewritten (or released and carved again) before the stream has run
 the copy. The frame pattern does that with one sync per frame before the
 arena is reset.
 """
+import ctypes
+
 import numpy as np
 
 from dod.arena import Arena
@@ -41,8 +43,15 @@ class PinnedArena(Arena):
         # A numpy view of the block: the Arena keeps it (and through its base,
         # the pinned block) alive for as long as the arena or any array lives.
         buffer = np.frombuffer(pinned, dtype=np.uint8, count=capacity)
+        if not buffer.flags.writeable:
+            # A CuPy whose pinned pointer exports a read-only buffer: view the
+            # same bytes through their address. The arena object holds
+            # `pinned` (below), and every array's lease holds the arena.
+            raw = (ctypes.c_uint8 * capacity).from_address(int(pinned.ptr))
+            buffer = np.frombuffer(raw, dtype=np.uint8, count=capacity)
         self = Arena.__new__(cls, capacity, buffer=buffer)
         self._pinned = pinned
+        self._ptr = int(buffer.ctypes.data)
         return self
 
     def __init__(self, capacity):
@@ -51,7 +60,7 @@ class PinnedArena(Arena):
     @property
     def ptr(self):
         """Host address of the pinned block."""
-        return int(np.frombuffer(self._pinned, dtype=np.uint8, count=1).ctypes.data)
+        return self._ptr
 
     def __repr__(self):
         return "<dod.cuda.PinnedArena" + super().__repr__()[len("<dod.Arena"):]
