@@ -104,7 +104,7 @@ class DeviceMark:
 
 
 class _PushLease:
-    """Owner of a CuPy view of the push region (see :meth:`DeviceArena.pushes`)."""
+    """Owner of a CuPy view of the push region (see :meth:`DeviceArena.push_region`)."""
 
     __slots__ = ("owner", "__weakref__")
 
@@ -250,18 +250,18 @@ class DeviceArena:
     def reset_pushes(self, *, stream=None, unchecked=False):
         """Forget every push: one 8-byte ``cudaMemsetAsync`` of ``used`` on the stream.
 
-        BufferError (nothing enqueued) while a view from :meth:`pushes` is
-        alive, unless ``unchecked``.
+        BufferError (nothing enqueued) while a view from :meth:`push_region`
+        is alive, unless ``unchecked``.
         """
         if not unchecked and len(self._push_views):
-            raise BufferError("views of pushed records (from pushes()) are still alive; delete them "
+            raise BufferError("views of the push region (from push_region()) are still alive; delete them "
                               "first, or pass unchecked=True if you own the risk")
         self._cp.cuda.runtime.memsetAsync(self._base, 0, 8, self._stream_ptr(stream))
 
     def reset(self, *, stream=None, unchecked=False):
         """Release all carved arrays and forget every push (one 8-byte memset).
 
-        BufferError, and no change, while a carved array or a pushes() view is
+        BufferError, and no change, while a carved array or a push_region() view is
         alive, unless ``unchecked``.
         """
         if not unchecked:
@@ -269,7 +269,7 @@ class DeviceArena:
             if pinned:
                 self._bump.release_to(0, False)     # raises the BufferError with the details
             if len(self._push_views):
-                raise BufferError("views of pushed records (from pushes()) are still alive")
+                raise BufferError("views of the push region (from push_region()) are still alive")
         self.reset_pushes(stream=stream, unchecked=True)
         self._bump.release_to(0, True)
 
@@ -290,19 +290,34 @@ class DeviceArena:
         return self.pushed(stream=stream) > self._push_capacity
 
     def pushes(self, dtype, *, stream=None):
-        """The pushed records as a CuPy array of `dtype` (synchronises to read ``used``).
+        """The pushed records, copied to the host as a numpy array of `dtype`
+        (synchronises; for tests and diagnostics).
 
         ``dtype``'s size must be a multiple of 16 (PUSH_GRANULE), so that
-        records lie back to back. Only records that fit are included. The view
-        keeps the arena alive and blocks a checked :meth:`reset_pushes`.
+        records lie back to back; structured dtypes are fine (the copy is a
+        plain numpy array, which CuPy arrays of structured dtypes are not
+        reliably). Only records that fit the push region are included.
         """
         dt = record_dtype(dtype)
         count = min(self.pushed(stream=stream), self._push_capacity) // dt.itemsize
+        out = np.empty(count, dtype=dt)
+        if count:
+            self._cp.cuda.runtime.memcpy(out.ctypes.data, self._base + HEADER_BYTES, out.nbytes, _D2H)
+        return out
+
+    def push_region(self, *, stream=None):
+        """The pushed bytes as a CuPy ``uint8`` array over the push region (no copy;
+        synchronises to read ``used``). ``.view(dtype)`` it for plain dtypes.
+
+        The view keeps the arena alive and blocks a checked
+        :meth:`reset_pushes` or :meth:`reset` while it lives.
+        """
+        nbytes = min(self.pushed(stream=stream), self._push_capacity)
         lease = _PushLease(self)
         self._push_views.add(lease)
         cuda = self._cp.cuda
-        mem = cuda.UnownedMemory(self._base + HEADER_BYTES, count * dt.itemsize, lease, self.device_id)
-        return self._cp.ndarray((count,), dtype=dt, memptr=cuda.MemoryPointer(mem, 0))
+        mem = cuda.UnownedMemory(self._base + HEADER_BYTES, nbytes, lease, self.device_id)
+        return self._cp.ndarray((nbytes,), dtype=np.uint8, memptr=cuda.MemoryPointer(mem, 0))
 
     def download_pushes(self, out, *, stream=None):
         """Enqueue one async copy of the header and the push region into `out`.

@@ -162,6 +162,9 @@ class ndarray:
     nbytes = property(lambda self: self._a.nbytes)
     size = property(lambda self: self._a.size)
 
+    def view(self, dtype):
+        return ndarray._wrap(self._a.view(dtype), self.data.mem)
+
     def get(self, stream=None):
         return self._a.copy()
 

@@ -160,8 +160,8 @@ def test_kernel_pushes_one_atomic_each(stream):
     a = DeviceArena(0, push_capacity=16 * n, stream=stream)
     assert _push_tagged(a, n, stream) == 0
     assert a.pushed() == 16 * n and not a.overflowed()
-    recs = a.pushes(TAG).get()
-    assert recs.shape == (n,)
+    recs = a.pushes(TAG)
+    assert isinstance(recs, np.ndarray) and recs.shape == (n,)
     assert sorted(recs["i"].tolist()) == list(range(n))             # every thread pushed once
     assert np.array_equal(recs["not_i"], ~recs["i"])
     assert (recs["n"] == 16).all() and (recs["zero"] == 0).all()
@@ -181,9 +181,13 @@ def test_reset_pushes_is_an_8_byte_memset(stream):
     a = DeviceArena(0, push_capacity=1024, stream=stream)
     _push_tagged(a, 10, stream)
     assert a.pushed() == 160
-    view = a.pushes(TAG)
+    view = a.push_region()
+    assert isinstance(view, cp.ndarray) and view.nbytes == 160 and view.data.ptr == a.ptr + HEADER_BYTES
+    assert sorted(view.view(cp.uint32).get()[0::4].tolist()) == list(range(10))
     with pytest.raises(BufferError, match="still alive"):
         a.reset_pushes()
+    with pytest.raises(BufferError, match="still alive"):
+        a.reset()
     del view
     gc.collect()
     a.reset_pushes()
@@ -228,7 +232,7 @@ def test_user_kernel_with_arena_source(stream):
     k = cp.RawModule(code=src).get_function("squares")
     a = DeviceArena(0, push_capacity=16 * 64, stream=stream)
     launch(k, 64, (np.int32(64), a.header), stream=stream)
-    recs = a.pushes(np.dtype([("i", np.int64), ("sq", np.int64)])).get()
+    recs = a.pushes(np.dtype([("i", np.int64), ("sq", np.int64)]))
     assert sorted(recs["sq"].tolist()) == [i * i for i in range(64)]
 
 
