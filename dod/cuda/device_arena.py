@@ -427,6 +427,8 @@ class AllocatorScope:
     normal exit. The memory they hold (and any dead memory below it) returns
     at a later rewind or reset once they are gone.
 
+    Inside the block nothing is reused (a bump never frees piece by piece):
+    size the arena for everything the block allocates, temporaries included.
     MemoryError from CuPy's operations in the block when the arena is
     exhausted. Use the scope on one thread and, for memory reuse across
     scopes to be safe without events, one stream (as with CuPy's pool).
