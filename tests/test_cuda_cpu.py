@@ -29,8 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def no_cupy(monkeypatch):
-    """Make `import cupy` fail, as on a machine without it."""
+    """Make `import cupy` fail, as on a machine without it (and forget kernels
+    compiled by earlier GPU tests in this process)."""
     monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.setattr(kernels, "_modules", {})
 
 
 @pytest.fixture
@@ -52,6 +54,7 @@ def cupy_without_device(monkeypatch):
 
     cp.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=get_device_count))
     monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(kernels, "_modules", {})
     return cp
 
 
