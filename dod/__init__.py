@@ -23,6 +23,8 @@ def get_include():
 # program does not use.
 _EXPORTS = {
     "Arena": "dod.arena",
+    "DeviceArena": "dod.cuda.device_arena",     # GPU (CuPy) features import CuPy on first use only
+    "PinnedArena": "dod.cuda.pinned_arena",
     "Resource": "dod.resource",
 }
 
