@@ -223,7 +223,9 @@ cdef class Arena:
         Carve from this object's memory instead (``bytearray``, a numpy
         array, ``multiprocessing.shared_memory.SharedMemory.buf``...). It is
         kept alive (and locked against resizing) while the arena lives.
-        ``capacity``, if given, uses only its first bytes.
+        ``capacity``, if given, uses only its first bytes. The usable
+        capacity starts at the first 16-byte boundary and is a multiple of
+        16 (the grain every push is rounded to).
     growable : bool
         Fixed capacity by default: a request that does not fit fails. A
         growable arena chains further blocks (each at least twice the last)
@@ -248,7 +250,7 @@ cdef class Arena:
                 raise ValueError(f"capacity must be positive, got {capacity!r}")
             if cap_obj > <object>_MAX_CAPACITY:
                 raise ValueError(f"capacity {capacity!r} is absurd (more than 2**48 bytes)")
-            cap = (<size_t>cap_obj + DOD_ARENA_GRAIN - 1) & ~(<size_t>DOD_ARENA_GRAIN - 1)
+            cap = <size_t>cap_obj
         elif buffer is None:
             raise TypeError("Arena() needs a capacity or a buffer")
         if buffer is not None:
@@ -266,6 +268,7 @@ cdef class Arena:
             region = self._buffer.buf
             self._first.size = 0
         else:
+            cap = (cap + DOD_ARENA_GRAIN - 1) & ~(<size_t>DOD_ARENA_GRAIN - 1)
             with nogil:
                 region = dod_resource_allocate(source, cap, _BLOCK_ALIGN)
             if region == NULL:

@@ -335,7 +335,8 @@ def test_pinned_arena_uses_cupy_pinned_allocator(monkeypatch):
     cp.cuda = types.SimpleNamespace(alloc_pinned_memory=alloc)
     monkeypatch.setitem(sys.modules, "cupy", cp)
     a = dod.cuda.PinnedArena(1000)
-    assert seen == [1000] and a.capacity == 1000
+    # The arena's grain (16 bytes) may trim an unaligned stand-in buffer.
+    assert seen == [1000] and 1000 - 31 <= a.capacity <= 1000
 
 
 def test_pinned_arena_read_only_export_falls_back_to_the_address(monkeypatch):
