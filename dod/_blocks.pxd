@@ -14,6 +14,7 @@ from dod._types cimport dod_handle
 cdef class BlockTable:
     cdef void** ptrs             # per slot: the block (NULL: slot free)
     cdef size_t* sizes           # per slot: usable bytes of the block
+    cdef size_t* aux             # per slot: the allocator's note (segfit: the alignment asked for)
     cdef uint32_t* gens          # per slot: generation of the current (or next) handle
     cdef Py_ssize_t* views       # per slot: live leases (arrays) on the block
     cdef size_t* free_next       # per free slot: next free slot + 1 (0: end)
@@ -23,7 +24,7 @@ cdef class BlockTable:
     cdef readonly size_t live    # blocks held through handles
 
     cdef int reserve(self) except -1
-    cdef dod_handle add(self, void* ptr, size_t size) except 0
+    cdef dod_handle add(self, void* ptr, size_t size, size_t aux=*) except 0
     cdef Py_ssize_t find(self, object handle) except -1
     cdef void* remove(self, Py_ssize_t slot) noexcept
     cdef int check_free(self, Py_ssize_t slot) except -1

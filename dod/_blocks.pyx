@@ -40,6 +40,7 @@ cdef class BlockTable:
     def __dealloc__(self):
         PyMem_Free(self.ptrs)
         PyMem_Free(self.sizes)
+        PyMem_Free(self.aux)
         PyMem_Free(self.gens)
         PyMem_Free(self.views)
         PyMem_Free(self.free_next)
@@ -61,6 +62,9 @@ cdef class BlockTable:
         p = PyMem_Realloc(self.sizes, n * sizeof(size_t))
         if p == NULL: raise MemoryError()
         self.sizes = <size_t*>p
+        p = PyMem_Realloc(self.aux, n * sizeof(size_t))
+        if p == NULL: raise MemoryError()
+        self.aux = <size_t*>p
         p = PyMem_Realloc(self.gens, n * sizeof(uint32_t))
         if p == NULL: raise MemoryError()
         self.gens = <uint32_t*>p
@@ -73,7 +77,7 @@ cdef class BlockTable:
         self.cap = n
         return 0
 
-    cdef dod_handle add(self, void* ptr, size_t size) except 0:
+    cdef dod_handle add(self, void* ptr, size_t size, size_t aux=0) except 0:
         """A handle for `ptr` (reserve() first: then this cannot fail)."""
         cdef size_t slot
         self.reserve()
@@ -86,6 +90,7 @@ cdef class BlockTable:
             self.gens[slot] = 1
         self.ptrs[slot] = ptr
         self.sizes[slot] = size
+        self.aux[slot] = aux
         self.views[slot] = 0
         self.live += 1
         return dod_handle_make(<uint32_t>slot, self.gens[slot])
