@@ -23,6 +23,8 @@ def get_include():
 # program does not use.
 _EXPORTS = {
     "Arena": "dod.arena",
+    "LockFreePool": "dod.lfpool",
+    "SegFit": "dod.segfit",
     "Resource": "dod.resource",
 }
 
