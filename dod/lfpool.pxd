@@ -34,7 +34,8 @@
 # Engine contract (checks the caller owns on this fast path): a block passed
 # to release came from acquire on this pool and is not released twice; a
 # chain passed to release_chain is linked first..last through the first word
-# of each block (dod_lfpool_link) and holds no block twice. Debug builds check
+# of each block (dod_lfpool_link) and holds no block twice. The owner object outlives every
+# thread that runs the engine on it (its __dealloc__ returns all memory). Debug builds check
 # ownership on release (O(chunks)) and poison released blocks past the link.
 from libc.stdint cimport uint64_t
 from libc.stdio cimport fprintf, stderr

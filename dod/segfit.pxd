@@ -36,7 +36,8 @@
 #
 # Engine contract (checks the caller owns): `alignment` is a power of two;
 # a free passes the pointer with the size and alignment it was allocated
-# with, once. Debug builds check on each free that the block belongs to the
+# with, once. The owner object outlives every
+# thread that runs the engine on it (its __dealloc__ returns all memory). Debug builds check on each free that the block belongs to the
 # class the size names (O(spans of that class)).
 from libc.stdint cimport uint64_t
 
