@@ -135,7 +135,8 @@ cdef class LockFreePool:
     cdef dod_lfpool pool              # the engine state; run the inline functions on &owner.pool
     cdef Resource _upstream           # keeps the backing resource (and its owner) alive
     cdef BlockTable _handles          # Python face: handles -> blocks
-    cdef size_t _allocations          # acquires through the Python face and the resource
+    cdef size_t _allocations          # acquires through the Python face
+    cdef size_t _handle_peak          # most blocks held through handles at once
     cdef bint _ready                  # the mutex is initialised
 
     cdef size_t _in_use(self) noexcept nogil

@@ -286,7 +286,10 @@ cdef class LockFreePool:
                 + (f" (max_blocks {self.pool.max_blocks})" if self.pool.max_blocks else
                    "; the resource refused more memory"))
         self._allocations += 1
-        return self._handles.add(b, self.pool.block_size)
+        h = self._handles.add(b, self.pool.block_size)
+        if self._handles.live > self._handle_peak:
+            self._handle_peak = self._handles.live
+        return h
 
     def acquire(self):
         """A block's handle (a non-zero int), growing the pool if none is free.
@@ -429,11 +432,12 @@ cdef class LockFreePool:
 
     @property
     def peak(self):
-        """Highest in-use count seen: folded in at each growth and whenever statistics are read."""
+        """Highest in-use count seen: folded in at each growth, at each Python-face
+        acquire (blocks held through handles) and whenever statistics are read."""
         cdef size_t used = self._in_use()
         if used > self.pool.peak:
             self.pool.peak = used
-        return self.pool.peak
+        return max(self.pool.peak, self._handle_peak)
 
     @property
     def allocations(self):

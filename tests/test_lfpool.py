@@ -191,6 +191,8 @@ class PoolWalk(RuleBasedStateMachine):
         assert p.in_use == len(self.live) == p.live_handles
         assert p.capacity == p.in_use + p.available
         assert p.peak >= p.in_use
+        self.max_live = max(getattr(self, "max_live", 0), len(self.live))
+        assert p.peak >= self.max_live
         if self.limit is not None:
             assert p.capacity <= self.limit
         addrs = sorted(p.address(h) for h in self.live)
