@@ -287,6 +287,32 @@ cdef class Holder:
                     give(&self.s, p, old, words)
         return None
 
+    def hammer(self, int tid, size_t iters):
+        # Pop two, push them back in a varying order: the pop-pop-push pattern
+        # that recycles the head under another thread's stalled CAS (ABA).
+        cdef dod_lfpool* p = &self.pool.pool
+        cdef size_t i, words = p.block_size // 8
+        cdef void* a
+        cdef void* b
+        with nogil:
+            for i in range(iters):
+                a = dod_lfpool_try_acquire(p)
+                b = dod_lfpool_try_acquire(p)
+                if a != NULL and take(&self.s, a, (<uint64_t>tid << 48) | i, words):
+                    dod_atomic_fetch_add_u64(&self.s.acquired, 1)
+                else:
+                    a = NULL
+                if b != NULL and take(&self.s, b, (<uint64_t>tid << 48) | i, words):
+                    dod_atomic_fetch_add_u64(&self.s.acquired, 1)
+                else:
+                    b = NULL
+                if i & 1:
+                    if a != NULL: give(&self.s, p, a, words)
+                    if b != NULL: give(&self.s, p, b, words)
+                else:
+                    if b != NULL: give(&self.s, p, b, words)
+                    if a != NULL: give(&self.s, p, a, words)
+
     def drain(self):
         cdef size_t i
         for i in range(NSLOTS):
@@ -383,8 +409,11 @@ def test_aba_hammer_on_a_tiny_pool(stress):
     # constantly, the pattern that breaks an untagged stack within seconds.
     pool = LockFreePool(32, capacity=3, max_blocks=3)
     h = stress.Holder(pool)
-    _threads(h, 4, 60000, try_only=True)
-    h.drain()
+    ts = [threading.Thread(target=h.hammer, args=(i, 100000)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
     c = h.counts()
     assert c["errors"] == 0
     assert c["acquired"] == c["released"] > 0
