@@ -438,3 +438,19 @@ def test_cimport_chain_release(stress):
     assert len(got) == 100 and all(a % 8 == 0 for a in got)
     pool.check()
     assert pool.in_use == 0 and pool.capacity >= 100
+
+
+def test_backs_an_arena_through_the_resource_interface():
+    from dod.arena import Arena
+
+    p = LockFreePool(4096, alignment=64)
+    a = Arena(4096, resource=p.resource())
+    assert p.in_use == 1
+    a.zeros(100, np.uint8)[:] = 1
+    with pytest.raises(MemoryError):
+        Arena(8192, resource=p.resource())    # larger than a block: the resource says NULL
+    del a
+    import gc
+    gc.collect()
+    p.check()
+    assert p.in_use == 0

@@ -323,3 +323,20 @@ def test_cimport_engine(stress):
     assert size == 112 and ok and large
     s.check()
     assert s.in_use == 0 and s.class_stats() == {112: (s.class_stats()[112][0],) * 2}
+
+
+def test_backs_a_growable_arena_through_the_resource_interface():
+    from dod.arena import Arena
+
+    s = SegFit()
+    a = Arena(1000, growable=True, resource=s.resource())
+    x = a.zeros(5000, np.uint8)          # a second block, from segfit
+    x[:] = 1
+    assert s.in_use >= 1000 + 5000 and s.spans >= 2
+    del x
+    a.reset()
+    del a
+    import gc
+    gc.collect()
+    s.check()
+    assert s.in_use == 0                 # the arena gave every block back, sized
