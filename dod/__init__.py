@@ -25,6 +25,8 @@ _EXPORTS = {
     "Arena": "dod.arena",
     "DeviceArena": "dod.cuda.device_arena",     # GPU (CuPy) features import CuPy on first use only
     "PinnedArena": "dod.cuda.pinned_arena",
+    "LockFreePool": "dod.lfpool",
+    "SegFit": "dod.segfit",
     "Resource": "dod.resource",
 }
 
