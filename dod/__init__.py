@@ -24,6 +24,9 @@ def get_include():
 _EXPORTS = {
     "Arena": "dod.arena",
     "Resource": "dod.resource",
+    "Schema": "dod.table",
+    "Table": "dod.table",
+    "Column": "dod.table",
 }
 
 
