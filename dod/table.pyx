@@ -42,7 +42,7 @@ from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
 
 from dod._core cimport DOD_DEBUG, DOD_CACHE_LINE, dod_add_overflow, dod_mul_overflow, dod_poison
 from dod._atomic cimport dod_atomic_fetch_sub_u64
-from dod._types cimport dod_handle, dod_index, dod_generation, dod_handle_index, dod_handle_generation
+from dod._types cimport dod_handle, dod_index, dod_generation, dod_handle_make, dod_handle_index, dod_handle_generation
 from dod._ndarray cimport dod_array_request, wrap_memory
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
                            dod_resource_deallocate)
@@ -64,20 +64,54 @@ cdef uint32_t _serial = 0
 
 cdef void dod_table_clear(dod_table* t) noexcept nogil:
     """Remove every row: each slot's generation moves on, so every handle goes stale."""
-    cdef size_t r, c
-    cdef dod_index slot
-    if t.count > t.peak:
-        t.peak = t.count
-    for r in range(t.count):
-        slot = t.row_slot[r]
-        t.slot_gen[slot] += 1
-        t.slot_row[slot] = DOD_TABLE_FREE | t.free_head
-        t.free_head = slot
+    cdef size_t r, c, n = t.count
+    cdef dod_index slot, head = t.free_head
+    cdef const dod_index* row_slot = t.row_slot
+    cdef dod_index* slot_row = t.slot_row
+    cdef dod_generation* slot_gen = t.slot_gen
+    if n > t.peak:
+        t.peak = n
+    for r in range(n):
+        slot = row_slot[r]
+        slot_gen[slot] += 1
+        slot_row[slot] = DOD_TABLE_FREE | head
+        head = slot
+    t.free_head = head
     if DOD_DEBUG:
         for c in range(t.ncols):
-            dod_poison(t.columns[c], t.count * t.row_bytes[c])
-    t.removes += t.count
+            dod_poison(t.columns[c], n * t.row_bytes[c])
+    t.removes += n
     t.count = 0
+
+
+cdef size_t dod_table_insert_many(dod_table* t, size_t n, dod_handle* out) noexcept nogil:
+    """Append n rows (no column written) and store their handles in out[0:n];
+    all or nothing: returns 0 (and inserts nothing) when they do not fit."""
+    cdef size_t k, row = t.count
+    cdef dod_index slot, head = t.free_head, used = t.slots_used
+    cdef dod_index* row_slot = t.row_slot
+    cdef dod_index* slot_row = t.slot_row
+    cdef dod_generation* slot_gen = t.slot_gen
+    cdef dod_generation base = t.gen_base
+    if n > t.capacity - row:
+        t.failed += 1
+        return 0
+    for k in range(n):
+        if head != 0:
+            slot = head
+            head = slot_row[slot] & ~DOD_TABLE_FREE
+        else:
+            used += 1
+            slot = used
+            slot_gen[slot] = base
+        slot_row[slot] = <dod_index>(row + k)
+        row_slot[row + k] = slot
+        out[k] = dod_handle_make(slot, slot_gen[slot])
+    t.free_head = head
+    t.slots_used = used
+    t.count = row + n
+    t.inserts += n
+    return n
 
 
 # ---------------------------------------------------------------- schema
@@ -266,9 +300,10 @@ cdef class Schema:
         unexportable = None
         nodes = 1
         links = n
-        # The strings blob starts with the root's format and (empty) name.
-        blob.append(b"+s\0\0")
-        off = 4
+        # The strings blob starts with the root's format "+s" (offset 0), the
+        # empty root name (offset 3) and the name of list children (offset 4).
+        blob.append(b"+s\0\0item\0")
+        off = 9
         for i in range(n):
             c = cols[i]
             row_bytes = <size_t>c.dtype.itemsize
@@ -377,8 +412,356 @@ cdef class Schema:
     def __reduce__(self):
         return (Schema, (list(self.columns),))
 
+    def __arrow_c_schema__(self):
+        """The schema as an ``arrow_schema`` PyCapsule (``pyarrow.schema(schema)``)."""
+        return _schema_capsule(self)
+
     def __repr__(self):
         return "Schema(" + ", ".join((<Column>c)._spec() for c in self.columns) + ")"
+
+
+# ---------------------------------------------------------------- Arrow C data interface
+
+# The structs of the Arrow C data interface (ABI-stable, defined by the spec:
+# https://arrow.apache.org/docs/format/CDataInterface.html), declared here so
+# that no Arrow library is needed at build or run time.
+cdef extern from *:
+    """
+    #ifndef ARROW_C_DATA_INTERFACE
+    #define ARROW_C_DATA_INTERFACE
+    #define ARROW_FLAG_DICTIONARY_ORDERED 1
+    #define ARROW_FLAG_NULLABLE 2
+    #define ARROW_FLAG_MAP_KEYS_SORTED 4
+    struct ArrowSchema {
+      const char* format; const char* name; const char* metadata; int64_t flags;
+      int64_t n_children; struct ArrowSchema** children; struct ArrowSchema* dictionary;
+      void (*release)(struct ArrowSchema*); void* private_data;
+    };
+    struct ArrowArray {
+      int64_t length; int64_t null_count; int64_t offset; int64_t n_buffers; int64_t n_children;
+      const void** buffers; struct ArrowArray** children; struct ArrowArray* dictionary;
+      void (*release)(struct ArrowArray*); void* private_data;
+    };
+    #endif
+    #ifndef ARROW_C_STREAM_INTERFACE
+    #define ARROW_C_STREAM_INTERFACE
+    struct ArrowArrayStream {
+      int (*get_schema)(struct ArrowArrayStream*, struct ArrowSchema* out);
+      int (*get_next)(struct ArrowArrayStream*, struct ArrowArray* out);
+      const char* (*get_last_error)(struct ArrowArrayStream*);
+      void (*release)(struct ArrowArrayStream*);
+      void* private_data;
+    };
+    #endif
+    """
+    struct ArrowSchema:
+        const char* format
+        const char* name
+        const char* metadata
+        int64_t flags
+        int64_t n_children
+        ArrowSchema** children
+        ArrowSchema* dictionary
+        void (*release)(ArrowSchema*) noexcept nogil
+        void* private_data
+
+    struct ArrowArray:
+        int64_t length
+        int64_t null_count
+        int64_t offset
+        int64_t n_buffers
+        int64_t n_children
+        const void** buffers
+        ArrowArray** children
+        ArrowArray* dictionary
+        void (*release)(ArrowArray*) noexcept nogil
+        void* private_data
+
+    struct ArrowArrayStream:
+        int (*get_schema)(ArrowArrayStream*, ArrowSchema* out) noexcept nogil
+        int (*get_next)(ArrowArrayStream*, ArrowArray* out) noexcept nogil
+        const char* (*get_last_error)(ArrowArrayStream*) noexcept nogil
+        void (*release)(ArrowArrayStream*) noexcept nogil
+        void* private_data
+
+cdef extern from "<errno.h>":
+    const int ENOMEM
+
+# An export is one malloc'd block: a header, then every struct of the tree
+# (root first), the child pointer arrays, the buffer pointer arrays and (for
+# schemas) a copy of the strings. Every struct of the tree holds one
+# reference to the block, so a consumer may move children out and release
+# them in any order; the capsule holds one more for the struct it points to.
+# The last reference frees the block (and, for arrays, drops the Python
+# object that keeps the table's memory alive, taking the GIL for that).
+ctypedef struct _ExportBlock:
+    uint64_t refs
+    PyObject* owner           # strong reference (arrays: the table's lease), or NULL
+    uint64_t _pad
+
+ctypedef struct _SchemaDesc:  # what a nogil builder needs from a Schema
+    const dod_column_info* info
+    size_t ncols
+    size_t nodes              # structs of a tree, root included
+    size_t links              # child pointers of a tree
+    const char* strings
+    size_t strings_len
+
+
+cdef inline void _desc_of(Schema s, _SchemaDesc* d) noexcept:
+    d.info = s._info
+    d.ncols = len(s.columns)
+    d.nodes = s._nodes
+    d.links = s._links
+    d.strings = <const char*>s._strings
+    d.strings_len = len(s._strings)
+
+
+cdef void _unref(void* block) noexcept nogil:
+    cdef _ExportBlock* b = <_ExportBlock*>block
+    if dod_atomic_fetch_sub_u64(&b.refs, 1) == 1:
+        if b.owner != NULL:
+            with gil:
+                Py_DECREF(<object>b.owner)
+        free(b)
+
+
+cdef void _release_schema(ArrowSchema* s) noexcept nogil:
+    cdef int64_t i
+    for i in range(s.n_children):
+        if s.children[i].release != NULL:
+            s.children[i].release(s.children[i])
+    s.release = NULL
+    _unref(s.private_data)
+
+
+cdef void _release_array(ArrowArray* a) noexcept nogil:
+    cdef int64_t i
+    for i in range(a.n_children):
+        if a.children[i].release != NULL:
+            a.children[i].release(a.children[i])
+    a.release = NULL
+    _unref(a.private_data)
+
+
+cdef ArrowSchema* _build_schema(const _SchemaDesc* d, uint64_t extra_refs) noexcept nogil:
+    """A new ArrowSchema tree (struct of columns; vector columns as nested
+    fixed-size lists); the root is returned, NULL when malloc fails."""
+    cdef size_t size = sizeof(_ExportBlock) + d.nodes * sizeof(ArrowSchema) + d.links * sizeof(void*) + d.strings_len
+    cdef char* mem = <char*>malloc(size)
+    cdef _ExportBlock* blk = <_ExportBlock*>mem
+    cdef ArrowSchema* nodes
+    cdef ArrowSchema** links
+    cdef ArrowSchema** slot
+    cdef ArrowSchema* node
+    cdef const dod_column_info* info
+    cdef char* strs
+    cdef size_t c, k = 1, l
+    cdef int j
+    if mem == NULL:
+        return NULL
+    blk.refs = d.nodes + extra_refs
+    blk.owner = NULL
+    nodes = <ArrowSchema*>(mem + sizeof(_ExportBlock))
+    links = <ArrowSchema**>(nodes + d.nodes)
+    strs = <char*>(links + d.links)
+    memcpy(strs, d.strings, d.strings_len)
+    node = &nodes[0]
+    node.format = strs
+    node.name = strs + 3
+    node.metadata = NULL
+    node.flags = 0
+    node.n_children = <int64_t>d.ncols
+    node.children = links
+    node.dictionary = NULL
+    node.release = _release_schema
+    node.private_data = blk
+    l = d.ncols
+    for c in range(d.ncols):
+        info = &d.info[c]
+        slot = &links[c]
+        for j in range(info.ndim + 1):
+            node = &nodes[k]
+            k += 1
+            slot[0] = node
+            node.format = strs + info.fmt_off[j]
+            node.name = strs + (info.name_off if j == 0 else 4)
+            node.metadata = NULL
+            node.flags = 0
+            node.dictionary = NULL
+            node.release = _release_schema
+            node.private_data = blk
+            if j < info.ndim:
+                node.n_children = 1
+                node.children = &links[l]
+                slot = &links[l]
+                l += 1
+            else:
+                node.n_children = 0
+                node.children = NULL
+    return &nodes[0]
+
+
+cdef ArrowArray* _build_array(const _SchemaDesc* d, char** columns, int64_t length,
+                              PyObject* owner, uint64_t extra_refs) noexcept nogil:
+    """A new ArrowArray tree over the table's columns (no copy): rows
+    0..length-1. `owner` (a new reference the block takes over) keeps the
+    memory alive. NULL when malloc fails (the reference is then not taken)."""
+    cdef size_t nbufs = 1 + 2 * d.ncols + (d.links - d.ncols)
+    cdef size_t size = (sizeof(_ExportBlock) + d.nodes * sizeof(ArrowArray)
+                        + d.links * sizeof(void*) + nbufs * sizeof(void*))
+    cdef char* mem = <char*>malloc(size)
+    cdef _ExportBlock* blk = <_ExportBlock*>mem
+    cdef ArrowArray* nodes
+    cdef ArrowArray** links
+    cdef ArrowArray** slot
+    cdef ArrowArray* node
+    cdef const void** bufs
+    cdef const dod_column_info* info
+    cdef size_t c, k = 1, l, b = 1
+    cdef int64_t n
+    cdef int j
+    if mem == NULL:
+        return NULL
+    blk.refs = d.nodes + extra_refs
+    blk.owner = owner
+    nodes = <ArrowArray*>(mem + sizeof(_ExportBlock))
+    links = <ArrowArray**>(nodes + d.nodes)
+    bufs = <const void**>(links + d.links)
+    node = &nodes[0]
+    node.length = length
+    node.null_count = 0
+    node.offset = 0
+    node.n_buffers = 1
+    node.buffers = bufs
+    bufs[0] = NULL                     # no validity bitmap: no nulls
+    node.n_children = <int64_t>d.ncols
+    node.children = links
+    node.dictionary = NULL
+    node.release = _release_array
+    node.private_data = blk
+    l = d.ncols
+    for c in range(d.ncols):
+        info = &d.info[c]
+        slot = &links[c]
+        n = length
+        for j in range(info.ndim + 1):
+            node = &nodes[k]
+            k += 1
+            slot[0] = node
+            node.length = n
+            node.null_count = 0
+            node.offset = 0
+            node.buffers = &bufs[b]
+            node.dictionary = NULL
+            node.release = _release_array
+            node.private_data = blk
+            bufs[b] = NULL
+            if j < info.ndim:          # fixed-size list: validity only, one child
+                node.n_buffers = 1
+                b += 1
+                node.n_children = 1
+                node.children = &links[l]
+                slot = &links[l]
+                l += 1
+                n *= info.dims[j]
+            else:                      # primitive / fixed-size binary: validity, data
+                node.n_buffers = 2
+                bufs[b + 1] = columns[c]
+                b += 2
+                node.n_children = 0
+                node.children = NULL
+    return &nodes[0]
+
+
+cdef void _schema_capsule_free(object capsule) noexcept:
+    cdef ArrowSchema* s = <ArrowSchema*>PyCapsule_GetPointer(capsule, b"arrow_schema")
+    if s == NULL:
+        return
+    # The root sits right after the block header. A consumer that moved the
+    # struct out may have overwritten all of it (not just `release`), so the
+    # block is found from the address, never from private_data.
+    cdef void* blk = <char*>s - sizeof(_ExportBlock)
+    if s.release != NULL:
+        s.release(s)
+    _unref(blk)
+
+
+cdef void _array_capsule_free(object capsule) noexcept:
+    cdef ArrowArray* a = <ArrowArray*>PyCapsule_GetPointer(capsule, b"arrow_array")
+    if a == NULL:
+        return
+    cdef void* blk = <char*>a - sizeof(_ExportBlock)     # see _schema_capsule_free
+    if a.release != NULL:
+        a.release(a)
+    _unref(blk)
+
+
+cdef object _schema_capsule(Schema s):
+    cdef _SchemaDesc d
+    cdef ArrowSchema* root
+    if s._unexportable is not None:
+        raise TypeError(f"cannot export to Arrow: {s._unexportable}")
+    _desc_of(s, &d)
+    root = _build_schema(&d, 1)
+    if root == NULL:
+        raise MemoryError()
+    try:
+        return PyCapsule_New(root, b"arrow_schema", <void(*)(object) noexcept>_schema_capsule_free)
+    except BaseException:
+        root.release(root)
+        _unref(<char*>root - sizeof(_ExportBlock))
+        raise
+
+
+ctypedef struct _StreamState:
+    _SchemaDesc desc
+    PyObject* schema          # strong reference: keeps desc's memory alive
+    ArrowArray* array         # the one batch, until get_next hands it out
+
+
+cdef int _stream_get_schema(ArrowArrayStream* st, ArrowSchema* out) noexcept nogil:
+    cdef _StreamState* s = <_StreamState*>st.private_data
+    cdef ArrowSchema* root = _build_schema(&s.desc, 0)
+    if root == NULL:
+        return ENOMEM
+    memcpy(out, root, sizeof(ArrowSchema))      # move the root out of the block
+    root.release = NULL
+    return 0
+
+
+cdef int _stream_get_next(ArrowArrayStream* st, ArrowArray* out) noexcept nogil:
+    cdef _StreamState* s = <_StreamState*>st.private_data
+    if s.array == NULL:
+        out.release = NULL                      # end of stream
+        return 0
+    memcpy(out, s.array, sizeof(ArrowArray))
+    s.array.release = NULL
+    s.array = NULL
+    return 0
+
+
+cdef const char* _stream_last_error(ArrowArrayStream* st) noexcept nogil:
+    return NULL
+
+
+cdef void _stream_release(ArrowArrayStream* st) noexcept nogil:
+    cdef _StreamState* s = <_StreamState*>st.private_data
+    if s.array != NULL:
+        s.array.release(s.array)
+    with gil:
+        Py_DECREF(<object>s.schema)
+    free(s)
+    st.release = NULL
+
+
+cdef void _stream_capsule_free(object capsule) noexcept:
+    cdef ArrowArrayStream* st = <ArrowArrayStream*>PyCapsule_GetPointer(capsule, b"arrow_array_stream")
+    if st == NULL:
+        return
+    if st.release != NULL:
+        st.release(st)
+    free(st)
 
 
 # ---------------------------------------------------------------- views: what keeps exports safe
@@ -630,20 +1013,29 @@ cdef class Table:
         cdef char* src
         cdef cnp.ndarray out
         cdef uint64_t* hp
-        given = {}
-        if values is not None:
-            if isinstance(values, np.ndarray) and values.dtype.names is not None:
+        cdef cnp.ndarray a
+        cdef int mode
+        cdef dod_column_info* info
+        if values is None:
+            given = named
+        else:
+            if type(values) is dict:
+                pass
+            elif isinstance(values, np.ndarray) and values.dtype.names is not None:
                 if single and values.ndim != 0:
                     raise ValueError("insert() takes one record; use insert_many() for a structured array")
                 values = {name: values[name] for name in values.dtype.names}
             elif not isinstance(values, Mapping):
                 raise TypeError(f"values must be a mapping of column name to data (or a structured array), "
                                 f"got {type(values).__name__}")
-            given.update(values)
-        for name, v in named.items():
-            if name in given:
-                raise TypeError(f"column {name!r} given twice")
-            given[name] = v
+            if named:
+                given = dict(values)
+                for name, v in named.items():
+                    if name in given:
+                        raise TypeError(f"column {name!r} given twice")
+                    given[name] = v
+            else:
+                given = values
         prepared = [None] * ncols
         batch_len = {}
         for name, v in given.items():
@@ -651,6 +1043,25 @@ cdef class Table:
             if c < 0:
                 raise KeyError(f"unknown column {name!r}; the table has {', '.join(s.names)}")
             col = s.columns[c]
+            info = &s._info[c]
+            # Fast path: a C-contiguous batch of exactly the column's dtype and row shape.
+            if not single and cnp.PyArray_Check(v):
+                a = <cnp.ndarray>v
+                mode = 2
+                if cnp.PyArray_NDIM(a) != info.ndim + 1 or not cnp.PyArray_IS_C_CONTIGUOUS(a):
+                    mode = 0
+                elif <void*>cnp.PyArray_DESCR(a) != <void*>col.dtype and not cnp.PyArray_EquivTypes(a.dtype, <cnp.dtype>col.dtype):
+                    mode = 0
+                else:
+                    for k in range(<size_t>info.ndim):
+                        if cnp.PyArray_DIMS(a)[k + 1] != info.dims[k]:
+                            mode = 0
+                if mode == 2:
+                    if col.finite and not np.isfinite(a).all():
+                        raise ValueError(f"column {name!r} refuses NaN and infinities (finite=True)")
+                    batch_len[name] = cnp.PyArray_DIMS(a)[0]
+                    prepared[c] = (a, 2)
+                    continue
             arr = _convert(v, col)
             shape = col.shape
             if single:
@@ -669,7 +1080,7 @@ cdef class Table:
                                  f"or one row of shape {shape}, got {arr.shape}")
             if col.finite and arr.dtype.kind in "fc" and not np.isfinite(arr).all():
                 raise ValueError(f"column {name!r} refuses NaN and infinities (finite=True)")
-            prepared[c] = (arr, is_batch)
+            prepared[c] = (arr, 1 if is_batch else 0)
         # The number of rows: explicit, or the batch length all batches agree on.
         if single:
             n = 1
@@ -708,7 +1119,11 @@ cdef class Table:
                 if self.table.zero_on_insert[c]:
                     memset(dest, 0, n * rb)
                 continue
-            arr, is_batch = p
+            arr, mode = p
+            if mode == 2 and cnp.PyArray_DIMS(<cnp.ndarray>arr)[0] == <cnp.npy_intp>n:
+                memcpy(dest, cnp.PyArray_DATA(<cnp.ndarray>arr), n * rb)
+                continue
+            is_batch = mode != 0
             col = s.columns[c]
             if arr.dtype == col.dtype and arr.flags.c_contiguous:
                 if is_batch and arr.shape[0] == n and arr.shape[1:] == col.shape:
@@ -726,9 +1141,7 @@ cdef class Table:
             return dod_table_insert_uninit(&self.table)
         out = np.empty(n, np.uint64)
         hp = <uint64_t*>cnp.PyArray_DATA(out)
-        with nogil:
-            for k in range(n):
-                hp[k] = dod_table_insert_uninit(&self.table)
+        dod_table_insert_many(&self.table, n, hp)
         return out
 
     # -------------------------------------------------------- insert, remove, clear
@@ -935,6 +1348,78 @@ cdef class Table:
     def keys(self):
         """Column names (so ``dict(table)`` and ``pandas.DataFrame(dict(...))`` work)."""
         return self.schema.names
+
+    # -------------------------------------------------------- Arrow PyCapsule interface
+
+    def __arrow_c_schema__(self):
+        """The schema as an ``arrow_schema`` PyCapsule (Arrow C data interface):
+        a struct of the columns; vector columns are (nested) fixed-size lists."""
+        return _schema_capsule(self.schema)
+
+    def __arrow_c_array__(self, requested_schema=None):
+        """The live rows as a struct array: ``(arrow_schema, arrow_array)``
+        PyCapsules over the table's memory (no copy).
+
+        The export counts as a live view until the consumer releases it
+        (a pyarrow batch or polars frame that still uses the memory keeps
+        checked removes refused). ``requested_schema`` is ignored (the spec
+        allows it; the consumer checks). TypeError for columns Arrow cannot
+        hold without a copy (bool, complex, unicode, datetime...)."""
+        cdef _SchemaDesc d
+        cdef ArrowArray* root
+        cdef Schema s = self.schema
+        sc = _schema_capsule(s)
+        _desc_of(s, &d)
+        lease = self._new_view()
+        Py_INCREF(lease)
+        root = _build_array(&d, self.table.columns, <int64_t>self.table.count, <PyObject*>lease, 1)
+        if root == NULL:
+            Py_DECREF(lease)
+            raise MemoryError()
+        try:
+            ac = PyCapsule_New(root, b"arrow_array", <void(*)(object) noexcept>_array_capsule_free)
+        except BaseException:
+            root.release(root)
+            _unref(<char*>root - sizeof(_ExportBlock))
+            raise
+        return sc, ac
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        """The live rows as an ``arrow_array_stream`` PyCapsule of one batch
+        (no copy; lifetime as for :meth:`__arrow_c_array__`)."""
+        cdef Schema s = self.schema
+        cdef ArrowArrayStream* st
+        cdef _StreamState* state
+        if s._unexportable is not None:
+            raise TypeError(f"cannot export to Arrow: {s._unexportable}")
+        st = <ArrowArrayStream*>malloc(sizeof(ArrowArrayStream))
+        state = <_StreamState*>malloc(sizeof(_StreamState))
+        if st == NULL or state == NULL:
+            free(st)
+            free(state)
+            raise MemoryError()
+        _desc_of(s, &state.desc)
+        lease = self._new_view()
+        Py_INCREF(lease)
+        state.array = _build_array(&state.desc, self.table.columns, <int64_t>self.table.count, <PyObject*>lease, 0)
+        if state.array == NULL:
+            Py_DECREF(lease)
+            free(st)
+            free(state)
+            raise MemoryError()
+        Py_INCREF(s)
+        state.schema = <PyObject*>s
+        st.get_schema = _stream_get_schema
+        st.get_next = _stream_get_next
+        st.get_last_error = _stream_last_error
+        st.release = _stream_release
+        st.private_data = state
+        try:
+            return PyCapsule_New(st, b"arrow_array_stream", <void(*)(object) noexcept>_stream_capsule_free)
+        except BaseException:
+            st.release(st)
+            free(st)
+            raise
 
     # -------------------------------------------------------- numpy structured arrays
 
