@@ -814,6 +814,8 @@ cdef object _convert(object value, Column col):
         raise ValueError(f"column {col.name!r}: cannot make an array of {value!r} ({e})") from None
     if arr.dtype == col.dtype:
         return arr
+    if arr.size == 0 and not arr.dtype.hasobject:
+        return arr.astype(col.dtype)        # nothing to lose (np.asarray([]) is float64)
     if arr.dtype.kind in "iu" and kind in "iu" and not np.can_cast(arr.dtype, col.dtype, casting="safe"):
         if arr.size:
             info = np.iinfo(col.dtype)
@@ -996,11 +998,9 @@ cdef class Table:
             if (arr < 0).any():
                 raise ValueError("handles are never negative")
             return np.ascontiguousarray(arr, dtype=np.uint64)
-        if arr.dtype.kind == "O":
-            try:
-                return np.asarray([self._handle_arg(x) for x in arr], dtype=np.uint64)
-            except OverflowError:
-                raise ValueError("a handle is out of the 64-bit range") from None
+        if arr.dtype.kind == "O" or (arr.dtype.kind == "f" and not isinstance(handles, np.ndarray)):
+            # Python ints above 2**63 make numpy guess float64 or object: convert one by one.
+            return np.asarray([self._handle_arg(x) for x in handles], dtype=np.uint64)
         raise TypeError(f"handles must be integers, got dtype {arr.dtype}")
 
     cdef object _insert(self, object values, dict named, object n_obj, bint single):
