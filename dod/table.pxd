@@ -128,11 +128,18 @@ cdef inline void* dod_table_column(const dod_table* t, size_t column) noexcept n
     return t.columns[column]
 
 
+cdef inline void* dod_table_cell(const dod_table* t, size_t column, Py_ssize_t row) noexcept nogil:
+    """Address of row `row` of column `column`; row -1 (DOD_TABLE_NIL) is the
+    zeroed nil row (read it, never write it). Valid until the next remove."""
+    return t.columns[column] + row * <Py_ssize_t>t.row_bytes[column]
+
+
 cdef inline dod_handle dod_table_insert_uninit(dod_table* t) noexcept nogil:
     """Append a row and return its handle (0 when full); no column is written.
 
     The new row is row count-1. Its bytes are whatever the last row that
-    lived there left (zero for a row never used): write every column."""
+    lived there left (zero for a row never used, 0xCD in debug builds):
+    write every column."""
     cdef size_t row = t.count
     cdef dod_index slot
     if row >= t.capacity:
@@ -179,6 +186,23 @@ cdef inline dod_handle dod_table_insert_zeroed(dod_table* t) noexcept nogil:
     return h
 
 
+cdef inline void dod_table_copy_row(char* col, size_t rb, size_t dst, size_t src) noexcept nogil:
+    """Row src of a column over row dst. Common sizes get a constant-size
+    memcpy, which compiles to one load and store (a memcpy call per column
+    would dominate a remove) and, unlike a typed copy, cannot break strict
+    aliasing for the caller's typed column pointers."""
+    if rb == 8:
+        memcpy(col + dst * 8, col + src * 8, 8)
+    elif rb == 4:
+        memcpy(col + dst * 4, col + src * 4, 4)
+    elif rb == 1:
+        col[dst] = col[src]
+    elif rb == 2:
+        memcpy(col + dst * 2, col + src * 2, 2)
+    else:
+        memcpy(col + dst * rb, col + src * rb, rb)
+
+
 cdef inline void dod_table_remove_row(dod_table* t, size_t row) noexcept nogil:
     """Remove live row `row` (< count): the last row moves into it.
 
@@ -192,8 +216,7 @@ cdef inline void dod_table_remove_row(dod_table* t, size_t row) noexcept nogil:
         t.peak = t.count
     if row != last:
         for c in range(t.ncols):
-            rb = t.row_bytes[c]
-            memcpy(t.columns[c] + row * rb, t.columns[c] + last * rb, rb)
+            dod_table_copy_row(t.columns[c], t.row_bytes[c], row, last)
         moved = t.row_slot[last]
         t.row_slot[row] = moved
         t.slot_row[moved] = <dod_index>row
