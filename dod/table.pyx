@@ -1318,7 +1318,7 @@ cdef class Table:
                 raise ValueError(f"column {name!r} refuses NaN and infinities (finite=True)")
             todo.append((c, arr))
         for c, arr in todo:
-            np.copyto(self._column_array(c, <size_t>r, 1, self)[0], arr, casting="same_kind")
+            np.copyto(self._column_array(c, <size_t>r, 1, self), arr, casting="same_kind")
 
     # -------------------------------------------------------- columns
 

@@ -105,6 +105,10 @@ def test_insert_lookup_remove_and_zii():
     assert (h2 & 0xFFFFFFFF) == (h & 0xFFFFFFFF) and h2 != h
     assert h not in t and h2 in t
     assert t.get(h2)["pos"].tolist() == [0, 0, 0]      # ZII: zeroed by policy
+    t.update(h2, pos=(4, 5, 6), id=9)
+    t.update(h2, {"flags": 3})
+    row = t.get(h2)
+    assert row["pos"].tolist() == [4, 5, 6] and row["id"] == 9 and row["flags"] == 3
     t.check()
 
 
@@ -555,6 +559,26 @@ class TableMachine(RuleBasedStateMachine):
             assert self.t.rows([h]).tolist() == [-1]
             with pytest.raises(KeyError):
                 self.t.row(h)
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), which=st.sampled_from(["remove", "remove_many", "clear"]))
+    def mutate_under_view(self, data, which):
+        # A live column view blocks every move of rows; nothing changes.
+        h = data.draw(st.sampled_from(sorted(self.model)))
+        view = self.t["id"]
+        before = snapshot(self.t)
+        with pytest.raises(BufferError):
+            {"remove": lambda: self.t.remove(h), "remove_many": lambda: self.t.remove_many([h]),
+             "clear": self.t.clear}[which]()
+        assert snapshot(self.t) == before
+        del view
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), value=st.integers(0, 2**32 - 1))
+    def update(self, data, value):
+        h = data.draw(st.sampled_from(sorted(self.model)))
+        self.t.update(h, id=value)
+        self.model[h]["id"] = value
 
     @rule()
     def clear(self):
