@@ -705,3 +705,17 @@ def test_cimport_nogil(compile_cython):
     assert t.stats()["failed"] == 1
     t.check()
     assert mod.zii_struct() == (0, -1, 1)
+
+
+def test_example_nogil_step(compile_cython):
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parent.parent / "examples" / "table_nogil.pyx").read_text()
+    mod = compile_cython(source)
+    t = Table(Schema(pos="float32[3]", vel="float32[3]", age="float32"), 8)
+    hs = t.insert_many(vel=[(1, 0, 0), (0, 2, 0), (0, 0, 3)], age=[0.0, 0.95, 0.5])
+    assert mod.step(t, 0.1, 1.0) == 1                    # the second particle is now too old
+    assert hs[1] not in t and len(t) == 2
+    assert t.get(hs[0])["pos"].tolist() == pytest.approx([0.1, 0, 0])
+    assert t.get(hs[2])["pos"].tolist() == pytest.approx([0, 0, 0.3])
+    t.check()
