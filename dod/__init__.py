@@ -28,6 +28,9 @@ _EXPORTS = {
     "LockFreePool": "dod.lfpool",
     "SegFit": "dod.segfit",
     "Resource": "dod.resource",
+    "Schema": "dod.table",
+    "Table": "dod.table",
+    "Column": "dod.table",
 }
 
 

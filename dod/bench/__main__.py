@@ -57,7 +57,7 @@ def main(argv=None):
     print(f"dod.bench  {stamp}\n{machine_line()}\ncommand: python -m dod.bench {' '.join(argv or sys.argv[1:])}\n")
     for name in names:
         result = importlib.import_module(f"dod.bench.{name}").run(quick=args.quick)
-        for section in result if isinstance(result, list) else [result]:
+        for section in result if isinstance(result, (list, tuple)) else [result]:
             print(render(section, args.markdown), flush=True)
     return 0
 
