@@ -110,7 +110,6 @@ cdef class Pool:
     cdef Py_ssize_t _exports          # live Resources handed out by resource()
     cdef Py_ssize_t _pending          # released blocks still pinned by arrays
     cdef size_t _repairs              # free-list rebuilds after writes into free blocks
-    cdef object _raw                  # uint8 view of the whole region (lazily made)
     cdef bint _mutex_ready
     cdef void* _rctx[2]               # (&pool, &mutex): the context of resource()
     cdef uint32_t _salt               # per-pool generation offset: foreign handles rarely match

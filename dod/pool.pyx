@@ -73,6 +73,7 @@ cdef uint32_t _next_salt = 0x9E3779B8u       # advanced per pool (even: generati
 cdef void* _pool_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil:
     cdef dod_pool* p = <dod_pool*>(<void**>ctx)[0]
     if size > p.stride or ((<uintptr_t>p.base | p.stride) & (alignment - 1)) != 0:
+        p.failed += 1           # a request no block can hold
         return NULL
     return dod_pool_acquire(p)
 
@@ -83,9 +84,13 @@ cdef void _pool_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) 
 
 cdef void* _pool_allocate_locked(void* ctx, size_t size, size_t alignment) noexcept nogil:
     cdef dod_pool* p = <dod_pool*>(<void**>ctx)[0]
+    cdef dod_mutex* m = <dod_mutex*>(<void**>ctx)[1]
     if size > p.stride or ((<uintptr_t>p.base | p.stride) & (alignment - 1)) != 0:
+        dod_mutex_lock(m)
+        p.failed += 1           # a request no block can hold
+        dod_mutex_unlock(m)
         return NULL
-    return dod_pool_acquire_locked(p, <dod_mutex*>(<void**>ctx)[1])
+    return dod_pool_acquire_locked(p, m)
 
 
 cdef void _pool_deallocate_locked(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
@@ -467,21 +472,22 @@ cdef class Pool:
         """
         cdef dod_array_request req
         cdef _RegionLease L
-        if self._raw is None:
-            L = _RegionLease.__new__(_RegionLease)
-            L.pool = self
-            req.nd = 1
-            req.dims[0] = <cnp.npy_intp>self._region_size
-            req.nbytes = self._region_size
-            req.alignment = 1
-            self._raw = wrap_memory(self.pool.base, &req, as_dtype(np.uint8), L)
+        # Made per call, not cached: a cached view would be a reference cycle
+        # (pool -> array -> lease -> pool) that no collector can see.
+        L = _RegionLease.__new__(_RegionLease)
+        L.pool = self
+        req.nd = 1
+        req.dims[0] = <cnp.npy_intp>self._region_size
+        req.nbytes = self._region_size
+        req.alignment = 1
+        raw = wrap_memory(self.pool.base, &req, as_dtype(np.uint8), L)
         dt = <cnp.dtype>self._dtype
         inner = []
         s = dt.itemsize
         for d in reversed(self._shape):
             inner.insert(0, s)
             s *= d
-        return np.ndarray((int(self.pool.count),) + self._shape, dtype=dt, buffer=self._raw,
+        return np.ndarray((int(self.pool.count),) + self._shape, dtype=dt, buffer=raw,
                           strides=(int(self.pool.stride),) + tuple(inner))
 
     def live_mask(self):
