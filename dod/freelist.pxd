@@ -40,10 +40,12 @@
 # fragmentation is the gap between the two.
 #
 # Engine contract (checks the caller owns): alignment is a power of two; a
-# pointer passed to free came from alloc on this allocator and is live.
+# pointer passed to free came from alloc on this allocator and is live
+# (debug builds abort with a message on a pointer outside the region or a
+# block that is not in use).
 # Failure is a NULL return, counted in `failed`; it changes nothing else.
 from libc.stdint cimport uintptr_t
-from dod._core cimport dod_add_overflow, dod_pad_for, dod_poison
+from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_pad_for, dod_poison, dod_debug_fail
 from dod.resource cimport dod_resource, Resource
 
 
@@ -193,6 +195,11 @@ cdef inline void dod_freelist_free(dod_freelist* fl, void* p) noexcept nogil:
     cdef size_t prev_used = b.size_flags & DOD_FL_PREV_USED
     cdef dod_fl_block* nxt = dod_fl_at(b, size)
     cdef dod_fl_block* left
+    if DOD_DEBUG:
+        if <char*>b < fl.base or <char*>b >= fl.base + fl.capacity - DOD_FL_HEADER or (<uintptr_t>p & 15) != 0:
+            dod_debug_fail("free-list free of a pointer outside this allocator", p)
+        if (b.size_flags & DOD_FL_USED) == 0:
+            dod_debug_fail("free-list double free", p)
     fl.used -= size
     fl.live -= 1
     dod_poison(p, size - DOD_FL_HEADER)

@@ -24,12 +24,14 @@
 # passed to release came from acquire on this pool and is live (no double
 # release, no foreign pointer); nothing uses a block after releasing it;
 # nothing writes into a free block (its first word is the free-list link).
+# Debug builds (DOD_BUILD=debug|sanitize) abort with a message on a foreign
+# pointer or a double release (the latter walks the free list: O(free)).
 # Failure is a NULL return, counted in `failed`.
 #
 # Thread-safety: the plain functions are for one thread at a time. The
 # *_locked variants take the owner's mutex around them; every thread that
 # touches a shared pool must use the locked variants.
-from dod._core cimport dod_poison
+from dod._core cimport DOD_DEBUG, dod_poison, dod_debug_fail
 from dod._atomic cimport dod_mutex, dod_mutex_lock, dod_mutex_unlock
 from dod.resource cimport dod_resource, Resource
 from dod._ndarray cimport dod_array_request
@@ -68,8 +70,22 @@ cdef inline void* dod_pool_acquire(dod_pool* p) noexcept nogil:
     return b
 
 
+cdef inline void dod_pool_debug_check(const dod_pool* p, void* b) noexcept nogil:
+    """Debug builds: abort on a foreign pointer or a double release (walks the free list)."""
+    cdef const char* c = <const char*>b
+    cdef void* f = p.free
+    if c < p.base or c >= p.base + p.touched * p.stride or <size_t>(c - p.base) % p.stride != 0:
+        dod_debug_fail("pool release of a pointer that is not a live block of this pool", b)
+    while f != NULL:
+        if f == b:
+            dod_debug_fail("pool double release", b)
+        f = (<void**>f)[0]
+
+
 cdef inline void dod_pool_release(dod_pool* p, void* b) noexcept nogil:
     """Give block `b` back (it must be live and from this pool). O(1)."""
+    if DOD_DEBUG:
+        dod_pool_debug_check(p, b)
     dod_poison(b, p.stride)
     (<void**>b)[0] = p.free
     p.free = b

@@ -48,7 +48,7 @@ from libc.stdint cimport uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free
 from cpython.number cimport PyNumber_Index
 
-from dod._core cimport dod_add_overflow, dod_mul_overflow, dod_is_pow2
+from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_mul_overflow, dod_is_pow2, dod_poison
 from dod._types cimport dod_handle, dod_handle_make, dod_handle_index, dod_handle_generation
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, parse_alignment, wrap_memory
 from dod._atomic cimport dod_mutex_init, dod_mutex_destroy
@@ -63,9 +63,22 @@ cdef enum:
     _DEFAULT_ALIGN = 16
     _REGION_ALIGN = 64
 
+#: True in debug and sanitize builds (engine contract violations abort).
+DEBUG = bool(DOD_DEBUG)
+
 cdef size_t _MAX_BYTES = (<size_t>1) << 48
 cdef size_t _MAX_BLOCKS = 0xFFFFFFFF        # slot index is 32 bits
 cdef uint32_t _next_salt = 0x9E3779B8u       # advanced per pool (even: generations start even)
+
+
+cdef inline void _push(dod_pool* p, size_t index) noexcept nogil:
+    """The Python face's release of a slot it has validated: no debug walk of
+    the free list (whose links a whole-pool view may have overwritten)."""
+    cdef void* b = p.base + index * p.stride
+    dod_poison(b, p.stride)
+    (<void**>b)[0] = p.free
+    p.free = b
+    p.in_use -= 1
 
 
 # ---------------------------------------------------------------- the pool as a dod_resource
@@ -333,7 +346,7 @@ cdef class Pool:
             # Released while arrays were alive: the block returns now.
             if self.threadsafe:
                 dod_mutex_lock(&self.mutex)
-            dod_pool_release(&self.pool, self.pool.base + index * self.pool.stride)
+            _push(&self.pool, index)
             if self.threadsafe:
                 dod_mutex_unlock(&self.mutex)
             self._pending -= 1
@@ -390,7 +403,7 @@ cdef class Pool:
         except BaseException:
             self._gens[i] += 1
             self._lock()
-            dod_pool_release(&self.pool, self.pool.base + i * self.pool.stride)
+            _push(&self.pool, <size_t>i)
             self._unlock()
             raise
 
@@ -450,7 +463,7 @@ cdef class Pool:
                 "or release by passing the array (the block then returns when it dies)")
         self._gens[i] += 1
         self._lock()
-        dod_pool_release(&self.pool, self.pool.base + i * self.pool.stride)
+        _push(&self.pool, <size_t>i)
         self._unlock()
 
     def is_live(self, handle):

@@ -1,5 +1,8 @@
 """dod.pool: model-based walks, bad input, views and leases, thread stress, cimport."""
+import faulthandler
 import gc
+import os
+import signal
 import threading
 
 import numpy as np
@@ -7,6 +10,8 @@ import pytest
 from hypothesis import given, note, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+import dod.pool
+from dod.freelist import FreeList
 from dod.pool import Pool
 
 
@@ -513,3 +518,65 @@ def test_locked_pool_thread_stress_nogil(stress_module):
     stress_module.release_all(pool, slots.ctypes.data, nslots)
     assert pool.in_use == 0
     pool.check()
+
+
+def dies_with_abort(fn):
+    """Run fn in a forked child; True if the child died of SIGABRT."""
+    pid = os.fork()
+    if pid == 0:                            # child
+        try:
+            faulthandler.disable()          # the abort is expected: no traceback dump
+            os.close(2)                     # keep the expected message out of the test log
+            fn()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGABRT
+
+
+DEATH = r"""
+# cython: language_level=3
+# distutils: define_macros=DOD_DEBUG=1
+# The engine is inlined into this module, so its debug checks follow this
+# module's DOD_DEBUG, whatever the build of dod itself.
+from dod.pool cimport Pool, dod_pool_acquire, dod_pool_release
+from dod.freelist cimport FreeList, dod_freelist_alloc, dod_freelist_free
+
+def double_release(Pool pool):
+    cdef void* p = dod_pool_acquire(&pool.pool)
+    dod_pool_release(&pool.pool, p)
+    dod_pool_release(&pool.pool, p)
+
+def foreign_release(Pool pool):
+    cdef char buf[64]
+    dod_pool_release(&pool.pool, <void*>buf)
+
+def good_pairs(Pool pool, size_t n):
+    cdef size_t i
+    cdef void* p
+    for i in range(n):
+        p = dod_pool_acquire(&pool.pool)
+        dod_pool_release(&pool.pool, p)
+    return pool.pool.in_use
+
+def double_free(FreeList owner):
+    cdef void* p = dod_freelist_alloc(&owner.fl, 64, 16)
+    cdef void* q = dod_freelist_alloc(&owner.fl, 64, 16)
+    dod_freelist_free(&owner.fl, p)
+    dod_freelist_free(&owner.fl, p)
+
+def foreign_free(FreeList owner):
+    cdef char buf[64]
+    dod_freelist_free(&owner.fl, <void*>(buf + 16))
+"""
+
+
+def test_debug_engine_aborts_on_misuse(compile_cython):
+    """Death tests: a module compiled with DOD_DEBUG=1 aborts on a broken engine contract."""
+    mod = compile_cython(DEATH, "dod_pool_death_mod")
+    assert dies_with_abort(lambda: mod.double_release(Pool(4, block_size=16)))
+    assert dies_with_abort(lambda: mod.foreign_release(Pool(4, block_size=16)))
+    assert dies_with_abort(lambda: mod.double_free(FreeList(4096)))
+    assert dies_with_abort(lambda: mod.foreign_free(FreeList(4096)))
+    assert not dies_with_abort(lambda: mod.good_pairs(Pool(4, block_size=16), 100))
+    assert mod.good_pairs(Pool(4, block_size=16), 100) == 0
