@@ -17,7 +17,8 @@
 #     A live block carries no bookkeeping at all.
 #   * in_use + (free blocks on the list) == touched.
 #   * Free blocks are taken before untouched ones, so `touched` is the
-#     high-water mark of in_use: the peak costs nothing to keep.
+#     high-water mark of in_use since the last reset: the peak costs nothing
+#     to keep (a reset folds it into `peak`).
 #   * All bytes zero (ZII) is a valid, empty pool: every acquire fails (NULL).
 #
 # Engine contract (checks the caller owns on this fast path): a pointer
@@ -52,6 +53,7 @@ ctypedef struct dod_pool:
     void* free                # head of the intrusive free list
     size_t allocations        # successful acquires since creation
     size_t failed             # acquires that returned NULL
+    size_t peak               # high-water in_use before the last reset (read max(peak, touched))
 
 
 cdef inline void* dod_pool_acquire(dod_pool* p) noexcept nogil:
@@ -90,6 +92,17 @@ cdef inline void dod_pool_release(dod_pool* p, void* b) noexcept nogil:
     (<void**>b)[0] = p.free
     p.free = b
     p.in_use -= 1
+
+
+cdef inline void dod_pool_reset(dod_pool* p) noexcept nogil:
+    """Release every block at once, O(1): the pool is as new (counters kept).
+    Nothing may use any block afterwards."""
+    dod_poison(p.base, p.touched * p.stride)
+    if p.touched > p.peak:
+        p.peak = p.touched
+    p.free = NULL
+    p.touched = 0
+    p.in_use = 0
 
 
 cdef inline void* dod_pool_acquire_locked(dod_pool* p, dod_mutex* m) noexcept nogil:

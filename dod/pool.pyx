@@ -245,7 +245,7 @@ cdef class Pool:
         self.threadsafe = threadsafe
         self._rctx[0] = <void*>&self.pool
         self._rctx[1] = <void*>&self.mutex
-        self._salt = _next_salt
+        self._salt = _next_salt if _next_salt else 2
         _next_salt = (_next_salt + 0x6A09E668u) & 0xFFFFFFFEu
 
     def __dealloc__(self):
@@ -293,7 +293,8 @@ cdef class Pool:
                         return <Py_ssize_t>i
             elif p.touched < p.count:
                 i = p.touched
-                self._gens[i] = self._salt
+                if self._gens[i] == 0:      # first touch ever (a reset keeps generations)
+                    self._gens[i] = self._salt
                 dod_pool_acquire(p)          # takes the untouched block i
                 return <Py_ssize_t>i
             elif p.in_use >= p.touched:
@@ -466,6 +467,26 @@ cdef class Pool:
         _push(&self.pool, <size_t>i)
         self._unlock()
 
+    def reset(self):
+        """Release every block at once: all handles go stale, O(touched blocks).
+
+        Raises BufferError (and changes nothing) while any array from
+        :meth:`view`/:meth:`acquire_array` is alive, or RuntimeError while a
+        Resource from :meth:`resource` is alive (its blocks would be lost).
+        """
+        cdef size_t i
+        for i in range(self.pool.touched):
+            if self._pins[i]:
+                raise BufferError(f"an array over block {i} is still alive; delete it before reset()")
+        if self._exports:
+            raise RuntimeError("a Resource from resource() is alive: its blocks cannot be reset")
+        for i in range(self.pool.touched):
+            if self._gens[i] & 1:
+                self._gens[i] += 1
+        self._lock()
+        dod_pool_reset(&self.pool)
+        self._unlock()
+
     def is_live(self, handle):
         """True if `handle` names a live block of this pool (never raises for ints)."""
         try:
@@ -622,7 +643,7 @@ cdef class Pool:
     @property
     def peak(self):
         """Highest number of blocks in use at once (blocks ever touched)."""
-        return self.pool.touched
+        return self.pool.touched if self.pool.touched > self.pool.peak else self.pool.peak
 
     @property
     def allocations(self):
@@ -643,7 +664,7 @@ cdef class Pool:
             "capacity": self.pool.count,
             "in_use": self.pool.in_use,
             "available": self.pool.count - self.pool.in_use,
-            "peak": self.pool.touched,
+            "peak": self.peak,
             "allocations": self.pool.allocations,
             "failed": self.pool.failed,
             "block_size": self.pool.stride,
@@ -660,5 +681,5 @@ cdef class Pool:
         return (f"<dod.Pool{' threadsafe' if self.threadsafe else ''} {self.pool.count} x "
                 f"{self._dtype}{list(self._shape) if self._shape else ''} "
                 f"(stride {self.pool.stride} B, {_fmt_bytes(self._region_size)}) "
-                f"in_use={self.pool.in_use} peak={self.pool.touched} "
+                f"in_use={self.pool.in_use} peak={self.peak} "
                 f"allocations={self.pool.allocations} failed={self.pool.failed}>")

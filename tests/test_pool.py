@@ -137,6 +137,19 @@ class PoolWalk(RuleBasedStateMachine):
         del self.live[h]
         self.dead.append(h)
 
+    @rule()
+    def reset(self):
+        if self.views:
+            before = counters(self.pool)
+            with pytest.raises(BufferError):
+                self.pool.reset()
+            assert counters(self.pool) == before
+            return
+        self.pool.reset()
+        self.dead.extend(self.live)
+        self.live.clear()
+        self.scribbled = False          # the free list is empty and valid again
+
     @rule(value=st.integers(0, 255))
     def scribble_free_rows(self, value):
         """Vectorised writes over the whole pool hit free blocks too: harmless."""
@@ -580,3 +593,26 @@ def test_debug_engine_aborts_on_misuse(compile_cython):
     assert dies_with_abort(lambda: mod.foreign_free(FreeList(4096)))
     assert not dies_with_abort(lambda: mod.good_pairs(Pool(4, block_size=16), 100))
     assert mod.good_pairs(Pool(4, block_size=16), 100) == 0
+
+
+def test_reset_releases_everything_and_stales_handles():
+    pool = Pool(8, np.int32)
+    hs = [pool.acquire() for _ in range(5)]
+    v = pool.view(hs[0])
+    with pytest.raises(BufferError):
+        pool.reset()
+    assert pool.in_use == 5 and all(pool.is_live(h) for h in hs)
+    del v
+    r = pool.resource()
+    with pytest.raises(RuntimeError):
+        pool.reset()
+    del r
+    pool.reset()
+    assert pool.in_use == 0 and pool.peak == 5 and not any(pool.is_live(h) for h in hs)
+    new = [pool.acquire() for _ in range(8)]
+    assert not set(new) & set(hs)
+    for h in hs:
+        with pytest.raises(ValueError):
+            pool.release(h)
+    assert pool.peak == 8
+    pool.check()

@@ -119,6 +119,9 @@ def run(quick=False):
                 per="frame", goal=">= 10x malloc/free")
     v = median_of(lambda: K.throughput_local(tpool, count, frames), rep) / frames
     s.add("pool engine, state in a local per frame", v / 1000, "us", f"{v / count / 2:.2f} ns per create or destroy")
+    v = median_of(lambda: K.throughput_reset(tpool, count, frames), rep) / frames
+    s.add("pool engine, destroy all with one dod_pool_reset", v / 1000, "us",
+          f"{v / count:.2f} ns per particle (create only; the reset is O(1))")
     v = median_of(lambda: K.throughput(tpool, count, frames), rep) / frames
     s.add("pool engine on &owner.pool", v / 1000, "us", f"{v / count / 2:.2f} ns per create or destroy")
     v = median_of(lambda: K.throughput(None, count, frames), rep) / frames
