@@ -51,7 +51,7 @@ from cpython.number cimport PyNumber_Index
 from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_mul_overflow, dod_is_pow2, dod_poison
 from dod._types cimport dod_handle, dod_handle_make, dod_handle_index, dod_handle_generation
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, parse_alignment, wrap_memory
-from dod._atomic cimport dod_mutex_init, dod_mutex_destroy
+from dod._atomic cimport dod_mutex_init, dod_mutex_destroy, dod_mutex_trylock
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
                            dod_resource_deallocate, dod_pages_resource)
 
@@ -259,8 +259,8 @@ cdef class Pool:
     # -------------------------------------------------------- internals
 
     cdef int _lock(self) except -1:
-        if self.threadsafe:
-            with nogil:
+        if self.threadsafe and not dod_mutex_trylock(&self.mutex):
+            with nogil:             # a nogil thread holds it: wait without blocking Python threads
                 dod_mutex_lock(&self.mutex)
         return 0
 
