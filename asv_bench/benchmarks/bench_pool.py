@@ -4,18 +4,19 @@ Every goal of the pools issue is here; time_* benchmarks time whole kernels
 (asv's own timer), track_* report C-timed per-operation costs and ratios.
 Skipped (NotImplementedError) on commits without dod.pool / dod.freelist.
 """
-try:
-    from dod.bench import _pool_kernels as K
-    from dod.bench.pool import py_churn, py_throughput
-    from dod.freelist import FreeList
-    from dod.pool import Pool
-except ImportError:         # an older commit: nothing to measure
-    K = None
+from ._util import require
+
+K = Pool = FreeList = py_churn = py_throughput = None
 
 
 def _need():
-    if K is None:
-        raise NotImplementedError("dod.pool / dod.freelist not in this commit")
+    """Import what the suite measures, or skip (NotImplementedError) on older commits."""
+    global K, Pool, FreeList, py_churn, py_throughput
+    K = require("dod.bench._pool_kernels")
+    Pool = require("dod.pool").Pool
+    FreeList = require("dod.freelist").FreeList
+    bench = require("dod.bench.pool")
+    py_churn, py_throughput = bench.py_churn, bench.py_throughput
 
 
 def _median(fn, repeat=5):

@@ -10,18 +10,13 @@ from dod.pool cimport (Pool, dod_pool, dod_pool_acquire, dod_pool_reset, dod_poo
                        dod_pool_acquire_locked, dod_pool_release_locked)
 from dod.freelist cimport FreeList, dod_freelist_alloc, dod_freelist_free
 from dod.resource cimport Resource, dod_resource_allocate, dod_resource_deallocate
+from dod.bench._timing cimport now_ns
 
 cdef extern from *:
     """
-    #include <time.h>
     #include <malloc.h>
     static void *volatile dod_bench_sink;
     static inline void dod_bench_keep(void *p) { dod_bench_sink = p; }
-    static inline double dod_bench_now_ns(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-    }
     static inline size_t dod_bench_heap_in_use(void) {
     #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
         struct mallinfo2 mi = mallinfo2();
@@ -32,7 +27,6 @@ cdef extern from *:
     }
     """
     void dod_bench_keep(void* p) nogil
-    double dod_bench_now_ns() nogil
     size_t dod_bench_heap_in_use() nogil
     size_t malloc_usable_size(void* p) nogil
 
@@ -54,13 +48,13 @@ def pair_pool(Pool owner, size_t n):
     cdef void* p
     cdef double t0, t1
     with nogil:
-        t0 = dod_bench_now_ns()
+        t0 = now_ns()
         for i in range(n):
             p = dod_pool_acquire(&owner.pool)
             (<char*>p)[8] = <char>i
             dod_bench_keep(p)
             dod_pool_release(&owner.pool, p)
-        t1 = dod_bench_now_ns()
+        t1 = now_ns()
     return t1 - t0
 
 
@@ -74,7 +68,7 @@ def pair_pool_local(Pool owner, size_t n):
     cdef double t0, t1
     cdef dod_pool local
     with nogil:
-        t0 = dod_bench_now_ns()
+        t0 = now_ns()
         local = owner.pool
         for i in range(n):
             p = dod_pool_acquire(&local)
@@ -82,7 +76,7 @@ def pair_pool_local(Pool owner, size_t n):
             dod_bench_keep(p)
             dod_pool_release(&local, p)
         owner.pool = local
-        t1 = dod_bench_now_ns()
+        t1 = now_ns()
     return t1 - t0
 
 
@@ -92,13 +86,13 @@ def pair_pool_locked(Pool owner, size_t n):
     cdef void* p
     cdef double t0, t1
     with nogil:
-        t0 = dod_bench_now_ns()
+        t0 = now_ns()
         for i in range(n):
             p = dod_pool_acquire_locked(&owner.pool, &owner.mutex)
             (<char*>p)[8] = <char>i
             dod_bench_keep(p)
             dod_pool_release_locked(&owner.pool, &owner.mutex, p)
-        t1 = dod_bench_now_ns()
+        t1 = now_ns()
     return t1 - t0
 
 
@@ -108,13 +102,13 @@ def pair_resource(Resource r, size_t size, size_t n):
     cdef void* p
     cdef double t0, t1
     with nogil:
-        t0 = dod_bench_now_ns()
+        t0 = now_ns()
         for i in range(n):
             p = dod_resource_allocate(&r.resource, size, 16)
             (<char*>p)[8] = <char>i
             dod_bench_keep(p)
             dod_resource_deallocate(&r.resource, p, size, 16)
-        t1 = dod_bench_now_ns()
+        t1 = now_ns()
     return t1 - t0
 
 
@@ -124,13 +118,13 @@ def pair_malloc(size_t size, size_t n):
     cdef void* p
     cdef double t0, t1
     with nogil:
-        t0 = dod_bench_now_ns()
+        t0 = now_ns()
         for i in range(n):
             p = malloc(size)
             (<char*>p)[8] = <char>i
             dod_bench_keep(p)
             free(p)
-        t1 = dod_bench_now_ns()
+        t1 = now_ns()
     return t1 - t0
 
 
@@ -176,7 +170,7 @@ def churn(object owner, size_t live0, size_t frames, size_t born, uint64_t seed)
             _spawn(q, k)
             live[n] = q
             n += 1
-        t0 = dod_bench_now_ns()
+        t0 = now_ns()
         for f in range(frames):
             for k in range(born):
                 r = _xorshift(&s)
@@ -198,7 +192,7 @@ def churn(object owner, size_t live0, size_t frames, size_t born, uint64_t seed)
                 else:
                     free(q)
             ops += born + kill
-        t1 = dod_bench_now_ns()
+        t1 = now_ns()
         for k in range(n):
             if use_pool:
                 dod_pool_release(&pool.pool, live[k])
@@ -219,7 +213,7 @@ def throughput_local(Pool owner, size_t count, size_t frames):
     if live == NULL:
         raise MemoryError()
     with nogil:
-        t0 = dod_bench_now_ns()
+        t0 = now_ns()
         for f in range(frames):
             local = owner.pool
             for k in range(count):
@@ -230,7 +224,7 @@ def throughput_local(Pool owner, size_t count, size_t frames):
             for k in range(count):
                 dod_pool_release(&local, live[k])
             owner.pool = local
-        t1 = dod_bench_now_ns()
+        t1 = now_ns()
     free(live)
     return t1 - t0
 
@@ -245,7 +239,7 @@ def throughput_reset(Pool owner, size_t count, size_t frames):
     if live == NULL:
         raise MemoryError()
     with nogil:
-        t0 = dod_bench_now_ns()
+        t0 = now_ns()
         for f in range(frames):
             local = owner.pool
             for k in range(count):
@@ -255,7 +249,7 @@ def throughput_reset(Pool owner, size_t count, size_t frames):
             dod_bench_keep(live[count // 2])
             dod_pool_reset(&local)
             owner.pool = local
-        t1 = dod_bench_now_ns()
+        t1 = now_ns()
     free(live)
     return t1 - t0
 
@@ -272,7 +266,7 @@ def throughput(object owner, size_t count, size_t frames):
     if live == NULL:
         raise MemoryError()
     with nogil:
-        t0 = dod_bench_now_ns()
+        t0 = now_ns()
         for f in range(frames):
             for k in range(count):
                 q = <particle*>(dod_pool_acquire(&pool.pool) if use_pool else malloc(sizeof(particle)))
@@ -284,7 +278,7 @@ def throughput(object owner, size_t count, size_t frames):
                     dod_pool_release(&pool.pool, live[k])
                 else:
                     free(live[k])
-        t1 = dod_bench_now_ns()
+        t1 = now_ns()
     free(live)
     return t1 - t0
 
@@ -308,7 +302,7 @@ def mixed_churn(object owner, size_t nlive, size_t steps, size_t min_size, size_
         for k in range(nlive):
             size = min_size + _xorshift(&s) % span
             live[k] = dod_freelist_alloc(&fl.fl, size, 16) if use_fl else malloc(size)
-        t0 = dod_bench_now_ns()
+        t0 = now_ns()
         for k in range(steps):
             j = _xorshift(&s) % nlive
             if live[j] != NULL:
@@ -323,7 +317,7 @@ def mixed_churn(object owner, size_t nlive, size_t steps, size_t min_size, size_
             else:
                 (<char*>p)[0] = <char>k
             live[j] = p
-        t1 = dod_bench_now_ns()
+        t1 = now_ns()
         for k in range(nlive):
             if live[k] != NULL:
                 if use_fl:
