@@ -75,7 +75,8 @@ def run(quick=False):
     pool = Pool(1024, block_size=PAIR_SIZE)
     locked = Pool(1024, block_size=PAIR_SIZE, threadsafe=True)
     res = Pool(1024, block_size=PAIR_SIZE).resource()
-    s = Section("pool: one acquire+release pair, 64-byte blocks", "malloc/free", per="pair",
+    s = Section("pool: acquire+release pairs, 64-byte blocks, 16 live (release the block acquired 16 pairs earlier)",
+                "malloc/free", per="pair",
                 goal="<= 1.5 ns per pair and >= 3x malloc/free")
     s.add("pool engine, state in a local (registers)", median_of(lambda: K.pair_pool_local(pool, n), rep) / n,
           note="copy owner.pool to a local for the loop, write it back after")
