@@ -487,6 +487,71 @@ cdef class Pool:
         dod_pool_reset(&self.pool)
         self._unlock()
 
+    def acquire_many(self, n):
+        """Acquire `n` blocks at once: a new uint64 array of their handles.
+
+        All or nothing: MemoryError (and no change but ``failed``) when fewer
+        than `n` blocks are free. One call instead of `n` from Python.
+        """
+        cdef object nn = PyNumber_Index(n)
+        cdef Py_ssize_t k, count, i
+        if nn < 0:
+            raise ValueError(f"n must be non-negative, got {n!r}")
+        if nn > <object>(self.pool.count - self.pool.in_use):
+            self.pool.failed += 1
+            raise MemoryError(f"pool has {self.pool.count - self.pool.in_use} free blocks, {n} requested")
+        count = <Py_ssize_t>nn
+        out = np.empty(count, dtype=np.uint64)
+        cdef uint64_t[::1] o = out
+        self._lock()
+        for k in range(count):
+            i = self._checked_pop()
+            if i < 0:           # only a corrupt, unrepairable list gets here: undo
+                while k > 0:
+                    k -= 1
+                    _push(&self.pool, dod_handle_index(o[k]))
+                    self._gens[dod_handle_index(o[k])] += 1
+                self._unlock()
+                self._raise_exhausted(i)
+            self._gens[i] += 1
+            o[k] = dod_handle_make(<uint32_t>i, self._gens[i])
+        self._unlock()
+        return out
+
+    def release_many(self, handles):
+        """Release every handle in `handles` (array-like of uint64).
+
+        Validated first, as a whole: a nil, stale, foreign or repeated handle
+        raises ValueError, a pinned block BufferError, and nothing is released.
+        """
+        h = np.ascontiguousarray(handles, dtype=np.uint64).reshape(-1)
+        cdef uint64_t[::1] hv = h
+        cdef Py_ssize_t k, n = h.shape[0]
+        cdef size_t i
+        cdef uint64_t v
+        # Validate everything first. A handle that passes is marked (its
+        # generation advanced), so a repeat of it fails the same check; any
+        # failure undoes the marks, leaving the pool as it was.
+        for k in range(n):
+            v = hv[k]
+            i = dod_handle_index(v)
+            if v == 0 or i >= self.pool.touched or self._gens[i] != dod_handle_generation(v) \
+                    or (self._gens[i] & 1) == 0 or self._pins[i]:
+                pinned = v != 0 and i < self.pool.touched and self._gens[i] == dod_handle_generation(v) \
+                    and (self._gens[i] & 1) == 1 and self._pins[i] != 0
+                msg = (f"handles[{k}]: an array over block {i} is still alive" if pinned else
+                       f"handles[{k}] = {v:#x} is not a live block of this pool "
+                       "(nil, released, repeated, stale or foreign)")
+                while k > 0:
+                    k -= 1
+                    self._gens[dod_handle_index(hv[k])] -= 1
+                raise (BufferError if pinned else ValueError)(msg)
+            self._gens[i] += 1
+        self._lock()
+        for k in range(n):
+            _push(&self.pool, dod_handle_index(hv[k]))
+        self._unlock()
+
     def is_live(self, handle):
         """True if `handle` names a live block of this pool (never raises for ints)."""
         try:

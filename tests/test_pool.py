@@ -32,14 +32,14 @@ def counters(pool):
 class PoolWalk(RuleBasedStateMachine):
     """Random acquire/release/view/overwrite against a shadow model of live blocks."""
 
-    @initialize(count=st.integers(1, 40),
+    @initialize(threadsafe=st.booleans(), count=st.integers(1, 40),
                 kind=st.sampled_from([("f4", (3,)), ("f8", ()), ("u1", (24,)), ("i2", (2, 5)), ("raw", 48)]),
                 align=st.sampled_from([None, 16, 64]))
-    def make(self, count, kind, align):
+    def make(self, threadsafe, count, kind, align):
         if kind[0] == "raw":
-            self.pool = Pool(count, block_size=kind[1], align=align)
+            self.pool = Pool(count, block_size=kind[1], align=align, threadsafe=threadsafe)
         else:
-            self.pool = Pool(count, np.dtype(kind[0]), kind[1], align=align)
+            self.pool = Pool(count, np.dtype(kind[0]), kind[1], align=align, threadsafe=threadsafe)
         self.count = count
         self.align = self.pool.alignment
         self.live = {}          # handle -> tag
@@ -81,6 +81,49 @@ class PoolWalk(RuleBasedStateMachine):
         self.next_tag += 1
         self._tag_block(h, tag)
         self.live[h] = tag
+
+    @rule(k=st.integers(0, 12))
+    def acquire_many(self, k):
+        before = counters(self.pool)
+        if len(self.live) + k > self.count:
+            with pytest.raises(MemoryError):
+                self.pool.acquire_many(k)
+            assert counters(self.pool) == before
+            return
+        hs = self.pool.acquire_many(k)
+        assert hs.dtype == np.uint64 and hs.shape == (k,)
+        for h in hs.tolist():
+            assert h != 0 and h not in self.live
+            tag = self.next_tag
+            self.next_tag += 1
+            self._tag_block(h, tag)
+            self.live[h] = tag
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data(), spoil=st.sampled_from([None, "dead", "dup", "pinned"]))
+    def release_many(self, data, spoil):
+        hs = data.draw(st.lists(st.sampled_from(sorted(self.live)), unique=True, min_size=1))
+        unpinned = [h for h in hs if h not in self.views]
+        bad = list(unpinned)
+        if spoil == "dead" and self.dead:
+            bad.append(self.dead[0])
+        elif spoil == "dup" and unpinned:
+            bad.append(unpinned[0])
+        elif spoil == "pinned" and len(unpinned) != len(hs):
+            bad = hs
+        if bad != unpinned:
+            before = counters(self.pool)
+            with pytest.raises((ValueError, BufferError)):
+                self.pool.release_many(np.array(bad, dtype=np.uint64))
+            assert counters(self.pool) == before
+            assert all(self.pool.is_live(h) for h in unpinned)
+            return
+        for h in unpinned:
+            assert self._read_tag(h) == {self.live[h] & 0xFF}
+        self.pool.release_many(unpinned)
+        for h in unpinned:
+            del self.live[h]
+            self.dead.append(h)
 
     @precondition(lambda self: self.live)
     @rule(data=st.data())
@@ -615,4 +658,33 @@ def test_reset_releases_everything_and_stales_handles():
         with pytest.raises(ValueError):
             pool.release(h)
     assert pool.peak == 8
+    pool.check()
+
+
+def test_acquire_many_release_many():
+    pool = Pool(100, np.float32, (2,))
+    hs = pool.acquire_many(60)
+    assert len(set(hs.tolist())) == 60 and pool.in_use == 60
+    with pytest.raises(MemoryError):
+        pool.acquire_many(41)
+    assert pool.in_use == 60 and pool.failed == 1
+    with pytest.raises(ValueError):
+        pool.acquire_many(-1)
+    assert pool.acquire_many(0).shape == (0,)
+    pool.as_array()[pool.live_mask()] = 1.5
+    with pytest.raises(ValueError):
+        pool.release_many(np.r_[hs[:5], hs[:1]])          # repeated handle
+    with pytest.raises(ValueError):
+        pool.release_many([hs[0], 0])                     # nil
+    v = pool.view(hs[7])
+    with pytest.raises(BufferError):
+        pool.release_many(hs[:10])
+    assert pool.in_use == 60
+    del v
+    pool.release_many(hs[:30])
+    assert pool.in_use == 30
+    with pytest.raises(ValueError):
+        pool.release_many(hs[:1])                         # already released
+    pool.release_many(hs[30:])
+    assert pool.in_use == 0
     pool.check()

@@ -89,6 +89,16 @@ def run(quick=False):
     py = Pool(1024, block_size=PAIR_SIZE)
     s.add("pool Python face: release(acquire())", median_of(lambda: py_face_pairs(py, m), rep) / m,
           note="interpreter call overhead included")
+    batch = Pool(1024, block_size=PAIR_SIZE)
+
+    def batched():
+        t0 = time.perf_counter_ns()
+        for _ in range(20):
+            batch.release_many(batch.acquire_many(1000))
+        return time.perf_counter_ns() - t0
+
+    s.add("pool Python face: acquire_many/release_many(1000)", median_of(batched, rep) / 20_000,
+          note="per block, batches of 1000")
     sections.append(s)
 
     # -- churn
