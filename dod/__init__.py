@@ -27,6 +27,8 @@ _EXPORTS = {
     "PinnedArena": "dod.cuda.pinned_arena",
     "LockFreePool": "dod.lfpool",
     "SegFit": "dod.segfit",
+    "Pool": "dod.pool",
+    "FreeList": "dod.freelist",
     "Resource": "dod.resource",
     "Schema": "dod.table",
     "Table": "dod.table",

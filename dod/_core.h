@@ -45,4 +45,14 @@ static inline size_t dod_pad_for(uintptr_t p, size_t align) {
 #define dod_poison(p, n) ((void)0)
 #endif
 
+/* Debug builds: a broken engine contract (foreign pointer, double release)
+ * prints what happened and aborts. Death tests watch for it in a child. */
+#include <stdio.h>
+#include <stdlib.h>
+static inline void dod_debug_fail(const char *what, const void *p) {
+    fprintf(stderr, "dod: %s (%p)\n", what, p);
+    fflush(stderr);
+    abort();
+}
+
 #endif

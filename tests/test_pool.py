@@ -1,0 +1,690 @@
+"""dod.pool: model-based walks, bad input, views and leases, thread stress, cimport."""
+import faulthandler
+import gc
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, note, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+import dod.pool
+from dod.freelist import FreeList
+from dod.pool import Pool
+
+
+def addr(a):
+    return a.__array_interface__["data"][0]
+
+
+def counters(pool):
+    s = pool.stats()
+    s.pop("failed")
+    s.pop("repairs")   # a failed acquire may first relink a scribbled free list
+    return s
+
+
+# ---------------------------------------------------------------- model-based walk
+
+
+class PoolWalk(RuleBasedStateMachine):
+    """Random acquire/release/view/overwrite against a shadow model of live blocks."""
+
+    @initialize(threadsafe=st.booleans(), count=st.integers(1, 40),
+                kind=st.sampled_from([("f4", (3,)), ("f8", ()), ("u1", (24,)), ("i2", (2, 5)), ("raw", 48)]),
+                align=st.sampled_from([None, 16, 64]))
+    def make(self, threadsafe, count, kind, align):
+        if kind[0] == "raw":
+            self.pool = Pool(count, block_size=kind[1], align=align, threadsafe=threadsafe)
+        else:
+            self.pool = Pool(count, np.dtype(kind[0]), kind[1], align=align, threadsafe=threadsafe)
+        self.count = count
+        self.align = self.pool.alignment
+        self.live = {}          # handle -> tag
+        self.dead = []          # released handles
+        self.views = {}         # handle -> live array (pins the block)
+        self.next_tag = 1
+        self.scribbled = False
+        self.seen_repairs = 0
+
+    def _tag_block(self, h, tag):
+        v = self.pool.view(h)
+        raw = v.reshape(-1).view(np.uint8) if v.ndim else v.reshape(1).view(np.uint8)
+        raw[:] = tag & 0xFF
+        del v, raw
+
+    def _read_tag(self, h):
+        v = self.pool.view(h)
+        raw = (v.reshape(-1) if v.ndim else v.reshape(1)).view(np.uint8)
+        vals = set(raw.tolist())
+        del v, raw
+        return vals
+
+    @rule()
+    def acquire(self):
+        before = counters(self.pool)
+        failed = self.pool.failed
+        if len(self.live) == self.count:
+            with pytest.raises(MemoryError):
+                self.pool.acquire()
+            assert counters(self.pool) == before
+            assert self.pool.failed == failed + 1
+            return
+        h = self.pool.acquire()
+        assert h != 0 and h not in self.live
+        v = self.pool.view(h)
+        assert addr(v) % self.align == 0
+        del v
+        tag = self.next_tag
+        self.next_tag += 1
+        self._tag_block(h, tag)
+        self.live[h] = tag
+
+    @rule(k=st.integers(0, 12))
+    def acquire_many(self, k):
+        before = counters(self.pool)
+        if len(self.live) + k > self.count:
+            with pytest.raises(MemoryError):
+                self.pool.acquire_many(k)
+            assert counters(self.pool) == before
+            return
+        hs = self.pool.acquire_many(k)
+        assert hs.dtype == np.uint64 and hs.shape == (k,)
+        for h in hs.tolist():
+            assert h != 0 and h not in self.live
+            tag = self.next_tag
+            self.next_tag += 1
+            self._tag_block(h, tag)
+            self.live[h] = tag
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data(), spoil=st.sampled_from([None, "dead", "dup", "pinned"]))
+    def release_many(self, data, spoil):
+        hs = data.draw(st.lists(st.sampled_from(sorted(self.live)), unique=True, min_size=1))
+        unpinned = [h for h in hs if h not in self.views]
+        bad = list(unpinned)
+        if spoil == "dead" and self.dead:
+            bad.append(self.dead[0])
+        elif spoil == "dup" and unpinned:
+            bad.append(unpinned[0])
+        elif spoil == "pinned" and len(unpinned) != len(hs):
+            bad = hs
+        if bad != unpinned:
+            before = counters(self.pool)
+            with pytest.raises((ValueError, BufferError)):
+                self.pool.release_many(np.array(bad, dtype=np.uint64))
+            assert counters(self.pool) == before
+            assert all(self.pool.is_live(h) for h in unpinned)
+            return
+        for h in unpinned:
+            assert self._read_tag(h) == {self.live[h] & 0xFF}
+        self.pool.release_many(unpinned)
+        for h in unpinned:
+            del self.live[h]
+            self.dead.append(h)
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data())
+    def release(self, data):
+        h = data.draw(st.sampled_from(sorted(self.live)))
+        if h in self.views:
+            before = counters(self.pool)
+            with pytest.raises(BufferError):
+                self.pool.release(h)
+            assert counters(self.pool) == before
+            assert self.pool.is_live(h)
+            return
+        assert self._read_tag(h) == {self.live[h] & 0xFF}
+        self.pool.release(h)
+        del self.live[h]
+        self.dead.append(h)
+
+    @precondition(lambda self: self.dead)
+    @rule(data=st.data())
+    def release_stale(self, data):
+        h = data.draw(st.sampled_from(self.dead))
+        before = counters(self.pool)
+        with pytest.raises(ValueError):
+            self.pool.release(h)
+        with pytest.raises(ValueError):
+            self.pool.view(h)
+        assert counters(self.pool) == before
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data())
+    def pin_view(self, data):
+        h = data.draw(st.sampled_from(sorted(self.live)))
+        self.views[h] = self.pool.view(h)
+
+    @precondition(lambda self: self.views)
+    @rule(data=st.data())
+    def drop_view(self, data):
+        h = data.draw(st.sampled_from(sorted(self.views)))
+        del self.views[h]
+
+    @precondition(lambda self: self.views)
+    @rule(data=st.data())
+    def release_by_array(self, data):
+        h = data.draw(st.sampled_from(sorted(self.views)))
+        arr = self.views.pop(h)
+        in_use = self.pool.in_use
+        self.pool.release(arr)
+        assert not self.pool.is_live(h)
+        assert self.pool.in_use == in_use          # still pinned by arr
+        with pytest.raises(ValueError):
+            self.pool.release(arr)                 # double release
+        del arr
+        assert self.pool.in_use == in_use - 1      # returned when the array died
+        del self.live[h]
+        self.dead.append(h)
+
+    @rule()
+    def reset(self):
+        if self.views:
+            before = counters(self.pool)
+            with pytest.raises(BufferError):
+                self.pool.reset()
+            assert counters(self.pool) == before
+            return
+        self.pool.reset()
+        self.dead.extend(self.live)
+        self.live.clear()
+        self.scribbled = False          # the free list is empty and valid again
+
+    @rule(value=st.integers(0, 255))
+    def scribble_free_rows(self, value):
+        """Vectorised writes over the whole pool hit free blocks too: harmless."""
+        whole = self.pool.as_array()
+        mask = self.pool.live_mask()
+        flat = whole.view(np.uint8).reshape(self.count, -1) if whole.ndim > 1 else whole.reshape(self.count, 1).view(np.uint8)
+        flat[~mask] = value
+        self.scribbled = True
+        del whole, flat
+
+    @invariant()
+    def consistent(self):
+        pool = getattr(self, "pool", None)
+        if pool is None:
+            return
+        mask = pool.live_mask()
+        idx = {h & 0xFFFFFFFF for h in self.live}
+        assert set(np.flatnonzero(mask).tolist()) == idx
+        assert len(pool) == len(self.live)
+        assert sorted(pool.handles().tolist()) == sorted(self.live)
+        assert pool.peak >= pool.in_use
+        assert all(pool.is_live(h) for h in self.live)
+        if pool.repairs > self.seen_repairs:
+            self.seen_repairs = pool.repairs
+            self.scribbled = False
+        if not self.scribbled:          # scribbles leave garbage links until the next repair
+            pool.check()
+
+    def teardown(self):
+        pool = getattr(self, "pool", None)
+        if pool is None:
+            return
+        self.views.clear()
+        for h in list(self.live):
+            assert self._read_tag(h) == {self.live[h] & 0xFF}
+            pool.release(h)
+        assert pool.in_use == 0
+        # Full reuse: every block can be acquired again.
+        hs = [pool.acquire() for _ in range(self.count)]
+        assert len(set(h & 0xFFFFFFFF for h in hs)) == self.count
+        with pytest.raises(MemoryError):
+            pool.acquire()
+        for h in hs:
+            pool.release(h)
+        pool.check()
+
+
+TestPoolWalk = PoolWalk.TestCase
+
+
+def test_check_after_walk_without_scribbles():
+    pool = Pool(8, np.float64, (2,))
+    hs = [pool.acquire() for _ in range(5)]
+    for h in hs[::2]:
+        pool.release(h)
+    assert pool.check()
+    assert pool.stats()["in_use"] == 2 and pool.peak == 5
+
+
+# ---------------------------------------------------------------- views, leases, whole-pool arrays
+
+
+def test_view_shape_dtype_and_whole_pool():
+    pool = Pool(100, np.float32, (4,))
+    assert pool.block_size == 16 and pool.shape == (4,)
+    hs = [pool.acquire() for _ in range(10)]
+    for k, h in enumerate(hs):
+        pool.view(h)[:] = k
+    whole = pool.as_array()
+    assert whole.shape == (100, 4) and whole.dtype == np.float32
+    mask = pool.live_mask()
+    assert mask.sum() == 10
+    np.testing.assert_array_equal(whole[mask][:, 0], np.arange(10, dtype=np.float32))
+    whole[mask] *= 2                        # vectorised update of live blocks
+    assert pool.view(hs[3])[0] == 6
+    assert pool.index_of(hs[3]) == 3
+
+
+def test_views_keep_pool_alive():
+    pool = Pool(4, np.int64, (2,))
+    h = pool.acquire()
+    v = pool.view(h)
+    v[:] = 7
+    whole = pool.as_array()
+    del pool
+    gc.collect()
+    assert v.tolist() == [7, 7] and whole[0].tolist() == [7, 7]
+
+
+def test_release_by_handle_with_live_view_raises_bufferError():
+    pool = Pool(4, np.uint8, (16,))
+    h = pool.acquire()
+    v = pool.view(h)
+    s = v[2:5]                              # a view of the view also pins
+    del v
+    with pytest.raises(BufferError):
+        pool.release(h)
+    assert pool.is_live(h) and pool.in_use == 1
+    del s
+    pool.release(h)
+    assert pool.in_use == 0
+
+
+def test_acquire_array_and_handle_of():
+    pool = Pool(3, np.float64, (2, 2))
+    a = pool.acquire_array()
+    assert a.shape == (2, 2)
+    h = pool.handle_of(a)
+    assert pool.is_live(h)
+    with pytest.raises(BufferError):
+        pool.release(h)
+    pool.release(a[0])                      # a view of the array names the block too
+    assert not pool.is_live(h)
+    with pytest.raises(ValueError):
+        pool.handle_of(a)
+    assert pool.in_use == 1 and len(pool) == 0
+    del a
+    assert pool.in_use == 0
+
+
+def test_as_array_does_not_pin_release():
+    pool = Pool(4, np.float32)
+    h = pool.acquire()
+    whole = pool.as_array()
+    pool.release(h)
+    assert whole.shape == (4,)
+
+
+def test_stride_and_alignment_rules():
+    assert Pool(2, np.float32).block_size == 16           # padded to the link and alignment
+    assert Pool(2, np.uint8, (20,)).block_size == 32
+    assert Pool(2, block_size=8).block_size == 16
+    assert Pool(2, block_size=64, align=64).block_size == 64
+    assert Pool(2, np.uint8, (65,), align=64).block_size == 128
+    assert Pool(2, np.uint8, (9,), align=8).block_size == 16
+    p = Pool(50, np.complex128, (3,), align=128)
+    hs = [p.acquire() for _ in range(50)]
+    assert all(addr(p.view(h)) % 128 == 0 for h in hs)
+
+
+def test_repair_after_free_rows_overwritten():
+    pool = Pool(16, np.uint64)
+    hs = [pool.acquire() for _ in range(16)]
+    for h in hs[::2]:
+        pool.release(h)
+    pool.as_array()[:] = 0xDEADBEEF        # overwrites the links of free blocks
+    got = [pool.acquire() for _ in range(8)]
+    assert pool.repairs >= 1
+    assert len({h & 0xFFFFFFFF for h in got} | {h & 0xFFFFFFFF for h in hs[1::2]}) == 16
+    with pytest.raises(MemoryError):
+        pool.acquire()
+    pool.check()
+
+
+# ---------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("kwargs, exc", [
+    (dict(block_count=0, dtype=np.float32), ValueError),
+    (dict(block_count=-3, dtype=np.float32), ValueError),
+    (dict(block_count=2**32, dtype=np.float32), ValueError),
+    (dict(block_count=1.5, dtype=np.float32), TypeError),
+    (dict(block_count=4), TypeError),
+    (dict(block_count=4, dtype=object), TypeError),
+    (dict(block_count=4, dtype=np.float32, shape=(0,)), ValueError),
+    (dict(block_count=4, dtype=np.float32, shape=(-1,)), ValueError),
+    (dict(block_count=4, dtype=np.float32, align=3), ValueError),
+    (dict(block_count=4, dtype=np.float32, align=0), ValueError),
+    (dict(block_count=4, block_size=4), ValueError),
+    (dict(block_count=4, block_size=0), ValueError),
+    (dict(block_count=4, block_size=64, dtype=np.uint8), TypeError),
+    (dict(block_count=2**31, block_size=2**20), MemoryError),
+])
+def test_bad_construction(kwargs, exc):
+    with pytest.raises(exc):
+        Pool(**kwargs)
+
+
+def test_bad_handles_leave_state_unchanged():
+    pool = Pool(4, np.int32)
+    other = Pool(4, np.int32)
+    h = pool.acquire()
+    foreign = other.acquire()
+    before = pool.stats()
+    for bad, exc in [(0, ValueError), (-1, ValueError), (2**64, ValueError), ("1", TypeError),
+                     (1.0, TypeError), (None, TypeError), (foreign, ValueError), (h + 1, ValueError),
+                     (h ^ (1 << 40), ValueError), (np.zeros(3), ValueError), (other.view(foreign), ValueError)]:
+        with pytest.raises(exc):
+            pool.release(bad)
+        assert pool.stats() == before
+    pool.release(h)
+    with pytest.raises(ValueError):
+        pool.release(h)                     # double release
+    h2 = pool.acquire()                     # same slot, new generation
+    assert h2 & 0xFFFFFFFF == h & 0xFFFFFFFF and h2 != h
+    with pytest.raises(ValueError):
+        pool.view(h)                        # stale
+    assert pool.is_live(h2) and not pool.is_live(h)
+
+
+def test_exhaustion_counts_failed_only():
+    pool = Pool(2, np.int8)
+    pool.acquire(), pool.acquire()
+    before = counters(pool)
+    for _ in range(3):
+        with pytest.raises(MemoryError):
+            pool.acquire()
+        with pytest.raises(MemoryError):
+            pool.acquire_array()
+    assert counters(pool) == before and pool.failed == 6
+
+
+def test_repr_and_stats():
+    pool = Pool(10, np.float32, (3,), threadsafe=True)
+    pool.acquire()
+    r = repr(pool)
+    assert "threadsafe" in r and "in_use=1" in r
+    s = pool.stats()
+    assert s["capacity"] == 10 and s["in_use"] == 1 and s["peak"] == 1 and s["allocations"] == 1
+
+
+# ---------------------------------------------------------------- threads
+
+
+def test_threadsafe_python_face_cross_thread_release():
+    pool = Pool(256, np.uint64, threadsafe=True)
+    handoff = []
+    lock = threading.Lock()
+    errors = []
+    released = []
+
+    def producer():
+        try:
+            for _ in range(2000):
+                try:
+                    h = pool.acquire()
+                except MemoryError:
+                    continue
+                pool.view(h)[...] = h
+                with lock:
+                    handoff.append(h)
+        except Exception as e:     # pragma: no cover - reported below
+            errors.append(e)
+
+    def consumer():
+        try:
+            for _ in range(4000):
+                with lock:
+                    h = handoff.pop() if handoff else None
+                if h is None:
+                    continue
+                if int(pool.view(h)) != h:
+                    errors.append(AssertionError("payload changed"))
+                pool.release(h)
+                released.append(h)
+        except Exception as e:     # pragma: no cover
+            errors.append(e)
+
+    ts = [threading.Thread(target=producer) for _ in range(2)] + [threading.Thread(target=consumer) for _ in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
+    assert len(set(released)) == len(released)
+    assert pool.in_use == len(handoff)
+    for h in handoff:
+        pool.release(h)
+    assert pool.in_use == 0
+    pool.check()
+
+
+STRESS = r"""
+# cython: language_level=3
+from libc.stdint cimport uint64_t, uintptr_t
+from dod.pool cimport (Pool, dod_pool_acquire, dod_pool_release, dod_pool_acquire_locked,
+                       dod_pool_release_locked, dod_pool_index)
+from dod._atomic cimport dod_atomic_exchange_ptr
+
+cdef uint64_t MAGIC = 0xA5A5A5A5A5A5A5A5
+
+def engine_roundtrip(Pool pool, size_t n):
+    '''Acquire n blocks through the inline engine, check them, release them.'''
+    cdef size_t i, k
+    cdef void* ps[64]
+    cdef uintptr_t stride = pool.pool.stride
+    out = []
+    with nogil:
+        for i in range(n):
+            ps[i] = dod_pool_acquire(&pool.pool)
+    for i in range(n):
+        out.append(0 if ps[i] == NULL else dod_pool_index(&pool.pool, ps[i]))
+    with nogil:
+        for i in range(n):
+            if ps[i] != NULL:
+                dod_pool_release(&pool.pool, ps[i])
+    return out
+
+def worker(Pool pool, uintptr_t slots_addr, size_t nslots, size_t iters, uint64_t seed):
+    '''Random cross-thread traffic: a slot holds a block some thread acquired;
+    whoever empties it checks the block's tag and releases it.'''
+    cdef void** slots = <void**>slots_addr
+    cdef uint64_t x = seed | 1
+    cdef size_t i, k, acquired = 0, released = 0, bad = 0, failed = 0
+    cdef void* p
+    cdef void* old
+    with nogil:
+        for k in range(iters):
+            x ^= x << 13
+            x ^= x >> 7
+            x ^= x << 17
+            i = x % nslots
+            old = dod_atomic_exchange_ptr(&slots[i], NULL)
+            if old == NULL:
+                p = dod_pool_acquire_locked(&pool.pool, &pool.mutex)
+                if p == NULL:
+                    failed += 1
+                    continue
+                (<uint64_t*>p)[1] = <uintptr_t>p ^ MAGIC
+                acquired += 1
+                old = dod_atomic_exchange_ptr(&slots[i], p)
+            if old != NULL:
+                if (<uint64_t*>old)[1] != (<uintptr_t>old ^ MAGIC):
+                    bad += 1
+                (<uint64_t*>old)[1] = 0
+                dod_pool_release_locked(&pool.pool, &pool.mutex, old)
+                released += 1
+    return acquired, released, bad, failed
+
+def tag_ok(uintptr_t p):
+    return (<uint64_t*>p)[1] == (p ^ MAGIC)
+
+def release_all(Pool pool, uintptr_t slots_addr, size_t nslots):
+    cdef void** slots = <void**>slots_addr
+    cdef size_t i
+    for i in range(nslots):
+        if slots[i] != NULL:
+            dod_pool_release_locked(&pool.pool, &pool.mutex, slots[i])
+            slots[i] = NULL
+"""
+
+
+@pytest.fixture
+def stress_module(compile_cython):
+    return compile_cython(STRESS, "dod_pool_stress_mod")
+
+
+def test_cimport_engine(stress_module):
+    pool = Pool(10, block_size=32)
+    idx = stress_module.engine_roundtrip(pool, 12)
+    assert idx[:10] == list(range(10)) and idx[10:] == [0, 0]
+    assert pool.failed == 2 and pool.in_use == 0 and pool.peak == 10
+    pool.check()
+
+
+def test_locked_pool_thread_stress_nogil(stress_module):
+    nslots, nthreads, iters = 512, 4, 200_000
+    pool = Pool(300, block_size=32, threadsafe=True)      # fewer blocks than slots: exhaustion happens
+    slots = np.zeros(nslots, dtype=np.uintp)
+    results = [None] * nthreads
+
+    def run(k):
+        results[k] = stress_module.worker(pool, slots.ctypes.data, nslots, iters, (0x9E3779B97F4A7C15 * (k + 1)) & (2**64 - 1))
+
+    ts = [threading.Thread(target=run, args=(k,)) for k in range(nthreads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    acquired = sum(r[0] for r in results)
+    released = sum(r[1] for r in results)
+    assert sum(r[2] for r in results) == 0, "a block's tag changed: handed out twice"
+    held = [int(p) for p in slots if p]
+    assert len(set(held)) == len(held)                     # nothing duplicated
+    assert acquired - released == len(held) == pool.in_use  # nothing lost
+    assert all(stress_module.tag_ok(p) for p in held)
+    assert pool.allocations == acquired
+    pool.check()
+    stress_module.release_all(pool, slots.ctypes.data, nslots)
+    assert pool.in_use == 0
+    pool.check()
+
+
+def dies_with_abort(fn):
+    """Run fn in a forked child; True if the child died of SIGABRT."""
+    pid = os.fork()
+    if pid == 0:                            # child
+        try:
+            faulthandler.disable()          # the abort is expected: no traceback dump
+            os.close(2)                     # keep the expected message out of the test log
+            fn()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGABRT
+
+
+DEATH = r"""
+# cython: language_level=3
+# distutils: define_macros=DOD_DEBUG=1
+# The engine is inlined into this module, so its debug checks follow this
+# module's DOD_DEBUG, whatever the build of dod itself.
+from dod.pool cimport Pool, dod_pool_acquire, dod_pool_release
+from dod.freelist cimport FreeList, dod_freelist_alloc, dod_freelist_free
+
+def double_release(Pool pool):
+    cdef void* p = dod_pool_acquire(&pool.pool)
+    dod_pool_release(&pool.pool, p)
+    dod_pool_release(&pool.pool, p)
+
+def foreign_release(Pool pool):
+    cdef char buf[64]
+    dod_pool_release(&pool.pool, <void*>buf)
+
+def good_pairs(Pool pool, size_t n):
+    cdef size_t i
+    cdef void* p
+    for i in range(n):
+        p = dod_pool_acquire(&pool.pool)
+        dod_pool_release(&pool.pool, p)
+    return pool.pool.in_use
+
+def double_free(FreeList owner):
+    cdef void* p = dod_freelist_alloc(&owner.fl, 64, 16)
+    cdef void* q = dod_freelist_alloc(&owner.fl, 64, 16)
+    dod_freelist_free(&owner.fl, p)
+    dod_freelist_free(&owner.fl, p)
+
+def foreign_free(FreeList owner):
+    cdef char buf[64]
+    dod_freelist_free(&owner.fl, <void*>(buf + 16))
+"""
+
+
+def test_debug_engine_aborts_on_misuse(compile_cython):
+    """Death tests: a module compiled with DOD_DEBUG=1 aborts on a broken engine contract."""
+    mod = compile_cython(DEATH, "dod_pool_death_mod")
+    assert dies_with_abort(lambda: mod.double_release(Pool(4, block_size=16)))
+    assert dies_with_abort(lambda: mod.foreign_release(Pool(4, block_size=16)))
+    assert dies_with_abort(lambda: mod.double_free(FreeList(4096)))
+    assert dies_with_abort(lambda: mod.foreign_free(FreeList(4096)))
+    assert not dies_with_abort(lambda: mod.good_pairs(Pool(4, block_size=16), 100))
+    assert mod.good_pairs(Pool(4, block_size=16), 100) == 0
+
+
+def test_reset_releases_everything_and_stales_handles():
+    pool = Pool(8, np.int32)
+    hs = [pool.acquire() for _ in range(5)]
+    v = pool.view(hs[0])
+    with pytest.raises(BufferError):
+        pool.reset()
+    assert pool.in_use == 5 and all(pool.is_live(h) for h in hs)
+    del v
+    r = pool.resource()
+    with pytest.raises(RuntimeError):
+        pool.reset()
+    del r
+    pool.reset()
+    assert pool.in_use == 0 and pool.peak == 5 and not any(pool.is_live(h) for h in hs)
+    new = [pool.acquire() for _ in range(8)]
+    assert not set(new) & set(hs)
+    for h in hs:
+        with pytest.raises(ValueError):
+            pool.release(h)
+    assert pool.peak == 8
+    pool.check()
+
+
+def test_acquire_many_release_many():
+    pool = Pool(100, np.float32, (2,))
+    hs = pool.acquire_many(60)
+    assert len(set(hs.tolist())) == 60 and pool.in_use == 60
+    with pytest.raises(MemoryError):
+        pool.acquire_many(41)
+    assert pool.in_use == 60 and pool.failed == 1
+    with pytest.raises(ValueError):
+        pool.acquire_many(-1)
+    assert pool.acquire_many(0).shape == (0,)
+    pool.as_array()[pool.live_mask()] = 1.5
+    with pytest.raises(ValueError):
+        pool.release_many(np.r_[hs[:5], hs[:1]])          # repeated handle
+    with pytest.raises(ValueError):
+        pool.release_many([hs[0], 0])                     # nil
+    v = pool.view(hs[7])
+    with pytest.raises(BufferError):
+        pool.release_many(hs[:10])
+    assert pool.in_use == 60
+    del v
+    pool.release_many(hs[:30])
+    assert pool.in_use == 30
+    with pytest.raises(ValueError):
+        pool.release_many(hs[:1])                         # already released
+    pool.release_many(hs[30:])
+    assert pool.in_use == 0
+    pool.check()
