@@ -1,16 +1,10 @@
 """Shared test fixtures: hypothesis profiles and a compiler for cimport tests."""
-import importlib.util
 import os
-import sys
-import sysconfig
-import uuid
-from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
-import dod
+from cython_build import compile_cython_module
 
 settings.register_profile(
     "default",
@@ -23,56 +17,11 @@ settings.register_profile("thorough", parent=settings.get_profile("default"), ma
 settings.load_profile("thorough" if os.environ.get("DOD_TEST_THOROUGH") else "default")
 
 
-def _compile_cython_module(source: str, workdir: Path, name: str | None = None):
-    """Compile `source` (a .pyx text that cimports dod) against dod.get_include()
-    and the installed .pxd files, import it and return the module."""
-    from Cython.Build import cythonize
-    from setuptools import Distribution, Extension
-    from setuptools.command.build_ext import build_ext
-
-    name = name or f"dod_cimport_{uuid.uuid4().hex[:10]}"
-    workdir.mkdir(parents=True, exist_ok=True)
-    pyx = workdir / f"{name}.pyx"
-    pyx.write_text(source)
-    dod_dir = Path(dod.__file__).resolve().parent
-    compile_args = ["-O2"]
-    link_args = []
-    if os.environ.get("DOD_BUILD") == "sanitize":
-        compile_args += ["-fsanitize=address,undefined"]
-        link_args += ["-fsanitize=address,undefined"]
-    ext = Extension(
-        name,
-        [str(pyx)],
-        include_dirs=[np.get_include(), str(dod_dir)],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_2_0_API_VERSION")],
-        extra_compile_args=compile_args + (["-mcx16"] if sysconfig.get_platform().endswith("x86_64") else []),
-        extra_link_args=link_args + ["-latomic"],
-    )
-    modules = cythonize(
-        [ext],
-        include_path=[dod.get_include()],
-        compiler_directives={"language_level": 3, "boundscheck": False, "wraparound": False},
-        quiet=True,
-        build_dir=str(workdir / "c"),
-    )
-    dist = Distribution({"name": name, "ext_modules": modules})
-    cmd = build_ext(dist)
-    cmd.build_lib = str(workdir)
-    cmd.build_temp = str(workdir / "tmp")
-    cmd.ensure_finalized()
-    cmd.run()
-    path = next(workdir.glob(f"{name}*.so"))
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture
 def compile_cython(tmp_path):
     """compile_cython(source) -> module: build a .pyx that cimports dod, as a user would."""
 
     def build(source: str, name: str | None = None):
-        return _compile_cython_module(source, tmp_path / "cimport", name)
+        return compile_cython_module(source, tmp_path / "cimport", name)
 
     return build

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from conftest import _compile_cython_module
+from cython_build import compile_cython_module
 from dod.lfpool import LockFreePool
 from dod.resource import malloc
 
@@ -380,7 +380,7 @@ def chain_roundtrip(LockFreePool pool, int n):
 
 @pytest.fixture(scope="module")
 def stress(tmp_path_factory):
-    return _compile_cython_module(STRESS, tmp_path_factory.mktemp("lfpool_stress"))
+    return compile_cython_module(STRESS, tmp_path_factory.mktemp("lfpool_stress"))
 
 
 def _threads(holder, n, iters, try_only=False, chains=False):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from conftest import _compile_cython_module
+from cython_build import compile_cython_module
 from dod.resource import malloc
 from dod.segfit import SegFit, class_size, class_sizes
 
@@ -296,7 +296,7 @@ def roundtrip(SegFit owner):
 
 @pytest.fixture(scope="module")
 def stress(tmp_path_factory):
-    return _compile_cython_module(STRESS, tmp_path_factory.mktemp("segfit_stress"))
+    return compile_cython_module(STRESS, tmp_path_factory.mktemp("segfit_stress"))
 
 
 @pytest.mark.parametrize("nthreads", [2, 3])
