@@ -24,6 +24,10 @@ def get_include():
 _EXPORTS = {
     "Arena": "dod.arena",
     "Resource": "dod.resource",
+    "AtomicArena": "dod.atomic_arena",
+    "ThreadCache": "dod.atomic_arena",
+    "PageSource": "dod.pages",
+    "GuardedResource": "dod.guard",
 }
 
 
