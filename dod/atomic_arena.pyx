@@ -544,6 +544,32 @@ cdef class AtomicArena:
         return {"blocks": n_blocks, "capacity": capacity, "in_use": in_use, "spares": spares,
                 "problems": problems}
 
+    def block_counters(self):
+        """{slot: live bytes} for every block held, exact while no thread allocates.
+
+        A closed block's entry is its counter (bytes handed out minus bytes
+        freed); the open block's is its position minus the bytes freed from it.
+        After every allocation is freed (and thread caches flushed) every entry
+        is exactly zero.
+        """
+        cdef size_t i
+        cdef uint64_t w = dod_atomic_load_u64(&self.engine.word)
+        cdef uint64_t live
+        cdef dod_aa_block* b
+        out = {}
+        with nogil:
+            dod_mutex_lock(&self.engine.lock)
+        for i in range(DOD_AA_MAX_BLOCKS):
+            b = self.engine.blocks[i]
+            if b == NULL:
+                continue
+            live = dod_atomic_load_relaxed_u64(&b.live)
+            if (w >> DOD_AA_INDEX_SHIFT) == i and (w & DOD_AA_POS_MASK) <= b.capacity:
+                live = (w & DOD_AA_POS_MASK) - (DOD_AA_BIAS - live)
+            out[i] = live
+        dod_mutex_unlock(&self.engine.lock)
+        return out
+
     def check(self):
         """Walk the blocks and verify every invariant (call it while no thread allocates).
         Raises AssertionError naming the first broken one; returns the walk's statistics."""
