@@ -260,6 +260,7 @@ cdef inline void dod_atomic_cache_free(dod_atomic_cache* c, void* p, size_t size
 
 cdef class AtomicArena:
     cdef dod_atomic_arena engine     # run the inline functions on &owner.engine
+    cdef object _upstream_owner      # the resource's owner, held directly (see the .pyx)
     cdef Resource _upstream          # keeps the block source alive
     cdef bint _lock_ready
     cdef size_t _py_allocations      # allocations made through the Python face

@@ -415,6 +415,9 @@ cdef class AtomicArena:
         self._lock_ready = True
         self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages")
         self.engine.upstream = &self._upstream.resource
+        # Held directly too: the cyclic GC may clear Resource.owner before this
+        # object (no_gc_clear) gives its blocks back through the resource.
+        self._upstream_owner = self._upstream.owner
         self.engine.block_size = bs
         self.engine.block_align = bs << 3
         self.engine.max_need = (bs << 3) - DOD_AA_HEADER

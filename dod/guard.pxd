@@ -54,6 +54,7 @@ cdef void dod_guard_flush(dod_guard* g) noexcept nogil
 
 cdef class GuardedResource:
     cdef dod_guard guard             # call dod_guard_* on &owner.guard (any thread)
+    cdef object _upstream_owner      # the resource's owner, held directly (see the .pyx)
     cdef Resource _upstream
     cdef bint _ready
     cdef object __weakref__

@@ -97,7 +97,9 @@ cdef void* dod_guard_allocate(dod_guard* g, size_t size, size_t alignment) noexc
                 dod_resource_deallocate(g.upstream, region, total, g.page)
                 region = NULL
             else:
-                rounded = (size + alignment - 1) & ~(alignment - 1)
+                # size 0 counts as 1 byte, so p stays inside the data pages
+                # (deallocate finds the region from p's page).
+                rounded = ((size if size else 1) + alignment - 1) & ~(alignment - 1)
                 p = region + data - rounded
     dod_mutex_lock(&g.lock)
     if region == NULL:
@@ -235,6 +237,9 @@ cdef class GuardedResource:
         self._ready = True
         self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages")
         self.guard.upstream = &self._upstream.resource
+        # Held directly too: the cyclic GC may clear Resource.owner before this
+        # object (no_gc_clear) releases its regions through the resource.
+        self._upstream_owner = self._upstream.owner
         self.guard.page = dod_os_page_size()
         self.guard.left = side == "left"
         self.guard.quarantine = <size_t>q
