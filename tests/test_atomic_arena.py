@@ -227,7 +227,7 @@ STRESS = r"""
 # cython: boundscheck=False, wraparound=False
 from libc.stdint cimport uint64_t, uintptr_t
 from libc.string cimport memset
-from dod._atomic cimport dod_atomic_exchange_ptr
+from dod._atomic cimport dod_atomic_exchange_ptr, dod_atomic_fetch_add_u64
 from dod.atomic_arena cimport (AtomicArena, dod_atomic_arena, dod_atomic_arena_alloc,
     dod_atomic_arena_free, dod_atomic_cache, dod_atomic_cache_alloc, dod_atomic_cache_free,
     dod_atomic_cache_flush)
@@ -293,6 +293,14 @@ def work(AtomicArena arena, uint64_t tid, uint64_t iters, bint cached, size_t ch
         dod_atomic_cache_flush(&cache)
     return t
 
+def overshoot(AtomicArena arena, uint64_t k):
+    # k raw adds of the largest reservation on a word with no block yet (position
+    # CLOSED, the worst start): the index and factor bits afterwards.
+    cdef uint64_t i
+    for i in range(k):
+        dod_atomic_fetch_add_u64(&arena.engine.word, arena.engine.max_need)
+    return arena.engine.word >> 55
+
 def drain(AtomicArena arena):
     cdef Tally t
     cdef int i
@@ -311,6 +319,20 @@ def stress_module(tmp_path_factory):
     from conftest import _compile_cython_module
 
     return _compile_cython_module(STRESS, tmp_path_factory.mktemp("atomic_stress"))
+
+
+def test_overshoot_envelope(stress_module):
+    """max_concurrent_entrants largest requests on an exhausted word leave the
+    index and size factor alone; past the envelope the carry reaches them
+    (which is why it is documented as the caller's limit)."""
+    n = 1024
+    inside = AtomicArena(1 << 40, max_concurrent_entrants=n)
+    assert stress_module.overshoot(inside, n) == 0
+    beyond = AtomicArena(1 << 40, max_concurrent_entrants=n)
+    carry_at = (1 << 54) // beyond.max_request + 1          # from CLOSED = 2**54 to 2**55
+    assert carry_at > n
+    assert stress_module.overshoot(beyond, carry_at - 1) == 0
+    assert stress_module.overshoot(beyond, 1) != 0
 
 
 @pytest.mark.parametrize("cached,evict", [(False, False), (True, False), (False, True), (True, True)])

@@ -22,6 +22,8 @@ def dies_with_signal(fn):
     pid = os.fork()
     if pid == 0:                                   # child
         faulthandler.disable()                     # die quietly: the signal is the verdict
+        for sig in FAULTS:                         # and let it kill us (AddressSanitizer would catch it)
+            signal.signal(sig, signal.SIG_DFL)
         try:
             fn()
         finally:
