@@ -137,6 +137,8 @@ cdef void* dod_atomic_arena_alloc_slow(dod_atomic_arena* a, uint64_t old, size_t
 cdef void dod_atomic_arena_drained(dod_atomic_arena* a, dod_aa_block* b) noexcept nogil
 cdef void* dod_atomic_arena_refuse(dod_atomic_arena* a) noexcept nogil
 cdef bint dod_atomic_arena_owns(dod_atomic_arena* a, const void* p) noexcept nogil
+cdef void* dod_atomic_arena_realloc(dod_atomic_arena* a, void* p, size_t old_size, size_t new_size,
+                                    size_t alignment) noexcept nogil
 
 
 cdef inline size_t dod_atomic_arena_need(size_t size, size_t alignment) noexcept nogil:

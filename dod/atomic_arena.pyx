@@ -221,6 +221,23 @@ cdef bint dod_atomic_arena_owns(dod_atomic_arena* a, const void* p) noexcept nog
     return False
 
 
+cdef void* dod_atomic_arena_realloc(dod_atomic_arena* a, void* p, size_t old_size, size_t new_size,
+                                    size_t alignment) noexcept nogil:
+    """Shrink in place (same pointer), or move: allocate, copy old_size bytes, free p.
+    NULL when the move cannot allocate (p is then untouched and still owned by the caller).
+    p NULL behaves as alloc."""
+    cdef void* q
+    if p == NULL:
+        return dod_atomic_arena_alloc(a, new_size, alignment)
+    if new_size <= old_size:
+        return dod_atomic_arena_shrink(a, p, old_size, new_size, alignment)
+    q = dod_atomic_arena_alloc(a, new_size, alignment)
+    if q != NULL:
+        memcpy(q, p, old_size)
+        dod_atomic_arena_free(a, p, old_size, alignment)
+    return q
+
+
 # ---------------------------------------------------------------- thread cache slow paths
 
 cdef void dod_atomic_cache_publish(dod_atomic_cache* c) noexcept nogil:
@@ -399,7 +416,9 @@ cdef class AtomicArena:
         alignments up to ``8 * block_size``.
 
     Up to 128 blocks exist at once; a request that needs a 129th fails with
-    MemoryError (Python) or NULL (engine).
+    MemoryError (Python) or NULL (engine). Memory taken through the engine
+    (cimport) must be freed, and no thread may use it, before the owner dies:
+    the owner returns every block to the resource in ``__dealloc__``.
     """
 
     def __cinit__(self, block_size=1 << 20, *, max_concurrent_entrants=1024, bint evict=False,

@@ -230,7 +230,7 @@ from libc.string cimport memset
 from dod._atomic cimport dod_atomic_exchange_ptr, dod_atomic_fetch_add_u64
 from dod.atomic_arena cimport (AtomicArena, dod_atomic_arena, dod_atomic_arena_alloc,
     dod_atomic_arena_free, dod_atomic_cache, dod_atomic_cache_alloc, dod_atomic_cache_free,
-    dod_atomic_cache_flush)
+    dod_atomic_cache_flush, dod_atomic_arena_realloc)
 
 cdef enum:
     NSLOTS = 64
@@ -301,6 +301,20 @@ def overshoot(AtomicArena arena, uint64_t k):
         dod_atomic_fetch_add_u64(&arena.engine.word, arena.engine.max_need)
     return arena.engine.word >> 55
 
+def realloc_roundtrip(AtomicArena arena):
+    # grow by moving, shrink in place, free: returns (moved, same_after_shrink, in_use_delta_ok)
+    cdef char* p = <char*>dod_atomic_arena_alloc(&arena.engine, 100, 16)
+    cdef char* q
+    cdef int i
+    for i in range(100):
+        p[i] = <char>i
+    q = <char*>dod_atomic_arena_realloc(&arena.engine, p, 100, 5000, 16)
+    ok = all(q[i] == <char>i for i in range(100))
+    p = <char*>dod_atomic_arena_realloc(&arena.engine, q, 5000, 10, 16)
+    same = p == q
+    dod_atomic_arena_free(&arena.engine, p, 10, 16)
+    return ok, same
+
 def drain(AtomicArena arena):
     cdef Tally t
     cdef int i
@@ -319,6 +333,12 @@ def stress_module(tmp_path_factory):
     from conftest import _compile_cython_module
 
     return _compile_cython_module(STRESS, tmp_path_factory.mktemp("atomic_stress"))
+
+
+def test_engine_realloc(stress_module):
+    a = AtomicArena(1 << 16)
+    assert stress_module.realloc_roundtrip(a) == (True, True)
+    assert a.in_use == 0 and all(v == 0 for v in a.block_counters().values())
 
 
 def test_overshoot_envelope(stress_module):
