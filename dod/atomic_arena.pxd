@@ -70,6 +70,7 @@
 # a shrink gave it); nothing uses memory after freeing it (blocks are
 # recycled, or unmapped with evict).
 from libc.stdint cimport uint64_t, uint32_t, uintptr_t
+from libc.string cimport memset
 
 from dod._atomic cimport (dod_mutex, dod_atomic_fetch_add_u64, dod_atomic_fetch_sub_u64,
                           dod_atomic_load_ptr)
@@ -226,10 +227,21 @@ ctypedef struct dod_atomic_cache:
     char* end                     # end of the chunk
     dod_aa_block* pending_block   # block that `pending` bytes were freed into
     size_t pending                # freed bytes not yet subtracted from pending_block.live
-    size_t chunk                  # bytes per refill (multiple of 16)
+    size_t chunk                  # bytes per refill (multiple of 16; see dod_atomic_cache_init)
     size_t allocations
     size_t refills
     size_t failed
+
+cdef inline void dod_atomic_cache_init(dod_atomic_cache* c, dod_atomic_arena* a, size_t chunk) noexcept nogil:
+    """Set up an (unused or flushed) cache over `a`. Each refill reserves chunk - 64 bytes,
+    so that a block's usable bytes (a power of two minus its 64-byte header) hold a whole
+    number of chunks when chunk is a power of two: no chunk-sized tail is stranded."""
+    memset(c, 0, sizeof(dod_atomic_cache))
+    c.arena = a
+    if chunk > 2 * DOD_AA_HEADER:
+        chunk -= DOD_AA_HEADER
+    c.chunk = chunk & ~(<size_t>DOD_AA_QUANTUM - 1)
+
 
 cdef void* dod_atomic_cache_refill(dod_atomic_cache* c, size_t size, size_t alignment) noexcept nogil
 cdef void dod_atomic_cache_publish(dod_atomic_cache* c) noexcept nogil

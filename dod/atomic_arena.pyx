@@ -716,8 +716,7 @@ cdef class ThreadCache:
     def __cinit__(self, AtomicArena arena not None, chunk=1 << 16):
         cdef size_t c = _parse_pow2(chunk, "chunk", 256, arena.engine.max_need)
         self.arena = arena
-        self.cache.arena = &arena.engine
-        self.cache.chunk = c
+        dod_atomic_cache_init(&self.cache, &arena.engine, c)
         self.thread_id = threading.get_ident()
 
     def __dealloc__(self):
@@ -756,6 +755,7 @@ cdef class ThreadCache:
 
     @property
     def chunk(self):
+        """Bytes reserved per refill: the requested chunk minus 64 (see dod_atomic_cache_init)."""
         return self.cache.chunk
 
     @property

@@ -129,7 +129,8 @@ def test_thread_cache_belongs_to_its_thread():
     t.join()
     assert errors
     del x
-    assert a.in_use == 1024 - 80                  # the open chunk stays reserved; x (80 B) was freed
+    assert c.chunk == 1024 - 64
+    assert a.in_use == c.chunk - 80               # the open chunk stays reserved; x (80 B) was freed
     c.close()
     assert a.in_use == 0
     with pytest.raises(RuntimeError):
@@ -230,7 +231,7 @@ from libc.string cimport memset
 from dod._atomic cimport dod_atomic_exchange_ptr, dod_atomic_fetch_add_u64
 from dod.atomic_arena cimport (AtomicArena, dod_atomic_arena, dod_atomic_arena_alloc,
     dod_atomic_arena_free, dod_atomic_cache, dod_atomic_cache_alloc, dod_atomic_cache_free,
-    dod_atomic_cache_flush, dod_atomic_arena_realloc)
+    dod_atomic_cache_flush, dod_atomic_arena_realloc, dod_atomic_cache_init)
 
 cdef enum:
     NSLOTS = 64
@@ -267,10 +268,8 @@ def work(AtomicArena arena, uint64_t tid, uint64_t iters, bint cached, size_t ch
     cdef void* p
     cdef void* q
     cdef dod_atomic_arena* a = &arena.engine
-    memset(&cache, 0, sizeof(cache))
     memset(&t, 0, sizeof(t))
-    cache.arena = a
-    cache.chunk = chunk
+    dod_atomic_cache_init(&cache, a, chunk)
     with nogil:
         for i in range(iters):
             r = rnd(&s)

@@ -15,7 +15,7 @@ from dod.bench._threads cimport ThreadKernel
 from dod.arena cimport Arena, dod_arena_push, dod_arena_reset
 from dod.atomic_arena cimport (AtomicArena, dod_atomic_arena, dod_atomic_arena_alloc,
                                dod_atomic_arena_free, dod_atomic_cache, dod_atomic_cache_alloc,
-                               dod_atomic_cache_free, dod_atomic_cache_flush)
+                               dod_atomic_cache_free, dod_atomic_cache_flush, dod_atomic_cache_init)
 from dod.pages cimport PageSource, dod_pages_map, dod_pages_unmap
 from dod.guard cimport GuardedResource, dod_guard_allocate, dod_guard_deallocate
 
@@ -85,9 +85,7 @@ cdef size_t k_cached(void* ctx, int thread, int nthreads, size_t iterations) noe
     cdef size_t i, j, n = 0
     cdef uint64_t acc = 0
     cdef dod_atomic_cache cache
-    memset(&cache, 0, sizeof(cache))
-    cache.arena = c.arena
-    cache.chunk = c.chunk
+    dod_atomic_cache_init(&cache, c.arena, c.chunk)
     for i in range(iterations):
         for j in range(BATCH):
             blocks[j] = dod_atomic_cache_alloc(&cache, c.size, 16)
@@ -135,9 +133,7 @@ def fast_path(size_t count=1 << 20, size_t size=64):
     cdef void* ptrs[1024]
     cdef size_t rounds = count // FAST_BATCH, r, j
     cdef uint64_t t0, tb = 0, tx = 0, tc = 0, tm = 0, acc = 0
-    memset(&cache, 0, sizeof(cache))
-    cache.arena = &aa.engine
-    cache.chunk = 1 << 16
+    dod_atomic_cache_init(&cache, &aa.engine, 1 << 16)
     with nogil:
         for r in range(rounds):
             t0 = _now_ns()
@@ -190,9 +186,7 @@ def overhead_atomic(size_t count=1000000, size_t size=64, bint cached=False, siz
     cdef uint64_t t0, t1
     if ptrs == NULL:
         raise MemoryError()
-    memset(&cache, 0, sizeof(cache))
-    cache.arena = &aa.engine
-    cache.chunk = 1 << 16
+    dod_atomic_cache_init(&cache, &aa.engine, 1 << 16)
     with nogil:
         t0 = _now_ns()
         for i in range(count):
