@@ -131,6 +131,18 @@ cdef bint _install(dod_atomic_arena* a, size_t need) noexcept nogil:
             if a.blocks[i] == NULL:
                 idx = i
                 break
+        if idx == DOD_AA_MAX_BLOCKS and a.spares != NULL:
+            # Every slot is taken but a spare too small for this request is
+            # idle: give it back and take its slot.
+            b = a.spares
+            a.spares = b.next_spare
+            idx = b.index
+            dod_atomic_store_ptr(<void**>&a.blocks[idx], NULL)
+            a.slot_base[idx] = 0
+            a.slot_end[idx] = 0
+            a.evicted += 1
+            dod_resource_deallocate(a.upstream, b, b.total, a.block_align)
+            b = NULL
         if idx == DOD_AA_MAX_BLOCKS:
             return False
         total = a.block_size << f
@@ -575,12 +587,12 @@ cdef class AtomicArena:
         is exactly zero.
         """
         cdef size_t i
-        cdef uint64_t w = dod_atomic_load_u64(&self.engine.word)
-        cdef uint64_t live
+        cdef uint64_t w, live
         cdef dod_aa_block* b
         out = {}
         with nogil:
             dod_mutex_lock(&self.engine.lock)
+        w = dod_atomic_load_u64(&self.engine.word)
         for i in range(DOD_AA_MAX_BLOCKS):
             b = self.engine.blocks[i]
             if b == NULL:

@@ -63,6 +63,22 @@ def test_evict_returns_blocks():
     a.check()
 
 
+def test_slot_limit_and_spare_reuse_for_bigger_blocks():
+    a = AtomicArena(4096)
+    xs = [a.empty(4000, np.uint8) for _ in range(128)]         # one block each: every slot taken
+    assert a.blocks == 128
+    with pytest.raises(MemoryError):
+        a.empty(4000, np.uint8)
+    assert a.failed == 1
+    del xs[:10]                                                 # ten closed blocks drain to spares
+    assert a.stats()["spares"] == 10
+    big = a.empty(20000, np.uint8)                              # needs factor 3: a spare makes room
+    assert a.blocks == 128 and a.evicted == 1 and a.owns(big)
+    del xs, big
+    assert all(v == 0 for v in a.block_counters().values())
+    a.check()
+
+
 def test_large_requests_use_bigger_blocks_and_limits():
     a = AtomicArena(4096)
     big = a.empty(4096 * 8 - 64, np.uint8)
