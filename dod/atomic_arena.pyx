@@ -734,6 +734,7 @@ cdef class ThreadCache:
     def __dealloc__(self):
         if self.arena is not None:
             dod_atomic_cache_flush(&self.cache)
+            self.arena._py_allocations += self.cache.allocations
 
     cdef int _mine(self) except -1:
         if threading.get_ident() != self.thread_id:
