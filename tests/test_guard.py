@@ -139,3 +139,18 @@ class GuardWalk(RuleBasedStateMachine):
 
 
 TestGuardWalk = GuardWalk.TestCase
+
+
+def test_wraps_another_dod_allocator():
+    """The wrapper sits on any dod resource: here the atomic arena's blocks."""
+    from dod.atomic_arena import AtomicArena
+
+    arena = AtomicArena(1 << 16)
+    g = GuardedResource(arena.resource(), quarantine=2)
+    a = g.empty(100, np.uint8, align=4)
+    assert arena.owns(a) and arena.in_use > 0
+    end = a.ctypes.data + 100
+    assert dies_with_signal(lambda: poke(end)) in FAULTS
+    del a
+    g.flush_quarantine()
+    assert arena.in_use == 0 and all(v == 0 for v in arena.block_counters().values())
