@@ -229,7 +229,8 @@ ctypedef struct dod_atomic_cache:
     size_t pending                # freed bytes not yet subtracted from pending_block.live
     size_t chunk                  # bytes per refill (multiple of 16; see dod_atomic_cache_init)
     size_t allocations
-    size_t refills
+    size_t refills                # chunks taken from the shared word (one fetch-add each)
+    size_t publishes              # pending frees published (one fetch-sub each)
     size_t failed
 
 cdef inline void dod_atomic_cache_init(dod_atomic_cache* c, dod_atomic_arena* a, size_t chunk) noexcept nogil:

@@ -257,6 +257,7 @@ cdef void dod_atomic_cache_publish(dod_atomic_cache* c) noexcept nogil:
     cdef size_t n = c.pending
     if n:
         c.pending = 0
+        c.publishes += 1
         if dod_atomic_fetch_sub_u64(&c.pending_block.live, n) == n:
             dod_atomic_arena_drained(c.arena, c.pending_block)
 
@@ -774,6 +775,11 @@ cdef class ThreadCache:
     @property
     def refills(self):
         return self.cache.refills
+
+    @property
+    def publishes(self):
+        """Times summed frees were published to a block (one atomic each)."""
+        return self.cache.publishes
 
     @property
     def failed(self):

@@ -53,6 +53,16 @@ class AtomicScaling:
         return self._median(threads).rate / self._median(1).rate
     track_scaling_vs_own_one_thread.unit = "x"
 
+    def track_shared_atomics_per_op(self, allocator, threads):
+        """Atomics on lines other threads write (the word, block counters) per
+        allocation+free: independent of machine load, unlike the scaling ratio."""
+        if allocator == "malloc":
+            raise NotImplementedError("not counted for malloc")
+        before = self.bench.shared_atomics()
+        r = self.run_threads(self.kernel, threads, ITERATIONS)
+        return (self.bench.shared_atomics() - before) / r.ops
+    track_shared_atomics_per_op.unit = "atomics"
+
 
 class FastPath:
     """One thread, allocation loop only: the shared word's locked add against a plain bump."""

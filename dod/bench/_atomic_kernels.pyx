@@ -12,6 +12,7 @@ from libc.string cimport memset
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from dod.bench._threads cimport ThreadKernel
+from dod._atomic cimport dod_atomic_fetch_add_u64, dod_atomic_load_u64
 from dod.arena cimport Arena, dod_arena_push, dod_arena_reset
 from dod.atomic_arena cimport (AtomicArena, dod_atomic_arena, dod_atomic_arena_alloc,
                                dod_atomic_arena_free, dod_atomic_cache, dod_atomic_cache_alloc,
@@ -34,6 +35,7 @@ cdef struct Ctx:
     dod_atomic_arena* arena
     size_t size
     size_t chunk
+    uint64_t shared_atomics    # atomics on shared lines (word, block counters), all threads
     uint64_t sink[64]
 
 
@@ -74,6 +76,7 @@ cdef size_t k_shared(void* ctx, int thread, int nthreads, size_t iterations) noe
             acc += (<uint64_t*>blocks[j])[0]
             dod_atomic_arena_free(c.arena, blocks[j], c.size, 16)
         n += BATCH
+    dod_atomic_fetch_add_u64(&c.shared_atomics, 2 * n)      # one fetch-add + one fetch-sub each
     c.sink[(thread * 8) & 63] += acc
     return n
 
@@ -95,6 +98,7 @@ cdef size_t k_cached(void* ctx, int thread, int nthreads, size_t iterations) noe
             dod_atomic_cache_free(&cache, blocks[j], c.size, 16)
         n += BATCH
     dod_atomic_cache_flush(&cache)
+    dod_atomic_fetch_add_u64(&c.shared_atomics, cache.refills + cache.publishes)
     c.sink[(thread * 8) & 63] += acc
     return n
 
@@ -110,6 +114,10 @@ cdef class Bench:
         self.ctx.arena = &self.arena.engine
         self.ctx.size = size
         self.ctx.chunk = chunk
+
+    def shared_atomics(self):
+        """Atomic read-modify-writes on shared cache lines so far (arena kernels only)."""
+        return dod_atomic_load_u64(&self.ctx.shared_atomics)
 
     def kernel(self, str name):
         if name == "malloc":

@@ -37,7 +37,11 @@ def thread_counts():
 
 
 def scaling(threads=(1, 2), iterations=20000, repeat=5, size=64):
-    """{kernel: {n: (ns_per_op, scaling vs own 1-thread rate)}}."""
+    """{kernel: {n: (ns_per_op, scaling vs own 1-thread rate, shared atomics per op)}}.
+
+    Shared atomics per op (read-modify-writes on a cache line that other
+    threads write: the word, block counters) do not depend on machine load,
+    unlike the scaling ratio; malloc's are not counted (None)."""
     from dod.bench._atomic_kernels import Bench
     from dod.bench._threads import run_threads
 
@@ -48,9 +52,11 @@ def scaling(threads=(1, 2), iterations=20000, repeat=5, size=64):
         run_threads(k, max(threads), iterations // 4)          # warm up: blocks installed, pages faulted
         out[name] = {}
         for n in threads:
+            before = bench.shared_atomics()
             runs = sorted((run_threads(k, n, iterations) for _ in range(repeat)), key=lambda r: r.rate)
+            atomics = None if name == "malloc" else (bench.shared_atomics() - before) / sum(x.ops for x in runs)
             r = runs[len(runs) // 2]
-            out[name][n] = [r.ns_per_op, r.rate]
+            out[name][n] = [r.ns_per_op, r.rate, atomics]
         base = out[name][threads[0]][1]
         for n in threads:
             out[name][n][1] = out[name][n][1] / base
@@ -83,9 +89,11 @@ def run(quick=False):
     res = scaling(threads, iterations=20000 if quick else 100000, repeat=3 if quick else 5)
     for name in KERNELS:
         for n in threads:
-            ns, scale = res[name][n]
-            sec.add(f"{LABELS[name]}, {n} thread{'s' if n > 1 else ''}", ns,
-                    note=f"scaling {scale:.2f}x vs own 1 thread")
+            ns, scale, atomics = res[name][n]
+            note = f"scaling {scale:.2f}x vs own 1 thread"
+            if atomics is not None:
+                note += f"; {atomics:.4f} shared atomics/op"
+            sec.add(f"{LABELS[name]}, {n} thread{'s' if n > 1 else ''}", ns, note=note)
     fast = [K.fast_path(1 << 18 if quick else 1 << 20) for _ in range(3)]
     med = {k: sorted(f[k] for f in fast)[1] for k in ("bump", "xadd", "cache", "malloc")}
     sec.add("fast path: plain bump (dod.arena), alloc only", med["bump"])
