@@ -53,11 +53,20 @@ class AtomicScaling:
         return self._median(threads).rate / self._median(1).rate
     track_scaling_vs_own_one_thread.unit = "x"
 
+
+class AtomicContention:
+    """Atomics on lines other threads write (the word, block counters) per
+    allocation+free: independent of machine load, unlike the scaling ratio."""
+    params = (["shared", "cached"], THREADS)
+    param_names = ["allocator", "threads"]
+    timeout = 120
+
+    def setup(self, allocator, threads):
+        K, self.run_threads = _kernels()
+        self.bench = K.Bench(64)
+        self.kernel = self.bench.kernel(allocator)
+
     def track_shared_atomics_per_op(self, allocator, threads):
-        """Atomics on lines other threads write (the word, block counters) per
-        allocation+free: independent of machine load, unlike the scaling ratio."""
-        if allocator == "malloc":
-            raise NotImplementedError("not counted for malloc")
         before = self.bench.shared_atomics()
         r = self.run_threads(self.kernel, threads, ITERATIONS)
         return (self.bench.shared_atomics() - before) / r.ops
