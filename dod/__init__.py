@@ -23,11 +23,18 @@ def get_include():
 # program does not use.
 _EXPORTS = {
     "Arena": "dod.arena",
+    "DeviceArena": "dod.cuda.device_arena",     # GPU (CuPy) features import CuPy on first use only
+    "PinnedArena": "dod.cuda.pinned_arena",
+    "LockFreePool": "dod.lfpool",
+    "SegFit": "dod.segfit",
     "Resource": "dod.resource",
     "AtomicArena": "dod.atomic_arena",
     "ThreadCache": "dod.atomic_arena",
     "PageSource": "dod.pages",
     "GuardedResource": "dod.guard",
+    "Schema": "dod.table",
+    "Table": "dod.table",
+    "Column": "dod.table",
 }
 
 
