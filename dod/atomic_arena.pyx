@@ -518,8 +518,9 @@ cdef class AtomicArena:
         return bool(dod_atomic_arena_owns(&self.engine, <void*>p))
 
     def thread_cache(self, chunk=1 << 16):
-        """A :class:`ThreadCache` for the calling thread, refilling `chunk` bytes at a time
-        (a power of two from 256 up to the block's usable size)."""
+        """A :class:`ThreadCache` for the calling thread. `chunk` is a power of two from
+        256 up to ``max_request``; each refill reserves ``chunk - 64`` bytes so that
+        chunks tile a block exactly."""
         return ThreadCache(self, chunk)
 
     def resource(self):
