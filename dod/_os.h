@@ -31,4 +31,13 @@ static inline void dod_os_unmap(void *p, size_t size) {
     if (p != NULL && size != 0) munmap(p, size);
 }
 
+/* ---- page protection (the guard-zone wrapper) ---------------------------
+ * p is page aligned; size a multiple of the page size. 0 on success. */
+static inline int dod_os_protect_none(void *p, size_t size) { return mprotect(p, size, PROT_NONE); }
+static inline int dod_os_protect_rw(void *p, size_t size) { return mprotect(p, size, PROT_READ | PROT_WRITE); }
+
+/* Give the pages' contents back to the system but keep the mapping: the next
+ * touch reads zero (private anonymous memory). */
+static inline int dod_os_decommit(void *p, size_t size) { return madvise(p, size, MADV_DONTNEED); }
+
 #endif

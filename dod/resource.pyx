@@ -13,6 +13,7 @@ deallocate) and :data:`malloc` (``posix_memalign``/``free``).
 Thread-safety: the built-in resources are safe from any thread. A resource
 presented by an allocator has that allocator's promise.
 """
+cimport cython
 from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free
 from cpython.pycapsule cimport PyCapsule_New
@@ -101,6 +102,7 @@ cdef const dod_resource* dod_malloc_resource() noexcept nogil:
     return &_MALLOC
 
 
+@cython.no_gc_clear
 cdef class Resource:
     """An allocator seen through dod's one C interface (allocate, deallocate, context).
 
@@ -109,6 +111,10 @@ cdef class Resource:
     Python directly. A Resource keeps the allocator behind it alive, so
     whatever takes a Resource may outlive the caller's reference to the
     allocator.
+
+    The garbage collector never clears ``owner`` before the Resource dies
+    (``no_gc_clear``): allocators that took memory through a Resource give it
+    back through the same one in their ``__dealloc__``.
 
     Cython code reaches the struct as ``res.resource`` (``from dod.resource
     cimport Resource, dod_resource_allocate``); other C consumers get a

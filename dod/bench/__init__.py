@@ -12,7 +12,7 @@ Sections live in floors 1-2 only; the tracker has its own
 from dataclasses import dataclass, field
 
 # Section modules, in the order the table prints them.
-SECTIONS = ["arena", "pool", "freelist", "table", "concurrent"]
+SECTIONS = ["arena", "pool", "freelist", "table", "atomic", "concurrent"]
 
 
 @dataclass

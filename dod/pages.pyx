@@ -1,0 +1,260 @@
+"""Anonymous memory straight from the operating system, with statistics.
+
+A :class:`PageSource` maps private anonymous pages (``mmap``) and unmaps them
+on release, counting what it holds. Fresh pages read as zero, so a structure
+whose all-zero state is valid (every dod engine struct) is ready as soon as
+its pages are mapped, and untouched pages cost no physical memory. It is the
+memory the other allocators take by default, and it can be handed to any of
+them through :meth:`PageSource.resource`.
+
+Safety contract (the Python face)
+    :meth:`PageSource.empty` returns an array that owns its pages: they are
+    unmapped when the last array viewing them dies, never before, so no
+    Python caller can touch unmapped memory. :meth:`PageSource.decommit`
+    gives an array's physical pages back (they then read as zero) without
+    unmapping them.
+
+Thread-safety
+    Safe from any thread; the counters are atomics.
+"""
+cimport cython
+cimport numpy as cnp
+from libc.stdint cimport uint64_t, uintptr_t
+
+from dod._core cimport dod_is_pow2, dod_add_overflow
+from dod._atomic cimport (dod_atomic_fetch_add_relaxed_u64, dod_atomic_fetch_sub_u64,
+                          dod_atomic_load_relaxed_u64, dod_atomic_cas_u64)
+from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
+from dod.resource cimport dod_resource, Resource
+
+import numpy as np
+
+cnp.import_array()
+
+
+cdef extern from "_os.h" nogil:
+    size_t dod_os_page_size()
+    void* dod_os_map(size_t size)
+    void dod_os_unmap(void* p, size_t size)
+    int dod_os_decommit(void* p, size_t size)
+
+
+cdef size_t dod_pages_size() noexcept nogil:
+    """The system page size."""
+    return dod_os_page_size()
+
+
+cdef size_t dod_pages_round(size_t size) noexcept nogil:
+    """size rounded up to whole pages; 0 when that overflows."""
+    cdef size_t page = dod_os_page_size()
+    cdef size_t out
+    if dod_add_overflow(size, page - 1, &out):
+        return 0
+    return out & ~(page - 1)
+
+
+cdef void _count_map(dod_page_source* s, size_t length) noexcept nogil:
+    cdef uint64_t now = dod_atomic_fetch_add_relaxed_u64(&s.mapped, length) + length
+    cdef uint64_t peak = dod_atomic_load_relaxed_u64(&s.peak)
+    dod_atomic_fetch_add_relaxed_u64(&s.maps, 1)
+    while now > peak and not dod_atomic_cas_u64(&s.peak, &peak, now):
+        pass
+
+
+cdef void* dod_pages_map(dod_page_source* s, size_t size, size_t alignment) noexcept nogil:
+    """size bytes (rounded up to pages) of zero-filled memory aligned to `alignment`
+    (a power of two; above the page size the mapping is over-sized and trimmed), or NULL."""
+    cdef size_t page = dod_os_page_size()
+    cdef size_t length = dod_pages_round(size)
+    cdef size_t span, head, tail
+    cdef char* raw
+    cdef uintptr_t aligned
+    if length == 0 or not dod_is_pow2(alignment):
+        dod_atomic_fetch_add_relaxed_u64(&s.failed, 1)
+        return NULL
+    if alignment <= page:
+        raw = <char*>dod_os_map(length)
+        if raw == NULL:
+            dod_atomic_fetch_add_relaxed_u64(&s.failed, 1)
+            return NULL
+        _count_map(s, length)
+        return raw
+    if dod_add_overflow(length, alignment, &span):
+        dod_atomic_fetch_add_relaxed_u64(&s.failed, 1)
+        return NULL
+    raw = <char*>dod_os_map(span)
+    if raw == NULL:
+        dod_atomic_fetch_add_relaxed_u64(&s.failed, 1)
+        return NULL
+    aligned = (<uintptr_t>raw + alignment - 1) & ~(<uintptr_t>alignment - 1)
+    head = aligned - <uintptr_t>raw
+    tail = span - head - length
+    if head:
+        dod_os_unmap(raw, head)
+    if tail:
+        dod_os_unmap(<char*>aligned + length, tail)
+    _count_map(s, length)
+    return <void*>aligned
+
+
+cdef void dod_pages_unmap(dod_page_source* s, void* p, size_t size) noexcept nogil:
+    """Return pages from dod_pages_map (same size) to the system. NULL is ignored."""
+    cdef size_t length = dod_pages_round(size)
+    if p == NULL or length == 0:
+        return
+    dod_os_unmap(p, length)
+    dod_atomic_fetch_sub_u64(&s.mapped, length)
+    dod_atomic_fetch_add_relaxed_u64(&s.unmaps, 1)
+
+
+cdef int dod_pages_decommit(dod_page_source* s, void* p, size_t size) noexcept nogil:
+    """Drop the physical pages of [p, p + size) (p page aligned); they read as zero after. 0 on success."""
+    dod_atomic_fetch_add_relaxed_u64(&s.decommits, 1)
+    return dod_os_decommit(p, dod_pages_round(size))
+
+
+# ---------------------------------------------------------------- as a dod_resource
+
+cdef void* _ps_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil:
+    return dod_pages_map(<dod_page_source*>ctx, size, alignment)
+
+
+cdef void _ps_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
+    dod_pages_unmap(<dod_page_source*>ctx, ptr, size)
+
+
+# ---------------------------------------------------------------- leases
+
+@cython.final
+@cython.no_gc
+cdef class _Mapping:
+    """Base object of an array over mapped pages: unmaps them when it dies."""
+    cdef PageSource source
+    cdef void* ptr
+    cdef size_t size
+
+    def __dealloc__(self):
+        if self.source is not None and self.ptr != NULL:
+            dod_pages_unmap(&self.source.source, self.ptr, self.size)
+            self.ptr = NULL
+
+
+@cython.no_gc_clear
+cdef class PageSource:
+    """Anonymous pages from the system, counted.
+
+    PageSource()
+
+    Each source keeps its own statistics (``mapped``, ``peak``, ``maps``,
+    ``unmaps``, ``failed``); make one per subsystem whose memory you want to
+    see, or use it as the ``resource=`` of another allocator. Thread-safe.
+    """
+
+    @property
+    def page_size(self):
+        """The system page size in bytes."""
+        return dod_os_page_size()
+
+    def empty(self, shape, dtype=np.uint8, *, align=None):
+        """A zero-filled array on fresh pages of its own (sizes round up to whole pages).
+
+        ``align`` is a power of two (default: the page size; larger values
+        over-map and trim). The pages are unmapped when the last array viewing
+        them dies. Raises MemoryError when the system refuses, ValueError or
+        TypeError for a bad request; nothing changes then.
+        """
+        cdef dod_array_request req
+        cdef cnp.dtype dt = as_dtype(dtype)
+        cdef _Mapping L
+        cdef void* p
+        parse_request(shape, dt, align, dod_os_page_size(), &req)
+        if req.alignment < dod_os_page_size():
+            req.alignment = dod_os_page_size()
+        L = _Mapping.__new__(_Mapping)
+        size = req.nbytes if req.nbytes else 1
+        with nogil:
+            p = dod_pages_map(&self.source, size, req.alignment)
+        if p == NULL:
+            raise MemoryError(f"the system refused {size} bytes of pages")
+        L.source = self
+        L.ptr = p
+        L.size = size
+        return wrap_memory(p, &req, dt, L)
+
+    def zeros(self, shape, dtype=np.uint8, *, align=None):
+        """Same as :meth:`empty`: fresh pages are already zero."""
+        return self.empty(shape, dtype, align=align)
+
+    def decommit(self, arr):
+        """Give the physical pages of `arr` (an array from :meth:`empty`) back to the system.
+
+        The mapping stays: the array remains valid and reads as zero
+        afterwards. Raises ValueError for an array that is not one this
+        source returned (views included).
+        """
+        if not isinstance(arr, np.ndarray):
+            raise TypeError(f"expected a numpy array, got {type(arr).__name__}")
+        base = arr.base
+        if type(base) is not _Mapping or (<_Mapping>base).source is not self \
+                or (<cnp.ndarray>arr).data != <char*>(<_Mapping>base).ptr:
+            raise ValueError("that array was not returned by this PageSource's empty()")
+        if dod_pages_decommit(&self.source, (<_Mapping>base).ptr, (<_Mapping>base).size) != 0:
+            raise OSError("madvise(MADV_DONTNEED) failed")
+
+    def resource(self):
+        """This source as a :class:`~dod.resource.Resource` (kept alive by it)."""
+        cdef dod_resource r
+        r.allocate = _ps_allocate
+        r.deallocate = _ps_deallocate
+        r.ctx = <void*>&self.source
+        return Resource.wrap(&r, self, "page_source")
+
+    @property
+    def mapped(self):
+        """Bytes mapped now (whole pages)."""
+        return dod_atomic_load_relaxed_u64(&self.source.mapped)
+
+    @property
+    def in_use(self):
+        """Same as ``mapped``."""
+        return dod_atomic_load_relaxed_u64(&self.source.mapped)
+
+    @property
+    def capacity(self):
+        """Same as ``mapped``: a page source holds nothing it does not hand out."""
+        return dod_atomic_load_relaxed_u64(&self.source.mapped)
+
+    @property
+    def peak(self):
+        return dod_atomic_load_relaxed_u64(&self.source.peak)
+
+    @property
+    def maps(self):
+        return dod_atomic_load_relaxed_u64(&self.source.maps)
+
+    @property
+    def allocations(self):
+        """Same as ``maps``."""
+        return dod_atomic_load_relaxed_u64(&self.source.maps)
+
+    @property
+    def unmaps(self):
+        return dod_atomic_load_relaxed_u64(&self.source.unmaps)
+
+    @property
+    def failed(self):
+        return dod_atomic_load_relaxed_u64(&self.source.failed)
+
+    def stats(self):
+        """The common statistics as a dict."""
+        return {"capacity": self.capacity, "in_use": self.mapped, "peak": self.peak,
+                "allocations": self.maps, "failed": self.failed, "unmaps": self.unmaps,
+                "decommits": dod_atomic_load_relaxed_u64(&self.source.decommits)}
+
+    def __repr__(self):
+        return (f"<dod.PageSource mapped={self.mapped} peak={self.peak} maps={self.maps} "
+                f"unmaps={self.unmaps} failed={self.failed}>")
+
+
+# One process-wide source, for code that wants the statistics of "pages" without owning a source.
+default = PageSource()
