@@ -345,9 +345,9 @@ def drain(AtomicArena arena):
 
 @pytest.fixture(scope="module")
 def stress_module(tmp_path_factory):
-    from conftest import _compile_cython_module
+    from cython_build import compile_cython_module
 
-    return _compile_cython_module(STRESS, tmp_path_factory.mktemp("atomic_stress"))
+    return compile_cython_module(STRESS, tmp_path_factory.mktemp("atomic_stress"))
 
 
 def test_engine_realloc(stress_module):
