@@ -1,0 +1,86 @@
+# dod/tracker/_engine.pxd: the tracker's engine: the track columns, the
+# parameters, the per-tick counters, and the owner class. cimport it to run a
+# tick from your own nogil code:
+#
+#     from dod.tracker._engine cimport Tracker, dod_tracker_tick
+#     with nogil:
+#         rc = dod_tracker_tick(&t.engine, dets, n_dets, dt, &scratch.arena)
+#
+# Invariants
+#   * Rows [0, count) of every column are live tracks, packed (removal swaps
+#     the last row in). Rows [count, capacity) are all zero: ZII, an all-zero
+#     row is "no track" (id 0, state NONE, zero covariance).
+#   * A live row has id > 0 (unique, increasing with birth order), state
+#     TENTATIVE or CONFIRMED, and a symmetric positive-definite covariance
+#     (births set it explicitly: a zero covariance would mean certainty).
+#   * history bit 0 is the latest scan (1: detected), bit k the scan k ago.
+#
+# Engine contract (checks the caller owns): `dets` holds n_dets * dim finite
+# or non-finite doubles (non-finite rows are dropped and counted); n_dets <=
+# max_detections; dt is finite and > 0; `scratch` is not used by anyone else
+# during the call. Return 0, or -1 when the scratch arena cannot hold the
+# tick's fixed-size temporaries: then nothing changed.
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
+
+from dod.arena cimport dod_arena, Arena
+
+cdef enum:
+    DOD_TRACK_NONE = 0
+    DOD_TRACK_TENTATIVE = 1
+    DOD_TRACK_CONFIRMED = 2
+
+
+ctypedef struct dod_track_cols:
+    uint64_t* id            # [capacity]        0: no track
+    double* x               # [capacity, n]     position then velocity
+    double* P               # [capacity, n, n]  covariance
+    uint32_t* hits          # [capacity]        scans with a detection
+    uint32_t* misses        # [capacity]        consecutive scans without one
+    uint32_t* age           # [capacity]        scans since birth (1 at birth)
+    uint32_t* history       # [capacity]        detection bits, latest in bit 0
+    uint8_t* state          # [capacity]        DOD_TRACK_*
+
+
+ctypedef struct dod_tick_counts:
+    size_t detections       # valid detections used this scan
+    size_t invalid          # rows with NaN/inf, dropped
+    size_t overflow         # rows beyond max_detections, dropped (overflow="drop")
+    size_t associations     # track-detection pairs updated
+    size_t births
+    size_t births_dropped   # births refused: table full
+    size_t deaths
+    size_t confirmed        # confirmed tracks after the scan
+    size_t tentative        # tentative tracks after the scan
+    size_t pairs            # gated pairs (both stages)
+    size_t pairs_dropped    # gated pairs beyond the pair buffer
+    size_t clusters         # clusters solved (single pairs included)
+    size_t largest_cluster  # pairs in the largest cluster
+    size_t greedy_clusters  # clusters solved greedily: cost matrix did not fit scratch
+
+
+ctypedef struct dod_tracker:
+    dod_track_cols cols
+    size_t count            # live rows
+    size_t capacity
+    size_t max_detections
+    int dim                 # 2 or 3
+    int n                   # 2 * dim
+    double q, r, v0, gate
+    uint32_t confirm_m, confirm_n, max_misses
+    uint64_t next_id        # id of the next birth (starts at 1)
+    dod_tick_counts last    # counters of the latest tick
+    uint64_t scans          # ticks run
+
+
+cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, double dt,
+                          dod_arena* scratch) noexcept nogil
+cdef int dod_lsa(int nr, int nc, const double* cost, int* col4row, dod_arena* a) noexcept nogil
+
+
+cdef class Tracker:
+    cdef dod_tracker engine
+    cdef readonly Arena storage         # the track columns live here
+    cdef readonly Arena scratch         # per-tick temporaries (mark/rewind each tick)
+    cdef readonly object config
+    cdef object _cols                   # dict name -> full-capacity numpy array
+    cdef size_t _overflow_drop
