@@ -313,6 +313,7 @@ ctypedef struct _tick:
     int64_t* cell           # [D, 3] grid cell of each detection
     uint32_t* bucket        # [nb + 1] start of each hash bucket in `order`
     uint32_t* order         # [D] detections sorted by bucket
+    int64_t* scell          # [D, 3] cell of order[s]: the query reads one cache line
     size_t D
     size_t nb               # buckets (power of two)
     double h                # cell size
@@ -381,6 +382,8 @@ cdef void _build_index(_tick* k, int dim) noexcept nogil:
         b = _hash3(k.cell[j * 3], k.cell[j * 3 + 1], k.cell[j * 3 + 2], mask)
         k.order[k.bucket[b]] = <uint32_t>j
         k.bucket[b] += 1
+    for j in range(k.D):
+        memcpy(k.scell + j * 3, k.cell + <size_t>k.order[j] * 3, 3 * sizeof(int64_t))
     # now bucket[b] == end of bucket b; start of b is bucket[b-1] (0 for b = 0)
     c = k.nb
     while c > 0:
@@ -400,7 +403,11 @@ cdef inline void _try_pair(dod_tracker* t, _tick* k, dod_tick_counts* cnt, size_
         y[a] = k.z[j * dim + a] - t.cols.x[ti * t.n + a]
         if y[a] > k.hw[ti * dim + a] or y[a] < -k.hw[ti * dim + a]:
             return
-    d2 = _mahalanobis2(y, k.Si + ti * dim * dim, dim)
+    # constant dimension at each call site: gcc unrolls the inlined kernels
+    if dim == 2:
+        d2 = _mahalanobis2(y, k.Si + ti * 4, 2)
+    else:
+        d2 = _mahalanobis2(y, k.Si + ti * 9, 3)
     if not d2 <= t.gate:
         return
     if k.npairs >= k.pair_cap:
@@ -449,10 +456,9 @@ cdef void _gate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t stage) n
                 while cz <= hi[2]:
                     b = _hash3(cx, cy, cz, mask)
                     for s in range(k.bucket[b], k.bucket[b + 1]):
-                        j = k.order[s]
                         # Other cells may share this bucket: keep this cell's only.
-                        if k.cell[j * 3] == cx and k.cell[j * 3 + 1] == cy and k.cell[j * 3 + 2] == cz:
-                            _try_pair(t, k, cnt, ti, j, free_only)
+                        if k.scell[s * 3] == cx and k.scell[s * 3 + 1] == cy and k.scell[s * 3 + 2] == cz:
+                            _try_pair(t, k, cnt, ti, k.order[s], free_only)
                     cz += 1
                 cy += 1
             cx += 1
@@ -641,6 +647,7 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     k.cell = <int64_t*>_push(scratch, n_dets * 3, sizeof(int64_t), &ok)
     k.bucket = <uint32_t*>_push(scratch, nb + 1, sizeof(uint32_t), &ok)
     k.order = <uint32_t*>_push(scratch, n_dets, sizeof(uint32_t), &ok)
+    k.scell = <int64_t*>_push(scratch, n_dets * 3, sizeof(int64_t), &ok)
     k.Si = <double*>_push(scratch, T * dim * dim, sizeof(double), &ok)
     k.hw = <double*>_push(scratch, T * dim, sizeof(double), &ok)
     k.gateable = <uint8_t*>_push(scratch, T, 1, &ok)
@@ -678,11 +685,17 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
 
     # 3. Predict every track; innovation inverse and gate half-widths.
     for ti in range(T):
-        _predict(c.x + ti * n, c.P + ti * n * n, dim, dt, t.q)
+        if dim == 2:
+            _predict(c.x + ti * 4, c.P + ti * 16, 2, dt, t.q)
+        else:
+            _predict(c.x + ti * 6, c.P + ti * 36, 3, dt, t.q)
         c.age[ti] += 1
         k.track_det[ti] = -1
         k.loc_t[ti] = -1
-        k.gateable[ti] = _innovation_inverse(c.P + ti * n * n, dim, r2, k.Si + ti * dim * dim)
+        if dim == 2:
+            k.gateable[ti] = _innovation_inverse(c.P + ti * 16, 2, r2, k.Si + ti * 4)
+        else:
+            k.gateable[ti] = _innovation_inverse(c.P + ti * 36, 3, r2, k.Si + ti * 9)
         hmax = 0.0
         for a in range(dim):
             # |y_a| <= sqrt(gate * S_aa) bounds the ellipse d2 <= gate.
@@ -694,7 +707,9 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
             hsum += hmax
     # 4. Index and associate: confirmed tracks first, then tentative ones.
     if T > 0 and k.D > 0:
-        k.h = 2.0 * hsum / <double>T
+        # Cells twice the mean gate width: a typical gate box touches 1-2
+        # cells per axis, and sparse scenes keep few detections per cell.
+        k.h = 4.0 * hsum / <double>T
         if not (k.h > 0.0 and isfinite(k.h)):
             k.h = 1.0
         _build_index(&k, dim)
@@ -706,8 +721,10 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     for ti in range(T):
         hist = c.history[ti] << 1
         if k.track_det[ti] >= 0:
-            _update(c.x + ti * n, c.P + ti * n * n, k.z + k.track_det[ti] * dim,
-                    k.Si + ti * dim * dim, dim, r2)
+            if dim == 2:
+                _update(c.x + ti * 4, c.P + ti * 16, k.z + k.track_det[ti] * 2, k.Si + ti * 4, 2, r2)
+            else:
+                _update(c.x + ti * 6, c.P + ti * 36, k.z + k.track_det[ti] * 3, k.Si + ti * 9, 3, r2)
             c.hits[ti] += 1
             c.misses[ti] = 0
             hist |= 1
@@ -778,7 +795,7 @@ cdef size_t _scratch_bytes(size_t cap, size_t dmax, int dim) noexcept:
     cdef size_t nb = 1, total = 0, pairs = _PAIRS_PER_NODE * (cap + dmax) + 64
     while nb < 2 * dmax:
         nb <<= 1
-    total += _round_up(dmax * dim * 8) + _round_up(dmax * 24) + _round_up((nb + 1) * 4)
+    total += _round_up(dmax * dim * 8) + 2 * _round_up(dmax * 24) + _round_up((nb + 1) * 4)
     total += _round_up(dmax * 4) + _round_up(cap * dim * dim * 8) + _round_up(cap * dim * 8)
     total += _round_up(cap) + _round_up(dmax * 4) + _round_up(cap * 4)
     total += 2 * _round_up((cap + dmax + 1) * 4) + 2 * _round_up(cap * 4) + 2 * _round_up(dmax * 4)
