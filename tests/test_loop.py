@@ -299,3 +299,26 @@ def test_loop_module_does_not_import_tracker():
     for name in ("loop.pyx", "loop.pxd"):
         src = (root / name).read_text()
         assert "dod.tracker" not in src and "from dod cimport tracker" not in src
+
+
+def test_no_transient_allocation_inside_run():
+    # A run of many ticks allocates a bounded amount (the run call itself),
+    # independent of the tick count: the traced peak grows by the same for
+    # 10 ticks as for 5000.
+    def step():
+        pass
+
+    loop = Loop(step, rate=500_000, gc=None)
+    loop.run(50)
+    tracemalloc.start()
+    try:
+        rises = []
+        for n in (10, 5000, 10, 5000):
+            cur, _ = tracemalloc.get_traced_memory()
+            tracemalloc.reset_peak()
+            loop.run(n)
+            _, peak = tracemalloc.get_traced_memory()
+            rises.append(peak - cur)
+    finally:
+        tracemalloc.stop()
+    assert rises[3] <= rises[2] + 64, rises

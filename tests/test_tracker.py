@@ -309,6 +309,32 @@ def test_zero_allocations_per_tick():
     assert peak_before is not None
 
 
+def test_no_transient_allocation_inside_a_tick():
+    # Stronger than counting live blocks: the traced peak during a tick never
+    # rises above the traced memory before it, so the tick allocates nothing,
+    # not even objects it frees again.
+    sc = generate(50, 260, seed=10)
+    scans = list(sc.detections)
+    dt = sc.dt
+    t = Tracker()
+    tick = t.tick
+    for z in scans[:60]:
+        tick(z, dt)
+    tracemalloc.start()
+    try:
+        rises = []
+        for i, z in enumerate(scans[60:]):
+            cur, _ = tracemalloc.get_traced_memory()
+            tracemalloc.reset_peak()
+            tick(z, dt)
+            _, peak = tracemalloc.get_traced_memory()
+            if i >= 2:                         # the first rounds warm up tracemalloc itself
+                rises.append(peak - cur)
+    finally:
+        tracemalloc.stop()
+    assert max(rises) == 0, sorted(rises)[-5:]
+
+
 def test_cimport_tick(compile_cython):
     mod = compile_cython(
         """
