@@ -25,8 +25,12 @@ import numpy as np
 
 cnp.import_array()
 
-cdef extern from *:
-    int __builtin_popcount(unsigned int x) nogil
+cdef inline uint32_t _popcount(uint32_t v) noexcept nogil:
+    # SWAR: without -mpopcnt, __builtin_popcount is a libgcc call.
+    v = v - ((v >> 1) & 0x55555555u)
+    v = (v & 0x33333333u) + ((v >> 2) & 0x33333333u)
+    v = (v + (v >> 4)) & 0x0F0F0F0Fu
+    return (v * 0x01010101u) >> 24
 
 cdef enum:
     _ALIGN = 64
@@ -733,7 +737,7 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
             c.misses[ti] += 1
         c.history[ti] = hist
         if c.state[ti] == DOD_TRACK_TENTATIVE:
-            if <uint32_t>__builtin_popcount(hist & nmask) >= t.confirm_m:
+            if _popcount(hist & nmask) >= t.confirm_m:
                 c.state[ti] = DOD_TRACK_CONFIRMED
             elif c.age[ti] >= t.confirm_n:
                 c.state[ti] = DOD_TRACK_NONE
