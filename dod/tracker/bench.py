@@ -5,7 +5,10 @@ Scenario per N: N targets (2-D, constant velocity, 10 % crossing, 20 % born
 late or dying early), Pd 0.9, Poisson clutter 0.2 N per scan, 50 Hz. The
 first ``warmup`` scans are not timed (tracks confirm); then every tick is
 timed alone (perf_counter_ns around the call) and the table shows median,
-p99 and max in milliseconds, and the reference-over-dod ratio of medians.
+p99 and max in milliseconds (wall clock), the p99 of the thread's CPU time
+per tick (the work, without preemption by other processes: on a loaded
+machine wall-clock p99 is mostly time slices lost to others), and the
+reference-over-dod ratio of medians.
 
 Goals (issue 5): N = 1,000 median <= 0.5 ms, p99 <= 1 ms, >= 5x the
 reference; N = 10,000 p99 <= 10 ms. Shared machines are noisy: read the
@@ -26,18 +29,21 @@ from dod.tracker.scenario import generate
 
 
 def _time_ticks(tracker, scenario, warmup, budget_s):
-    out = []
+    out, cpu = [], []
     start = time.perf_counter()
     for s, (z, dt) in enumerate(scenario):
         if s < warmup:
             tracker.tick(z, dt)
             continue
+        c0 = time.thread_time_ns()
         t0 = time.perf_counter_ns()
         tracker.tick(z, dt)
-        out.append(time.perf_counter_ns() - t0)
+        t1 = time.perf_counter_ns()
+        cpu.append(time.thread_time_ns() - c0)
+        out.append(t1 - t0)
         if time.perf_counter() - start > budget_s and len(out) >= 10:
             break
-    return np.array(out, dtype=np.float64) / 1e6
+    return np.array(out, dtype=np.float64) / 1e6, np.array(cpu, dtype=np.float64) / 1e6
 
 
 def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, keep_gc=False,
@@ -57,21 +63,22 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
             if not keep_gc:
                 gc.disable()
             try:
-                ms = _time_ticks(tr, sc, warmup, budget_s=10.0 if quick else 30.0)
+                ms, cpu = _time_ticks(tr, sc, warmup, budget_s=10.0 if quick else 30.0)
             finally:
                 if was:
                     gc.enable()
-            row[name] = (float(np.median(ms)), float(np.percentile(ms, 99)), float(ms.max()), ms.size)
+            row[name] = (float(np.median(ms)), float(np.percentile(ms, 99)), float(ms.max()), ms.size,
+                         float(np.percentile(cpu, 99)))
             if name == "dod":
                 row["confirmed"] = tr.counts()["confirmed"]
         rows.append(row)
     out(f"dod.tracker tick time (ms), 2-D CV, Pd 0.9, clutter 0.2 N, 50 Hz; "
         f"GC {'on' if keep_gc else 'off'} while timing")
-    out(f"{'N':>6} {'confirmed':>9} | {'dod p50':>8} {'p99':>8} {'max':>8} | "
+    out(f"{'N':>6} {'confirmed':>9} | {'dod p50':>8} {'p99':>8} {'cpu p99':>8} {'max':>8} | "
         f"{'ref p50':>8} {'p99':>8} {'max':>8} | {'ref/dod':>7}")
     for r in rows:
         d = r["dod"]
-        line = f"{r['n']:>6} {r['confirmed']:>9} | {d[0]:8.3f} {d[1]:8.3f} {d[2]:8.3f} | "
+        line = f"{r['n']:>6} {r['confirmed']:>9} | {d[0]:8.3f} {d[1]:8.3f} {d[4]:8.3f} {d[2]:8.3f} | "
         if "reference" in r:
             f = r["reference"]
             line += f"{f[0]:8.3f} {f[1]:8.3f} {f[2]:8.3f} | {f[0] / d[0]:6.1f}x"
@@ -82,11 +89,12 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
     for r in rows:
         d = r["dod"]
         if r["n"] == 1000:
-            goals.append(f"N=1000: median {d[0]:.3f} ms (goal <= 0.5), p99 {d[1]:.3f} ms (goal <= 1)"
+            goals.append(f"N=1000: median {d[0]:.3f} ms (goal <= 0.5), p99 {d[1]:.3f} ms "
+                         f"(cpu {d[4]:.3f}; goal <= 1)"
                          + (f", {r['reference'][0] / d[0]:.1f}x reference (goal >= 5)"
                             if "reference" in r else ""))
         if r["n"] == 10000:
-            goals.append(f"N=10000: p99 {d[1]:.3f} ms (goal <= 10)")
+            goals.append(f"N=10000: p99 {d[1]:.3f} ms (cpu {d[4]:.3f}; goal <= 10)")
     for g in goals:
         out(g)
     return rows
