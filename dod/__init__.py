@@ -23,6 +23,7 @@ def get_include():
 # program does not use.
 _EXPORTS = {
     "Arena": "dod.arena",
+    "Loop": "dod.loop",
     "Resource": "dod.resource",
 }
 

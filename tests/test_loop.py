@@ -290,15 +290,25 @@ def test_loop_allocates_nothing_per_tick():
     assert growth < 4096
 
 
-def test_loop_module_does_not_import_tracker():
+def test_nothing_below_the_tracker_imports_it():
+    # Floors import only downward: dod.loop and everything else outside
+    # dod/tracker must not know the tracker exists.
+    import re
     from pathlib import Path
 
     import dod
 
     root = Path(dod.__file__).parent
-    for name in ("loop.pyx", "loop.pxd"):
-        src = (root / name).read_text()
-        assert "dod.tracker" not in src and "from dod cimport tracker" not in src
+    pattern = re.compile(r"^\s*(from|import|cimport)\s+dod\.tracker|^\s*from\s+dod\s+c?import\s+.*\btracker\b",
+                         re.M)
+    offenders = []
+    for path in root.rglob("*"):
+        if path.suffix not in (".py", ".pyx", ".pxd") or "tracker" in path.relative_to(root).parts:
+            continue
+        if pattern.search(path.read_text()):
+            offenders.append(str(path))
+    assert offenders == []
+    assert "Loop" in dod._EXPORTS and "Tracker" not in dod._EXPORTS
 
 
 def test_no_transient_allocation_inside_run():
