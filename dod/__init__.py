@@ -25,6 +25,9 @@ _EXPORTS = {
     "Arena": "dod.arena",
     "Loop": "dod.loop",
     "Resource": "dod.resource",
+    "Schema": "dod.table",
+    "Table": "dod.table",
+    "Column": "dod.table",
 }
 
 

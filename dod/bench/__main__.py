@@ -56,8 +56,9 @@ def main(argv=None):
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"dod.bench  {stamp}\n{machine_line()}\ncommand: python -m dod.bench {' '.join(argv or sys.argv[1:])}\n")
     for name in names:
-        section = importlib.import_module(f"dod.bench.{name}").run(quick=args.quick)
-        print(render(section, args.markdown), flush=True)
+        result = importlib.import_module(f"dod.bench.{name}").run(quick=args.quick)
+        for section in result if isinstance(result, (list, tuple)) else [result]:
+            print(render(section, args.markdown), flush=True)
     return 0
 
 

@@ -1,0 +1,186 @@
+"""asv: struct-of-arrays tables against their baselines, in the same run.
+
+Every goal of the tables issue is here: batch insert of 1,000 rows per frame
+from Python against __slots__ objects and a list of dicts (goal >= 50x the
+objects), a column scan against a numpy structured array and a list of
+objects, the pools issue's particle churn on a table against malloc/free,
+and the Arrow export of an 8-column table (goal <= 1 us for the capsules).
+time_* benchmarks use asv's timer; track_* report per-operation costs and
+ratios measured in one process. Skipped (NotImplementedError) on commits
+without dod.table.
+"""
+import gc
+
+try:
+    import numpy as np
+
+    from dod.bench import _table_kernels as K
+    from dod.bench.table import (FIELDS, PARTICLE_DTYPE, Particle, export_capsules, frame_data,
+                                 insert_dicts, insert_objects, insert_table, particle_schema, py_churn)
+    from dod.table import Table
+except ImportError:         # an older commit: nothing to measure
+    K = None
+
+
+def _need():
+    if K is None:
+        raise NotImplementedError("dod.table not in this commit")
+
+
+def _median(fn, repeat=5):
+    values = sorted(fn() for _ in range(repeat))
+    return values[len(values) // 2]
+
+
+class InsertBatch:
+    """1,000 rows of 8 fields per frame from Python. Goal: >= 50x the __slots__ objects."""
+
+    N = 1000
+
+    def setup(self):
+        _need()
+        self.cols = frame_data(self.N)
+        self.lists = [self.cols[f].tolist() for f in FIELDS]
+        self.rows = list(zip(*self.lists))
+        self.table = Table(particle_schema(), self.N)
+
+    def time_table_insert_many(self):
+        self.table.clear()
+        self.table.insert_many(self.cols)
+
+    def time_slots_objects(self):
+        P = Particle
+        [P(*r) for r in self.rows]
+
+    def time_list_of_dicts(self):
+        [{"x": x, "y": y, "z": z, "vx": vx, "vy": vy, "vz": vz, "age": a, "flags": fl}
+         for x, y, z, vx, vy, vz, a, fl in self.rows]
+
+    def track_speedup_table_vs_objects(self):
+        gc.collect()
+        table = _median(lambda: insert_table(self.table, self.cols, 200)) / 200
+        objs = _median(lambda: insert_objects(self.lists, 20)) / 20
+        return objs / table
+    track_speedup_table_vs_objects.unit = "x"
+
+    def track_speedup_table_vs_dicts(self):
+        gc.collect()
+        table = _median(lambda: insert_table(self.table, self.cols, 200)) / 200
+        dicts = _median(lambda: insert_dicts(self.lists, 20)) / 20
+        return dicts / table
+    track_speedup_table_vs_dicts.unit = "x"
+
+
+class ColumnScan:
+    """Sum one float32 field over 100,000 rows: table column (SoA) vs structured array (AoS) vs objects."""
+
+    N = 100_000
+    REPS = 100
+
+    def setup(self):
+        _need()
+        cols = frame_data(self.N, seed=1)
+        self.table = Table(particle_schema(), self.N)
+        self.table.insert_many(cols)
+        self.records = np.empty(self.N, PARTICLE_DTYPE)
+        for f in FIELDS:
+            self.records[f] = cols[f]
+        self.objs = [Particle(*r) for r in zip(*[cols[f].tolist() for f in FIELDS])]
+        self.xi = self.table.column_index("x")
+        self.xoff = PARTICLE_DTYPE.fields["x"][1]
+
+    def time_table_column_nogil(self):
+        K.scan_table(self.table, self.xi, 1)
+
+    def time_structured_array_nogil(self):
+        K.scan_structured(self.records, self.xoff, 1)
+
+    def time_table_column_numpy(self):
+        self.table["x"].sum()
+
+    def time_structured_array_numpy(self):
+        self.records["x"].sum()
+
+    def time_list_of_objects(self):
+        s = 0.0
+        for p in self.objs:
+            s += p.x
+
+    def track_us_table_column_nogil(self):
+        return _median(lambda: K.scan_table(self.table, self.xi, self.REPS)[0]) / self.REPS / 1000
+    track_us_table_column_nogil.unit = "us"
+
+    def track_speedup_soa_vs_aos_nogil(self):
+        soa = _median(lambda: K.scan_table(self.table, self.xi, self.REPS)[0])
+        return _median(lambda: K.scan_structured(self.records, self.xoff, self.REPS)[0]) / soa
+    track_speedup_soa_vs_aos_nogil.unit = "x"
+
+
+class ParticleChurn:
+    """The pools issue's churn on a table: 75,000 live, 1,000 born and ~1,000 killed per frame."""
+
+    LIVE, BORN, FRAMES = 75_000, 1_000, 50
+
+    def setup(self):
+        _need()
+        self.table = Table(particle_schema(zero=False), self.LIVE + 4 * self.BORN + 16)
+
+    def time_table_by_handle(self):
+        K.churn_table(self.table, self.LIVE, self.FRAMES, self.BORN, 1, True)
+
+    def time_table_random_row(self):
+        K.churn_table(self.table, self.LIVE, self.FRAMES, self.BORN, 1, False)
+
+    def time_malloc_free(self):
+        K.churn_malloc(self.LIVE, self.FRAMES, self.BORN, 1)
+
+    def time_python_objects(self):
+        py_churn(self.LIVE, 3, self.BORN, 1)
+
+    def track_ns_per_op_table_by_handle(self):
+        ns, ops, _ = _median(lambda: K.churn_table(self.table, self.LIVE, self.FRAMES, self.BORN, 1, True))
+        return ns / ops
+    track_ns_per_op_table_by_handle.unit = "ns"
+
+    def track_speedup_table_by_handle_vs_malloc(self):
+        t = _median(lambda: K.churn_table(self.table, self.LIVE, self.FRAMES, self.BORN, 1, True))
+        m = _median(lambda: K.churn_malloc(self.LIVE, self.FRAMES, self.BORN, 1))
+        return (m[0] / m[1]) / (t[0] / t[1])
+    track_speedup_table_by_handle_vs_malloc.unit = "x"
+
+
+class ArrowExport:
+    """Arrow PyCapsule export of an 8-column table. Goal: <= 1 us to produce the capsules."""
+
+    N = 1000
+
+    def setup(self):
+        _need()
+        self.cols = frame_data(self.N, seed=2)
+        self.table = Table(particle_schema(), self.N)
+        self.table.insert_many(self.cols)
+        try:
+            import pyarrow
+        except ImportError:
+            pyarrow = None
+        self.pa = pyarrow
+
+    def time_arrow_c_array(self):
+        self.table.__arrow_c_array__()
+
+    def time_arrow_c_stream(self):
+        self.table.__arrow_c_stream__()
+
+    def time_pyarrow_record_batch_from_table(self):
+        if self.pa is None:
+            raise NotImplementedError("pyarrow not installed")
+        self.pa.record_batch(self.table)
+
+    def time_pyarrow_record_batch_from_numpy(self):
+        if self.pa is None:
+            raise NotImplementedError("pyarrow not installed")
+        self.pa.record_batch(list(self.cols.values()), names=list(self.cols))
+
+    def track_us_capsules(self):
+        return _median(lambda: export_capsules(self.table, 20_000)) / 20_000 / 1000
+    track_us_capsules.unit = "us"

@@ -1,0 +1,296 @@
+# dod/table.pxd: the struct-of-arrays table's engine (C struct + inline nogil
+# functions) and its owner class. cimport this to insert, remove and scan rows
+# in your own nogil loops:
+#
+#     from dod.table cimport Table, dod_table, dod_table_insert, dod_table_remove, dod_table_row
+#     cdef Table tracks = Table(schema, 1024)
+#     cdef dod_table* t = &tracks.table
+#     cdef double* state = <double*>t.columns[tracks.column_index("state")]
+#     with nogil:
+#         h = dod_table_insert(t)              # 0 when the table is full
+#         r = dod_table_row(t, h)              # -1 (the nil row) when h is nil or stale
+#         state[r * 6 + 0] = 1.0
+#         for r in range(<Py_ssize_t>t.count): # live rows are rows 0 .. count-1
+#             ...
+#
+# Layout
+#   * Column c holds `capacity` rows of `row_bytes[c]` bytes each, contiguous
+#     and 64-byte aligned at columns[c]; row r of column c is at
+#     columns[c] + r * row_bytes[c]. Columns are allocated once and never move.
+#   * Row -1 of every column (the bytes just before columns[c]) is the nil
+#     row: always zero. dod_table_row returns -1 for a nil or stale handle, so
+#     a lookup that fails reads zeros instead of crashing. Never write it.
+#   * Slots 1..capacity carry the handles: slot_row[s] is the row of a live
+#     slot, slot_gen[s] its generation; row_slot[r] is the slot of live row r.
+#     Slot 0 is the nil slot, so the nil handle 0 never matches.
+#
+# Invariants
+#   * Live rows are dense: rows 0 .. count-1; count <= capacity.
+#   * For a live row r: slot_row[row_slot[r]] == r.
+#   * A free slot's slot_row entry is DOD_TABLE_FREE | next free slot (0 ends
+#     the list), which is >= count, so one compare rejects it.
+#   * Slots 1..slots_used have been handed out at least once; the others
+#     were never used (their generation is set on first use, to gen_base).
+#   * A handle is (generation << 32) | slot. Removing a row increments its
+#     slot's generation, so every handle to it becomes stale. Generations wrap
+#     after 2**32 reuses of one slot (a stale handle that old would alias).
+#     Each table starts its generations at its own 32-bit base, so a handle
+#     from another table is rejected (with probability ~1 - 2**-32 per lookup).
+#   * All bytes zero (ZII) is a valid, empty table of capacity 0: every
+#     insert fails (returns the nil handle 0) and every lookup yields -1.
+#
+# What stays valid across a remove (swap with the last row):
+#   * handles: yes (the moved row's slot is updated);
+#   * column base pointers: yes (columns never move);
+#   * row indices and pointers to rows: NO. The last row moves into the hole,
+#     so row `count-1` (before the remove) becomes the removed row's index.
+#     To remove while scanning, walk rows from count-1 down to 0 and call
+#     dod_table_remove_row(t, r): the row that moves into r was already visited.
+#   * numpy views of columns made before the remove show the moved data;
+#     the Python face refuses such removes while views are alive.
+#
+# Engine contract (checks the caller owns on this fast path): `t` points to a
+# table's struct (&owner.table) that the owner keeps alive; row arguments
+# are < count; one thread mutates a table at a time (readers only while no
+# one mutates); no Python view of a column is alive across a remove unless
+# you accept that it now shows moved rows. Failure is a nil handle (0) / -1 /
+# False, never a crash, and inserts that do not fit are counted in `failed`.
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
+from libc.string cimport memset, memcpy
+
+from dod._core cimport DOD_DEBUG, dod_poison
+from dod._types cimport (dod_handle, dod_index, dod_generation, dod_handle_make,
+                         dod_handle_index, dod_handle_generation)
+from dod.resource cimport dod_resource, Resource
+
+
+cdef enum:
+    DOD_TABLE_NIL = -1              # row index of the nil row (all zeros)
+    DOD_TABLE_MAX_NDIM = 8          # dimensions of a per-row shape
+
+# High bit of slot_row for free slots (capacity is below 2**31).
+cdef extern from *:
+    """
+    #define DOD_TABLE_FREE 0x80000000u
+    """
+    const uint32_t DOD_TABLE_FREE
+
+
+ctypedef struct dod_table:
+    char** columns            # column base pointers, ncols of them (never move)
+    size_t* row_bytes         # bytes of one row of each column
+    uint8_t* zero_on_insert   # 1: dod_table_insert clears the column's new row
+    size_t ncols
+    size_t count              # live rows: rows 0 .. count-1
+    size_t capacity           # rows every column holds
+    dod_index* row_slot       # dense side: slot of each row [0, capacity)
+    dod_index* slot_row       # sparse side [0, capacity]: row of a live slot, or FREE | next free
+    dod_generation* slot_gen  # generation of each slot [0, capacity]
+    dod_index free_head       # first free slot (0: none; take a never-used one)
+    dod_index slots_used      # slots 1..slots_used have been used at least once
+    dod_generation gen_base   # generation a slot starts with (per-table)
+    size_t peak               # highest count, folded in at remove/clear
+    size_t inserts            # successful inserts since creation
+    size_t removes            # rows removed since creation (clear included)
+    size_t failed             # inserts refused because the table was full
+
+
+# Slow paths: named functions in table.pyx.
+cdef void dod_table_clear(dod_table* t) noexcept nogil
+cdef size_t dod_table_insert_many(dod_table* t, size_t n, dod_handle* out) noexcept nogil
+
+
+cdef inline Py_ssize_t dod_table_row(const dod_table* t, dod_handle h) noexcept nogil:
+    """Row of the live row `h` names, or DOD_TABLE_NIL (-1: the zeroed nil row)."""
+    cdef dod_index slot = dod_handle_index(h)
+    cdef dod_index row
+    if slot == 0 or slot > t.slots_used:
+        return DOD_TABLE_NIL
+    row = t.slot_row[slot]
+    if row >= t.count or t.slot_gen[slot] != dod_handle_generation(h):
+        return DOD_TABLE_NIL
+    return <Py_ssize_t>row
+
+
+cdef inline bint dod_table_alive(const dod_table* t, dod_handle h) noexcept nogil:
+    """True when `h` names a live row of this table."""
+    return dod_table_row(t, h) >= 0
+
+
+cdef inline dod_handle dod_table_handle(const dod_table* t, size_t row) noexcept nogil:
+    """Handle of live row `row` (< count)."""
+    cdef dod_index slot = t.row_slot[row]
+    return dod_handle_make(slot, t.slot_gen[slot])
+
+
+cdef inline void* dod_table_column(const dod_table* t, size_t column) noexcept nogil:
+    """Base pointer of column `column` (< ncols): row r is at + r * row_bytes[column]."""
+    return t.columns[column]
+
+
+cdef inline void* dod_table_cell(const dod_table* t, size_t column, Py_ssize_t row) noexcept nogil:
+    """Address of row `row` of column `column`; row -1 (DOD_TABLE_NIL) is the
+    zeroed nil row (read it, never write it). Valid until the next remove."""
+    return t.columns[column] + row * <Py_ssize_t>t.row_bytes[column]
+
+
+cdef inline dod_handle dod_table_insert_uninit(dod_table* t) noexcept nogil:
+    """Append a row and return its handle (0 when full); no column is written.
+
+    The new row is row count-1. Its bytes are whatever the last row that
+    lived there left (zero for a row never used, 0xCD in debug builds):
+    write every column."""
+    cdef size_t row = t.count
+    cdef dod_index slot
+    if row >= t.capacity:
+        t.failed += 1
+        return 0
+    slot = t.free_head
+    if slot != 0:
+        t.free_head = t.slot_row[slot] & ~DOD_TABLE_FREE
+    else:
+        t.slots_used += 1
+        slot = t.slots_used
+        t.slot_gen[slot] = t.gen_base
+    t.slot_row[slot] = <dod_index>row
+    t.row_slot[row] = slot
+    t.count = row + 1
+    t.inserts += 1
+    return dod_handle_make(slot, t.slot_gen[slot])
+
+
+cdef inline dod_handle dod_table_insert(dod_table* t) noexcept nogil:
+    """Append a row, clear the columns whose zero is meaningful (the schema's
+    zero policy), and return its handle (0 when full). Columns with
+    zero=False keep unspecified bytes: write them."""
+    cdef dod_handle h = dod_table_insert_uninit(t)
+    cdef size_t c, row, rb
+    if h != 0:
+        row = t.count - 1
+        for c in range(t.ncols):
+            if t.zero_on_insert[c]:
+                rb = t.row_bytes[c]
+                memset(t.columns[c] + row * rb, 0, rb)
+    return h
+
+
+cdef inline dod_handle dod_table_insert_zeroed(dod_table* t) noexcept nogil:
+    """As dod_table_insert, with every column of the new row cleared."""
+    cdef dod_handle h = dod_table_insert_uninit(t)
+    cdef size_t c, row, rb
+    if h != 0:
+        row = t.count - 1
+        for c in range(t.ncols):
+            rb = t.row_bytes[c]
+            memset(t.columns[c] + row * rb, 0, rb)
+    return h
+
+
+cdef inline void dod_table_copy_row(char* col, size_t rb, size_t dst, size_t src) noexcept nogil:
+    """Row src of a column over row dst. Common sizes get a constant-size
+    memcpy, which compiles to one load and store (a memcpy call per column
+    would dominate a remove) and, unlike a typed copy, cannot break strict
+    aliasing for the caller's typed column pointers."""
+    if rb == 8:
+        memcpy(col + dst * 8, col + src * 8, 8)
+    elif rb == 4:
+        memcpy(col + dst * 4, col + src * 4, 4)
+    elif rb == 1:
+        col[dst] = col[src]
+    elif rb == 2:
+        memcpy(col + dst * 2, col + src * 2, 2)
+    else:
+        memcpy(col + dst * rb, col + src * rb, rb)
+
+
+cdef inline void dod_table_remove_row(dod_table* t, size_t row) noexcept nogil:
+    """Remove live row `row` (< count): the last row moves into it.
+
+    Every handle stays valid except the removed row's; row `count-1` is
+    renumbered `row`. Poisoned (0xCD) in debug builds: the vacated last row."""
+    cdef size_t last = t.count - 1
+    cdef size_t c, rb
+    cdef dod_index slot = t.row_slot[row]
+    cdef dod_index moved
+    if t.count > t.peak:
+        t.peak = t.count
+    if row != last:
+        for c in range(t.ncols):
+            dod_table_copy_row(t.columns[c], t.row_bytes[c], row, last)
+        moved = t.row_slot[last]
+        t.row_slot[row] = moved
+        t.slot_row[moved] = <dod_index>row
+    if DOD_DEBUG:
+        for c in range(t.ncols):
+            dod_poison(t.columns[c] + last * t.row_bytes[c], t.row_bytes[c])
+    t.slot_gen[slot] += 1
+    t.slot_row[slot] = DOD_TABLE_FREE | t.free_head
+    t.free_head = slot
+    t.count = last
+    t.removes += 1
+
+
+cdef inline bint dod_table_remove(dod_table* t, dod_handle h) noexcept nogil:
+    """Remove the row `h` names (swap with the last row); False if nil or stale."""
+    cdef Py_ssize_t row = dod_table_row(t, h)
+    if row < 0:
+        return False
+    dod_table_remove_row(t, <size_t>row)
+    return True
+
+
+# The Schema's C description of one column (what Arrow export reads nogil).
+ctypedef struct dod_column_info:
+    size_t row_bytes          # itemsize * product of dims
+    size_t itemsize
+    int ndim                  # per-row dimensions (0: scalar column)
+    int64_t dims[8]           # DOD_TABLE_MAX_NDIM
+    size_t name_off           # offset of the NUL-terminated UTF-8 name in the strings blob
+    size_t fmt_off[9]         # Arrow format per nesting level (ndim lists, then the leaf)
+    bint exportable           # False: Arrow has no zero-copy type for the dtype
+
+
+cdef class Column:
+    cdef readonly str name
+    cdef readonly object dtype        # numpy dtype of one element
+    cdef readonly tuple shape         # per-row shape, () for a scalar column
+    cdef readonly bint zero           # clear on insert when not given (ZII)
+    cdef readonly bint finite         # refuse NaN and infinities from Python
+
+    cdef Column _named(self, str name)
+    cdef str _spec(self)
+
+
+cdef class Schema:
+    cdef readonly tuple columns       # Column objects, in order
+    cdef dict _index                  # name -> position
+    cdef dod_column_info* _info       # ncols entries (owned)
+    cdef bytes _strings               # names and Arrow formats, NUL-terminated
+    cdef size_t _nodes                # ArrowSchema nodes of an export (root included)
+    cdef size_t _links                # child pointers of an export
+    cdef str _unexportable            # why Arrow export is refused (None: it is not)
+    cdef size_t _row_bytes
+
+    cdef int _init_from(self, tuple cols) except -1
+
+
+cdef class Table:
+    cdef dod_table table              # the engine state; run the inline functions on &owner.table
+    cdef readonly Schema schema
+    cdef Resource _resource           # keeps the source of the memory alive
+    cdef object _arena                # the table's own arena (default source), or None
+    cdef const dod_resource* _source
+    cdef void** _blocks               # every block taken from the source (to give back)
+    cdef size_t* _block_sizes
+    cdef size_t _nblocks
+    cdef size_t _nbytes               # bytes taken from the source, in all
+    cdef uint8_t* _mark               # scratch: one byte per slot, for batch-remove checks
+    cdef Py_ssize_t _views            # live column views and Arrow exports
+
+    cpdef Py_ssize_t column_index(self, str name) except -1
+    cdef int _check_unpinned(self, bint unchecked, str what) except -1
+    cdef object _new_view(self)
+    cdef object _column_array(self, Py_ssize_t c, size_t first, size_t n, object base)
+    cdef object _handle_arg(self, object h)
+    cdef object _handles_arg(self, object handles)
+    cdef object _insert(self, object values, dict named, object n_obj, bint single)

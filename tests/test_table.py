@@ -1,0 +1,683 @@
+"""Tests for dod.table: Schema, Table, handles, zero policy, views, Arrow export."""
+import gc
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, note, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+import dod
+from dod.arena import Arena
+from dod.resource import malloc as malloc_resource
+from dod.table import Column, Schema, Table
+
+
+def walk_schema():
+    return Schema(
+        pos="float32[3]",
+        id="uint32",
+        w=Column("float64", zero=False),
+        flags="uint8",
+    )
+
+
+def snapshot(t):
+    """Everything observable about a table, to check that a failed call changed nothing."""
+    s = t.stats()
+    s.pop("views")
+    return (t.handles().tolist(), t.to_numpy().tobytes(), s)
+
+
+# ---------------------------------------------------------------- schema
+
+
+def test_schema_specs_and_dtype():
+    s = Schema({"pos": "float32[3]", "cov": ("float64", (6, 6))}, id=np.uint32, flags=Column("u1", zero=False))
+    assert s.names == ("pos", "cov", "id", "flags")
+    assert s["pos"].shape == (3,) and s["pos"].dtype == np.float32
+    assert s["cov"].shape == (6, 6)
+    assert s["id"].shape == () and s["id"].zero
+    assert not s["flags"].zero
+    assert s.row_bytes == 12 + 288 + 4 + 1
+    assert s.dtype == np.dtype([("pos", "f4", 3), ("cov", "f8", (6, 6)), ("id", "u4"), ("flags", "u1")])
+    assert Schema.from_dtype(s.dtype).names == s.names
+    assert Schema(s.dtype)["cov"].shape == (6, 6)
+    assert "cov" in s and "nope" not in s and len(s) == 4
+    assert s.index("id") == 2
+    assert "pos='float32[3]'" in repr(s)
+    assert Schema(pos="float32[3]") == Schema(pos=("float32", 3))
+
+
+@pytest.mark.parametrize(
+    "spec, exc",
+    [
+        (np.dtype([("a", "f4")]), TypeError),     # structured
+        (object, TypeError),
+        ("U", TypeError),                          # unsized
+        (">f8" if np.little_endian else "<f8", TypeError),
+        (np.dtype(("f4", 3)), TypeError),          # subarray dtype
+        ("float32[0]", ValueError),
+        ("float32[]", ValueError),
+        (("f4", -1), ValueError),
+        ("notadtype", TypeError),
+        (("f4", (1,) * 9), ValueError),
+    ],
+)
+def test_schema_refuses(spec, exc):
+    with pytest.raises(exc):
+        Schema(x=spec)
+
+
+def test_schema_refuses_structure():
+    with pytest.raises(ValueError):
+        Schema()
+    with pytest.raises(ValueError):
+        Schema([Column("f4", name="a"), Column("f4", name="a")])
+    with pytest.raises(TypeError):
+        Schema(["f4"])
+    with pytest.raises(TypeError):
+        Schema({1: "f4"})
+    with pytest.raises(ValueError):
+        Schema({"": "f4"})
+
+
+# ---------------------------------------------------------------- basics
+
+
+def test_insert_lookup_remove_and_zii():
+    t = Table(walk_schema(), 4)
+    assert len(t) == 0 and t.capacity == 4
+    h = t.insert(pos=(1, 2, 3), id=7)
+    assert h != 0 and h in t
+    row = t.get(h)
+    assert row["pos"].tolist() == [1, 2, 3] and row["id"] == 7 and row["flags"] == 0
+    assert t.row(h) == 0 and t.handle(0) == h
+    t.remove(h)
+    assert h not in t and len(t) == 0
+    with pytest.raises(KeyError):
+        t.get(h)
+    assert t.get(h, None) is None
+    assert t.rows([h, 0]).tolist() == [-1, -1]
+    # The slot is reused with a new generation: the old handle stays stale.
+    h2 = t.insert()
+    assert (h2 & 0xFFFFFFFF) == (h & 0xFFFFFFFF) and h2 != h
+    assert h not in t and h2 in t
+    assert t.get(h2)["pos"].tolist() == [0, 0, 0]      # ZII: zeroed by policy
+    t.check()
+
+
+def test_swap_remove_keeps_handles_and_density():
+    t = Table(walk_schema(), 8)
+    hs = t.insert_many(id=np.arange(1, 6))
+    t.remove(hs[1])
+    assert t["id"].tolist() == [1, 5, 3, 4]             # the last row moved into the hole
+    for h, v in zip(hs[[0, 2, 3, 4]], [1, 3, 4, 5]):
+        assert t.get(h)["id"] == v
+    assert t.row(hs[4]) == 1
+    t.check()
+
+
+def test_batch_insert_broadcasting_and_n():
+    t = Table(walk_schema(), 16)
+    hs = t.insert_many(pos=[0, 0, 1], id=[1, 2, 3])       # a row broadcast to every new row
+    assert t["pos"].tolist() == [[0, 0, 1]] * 3
+    hs2 = t.insert_many(n=2, flags=9)
+    assert len(hs2) == 2 and t["flags"][-2:].tolist() == [9, 9]
+    hs3 = t.insert_many({"pos": np.ones((2, 1)), "id": np.array([5], np.uint32)})   # trailing 1 broadcasts
+    assert t["pos"][-2:].tolist() == [[1, 1, 1]] * 2 and t["id"][-2:].tolist() == [5, 5]
+    assert t.insert_many(n=0).tolist() == []
+    assert len(t) == 7 and len(set(np.concatenate([hs, hs2, hs3]).tolist())) == 7
+    t.check()
+
+
+def test_zero_policy():
+    t = Table(Schema(a="float64", b=Column("float64", zero=False)), 4)
+    hs = t.insert_many(a=[1.0, 2.0], b=[3.0, 4.0])
+    t.remove_many(hs)
+    h = t.insert()
+    row = t.get(h)
+    assert row["a"] == 0.0                       # meaningful zero: cleared
+    # b's bytes are unspecified (the old row, or 0xCD poison in debug builds): not zeroed by policy
+    assert row["b"] != 0.0
+
+
+def test_capacity_exhaustion_all_or_nothing():
+    t = Table(walk_schema(), 3)
+    t.insert_many(id=[1, 2])
+    before = snapshot(t)
+    with pytest.raises(MemoryError):
+        t.insert_many(id=[3, 4])
+    assert snapshot(t)[:2] == before[:2]
+    assert t.stats()["failed"] == 1
+    t.insert(id=3)
+    with pytest.raises(MemoryError):
+        t.insert(id=4)
+    assert len(t) == 3 and t.stats()["failed"] == 2
+
+
+def test_stats_and_repr():
+    t = Table(walk_schema(), 10)
+    hs = t.insert_many(id=np.arange(4))
+    t.remove(hs[0])
+    s = t.stats()
+    assert s["capacity"] == 10 and s["rows"] == 3 and s["peak"] == 4
+    assert s["inserts"] == 4 and s["removes"] == 1 and s["failed"] == 0
+    assert s["bytes_per_row"] == 12 + 4 + 8 + 1 == t.bytes_per_row
+    assert s["nbytes"] >= 10 * t.bytes_per_row
+    r = repr(t)
+    assert "rows=3/10" in r and "bytes_per_row=25" in r and "pos" in r
+
+
+def test_columns_are_aligned_and_resources():
+    for resource in (None, malloc_resource, Arena(1 << 20).resource()):
+        t = Table(Schema(a="uint8", b="float64[3]", c="int16"), 100, resource=resource)
+        t.insert_many(n=100)
+        for name, col in t.columns().items():
+            assert col.ctypes.data % 64 == 0, name
+        assert (t["b"] == 0).all()
+        t.check()
+
+
+def test_arena_resource_exhaustion():
+    small = Arena(256)
+    with pytest.raises(MemoryError):
+        Table(Schema(a="float64"), 1000, resource=small.resource())
+
+
+def test_bad_capacity():
+    for cap in (0, -1, 2**31):
+        with pytest.raises(ValueError):
+            Table(walk_schema(), cap)
+    with pytest.raises(TypeError):
+        Table(walk_schema(), 1.5)
+
+
+# ---------------------------------------------------------------- bad input leaves the table unchanged
+
+
+def _bad_calls(t, other_handle, live):
+    return [
+        (KeyError, lambda: t.insert(nope=1)),
+        (KeyError, lambda: t.insert_many(id=[1, 2], nope=[1, 2])),
+        (TypeError, lambda: t.insert(id=1.5)),                          # float into an int column
+        (TypeError, lambda: t.insert_many(id=np.array([1.0, 2.0]))),
+        (TypeError, lambda: t.insert(pos="abc")),
+        (ValueError, lambda: t.insert(id=-1)),                          # does not fit uint32
+        (ValueError, lambda: t.insert_many(id=np.array([1, 2**40]))),
+        (ValueError, lambda: t.insert(pos=[1, 2])),                     # wrong row shape
+        (ValueError, lambda: t.insert_many(pos=np.zeros((2, 4)))),
+        (ValueError, lambda: t.insert_many(pos=np.zeros((2, 3, 1, 1)))),
+        (ValueError, lambda: t.insert_many(id=[1, 2], flags=[1, 2, 3])),  # mismatched lengths
+        (ValueError, lambda: t.insert_many(id=[1, 2], n=3)),
+        (ValueError, lambda: t.insert_many(flags=1)),                  # cannot tell n
+        (ValueError, lambda: t.insert_many(n=-1)),
+        (ValueError, lambda: t.insert(w=np.nan)),                       # finite column
+        (ValueError, lambda: t.insert_many(id=[1, 2], w=[1.0, np.inf])),
+        (TypeError, lambda: t.insert(1)),
+        (TypeError, lambda: t.insert({"id": 1}, id=2)),
+        (KeyError, lambda: t.remove(0)),                                # nil
+        (KeyError, lambda: t.remove(other_handle)),                     # another table's
+        (KeyError, lambda: t.remove(live + (1 << 32))),                 # wrong generation
+        (ValueError, lambda: t.remove(-1)),
+        (ValueError, lambda: t.remove(2**64)),
+        (TypeError, lambda: t.remove("x")),
+        (KeyError, lambda: t.remove_many([live, other_handle])),
+        (KeyError, lambda: t.remove_many([live, live])),                # repeated
+        (ValueError, lambda: t.remove_many([live, -3])),
+        (TypeError, lambda: t.remove_many([1.5])),
+        (KeyError, lambda: t.update(live, nope=1)),
+        (TypeError, lambda: t.update(live, id=0.5)),
+        (KeyError, lambda: t.update(other_handle, id=1)),
+        (ValueError, lambda: t.update(live, id=7, w=np.nan)),
+        (KeyError, lambda: t["nope"]),
+        (TypeError, lambda: t[0]),
+        (ValueError, lambda: t.__setitem__("pos", np.zeros((99, 3)))),
+        (IndexError, lambda: t.handle(99)),
+    ]
+
+
+def test_bad_input_leaves_table_unchanged():
+    schema = Schema(pos="float32[3]", id="uint32", w=Column("float64", finite=True), flags="uint8")
+    t = Table(schema, 8)
+    other = Table(schema, 8)
+    hs = t.insert_many(pos=np.arange(9).reshape(3, 3), id=[1, 2, 3], w=[0.5, 1.5, 2.5])
+    ho = other.insert_many(n=3)
+    t.remove(hs[0])
+    t.insert(id=4)
+    live = int(hs[1])
+    assert int(ho[1]) not in t          # handles of another table are rejected
+    for exc, call in _bad_calls(t, int(ho[1]), live):
+        before = snapshot(t)
+        with pytest.raises(exc):
+            call()
+        after = snapshot(t)
+        assert after[:2] == before[:2], call
+        t.check()
+
+
+def test_foreign_handles_rejected_across_many_tables():
+    s = Schema(a="uint8")
+    tables = [Table(s, 4) for _ in range(20)]
+    handles = [t.insert() for t in tables]
+    for i, t in enumerate(tables):
+        for j, h in enumerate(handles):
+            assert (h in t) == (i == j)
+
+
+# ---------------------------------------------------------------- views
+
+
+def test_views_are_zero_copy_and_block_moves():
+    t = Table(walk_schema(), 8)
+    hs = t.insert_many(id=[1, 2, 3])
+    ids = t["id"]
+    assert ids.base is not None and ids.flags.writeable
+    assert np.shares_memory(ids, t["id"])
+    ids[0] = 42
+    assert t.get(hs[0])["id"] == 42
+    assert t.views == 2 or t.views == 1
+    with pytest.raises(BufferError):
+        t.remove(hs[0])
+    with pytest.raises(BufferError):
+        t.remove_many(hs[:1])
+    with pytest.raises(BufferError):
+        t.clear()
+    assert len(t) == 3
+    t.insert(id=4)                      # inserting never moves rows: allowed
+    assert ids.tolist() == [42, 2, 3]
+    t.remove(hs[0], unchecked=True)     # the view now shows the moved row
+    assert ids.tolist() == [4, 2, 3]
+    del ids
+    gc.collect()
+    assert t.views == 0
+    t.remove(hs[1])
+    t["id"] = 5
+    assert t["id"].tolist() == [5, 5]
+
+
+def test_view_keeps_memory_alive():
+    t = Table(walk_schema(), 8)
+    t.insert_many(id=[1, 2, 3])
+    ids = t["id"]
+    del t
+    gc.collect()
+    assert ids.tolist() == [1, 2, 3]
+
+
+# ---------------------------------------------------------------- structured arrays
+
+
+def test_structured_round_trip():
+    t = Table(Schema(pos="float32[3]", cov="float64[2,2]", id="uint32"), 10)
+    t.insert_many(pos=np.arange(12).reshape(4, 3), cov=np.arange(16.0).reshape(4, 2, 2), id=[4, 3, 2, 1])
+    arr = t.to_numpy()
+    assert arr.dtype == t.schema.dtype and len(arr) == 4
+    assert arr["cov"][1].tolist() == [[4, 5], [6, 7]]
+    t2 = Table.from_numpy(arr, capacity=20)
+    assert t2.capacity == 20 and t2.schema == t.schema
+    assert t2.to_numpy().tobytes() == arr.tobytes()
+    t2.insert_many(arr[:2])
+    assert len(t2) == 6
+    with pytest.raises(TypeError):
+        Table.from_numpy(np.zeros(3))
+    assert len(Table.from_numpy(arr[:0])) == 0
+
+
+# ---------------------------------------------------------------- Arrow
+
+
+ARROW_SCHEMA = dict(
+    i8="int8", i16="int16", i32="int32", i64="int64", u8="uint8", u16="uint16", u32="uint32", u64="uint64",
+    f16="float16", f32="float32", f64="float64", vec="float32[3]", mat="float64[2,3]", tag="S4",
+)
+
+
+def _arrow_table(n=5):
+    t = Table(Schema(ARROW_SCHEMA), 16)
+    vals = {name: np.arange(n * (np.prod(t.schema[name].shape) if t.schema[name].shape else 1))
+            .reshape((n,) + t.schema[name].shape).astype(t.schema[name].dtype)
+            for name in ARROW_SCHEMA if name != "tag"}
+    t.insert_many(vals, tag=np.array([b"ab", b"cd", b"ef", b"gh", b"ij"][:n], "S4"))
+    return t
+
+
+def _leaf_address(arr):
+    import pyarrow as pa
+
+    while pa.types.is_fixed_size_list(arr.type):
+        arr = arr.values
+    return arr.buffers()[1].address
+
+
+def test_pyarrow_zero_copy():
+    pa = pytest.importorskip("pyarrow")
+    t = _arrow_table()
+    batch = pa.record_batch(t)
+    assert batch.num_rows == 5 and batch.schema.names == list(ARROW_SCHEMA)
+    assert t.views == 1
+    assert batch.schema.field("vec").type == pa.list_(pa.field("item", pa.float32(), False), 3)
+    assert batch.schema.field("tag").type == pa.binary(4)
+    views = t.columns()
+    for name in ARROW_SCHEMA:
+        assert _leaf_address(batch.column(name)) == views[name].ctypes.data, name
+    assert batch.column("mat")[1].as_py() == [[6.0, 7.0, 8.0], [9.0, 10.0, 11.0]]
+    assert batch.column("tag")[2].as_py() == b"ef\0\0"       # fixed-size binary keeps the padding
+    assert batch.column("u64").to_pylist() == [0, 1, 2, 3, 4]
+    views["u64"][0] = 99            # the batch reads the table's memory
+    assert batch.column("u64")[0].as_py() == 99
+    del batch, views
+    gc.collect()
+    assert t.views == 0
+    assert pa.schema(t) == pa.schema(t.schema)
+    tbl = pa.table(t)               # through the stream
+    assert tbl.num_rows == 5 and _leaf_address(tbl.column("f64").chunk(0)) == t["f64"].ctypes.data
+    reader = pa.RecordBatchReader.from_stream(t)
+    assert reader.read_all().num_rows == 5
+    del tbl, reader
+    gc.collect()
+    assert t.views == 0
+
+
+def test_arrow_empty_and_after_removes():
+    pa = pytest.importorskip("pyarrow")
+    t = _arrow_table()
+    t.remove(t.handle(0))
+    b = pa.record_batch(t)
+    assert b.num_rows == 4 and b.column("i32").to_pylist() == [4, 1, 2, 3]
+    del b
+    t.clear()
+    assert pa.record_batch(t).num_rows == 0
+
+
+def test_arrow_release_in_another_thread():
+    pa = pytest.importorskip("pyarrow")
+    t = _arrow_table()
+    box = [pa.record_batch(t)]
+    th = threading.Thread(target=box.clear)
+    th.start()
+    th.join()
+    gc.collect()
+    assert t.views == 0
+
+
+def test_arrow_capsules_unconsumed_are_released():
+    t = _arrow_table()
+    for _ in range(3):
+        s, a = t.__arrow_c_array__()
+        st = t.__arrow_c_stream__()
+        assert t.views == 2
+        del s, a, st
+        assert t.views == 0
+    t.__arrow_c_schema__()
+
+
+def test_arrow_refuses_types_without_zero_copy():
+    t = Table(Schema(ok="float32", b="bool"), 4)
+    for call in (t.__arrow_c_schema__, t.__arrow_c_array__, t.__arrow_c_stream__):
+        with pytest.raises(TypeError, match="bit-packed"):
+            call()
+    assert t.views == 0
+
+
+def test_polars_zero_copy():
+    pl = pytest.importorskip("polars")
+    t = _arrow_table()
+    df = pl.DataFrame(t)
+    assert df.shape == (5, len(ARROW_SCHEMA))
+    assert df["u32"].to_list() == [0, 1, 2, 3, 4]
+    assert df["mat"].to_list()[1] == [[6.0, 7.0, 8.0], [9.0, 10.0, 11.0]]
+    for name in ("i64", "f64", "u32"):
+        assert df[name].to_numpy().ctypes.data == t[name].ctypes.data, name
+    assert df["vec"].to_numpy().ctypes.data == t["vec"].ctypes.data
+    with pytest.raises(BufferError):
+        t.clear()
+    del df
+    gc.collect()
+    assert t.views == 0
+    t.clear()
+
+
+# ---------------------------------------------------------------- model-based walk
+
+
+class TableMachine(RuleBasedStateMachine):
+    """Random insert / insert_many / remove / remove_many / lookup / clear
+    against a dict model {handle: row}. Rows hold None for unspecified
+    (zero=False, not given) values."""
+
+    CAP = 8
+
+    def __init__(self):
+        super().__init__()
+        self.t = Table(walk_schema(), self.CAP)
+        self.model = {}
+        self.dead = []
+        self.seq = 0
+
+    def _row(self, given):
+        self.seq += 1
+        return {
+            "pos": tuple(given["pos"]) if "pos" in given else (0.0, 0.0, 0.0),
+            "id": given.get("id", 0),
+            "w": given.get("w", None),
+            "flags": given.get("flags", 0),
+        }
+
+    def _values(self, data, k):
+        cols = data.draw(st.sets(st.sampled_from(["pos", "id", "w", "flags"])))
+        out = {}
+        for c in cols:
+            if c == "pos":
+                out[c] = [tuple(float(self.seq * 10 + i * 3 + j) for j in range(3)) for i in range(k)]
+            elif c == "id":
+                out[c] = [self.seq * 100 + i for i in range(k)]
+            elif c == "w":
+                out[c] = [self.seq + i / 8 for i in range(k)]
+            else:
+                out[c] = [(self.seq + i) % 256 for i in range(k)]
+        return out
+
+    @rule(data=st.data())
+    def insert(self, data):
+        vals = {c: v[0] for c, v in self._values(data, 1).items()}
+        if len(self.model) == self.CAP:
+            with pytest.raises(MemoryError):
+                self.t.insert(**vals)
+            return
+        h = self.t.insert(**vals)
+        assert h != 0 and h not in self.model
+        self.model[h] = self._row(vals)
+
+    @rule(data=st.data(), k=st.integers(0, 5))
+    def insert_many(self, data, k):
+        vals = self._values(data, k)
+        if not vals:
+            vals_n = {"n": k}
+        else:
+            vals_n = {}
+        if len(self.model) + k > self.CAP:
+            with pytest.raises(MemoryError):
+                self.t.insert_many(**vals, **vals_n)
+            return
+        shapes = {"pos": (3,), "id": (), "w": (), "flags": ()}
+        batch = {c: (np.asarray(v) if k else np.empty((0,) + shapes[c])) for c, v in vals.items()}
+        hs = self.t.insert_many(batch, **vals_n).tolist()
+        assert len(hs) == k
+        for i, h in enumerate(hs):
+            assert h not in self.model
+            self.model[h] = self._row({c: v[i] for c, v in vals.items()})
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def remove(self, data):
+        h = data.draw(st.sampled_from(sorted(self.model)))
+        self.t.remove(h)
+        del self.model[h]
+        self.dead.append(h)
+
+    @precondition(lambda self: self.dead)
+    @rule(data=st.data())
+    def remove_stale(self, data):
+        h = data.draw(st.sampled_from(self.dead))
+        with pytest.raises(KeyError):
+            self.t.remove(h)
+
+    @rule(data=st.data(), bad=st.booleans())
+    def remove_many(self, data, bad):
+        live = sorted(self.model)
+        hs = data.draw(st.lists(st.sampled_from(live), unique=True)) if live else []
+        if bad:
+            choices = [0, 12345]
+            if self.dead:
+                choices.append(data.draw(st.sampled_from(self.dead)))
+            if hs:
+                choices.append(hs[0])           # a repeat
+            pos = data.draw(st.integers(0, len(hs)))
+            hs = hs[:pos] + [data.draw(st.sampled_from(choices))] + hs[pos:]
+            with pytest.raises(KeyError):
+                self.t.remove_many(hs)
+            return
+        self.t.remove_many(hs)
+        for h in hs:
+            del self.model[h]
+            self.dead.append(h)
+
+    @rule(data=st.data())
+    def lookup(self, data):
+        pool = sorted(self.model) + self.dead + [0]
+        h = data.draw(st.sampled_from(pool))
+        if h in self.model:
+            r = self.t.row(h)
+            assert self.t.handle(r) == h
+        else:
+            assert self.t.rows([h]).tolist() == [-1]
+            with pytest.raises(KeyError):
+                self.t.row(h)
+
+    @rule()
+    def clear(self):
+        self.t.clear()
+        self.dead.extend(self.model)
+        self.model.clear()
+
+    @invariant()
+    def matches_model(self):
+        t = self.t
+        t.check()
+        assert len(t) == len(self.model)
+        hs = t.handles().tolist()
+        assert sorted(hs) == sorted(self.model)         # density: live rows are rows 0..len-1
+        cols = t.columns()
+        for r, h in enumerate(hs):
+            want = self.model[h]
+            assert tuple(cols["pos"][r].tolist()) == want["pos"]
+            assert cols["id"][r] == want["id"]
+            assert cols["flags"][r] == want["flags"]
+            if want["w"] is not None:
+                assert cols["w"][r] == want["w"]
+        del cols
+        for h in self.dead[-20:]:
+            assert h not in t
+        s = t.stats()
+        assert s["rows"] == len(self.model) and s["views"] == 0
+
+
+TestTableWalk = TableMachine.TestCase
+
+
+# ---------------------------------------------------------------- Cython: nogil loops over columns
+
+
+CIMPORT_SOURCE = r"""
+from libc.stdint cimport uint32_t, uint8_t
+from libc.string cimport memset
+from dod._types cimport dod_handle
+from dod.table cimport (Table, dod_table, dod_table_insert, dod_table_insert_zeroed, dod_table_remove,
+                        dod_table_remove_row, dod_table_row, dod_table_handle, dod_table_alive,
+                        DOD_TABLE_NIL)
+
+
+def scan(Table tracks):
+    # Sum state[0] over live rows, nogil, through raw column pointers.
+    cdef dod_table* t = &tracks.table
+    cdef const double* state = <const double*>t.columns[tracks.column_index("state")]
+    cdef double total = 0
+    cdef Py_ssize_t r
+    with nogil:
+        for r in range(<Py_ssize_t>t.count):
+            total += state[r * 6]
+    return total
+
+
+def births_and_deaths(Table tracks, int births, uint32_t kill_mod):
+    # One nogil tick: insert rows, write columns by handle, remove some while scanning.
+    cdef dod_table* t = &tracks.table
+    cdef double* state = <double*>t.columns[tracks.column_index("state")]
+    cdef uint32_t* ids = <uint32_t*>t.columns[tracks.column_index("id")]
+    cdef uint8_t* hits = <uint8_t*>t.columns[tracks.column_index("hits")]
+    cdef dod_handle h
+    cdef Py_ssize_t r, i, made = 0
+    with nogil:
+        for i in range(births):
+            h = dod_table_insert(t)
+            if h == 0:
+                break
+            made += 1
+            r = dod_table_row(t, h)
+            ids[r] = <uint32_t>(t.count)
+            state[r * 6] = <double>ids[r]
+            hits[r] += 1
+        for r in range(<Py_ssize_t>t.count - 1, -1, -1):
+            if kill_mod and ids[r] % kill_mod == 0:
+                dod_table_remove_row(t, r)
+    return made
+
+
+def nil_lookup(Table tracks, dod_handle h):
+    cdef dod_table* t = &tracks.table
+    cdef const double* state = <const double*>t.columns[0]
+    cdef Py_ssize_t r
+    cdef double first
+    with nogil:
+        r = dod_table_row(t, h)
+        first = state[r * 6]          # the nil row (r = -1) reads zeros
+    return r, first, dod_table_alive(t, h)
+
+
+def remove_handle(Table tracks, dod_handle h):
+    cdef bint ok
+    with nogil:
+        ok = dod_table_remove(&tracks.table, h)
+    return ok
+
+
+def zii_struct():
+    # All-zero engine struct: a valid, empty table of capacity 0.
+    cdef dod_table t
+    memset(&t, 0, sizeof(dod_table))
+    return dod_table_insert(&t), dod_table_row(&t, 1 | (1 << 32)), t.failed
+"""
+
+
+def test_cimport_nogil(compile_cython):
+    mod = compile_cython(CIMPORT_SOURCE)
+    t = Table(Schema(state="float64[6]", cov="float64[6,6]", id="uint32", hits="uint8", age="int32"), 16)
+    assert mod.births_and_deaths(t, 10, 3) == 10
+    # ids 1..10 written; multiples of 3 removed by the backwards scan
+    assert sorted(t["id"].tolist()) == [1, 2, 4, 5, 7, 8, 10]
+    assert mod.scan(t) == float(sum([1, 2, 4, 5, 7, 8, 10]))
+    assert (t["hits"] == 1).all() and (t["cov"] == 0).all()
+    t.check()
+    h = t.handle(2)
+    stale = t.handle(0)
+    assert mod.remove_handle(t, stale) is True
+    assert mod.remove_handle(t, stale) is False
+    assert mod.nil_lookup(t, stale) == (-1, 0.0, False)
+    r, first, alive = mod.nil_lookup(t, h)
+    assert alive and r == t.row(h) and first == t.get(h)["state"][0]
+    assert mod.births_and_deaths(t, 100, 0) == 16 - 6     # fills up, then insert returns 0
+    assert t.stats()["failed"] == 1
+    t.check()
+    assert mod.zii_struct() == (0, -1, 1)
