@@ -233,20 +233,42 @@ def test_scratch_too_small_raises_memory_error_and_changes_nothing():
     assert t.scratch.used == 0
 
 
-def test_zii_rows_past_count_are_zero_and_covariances_pd():
+def test_births_write_only_what_they_set_and_covariances_stay_pd():
+    t = Tracker(capacity=400, r=2.0, v0=7.0)
+    z = np.array([[1.0, 2.0], [500.0, -40.0]])
+    t.tick(z, 0.02)
+    assert t.ids.tolist() == [1, 2]
+    assert t.positions.tolist() == z.tolist()
+    assert not t.velocities.any() and not t.column("misses").any()    # zeroed by the insert
+    assert t.column("hits").tolist() == [1, 1] and t.column("age").tolist() == [1, 1]
+    assert t.states.tolist() == [1, 1]
+    np.testing.assert_array_equal(t.covariances[0], np.diag([4.0, 4.0, 49.0, 49.0]))
     sc = generate(40, 60, seed=6)
     t = Tracker(capacity=400)
     for z, dt in sc:
         t.tick(z, dt)
-        cols = t.columns()
-        n = t.count
-        for name, col in cols.items():
-            assert not col[n:].any(), name
-        assert (t.ids > 0).all() and len(set(t.ids.tolist())) == n
+        assert (t.ids > 0).all() and len(set(t.ids.tolist())) == t.count
         assert set(np.unique(t.states)) <= {1, 2}
     P = t.covariances
     assert np.array_equal(P, np.swapaxes(P, 1, 2))
     assert np.linalg.eigvalsh(P).min() > 0
+    t.table.check()
+
+
+def test_handles_are_stable_and_dead_tracks_read_as_no_track():
+    sc = generate(20, 80, seed=12)
+    t = Tracker()
+    for z, dt in list(sc)[:10]:
+        t.tick(z, dt)
+    handles = t.handles()
+    ids = t.ids.copy()
+    for z, dt in list(sc)[10:]:
+        t.tick(z, dt)
+        live = [h in t.table for h in handles.tolist()]
+        for h, i, alive in zip(handles.tolist(), ids.tolist(), live):
+            if alive:                         # a live handle still names its track
+                assert t.ids[t.table.row(h)] == i
+    assert not all(h in t.table for h in handles.tolist())   # some tracks died
 
 
 def test_views_are_read_only_and_outlive_the_tracker():
@@ -338,16 +360,30 @@ def test_no_transient_allocation_inside_a_tick():
 def test_cimport_tick(compile_cython):
     mod = compile_cython(
         """
+from libc.stdint cimport uint64_t
 from dod.tracker._engine cimport Tracker, dod_tracker_tick, DOD_TRACK_TENTATIVE
+from dod.table cimport dod_table_row, dod_table_cell
 
 def run(Tracker t, double[:, ::1] z, double dt):
     cdef int rc
     with nogil:
         rc = dod_tracker_tick(&t.engine, &z[0, 0], z.shape[0], dt, &t.scratch.arena)
-    return rc, t.engine.count, t.engine.cols.state[0] == DOD_TRACK_TENTATIVE
+    return rc, t.engine.table.count, t.engine.cols.state[0] == DOD_TRACK_TENTATIVE
+
+def track_id(Tracker t, uint64_t handle):
+    # A stale handle finds the nil row: id 0, no track (ZII).
+    cdef Py_ssize_t row = dod_table_row(t.engine.table, handle)
+    return (<uint64_t*>dod_table_cell(t.engine.table, t.table.column_index("id"), row))[0]
 """
     )
     t = Tracker()
     z = np.array([[1.0, 2.0], [30.0, 40.0]])
     assert mod.run(t, z, 0.02) == (0, 2, True)
     assert t.ids.tolist() == [1, 2]
+    h = int(t.handles()[1])
+    assert mod.track_id(t, h) == 2
+    for _ in range(5):        # track 2 gets no detection: tentative, it dies after N = 5 scans
+        assert mod.run(t, np.ascontiguousarray(z[:1]), 0.02)[0] == 0
+    assert h not in t.table
+    assert mod.track_id(t, h) == 0
+    assert t.ids.tolist() == [1] and t.states.tolist() == [2]

@@ -4,12 +4,14 @@ import numpy as np
 import numpy.typing as npt
 
 from dod.arena import Arena
+from dod.table import Schema, Table
 from dod.tracker.config import TrackerConfig
 
 def solve_assignment(cost: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]: ...
+def track_schema(dim: int) -> Schema: ...
 
 class Tracker:
-    storage: Arena
+    table: Table
     scratch: Arena
     config: TrackerConfig
     def __init__(self, config: TrackerConfig | None = None, *, scratch: Arena | None = None,
@@ -20,6 +22,7 @@ class Tracker:
     def __len__(self) -> int: ...
     def column(self, name: str) -> np.ndarray: ...
     def columns(self) -> dict[str, np.ndarray]: ...
+    def handles(self) -> np.ndarray: ...
     @property
     def ids(self) -> np.ndarray: ...
     @property
