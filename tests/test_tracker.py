@@ -387,3 +387,45 @@ def track_id(Tracker t, uint64_t handle):
     assert h not in t.table
     assert mod.track_id(t, h) == 0
     assert t.ids.tolist() == [1] and t.states.tolist() == [2]
+
+
+def test_max_cluster_solves_large_clusters_greedily_and_validly():
+    sc = generate(80, 60, spacing=6.0, seed=11, speed=(1.0, 3.0), clutter=30)
+    exact, greedy = Tracker(), Tracker(max_cluster=1)
+    total_greedy = 0
+    for z, dt in sc:
+        exact.tick(z, dt)
+        greedy.tick(z, dt)
+        c = greedy.counts()
+        total_greedy += c["greedy_clusters"]
+        # every detection either updated one track or started one
+        assert c["associations"] + c["births"] + c["births_dropped"] == c["detections"]
+        assert c["associations"] <= c["pairs"]
+        assert exact.counts()["greedy_clusters"] == 0
+    assert total_greedy > 0
+    P = greedy.covariances
+    assert np.linalg.eigvalsh(P).min() > 0
+
+
+def test_read_counts_fills_without_allocating_and_matches_counts():
+    from dod.tracker._engine import COUNT_NAMES
+
+    sc = generate(30, 20, seed=13)
+    t = Tracker()
+    out = np.zeros(len(COUNT_NAMES), np.uint64)
+    for z, dt in sc:
+        t.tick(z, dt)
+    tracemalloc.start()
+    try:
+        cur, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        t.read_counts(out)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak == cur
+    assert dict(zip(COUNT_NAMES, out.tolist())) == t.counts()
+    with pytest.raises(TypeError):
+        t.read_counts(np.zeros(14, np.int64))
+    with pytest.raises(ValueError):
+        t.read_counts(np.zeros(3, np.uint64))

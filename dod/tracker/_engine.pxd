@@ -62,7 +62,7 @@ ctypedef struct dod_tick_counts:
     size_t pairs_dropped    # gated pairs beyond the pair buffer
     size_t clusters         # clusters solved (single pairs included)
     size_t largest_cluster  # pairs in the largest cluster
-    size_t greedy_clusters  # clusters solved greedily: cost matrix did not fit scratch
+    size_t greedy_clusters  # clusters solved greedily: above max_cluster, or no scratch for the matrix
 
 
 ctypedef struct dod_tracker:
@@ -73,6 +73,7 @@ ctypedef struct dod_tracker:
     int n                   # 2 * dim
     double q, r, v0, gate
     uint32_t confirm_m, confirm_n, max_misses
+    uint32_t max_cluster    # clusters with more tracks or detections go greedy (0: never)
     uint64_t next_id        # id of the next birth (starts at 1)
     dod_tick_counts last    # counters of the latest tick
     uint64_t scans          # ticks run

@@ -529,7 +529,7 @@ cdef void _solve_cluster(dod_tracker* t, _tick* k, dod_tick_counts* cnt, int32_t
     gated = <uint8_t*>_push(scratch, <size_t>nr * nc, 1, &ok)
     col4row = <int*>_push(scratch, nr, sizeof(int), &ok)
     rc = -1
-    if ok:
+    if ok and (t.max_cluster == 0 or <uint32_t>nc <= t.max_cluster):
         memset(cost, 0, <size_t>nr * nc * sizeof(double))
         memset(gated, 0, <size_t>nr * nc)
         for s in range(s0, s1):
@@ -803,6 +803,11 @@ def track_schema(int dim):
 
 _COLUMNS = ("id", "x", "P", "hits", "misses", "age", "history", "state")
 
+# Order of Tracker.read_counts; the keys of Tracker.counts().
+COUNT_NAMES = ("detections", "invalid", "overflow", "associations", "births", "births_dropped",
+               "deaths", "confirmed", "tentative", "pairs", "pairs_dropped", "clusters",
+               "largest_cluster", "greedy_clusters")
+
 
 @cython.final
 cdef class Tracker:
@@ -859,6 +864,7 @@ cdef class Tracker:
         e.confirm_m = config.confirm_m
         e.confirm_n = config.confirm_n
         e.max_misses = config.max_misses
+        e.max_cluster = config.max_cluster
         e.next_id = 1
         self._overflow_drop = config.overflow == "drop"
         self.scratch = scratch if scratch is not None else Arena(
@@ -971,8 +977,34 @@ cdef class Tracker:
     def scans(self):
         return self.engine.scans
 
+    def read_counts(self, cnp.ndarray out not None):
+        """Write the latest tick's counters into `out` (uint64, at least
+        len(COUNT_NAMES) elements, contiguous) in COUNT_NAMES order: reading
+        them allocates nothing. Raises TypeError/ValueError otherwise."""
+        cdef uint64_t* o
+        cdef dod_tick_counts* c = &self.engine.last
+        if cnp.PyArray_TYPE(out) != cnp.NPY_UINT64 or not cnp.PyArray_IS_C_CONTIGUOUS(out):
+            raise TypeError("out must be a contiguous uint64 array")
+        if cnp.PyArray_SIZE(out) < 14 or not cnp.PyArray_ISWRITEABLE(out):
+            raise ValueError("out must be writable with at least 14 elements")
+        o = <uint64_t*>cnp.PyArray_DATA(out)
+        o[0] = c.detections
+        o[1] = c.invalid
+        o[2] = c.overflow
+        o[3] = c.associations
+        o[4] = c.births
+        o[5] = c.births_dropped
+        o[6] = c.deaths
+        o[7] = c.confirmed
+        o[8] = c.tentative
+        o[9] = c.pairs
+        o[10] = c.pairs_dropped
+        o[11] = c.clusters
+        o[12] = c.largest_cluster
+        o[13] = c.greedy_clusters
+
     def counts(self):
-        """The latest tick's counters as a dict."""
+        """The latest tick's counters as a dict (see COUNT_NAMES)."""
         c = self.engine.last
         return {
             "detections": c.detections, "invalid": c.invalid, "overflow": c.overflow,
