@@ -5,6 +5,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 from dod.arena import Arena
 from dod.tracker import ReferenceTracker, Tracker, TrackerConfig
@@ -429,3 +430,31 @@ def test_read_counts_fills_without_allocating_and_matches_counts():
         t.read_counts(np.zeros(14, np.int64))
     with pytest.raises(ValueError):
         t.read_counts(np.zeros(3, np.uint64))
+
+
+@given(seed=st.integers(0, 2**32 - 1), dim=st.sampled_from([2, 3]),
+       n_targets=st.integers(0, 6), scans=st.integers(1, 25), spread=st.floats(2.0, 200.0))
+def test_fast_matches_reference_on_random_scan_sequences(seed, dim, n_targets, scans, spread):
+    # Random targets (some close together), random dt per scan, missed
+    # detections, clutter, NaN/inf rows: the two trackers agree after every scan.
+    rng = np.random.default_rng(seed)
+    cfg = TrackerConfig(dim=dim, confirm_m=2, confirm_n=3, max_misses=3, v0=5.0)
+    fast, ref = Tracker(cfg), ReferenceTracker(cfg)
+    pos = rng.uniform(0, spread, size=(n_targets, dim))
+    vel = rng.normal(scale=5.0, size=(n_targets, dim))
+    for _ in range(scans):
+        dt = float(rng.uniform(0.005, 0.5))
+        pos = pos + vel * dt
+        seen = pos[rng.random(n_targets) < 0.8]
+        z = seen + rng.normal(scale=cfg.r, size=seen.shape)
+        clutter = rng.uniform(0, spread, size=(int(rng.integers(0, 4)), dim))
+        z = np.concatenate([z, clutter])
+        if rng.random() < 0.3 and len(z):
+            z[int(rng.integers(len(z))), int(rng.integers(dim))] = rng.choice([np.nan, np.inf, -np.inf])
+        z = np.ascontiguousarray(z[rng.permutation(len(z))])
+        fast.tick(z, dt)
+        ref.tick(z, dt)
+        _assert_same_tracks(fast, ref)
+        cf, cr = fast.counts(), ref.counts()
+        for key in ("invalid", "associations", "births", "deaths", "confirmed", "pairs", "clusters"):
+            assert cf[key] == cr[key], key
