@@ -163,14 +163,22 @@ class TrackerAllocations:
         tick, dt = self.t.tick, self.sc.dt
         for z in scans:                 # a first pass: one-time effects settle
             tick(z, dt)
-        before = sys.getallocatedblocks()
-        for z in scans:
-            pass
-        overhead = sys.getallocatedblocks() - before   # the measurement's own int
-        before = sys.getallocatedblocks()
-        for z in scans:
-            tick(z, dt)
-        return (sys.getallocatedblocks() - before - overhead) / len(scans)
+
+        def blocks(body):
+            b0 = sys.getallocatedblocks()
+            body()
+            return sys.getallocatedblocks() - b0
+
+        def empty():
+            for z in scans:
+                pass
+
+        def ticks():
+            for z in scans:
+                tick(z, dt)
+
+        # The same measurement around an empty loop: its own objects cancel out.
+        return (blocks(ticks) - blocks(empty)) / len(scans)
     track_blocks_per_tick.unit = "blocks"
 
     def track_ticks_that_allocate(self):
