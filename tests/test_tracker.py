@@ -282,6 +282,17 @@ def test_views_are_read_only_and_outlive_the_tracker():
     assert pos.tolist() == [[1.0, 2.0]]
 
 
+def test_scratch_bytes_is_enough_for_a_full_worst_case_tick():
+    from dod.tracker import scratch_bytes
+
+    cfg = TrackerConfig(capacity=300, max_detections=400)
+    t = Tracker(cfg, scratch=Arena(scratch_bytes(cfg)))
+    rng = np.random.default_rng(4)
+    for _ in range(8):                  # fill the table, then a full scan against it
+        t.tick(rng.uniform(0, 50, size=(400, 2)), 0.02)
+    assert t.count == 300 and t.counts()["detections"] == 400
+
+
 def test_tracker_uses_a_loop_scratch_arena():
     from dod.loop import Loop
 

@@ -784,6 +784,16 @@ cdef size_t _scratch_bytes(size_t cap, size_t dmax, int dim) noexcept:
     return total
 
 
+def scratch_bytes(config):
+    """Bytes of scratch arena a tick may need at this config's capacity and
+    max_detections (worst case, with 16 MiB for cluster cost matrices).
+
+    Size a shared arena with it, e.g. ``Loop(step, scratch_bytes=...)`` when
+    the tracker borrows the loop's scratch. Anonymous pages cost nothing
+    until a tick touches them."""
+    return _scratch_bytes(config.capacity, config.max_detections, config.dim)
+
+
 def track_schema(int dim):
     """The track table's Schema for `dim` (2 or 3) spatial dimensions.
 
@@ -908,7 +918,8 @@ cdef class Tracker:
         if rc != 0:
             raise MemoryError(
                 f"the scratch arena ({self.scratch.available} bytes available) cannot hold this "
-                "tick's temporaries; nothing changed")
+                "tick's temporaries; nothing changed (dod.tracker.scratch_bytes(config) gives "
+                "the worst case)")
         self.engine.last.overflow = over
 
     # -------------------------------------------------------- results (views, no copies)
