@@ -129,7 +129,6 @@ cdef inline void _update(double* x, double* P, const double* z, const double* Si
     """Kalman update, Joseph form: P = (I-KH) P (I-KH)' + K R K', then symmetrised."""
     cdef int n = 2 * d, i, j, k
     cdef double K[_MAXN * 3]
-    cdef double A[_MAXN * _MAXN]
     cdef double M[_MAXN * _MAXN]
     cdef double y[3]
     cdef double s
@@ -147,23 +146,20 @@ cdef inline void _update(double* x, double* P, const double* z, const double* Si
         for j in range(d):
             s += K[i * d + j] * y[j]
         x[i] += s
-    # A = I - K H
-    for i in range(n):
-        for j in range(n):
-            A[i * n + j] = (1.0 if i == j else 0.0) - (K[i * d + j] if j < d else 0.0)
+    # Joseph form with A = I - K H, using that A differs from I only in its
+    # first d columns (H = [I 0]): A P = P - K P[:d, :] and
+    # M A' = M - M[:, :d] K', so each product costs n*n*d, not n^3.
     for i in range(n):                  # M = A P
         for j in range(n):
-            s = 0.0
-            for k in range(n):
-                s += A[i * n + k] * P[k * n + j]
-            M[i * n + j] = s
-    for i in range(n):                  # P = M A' + r2 K K'
-        for j in range(i, n):
-            s = 0.0
-            for k in range(n):
-                s += M[i * n + k] * A[j * n + k]
+            s = P[i * n + j]
             for k in range(d):
-                s += r2 * K[i * d + k] * K[j * d + k]
+                s -= K[i * d + k] * P[k * n + j]
+            M[i * n + j] = s
+    for i in range(n):                  # P = M A' + r2 K K' (upper triangle)
+        for j in range(i, n):
+            s = M[i * n + j]
+            for k in range(d):
+                s += (r2 * K[i * d + k] - M[i * n + k]) * K[j * d + k]
             P[i * n + j] = s
     for i in range(n):                  # the lower triangle mirrors the upper one
         for j in range(i):
