@@ -469,3 +469,31 @@ def test_fast_matches_reference_on_random_scan_sequences(seed, dim, n_targets, s
         cf, cr = fast.counts(), ref.counts()
         for key in ("invalid", "associations", "births", "deaths", "confirmed", "pairs", "clusters"):
             assert cf[key] == cr[key], key
+
+
+def test_concurrent_ticks_of_one_tracker_are_refused():
+    import threading
+
+    sc = generate(3000, 3, seed=14)           # ticks long enough to overlap
+    t = Tracker(capacity=20000, max_detections=8000)
+    errors, done = [], []
+
+    def worker():
+        try:
+            for _ in range(2000):              # until the two overlap (quickly, in practice)
+                if errors:
+                    break
+                for z, dt in sc:
+                    t.tick(z, dt)
+        except RuntimeError as e:
+            errors.append(e)
+        done.append(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(done) == 2
+    assert errors and "already running" in str(errors[0])
+    t.table.check()

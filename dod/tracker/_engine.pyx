@@ -833,8 +833,10 @@ cdef class Tracker:
     do not insert, remove or write rows yourself.
 
     Thread-safety: one thread at a time. tick() releases the GIL while it
-    runs, so other Python threads run meanwhile; they must not call into this
-    tracker (or use its scratch arena or table) concurrently.
+    runs, so other Python threads run meanwhile. A second tick() of the same
+    tracker from another thread raises RuntimeError; other threads must not
+    mutate its table or use its scratch arena meanwhile (reading the views
+    is safe: the memory stays valid, values may be mid-update).
     """
 
     def __cinit__(self, config=None, *, Arena scratch=None, **overrides):
@@ -909,8 +911,14 @@ cdef class Tracker:
             over = k - self.engine.max_detections
             k = self.engine.max_detections
         data = <const double*>cnp.PyArray_DATA(detections)
-        with nogil:
-            rc = dod_tracker_tick(&self.engine, data, k, dt, &self.scratch.arena)
+        if self._busy:
+            raise RuntimeError("a tick of this tracker is already running in another thread")
+        self._busy = True
+        try:
+            with nogil:
+                rc = dod_tracker_tick(&self.engine, data, k, dt, &self.scratch.arena)
+        finally:
+            self._busy = False
         if rc != 0:
             raise MemoryError(
                 f"the scratch arena ({self.scratch.available} bytes available) cannot hold this "
