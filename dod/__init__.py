@@ -29,6 +29,7 @@ _EXPORTS = {
     "SegFit": "dod.segfit",
     "Pool": "dod.pool",
     "FreeList": "dod.freelist",
+    "Loop": "dod.loop",
     "Resource": "dod.resource",
     "AtomicArena": "dod.atomic_arena",
     "ThreadCache": "dod.atomic_arena",

@@ -1,0 +1,201 @@
+"""asv: the dod tracker against the numpy reference tracker, same run.
+
+Goals (issue 5): N = 1,000 median tick <= 0.5 ms, p99 <= 1 ms, >= 5x the
+reference; N = 10,000 p99 <= 10 ms; zero allocations per tick.
+
+time_tick times one tick of a tracker warmed on the scenario's first scans
+(number = 1: setup re-warms before every sample, so every sample is the same
+steady-state tick). track_* report medians/p99 over a window of ticks timed
+with perf_counter_ns, the reference/dod ratio, and allocations per tick.
+Skipped (NotImplementedError) on commits without dod.tracker.
+"""
+import gc
+import time
+import tracemalloc
+
+try:
+    import numpy as np
+
+    from dod.tracker import ReferenceTracker, Tracker, TrackerConfig
+    from dod.tracker.scenario import generate
+except ImportError:         # an older commit: nothing to measure
+    Tracker = None
+
+WARMUP = 40
+
+
+def _need():
+    if Tracker is None:
+        raise NotImplementedError("dod.tracker not in this commit")
+
+
+def _scenario(n, scans):
+    sc = generate(n, scans, seed=0, pd=0.9)
+    cfg = TrackerConfig(capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64))
+    return sc, cfg
+
+
+def _warm(make, cfg, sc, upto):
+    t = make(cfg)
+    for z in sc.detections[:upto]:
+        t.tick(z, sc.dt)
+    return t
+
+
+def _window(t, sc, start, count):
+    """Wall-clock ms per tick (and the thread CPU ms: the work without preemption)."""
+    ms, cpu = [], []
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        for z in sc.detections[start:start + count]:
+            c0 = time.thread_time_ns()
+            t0 = time.perf_counter_ns()
+            t.tick(z, sc.dt)
+            ms.append((time.perf_counter_ns() - t0) / 1e6)
+            cpu.append((time.thread_time_ns() - c0) / 1e6)
+    finally:
+        if gc_was:
+            gc.enable()
+    return np.array(ms), np.array(cpu)
+
+
+class TrackerTick:
+    """One steady-state tick: dod and the reference, N targets, clutter 0.2 N, Pd 0.9."""
+
+    params = ([10, 100, 1000, 10000], ["dod", "reference"])
+    param_names = ["n", "tracker"]
+    number = 1
+    repeat = 15
+    warmup_time = 0
+    timeout = 300
+
+    def setup(self, n, which):
+        _need()
+        if which == "reference" and n > 1000:
+            raise NotImplementedError("reference at N=10000 takes minutes of setup")
+        self.sc, cfg = _scenario(n, WARMUP + 1)
+        make = Tracker if which == "dod" else ReferenceTracker
+        self.t = _warm(make, cfg, self.sc, WARMUP)
+        self.z = self.sc.detections[WARMUP]
+
+    def time_tick(self, n, which):
+        self.t.tick(self.z, self.sc.dt)
+
+
+class TrackerWindow:
+    """Median and p99 tick (ms) over a window of consecutive steady-state ticks."""
+
+    params = [100, 1000, 10000]
+    param_names = ["n"]
+    timeout = 600
+    COUNT = 100
+
+    def setup_cache(self):
+        if Tracker is None:     # setup() skips; raising here would print a traceback
+            return {"missing": True}
+        out = {}
+        for n in self.params:
+            sc, cfg = _scenario(n, WARMUP + self.COUNT)
+            t = _warm(Tracker, cfg, sc, WARMUP)
+            dod, cpu = _window(t, sc, WARMUP, self.COUNT)
+            out[n] = (float(np.median(dod)), float(np.percentile(dod, 99)),
+                      float(np.percentile(cpu, 99)))
+        return out
+
+    def setup(self, data, n):
+        _need()
+
+    def track_median_ms(self, data, n):
+        return data[n][0]
+    track_median_ms.unit = "ms"
+
+    def track_p99_ms(self, data, n):
+        return data[n][1]
+    track_p99_ms.unit = "ms"
+
+    def track_p99_cpu_ms(self, data, n):
+        """p99 of the thread CPU time per tick: the work, without preemption."""
+        return data[n][2]
+    track_p99_cpu_ms.unit = "ms"
+
+
+
+class TrackerSpeedup:
+    """Reference median / dod median over the same steady-state window (goal >= 5x at N=1000)."""
+
+    params = [100, 1000]
+    param_names = ["n"]
+    timeout = 600
+    COUNT = 40
+
+    def setup_cache(self):
+        if Tracker is None:
+            return {"missing": True}
+        out = {}
+        for n in self.params:
+            sc, cfg = _scenario(n, WARMUP + self.COUNT)
+            dod = _window(_warm(Tracker, cfg, sc, WARMUP), sc, WARMUP, self.COUNT)[0]
+            ref = _window(_warm(ReferenceTracker, cfg, sc, WARMUP), sc, WARMUP, self.COUNT)[0]
+            out[n] = float(np.median(ref)) / float(np.median(dod))
+        return out
+
+    def setup(self, data, n):
+        _need()
+
+    def track_speedup_vs_reference(self, data, n):
+        return data[n]
+    track_speedup_vs_reference.unit = "x"
+
+
+class TrackerAllocations:
+    """Allocations per tick in steady state (goal: 0)."""
+
+    def setup(self):
+        _need()
+        self.sc, cfg = _scenario(100, WARMUP + 300)
+        self.t = _warm(Tracker, cfg, self.sc, WARMUP)
+
+    def track_blocks_per_tick(self):
+        import sys
+
+        scans = self.sc.detections[WARMUP:]
+        tick, dt = self.t.tick, self.sc.dt
+        for z in scans:                 # a first pass: one-time effects settle
+            tick(z, dt)
+
+        def blocks(body):
+            b0 = sys.getallocatedblocks()
+            body()
+            return sys.getallocatedblocks() - b0
+
+        def empty():
+            for z in scans:
+                pass
+
+        def ticks():
+            for z in scans:
+                tick(z, dt)
+
+        # The same measurement around an empty loop: its own objects cancel out.
+        return (blocks(ticks) - blocks(empty)) / len(scans)
+    track_blocks_per_tick.unit = "blocks"
+
+    def track_ticks_that_allocate(self):
+        """Ticks (of 300) during which the traced peak rose: transient allocations too."""
+        scans = self.sc.detections[WARMUP:]
+        t = self.t
+        rising = 0
+        tracemalloc.start()
+        try:
+            for i, z in enumerate(scans):
+                cur, _ = tracemalloc.get_traced_memory()
+                tracemalloc.reset_peak()
+                t.tick(z, self.sc.dt)
+                _, peak = tracemalloc.get_traced_memory()
+                if i >= 2 and peak > cur:
+                    rising += 1
+        finally:
+            tracemalloc.stop()
+        return rising
+    track_ticks_that_allocate.unit = "ticks"

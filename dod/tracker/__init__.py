@@ -1,0 +1,33 @@
+"""dod.tracker: a 50 Hz multi-target tracker built on dod's arenas.
+
+A constant-velocity Kalman tracker (2-D or 3-D) with Mahalanobis gating over
+a spatial index, exact global-nearest-neighbour assignment per cluster,
+M-of-N confirmation and miss-count deletion. One call per scan crosses into
+nogil Cython and allocates nothing.
+
+    from dod.tracker import Tracker, TrackerConfig
+    t = Tracker(TrackerConfig(dim=2, r=1.0, q=1.0))
+    t.tick(detections, dt=0.02)          # detections: float64 (k, 2)
+    t.ids, t.positions, t.states         # read-only views of the live rows
+    t.table                              # the tracks: a dod.table.Table (handles, Arrow)
+
+Also here: :mod:`dod.tracker.reference` (the same tracker in numpy: the
+oracle and baseline), :mod:`dod.tracker.scenario` (seeded scenarios) and
+:mod:`dod.tracker.metrics` (GOSPA, OSPA, MOTA/IDF1 via py-motmetrics).
+"""
+from dod.tracker.config import TrackerConfig, chi2_ppf
+
+__all__ = ["Tracker", "TrackerConfig", "ReferenceTracker", "chi2_ppf", "solve_assignment",
+           "track_schema", "scratch_bytes"]
+
+
+def __getattr__(name):
+    if name in ("Tracker", "solve_assignment", "track_schema", "scratch_bytes"):
+        from dod.tracker import _engine
+
+        return getattr(_engine, name)
+    if name == "ReferenceTracker":
+        from dod.tracker.reference import ReferenceTracker
+
+        return ReferenceTracker
+    raise AttributeError(f"module 'dod.tracker' has no attribute {name!r}")

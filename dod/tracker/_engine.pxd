@@ -1,0 +1,95 @@
+# dod/tracker/_engine.pxd: the tracker's engine: the track columns, the
+# parameters, the per-tick counters, and the owner class. cimport it to run a
+# tick from your own nogil code:
+#
+#     from dod.tracker._engine cimport Tracker, dod_tracker_tick
+#     with nogil:
+#         rc = dod_tracker_tick(&t.engine, dets, n_dets, dt, &scratch.arena)
+#
+# Storage: the tracks are the rows of a dod Table (dod/table.pxd), columns
+# id, x, P, hits, misses, age, history, state; `cols` caches their base
+# pointers (table columns never move) and the live count is table.count.
+#
+# Invariants
+#   * Rows [0, table.count) are live tracks, packed (removal swaps the last
+#     row in: dod_table_remove_row). ZII: an all-zero row is "no track" (id 0,
+#     state NONE, zero covariance), which is what a stale handle's lookup
+#     reads (the table's nil row). A birth inserts a zeroed row
+#     (dod_table_insert) and writes only the fields it sets.
+#   * A live row has id > 0 (unique, increasing with birth order), state
+#     TENTATIVE or CONFIRMED, and a symmetric positive-definite covariance
+#     (births set it explicitly: a zero covariance would mean certainty).
+#   * history bit 0 is the latest scan (1: detected), bit k the scan k ago.
+#
+# Engine contract (checks the caller owns): `dets` holds n_dets * dim finite
+# or non-finite doubles (non-finite rows are dropped and counted); n_dets <=
+# max_detections; dt is finite and > 0; `scratch` is not used by anyone else
+# during the call. Return 0, or -1 when the scratch arena cannot hold the
+# tick's fixed-size temporaries: then nothing changed.
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
+
+from dod.arena cimport dod_arena, Arena
+from dod.table cimport dod_table, Table
+
+cdef enum:
+    DOD_TRACK_NONE = 0
+    DOD_TRACK_TENTATIVE = 1
+    DOD_TRACK_CONFIRMED = 2
+
+
+ctypedef struct dod_track_cols:
+    uint64_t* id            # [capacity]        0: no track
+    double* x               # [capacity, n]     position then velocity
+    double* P               # [capacity, n, n]  covariance
+    uint32_t* hits          # [capacity]        scans with a detection
+    uint32_t* misses        # [capacity]        consecutive scans without one
+    uint32_t* age           # [capacity]        scans since birth (1 at birth)
+    uint32_t* history       # [capacity]        detection bits, latest in bit 0
+    uint8_t* state          # [capacity]        DOD_TRACK_*
+
+
+ctypedef struct dod_tick_counts:
+    size_t detections       # valid detections used this scan
+    size_t invalid          # rows with NaN/inf, dropped
+    size_t overflow         # rows beyond max_detections, dropped (overflow="drop")
+    size_t associations     # track-detection pairs updated
+    size_t births
+    size_t births_dropped   # births refused: table full
+    size_t deaths
+    size_t confirmed        # confirmed tracks after the scan
+    size_t tentative        # tentative tracks after the scan
+    size_t pairs            # gated pairs (both stages)
+    size_t pairs_dropped    # gated pairs beyond the pair buffer
+    size_t clusters         # clusters solved (single pairs included)
+    size_t largest_cluster  # pairs in the largest cluster
+    size_t greedy_clusters  # clusters solved greedily: above max_cluster, or no scratch for the matrix
+
+
+ctypedef struct dod_tracker:
+    dod_table* table        # the track table (rows 0 .. table.count - 1 live)
+    dod_track_cols cols     # its column base pointers
+    size_t max_detections
+    int dim                 # 2 or 3
+    int n                   # 2 * dim
+    double q, r, v0, gate
+    uint32_t confirm_m, confirm_n, max_misses
+    uint32_t max_cluster    # clusters with more tracks or detections go greedy (0: never)
+    uint64_t next_id        # id of the next birth (starts at 1)
+    dod_tick_counts last    # counters of the latest tick
+    uint64_t scans          # ticks run
+
+
+cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, double dt,
+                          dod_arena* scratch) noexcept nogil
+cdef int dod_lsa(int nr, int nc, const double* cost, int* col4row, dod_arena* a) noexcept nogil
+
+
+cdef class Tracker:
+    cdef dod_tracker engine
+    cdef readonly Table table           # the tracks: one row each
+    cdef readonly Arena scratch         # per-tick temporaries (mark/rewind each tick)
+    cdef readonly object config
+    cdef size_t _overflow_drop
+    cdef bint _busy                     # a tick is running (set and read with the GIL held)
+
+    cdef object _view(self, str name)

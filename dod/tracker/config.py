@@ -1,0 +1,142 @@
+"""Tracker configuration, shared by the dod tracker and the numpy reference.
+
+Both trackers read the same :class:`TrackerConfig`, so a test or benchmark
+that runs both compares the same model, gates and track management.
+"""
+import math
+from dataclasses import dataclass
+
+
+def _gammainc_lower(a, x):
+    """Regularised lower incomplete gamma P(a, x) (series / continued fraction)."""
+    if x <= 0.0:
+        return 0.0
+    lg = math.lgamma(a)
+    if x < a + 1.0:
+        term = total = 1.0 / a
+        ap = a
+        for _ in range(10000):
+            ap += 1.0
+            term *= x / ap
+            total += term
+            if abs(term) < abs(total) * 1e-16:
+                break
+        return total * math.exp(-x + a * math.log(x) - lg)
+    # Lentz's continued fraction for Q(a, x).
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c = 1.0 / tiny
+    d = 1.0 / b
+    h = d
+    for i in range(1, 10000):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1.0 / d
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-16:
+            break
+    return 1.0 - math.exp(-x + a * math.log(x) - lg) * h
+
+
+def chi2_cdf(x, df):
+    """CDF of the chi-square distribution with `df` degrees of freedom."""
+    return _gammainc_lower(df / 2.0, x / 2.0)
+
+
+def chi2_ppf(p, df):
+    """Quantile of the chi-square distribution (no scipy): bisection on chi2_cdf.
+
+    Raises ValueError unless 0 < p < 1 and df > 0.
+    """
+    if not (0.0 < p < 1.0):
+        raise ValueError(f"probability must be in (0, 1), not {p!r}")
+    if not df > 0:
+        raise ValueError("df must be positive")
+    if df == 2:
+        return -2.0 * math.log1p(-p)        # closed form
+    lo, hi = 0.0, max(1.0, 2.0 * df)
+    while chi2_cdf(hi, df) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if chi2_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-13 * hi:
+            break
+    return 0.5 * (lo + hi)
+
+
+@dataclass(frozen=True)
+class TrackerConfig:
+    """Model, gating and track management of a constant-velocity tracker.
+
+    dim : 2 or 3 spatial dimensions; the state is (position, velocity).
+    q : process noise, white-acceleration spectral density (m^2/s^3).
+    r : measurement noise standard deviation per axis (m).
+    v0 : velocity standard deviation of a newborn track (m/s).
+    gate_probability : probability mass of the Mahalanobis gate; the gate is
+        the chi-square quantile with `dim` degrees of freedom.
+    confirm_m, confirm_n : a tentative track is confirmed once it was
+        detected in M of its last N scans, and deleted when N scans passed
+        without that (N <= 32).
+    max_misses : a confirmed track is deleted after this many consecutive
+        scans without a detection.
+    capacity : most tracks held at once; births beyond it are dropped and
+        counted.
+    max_detections : most detections per scan (sizes the scratch memory).
+    overflow : "error" (a scan with more detections raises ValueError before
+        any state changes) or "drop" (the first max_detections are used, the
+        rest counted in ``overflow``).
+    max_cluster : 0 (default): every cluster is solved exactly. Otherwise a
+        cluster with more than this many tracks or detections is solved
+        greedily (cheapest free pair first), bounding the worst-case tick
+        (exact assignment is cubic in the cluster size); counted in
+        ``greedy_clusters``. The numpy reference always solves exactly.
+    """
+
+    dim: int = 2
+    q: float = 1.0
+    r: float = 1.0
+    v0: float = 10.0
+    gate_probability: float = 0.999
+    confirm_m: int = 3
+    confirm_n: int = 5
+    max_misses: int = 5
+    capacity: int = 20000
+    max_detections: int = 30000
+    overflow: str = "error"
+    max_cluster: int = 0
+
+    def __post_init__(self):
+        if self.dim not in (2, 3):
+            raise ValueError(f"dim must be 2 or 3, not {self.dim!r}")
+        for name in ("q", "r", "v0"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a positive finite number, not {v!r}")
+        if not (0.0 < self.gate_probability < 1.0):
+            raise ValueError("gate_probability must be in (0, 1)")
+        if not (1 <= self.confirm_m <= self.confirm_n <= 32):
+            raise ValueError("need 1 <= confirm_m <= confirm_n <= 32")
+        if self.max_misses < 1:
+            raise ValueError("max_misses must be >= 1")
+        if not (1 <= self.capacity <= 1 << 24):
+            raise ValueError("capacity must be in [1, 2**24]")
+        if not (1 <= self.max_detections <= 1 << 24):
+            raise ValueError("max_detections must be in [1, 2**24]")
+        if not (0 <= self.max_cluster < 1 << 31):
+            raise ValueError("max_cluster must be >= 0 (0: always exact)")
+        if self.overflow not in ("error", "drop"):
+            raise ValueError("overflow must be 'error' or 'drop'")
+
+    @property
+    def gate(self):
+        """The gate: squared Mahalanobis distance threshold."""
+        return chi2_ppf(self.gate_probability, self.dim)

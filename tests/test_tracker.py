@@ -1,0 +1,499 @@
+"""dod.tracker.Tracker against the numpy reference, accuracy, bad input, allocations."""
+import itertools
+import sys
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from dod.arena import Arena
+from dod.tracker import ReferenceTracker, Tracker, TrackerConfig
+from dod.tracker.metrics import gospa, mot_metrics, ospa, run_tracker, scenario_gospa
+from dod.tracker.scenario import generate
+
+
+def _by_id(ids, pos):
+    o = np.argsort(ids)
+    return np.asarray(ids)[o], np.asarray(pos)[o]
+
+
+def _assert_same_tracks(fast, ref, tol=1e-6):
+    fi, fp = _by_id(*fast.confirmed_tracks())
+    ri, rp = _by_id(*ref.confirmed_tracks())
+    assert np.array_equal(fi, ri)
+    np.testing.assert_allclose(fp, rp, atol=tol, rtol=0)
+    # all live rows, tentative included
+    assert np.array_equal(np.sort(fast.ids), np.sort(ref.ids))
+
+
+@pytest.mark.parametrize("dim,n,seed", [(2, 60, 1), (2, 150, 2), (3, 60, 3)])
+def test_fast_and_reference_agree_on_seeded_scenarios(dim, n, seed):
+    sc = generate(n, 120, dim=dim, seed=seed, crossing=0.2)
+    cfg = TrackerConfig(dim=dim)
+    fast, ref = Tracker(cfg), ReferenceTracker(cfg)
+    for z, dt in sc:
+        fast.tick(z, dt)
+        ref.tick(z, dt)
+        _assert_same_tracks(fast, ref)
+        cf, cr = fast.counts(), ref.counts()
+        for key in ("detections", "associations", "births", "deaths", "confirmed", "tentative",
+                    "pairs", "clusters", "largest_cluster"):
+            assert cf[key] == cr[key], key
+
+
+def test_fast_and_reference_agree_in_dense_clusters():
+    # Targets 6 m apart with 1 m noise: many multi-track clusters, exact
+    # assignment decides; confirmed tracks compete with tentative ones.
+    sc = generate(80, 80, spacing=6.0, seed=11, speed=(1.0, 3.0), clutter=30)
+    cfg = TrackerConfig()
+    fast, ref = Tracker(cfg), ReferenceTracker(cfg)
+    largest = 0
+    for z, dt in sc:
+        fast.tick(z, dt)
+        ref.tick(z, dt)
+        _assert_same_tracks(fast, ref)
+        assert fast.counts()["associations"] == ref.counts()["associations"]
+        largest = max(largest, fast.counts()["largest_cluster"])
+    assert largest >= 4
+    assert fast.counts()["greedy_clusters"] == 0
+
+
+def test_accuracy_at_100_targets():
+    pytest.importorskip("motmetrics")
+    sc = generate(100, 200, seed=3)
+    est_fast = run_tracker(Tracker(), sc)
+    est_ref = run_tracker(ReferenceTracker(), sc)
+    m = mot_metrics(sc, est_fast)
+    assert m["mota"] >= 0.9
+    assert m["idf1"] >= 0.9
+    g_fast = scenario_gospa(sc, est_fast)
+    g_ref = scenario_gospa(sc, est_ref)
+    assert abs(g_fast - g_ref) <= 0.02 * g_ref
+    # and the tracker is much better than reporting nothing
+    assert g_fast < 0.5 * scenario_gospa(sc, [(np.zeros(0), np.zeros((0, 2)))] * sc.scans)
+
+
+def _gospa_brute(X, Y, c, p):
+    X, Y = list(map(tuple, X)), list(map(tuple, Y))
+    best = np.inf
+    m, n = len(X), len(Y)
+    # every partial injection X -> Y (None: unassigned)
+    for choice in itertools.product(*[[None] + list(range(n))] * m):
+        used = [j for j in choice if j is not None]
+        if len(used) != len(set(used)):
+            continue
+        cost = 0.0
+        k = 0
+        for i, j in enumerate(choice):
+            if j is None:
+                continue
+            d = np.linalg.norm(np.subtract(X[i], Y[j]))
+            if d >= c:
+                cost = np.inf
+                break
+            cost += d**p
+            k += 1
+        cost += c**p / 2 * (m + n - 2 * k)
+        best = min(best, cost)
+    return best ** (1 / p)
+
+
+def _ospa_brute(X, Y, c, p):
+    if len(X) > len(Y):
+        X, Y = Y, X
+    m, n = len(X), len(Y)
+    if n == 0:
+        return 0.0
+    best = np.inf
+    for perm in itertools.permutations(range(n), m):
+        s = sum(min(np.linalg.norm(np.subtract(X[i], Y[j])), c) ** p for i, j in enumerate(perm))
+        best = min(best, s)
+    return ((best + c**p * (n - m)) / n) ** (1 / p)
+
+
+def test_gospa_and_ospa_against_brute_force():
+    rng = np.random.default_rng(8)
+    for _ in range(150):
+        m, n = rng.integers(0, 5, size=2)
+        X = rng.uniform(0, 20, size=(m, 2))
+        Y = rng.uniform(0, 20, size=(n, 2))
+        c = float(rng.uniform(1, 15))
+        p = float(rng.choice([1.0, 2.0, 3.0]))
+        assert gospa(X, Y, c, p) == pytest.approx(_gospa_brute(X, Y, c, p), rel=1e-9, abs=1e-12)
+        assert ospa(X, Y, c, p) == pytest.approx(_ospa_brute(X, Y, c, p), rel=1e-9, abs=1e-12)
+
+
+def test_gospa_decomposition_and_metric_properties():
+    X = np.array([[0.0, 0.0], [10.0, 0.0], [50.0, 50.0]])
+    Y = np.array([[0.0, 1.0], [10.0, 2.0], [100.0, 100.0], [200.0, 0.0]])
+    g, loc, missed, false = gospa(X, Y, c=5.0, p=2.0, details=True)
+    assert (missed, false) == (1, 2)
+    assert loc == pytest.approx(1.0 + 4.0)
+    assert g == pytest.approx((5.0 + 25.0 / 2 * 3) ** 0.5)
+    assert gospa(X, X) == 0.0 and ospa(X, X) == 0.0
+    assert gospa(X, Y) == pytest.approx(gospa(Y, X))
+    assert ospa(np.zeros((0, 2)), np.zeros((0, 2))) == 0.0
+    assert ospa(X, np.zeros((0, 2)), c=7.0) == pytest.approx(7.0)
+
+
+# ---------------------------------------------------------------- bad input and policies
+
+def _snapshot(t):
+    return {k: v.copy() for k, v in t.columns().items()} | {"count": t.count}
+
+
+def _same_snapshot(a, b):
+    assert a["count"] == b["count"]
+    for k in a:
+        if k != "count":
+            assert np.array_equal(a[k], b[k]), k
+
+
+def test_non_finite_detections_are_dropped_and_counted():
+    sc = generate(30, 40, seed=4)
+    clean, dirty = Tracker(), Tracker()
+    rng = np.random.default_rng(0)
+    for z, dt in sc:
+        bad = np.full((3, 2), np.nan)
+        bad[1] = [np.inf, 0.0]
+        bad[2] = [0.0, -np.inf]
+        zz = np.concatenate([bad[:1], z, bad[1:]])
+        zz = zz[rng.permutation(len(zz))]
+        # Same valid rows in the same order as the clean scan.
+        valid = np.isfinite(zz).all(axis=1)
+        clean.tick(np.ascontiguousarray(zz[valid]), dt)
+        dirty.tick(np.ascontiguousarray(zz), dt)
+        assert dirty.counts()["invalid"] == 3
+        assert clean.counts()["invalid"] == 0
+        _same_snapshot(_snapshot(clean), _snapshot(dirty))
+        assert np.isfinite(dirty.column("x")).all() and np.isfinite(dirty.column("P")).all()
+
+
+def test_wrong_input_raises_before_anything_changes():
+    t = Tracker()
+    sc = generate(10, 5, seed=5)
+    for z, dt in sc:
+        t.tick(z, dt)
+    before = _snapshot(t)
+    z = sc.detections[0]
+    with pytest.raises(TypeError):
+        t.tick(z.astype(np.float32), 0.02)
+    with pytest.raises(ValueError):
+        t.tick(np.zeros((3, 3)), 0.02)
+    with pytest.raises(ValueError):
+        t.tick(np.zeros(6), 0.02)
+    with pytest.raises(ValueError):
+        t.tick(np.asfortranarray(np.zeros((4, 2)))[::2], 0.02)
+    with pytest.raises(TypeError):
+        t.tick([[0.0, 0.0]], 0.02)
+    with pytest.raises(TypeError):
+        t.tick(None, 0.02)
+    for dt in (0.0, -1.0, np.nan, np.inf):
+        with pytest.raises(ValueError):
+            t.tick(z, dt)
+    _same_snapshot(before, _snapshot(t))
+    t.tick(np.zeros((0, 2)), 0.02)          # an empty scan is fine
+    assert t.counts()["detections"] == 0
+
+
+def test_overflow_error_policy_changes_nothing():
+    t = Tracker(max_detections=50)
+    t.tick(np.zeros((10, 2)), 0.02)
+    before = _snapshot(t)
+    with pytest.raises(ValueError, match="max_detections"):
+        t.tick(np.random.default_rng(0).normal(size=(51, 2)), 0.02)
+    _same_snapshot(before, _snapshot(t))
+
+
+def test_overflow_drop_policy_uses_the_first_rows_and_counts():
+    rng = np.random.default_rng(1)
+    z = rng.uniform(0, 1000, size=(80, 2))
+    a = Tracker(max_detections=50, overflow="drop")
+    b = Tracker(max_detections=50)
+    a.tick(z, 0.02)
+    b.tick(np.ascontiguousarray(z[:50]), 0.02)
+    assert a.counts()["overflow"] == 30 and a.counts()["births"] == 50
+    _same_snapshot(_snapshot(a), _snapshot(b))
+
+
+def test_table_full_drops_births_and_counts():
+    t = Tracker(capacity=20)
+    z = np.random.default_rng(2).uniform(0, 1000, size=(35, 2))
+    t.tick(z, 0.02)
+    assert t.count == 20
+    assert t.counts()["births"] == 20 and t.counts()["births_dropped"] == 15
+
+
+def test_scratch_too_small_raises_memory_error_and_changes_nothing():
+    t = Tracker(scratch=Arena(4096))
+    t.tick(np.zeros((0, 2)), 0.02)          # nothing to hold: fits
+    with pytest.raises(MemoryError):
+        t.tick(np.random.default_rng(3).uniform(0, 100, size=(500, 2)), 0.02)
+    assert t.count == 0 and t.scans == 1
+    assert t.scratch.used == 0
+
+
+def test_births_write_only_what_they_set_and_covariances_stay_pd():
+    t = Tracker(capacity=400, r=2.0, v0=7.0)
+    z = np.array([[1.0, 2.0], [500.0, -40.0]])
+    t.tick(z, 0.02)
+    assert t.ids.tolist() == [1, 2]
+    assert t.positions.tolist() == z.tolist()
+    assert not t.velocities.any() and not t.column("misses").any()    # zeroed by the insert
+    assert t.column("hits").tolist() == [1, 1] and t.column("age").tolist() == [1, 1]
+    assert t.states.tolist() == [1, 1]
+    np.testing.assert_array_equal(t.covariances[0], np.diag([4.0, 4.0, 49.0, 49.0]))
+    sc = generate(40, 60, seed=6)
+    t = Tracker(capacity=400)
+    for z, dt in sc:
+        t.tick(z, dt)
+        assert (t.ids > 0).all() and len(set(t.ids.tolist())) == t.count
+        assert set(np.unique(t.states)) <= {1, 2}
+    P = t.covariances
+    assert np.array_equal(P, np.swapaxes(P, 1, 2))
+    assert np.linalg.eigvalsh(P).min() > 0
+    t.table.check()
+
+
+def test_handles_are_stable_and_dead_tracks_read_as_no_track():
+    sc = generate(20, 80, seed=12)
+    t = Tracker()
+    for z, dt in list(sc)[:10]:
+        t.tick(z, dt)
+    handles = t.handles()
+    ids = t.ids.copy()
+    for z, dt in list(sc)[10:]:
+        t.tick(z, dt)
+        live = [h in t.table for h in handles.tolist()]
+        for h, i, alive in zip(handles.tolist(), ids.tolist(), live):
+            if alive:                         # a live handle still names its track
+                assert t.ids[t.table.row(h)] == i
+    assert not all(h in t.table for h in handles.tolist())   # some tracks died
+
+
+def test_views_are_read_only_and_outlive_the_tracker():
+    t = Tracker()
+    t.tick(np.array([[1.0, 2.0]]), 0.02)
+    pos = t.positions
+    with pytest.raises(ValueError):
+        pos[0, 0] = 5.0
+    del t
+    assert pos.tolist() == [[1.0, 2.0]]
+
+
+def test_scratch_bytes_is_enough_for_a_full_worst_case_tick():
+    from dod.tracker import scratch_bytes
+
+    cfg = TrackerConfig(capacity=300, max_detections=400)
+    t = Tracker(cfg, scratch=Arena(scratch_bytes(cfg)))
+    rng = np.random.default_rng(4)
+    for _ in range(8):                  # fill the table, then a full scan against it
+        t.tick(rng.uniform(0, 50, size=(400, 2)), 0.02)
+    assert t.count == 300 and t.counts()["detections"] == 400
+
+
+def test_tracker_uses_a_loop_scratch_arena():
+    from dod.loop import Loop
+
+    sc = generate(20, 30, seed=7)
+    scans = iter(sc)
+    loop = Loop(lambda: tracker.tick(*next(scans)), rate=1e5, gc=None)
+    tracker = Tracker(scratch=loop.scratch)
+    ref = ReferenceTracker()
+    loop.run(30)
+    for z, dt in sc:
+        ref.tick(z, dt)
+    _assert_same_tracks(tracker, ref)
+    assert loop.scratch.used == 0 and loop.scratch.peak > 0
+
+
+# ---------------------------------------------------------------- allocations
+
+def test_zero_allocations_per_tick():
+    sc = generate(50, 300, seed=9)
+    scans = list(sc.detections)
+    dt = sc.dt
+    t = Tracker()
+    for z in scans[:100]:                       # warm up, reach steady state
+        t.tick(z, dt)
+    tick = t.tick
+    rounds = 12                                 # 2400 ticks
+    before = sys.getallocatedblocks()
+    for _ in range(rounds):
+        for z in scans[100:]:
+            tick(z, dt)
+    grew = sys.getallocatedblocks() - before
+    assert grew < 20, grew                      # not proportional to the 2400 ticks
+    tracemalloc.start()
+    try:
+        for z in scans[100:]:
+            tick(z, dt)
+        s1 = tracemalloc.take_snapshot()
+        for _ in range(5):
+            for z in scans[100:]:
+                tick(z, dt)
+        s2 = tracemalloc.take_snapshot()
+        peak_before = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    stats = s2.compare_to(s1, "lineno")
+    growth = sum(s.size_diff for s in stats if s.size_diff > 0)
+    assert growth < 2048, [str(s) for s in stats[:5]]
+    assert peak_before is not None
+
+
+def test_no_transient_allocation_inside_a_tick():
+    # Stronger than counting live blocks: the traced peak during a tick never
+    # rises above the traced memory before it, so the tick allocates nothing,
+    # not even objects it frees again.
+    sc = generate(50, 260, seed=10)
+    scans = list(sc.detections)
+    dt = sc.dt
+    t = Tracker()
+    tick = t.tick
+    for z in scans[:60]:
+        tick(z, dt)
+    tracemalloc.start()
+    try:
+        rises = []
+        for i, z in enumerate(scans[60:]):
+            cur, _ = tracemalloc.get_traced_memory()
+            tracemalloc.reset_peak()
+            tick(z, dt)
+            _, peak = tracemalloc.get_traced_memory()
+            if i >= 2:                         # the first rounds warm up tracemalloc itself
+                rises.append(peak - cur)
+    finally:
+        tracemalloc.stop()
+    assert max(rises) == 0, sorted(rises)[-5:]
+
+
+def test_cimport_tick(compile_cython):
+    mod = compile_cython(
+        """
+from libc.stdint cimport uint64_t
+from dod.tracker._engine cimport Tracker, dod_tracker_tick, DOD_TRACK_TENTATIVE
+from dod.table cimport dod_table_row, dod_table_cell
+
+def run(Tracker t, double[:, ::1] z, double dt):
+    cdef int rc
+    with nogil:
+        rc = dod_tracker_tick(&t.engine, &z[0, 0], z.shape[0], dt, &t.scratch.arena)
+    return rc, t.engine.table.count, t.engine.cols.state[0] == DOD_TRACK_TENTATIVE
+
+def track_id(Tracker t, uint64_t handle):
+    # A stale handle finds the nil row: id 0, no track (ZII).
+    cdef Py_ssize_t row = dod_table_row(t.engine.table, handle)
+    return (<uint64_t*>dod_table_cell(t.engine.table, t.table.column_index("id"), row))[0]
+"""
+    )
+    t = Tracker()
+    z = np.array([[1.0, 2.0], [30.0, 40.0]])
+    assert mod.run(t, z, 0.02) == (0, 2, True)
+    assert t.ids.tolist() == [1, 2]
+    h = int(t.handles()[1])
+    assert mod.track_id(t, h) == 2
+    for _ in range(5):        # track 2 gets no detection: tentative, it dies after N = 5 scans
+        assert mod.run(t, np.ascontiguousarray(z[:1]), 0.02)[0] == 0
+    assert h not in t.table
+    assert mod.track_id(t, h) == 0
+    assert t.ids.tolist() == [1] and t.states.tolist() == [2]
+
+
+def test_max_cluster_solves_large_clusters_greedily_and_validly():
+    sc = generate(80, 60, spacing=6.0, seed=11, speed=(1.0, 3.0), clutter=30)
+    exact, greedy = Tracker(), Tracker(max_cluster=1)
+    total_greedy = 0
+    for z, dt in sc:
+        exact.tick(z, dt)
+        greedy.tick(z, dt)
+        c = greedy.counts()
+        total_greedy += c["greedy_clusters"]
+        # every detection either updated one track or started one
+        assert c["associations"] + c["births"] + c["births_dropped"] == c["detections"]
+        assert c["associations"] <= c["pairs"]
+        assert exact.counts()["greedy_clusters"] == 0
+    assert total_greedy > 0
+    P = greedy.covariances
+    assert np.linalg.eigvalsh(P).min() > 0
+
+
+def test_read_counts_fills_without_allocating_and_matches_counts():
+    from dod.tracker._engine import COUNT_NAMES
+
+    sc = generate(30, 20, seed=13)
+    t = Tracker()
+    out = np.zeros(len(COUNT_NAMES), np.uint64)
+    for z, dt in sc:
+        t.tick(z, dt)
+    tracemalloc.start()
+    try:
+        cur, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        t.read_counts(out)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak == cur
+    assert dict(zip(COUNT_NAMES, out.tolist())) == t.counts()
+    with pytest.raises(TypeError):
+        t.read_counts(np.zeros(14, np.int64))
+    with pytest.raises(ValueError):
+        t.read_counts(np.zeros(3, np.uint64))
+
+
+@given(seed=st.integers(0, 2**32 - 1), dim=st.sampled_from([2, 3]),
+       n_targets=st.integers(0, 6), scans=st.integers(1, 25), spread=st.floats(2.0, 200.0))
+def test_fast_matches_reference_on_random_scan_sequences(seed, dim, n_targets, scans, spread):
+    # Random targets (some close together), random dt per scan, missed
+    # detections, clutter, NaN/inf rows: the two trackers agree after every scan.
+    rng = np.random.default_rng(seed)
+    cfg = TrackerConfig(dim=dim, confirm_m=2, confirm_n=3, max_misses=3, v0=5.0)
+    fast, ref = Tracker(cfg), ReferenceTracker(cfg)
+    pos = rng.uniform(0, spread, size=(n_targets, dim))
+    vel = rng.normal(scale=5.0, size=(n_targets, dim))
+    for _ in range(scans):
+        dt = float(rng.uniform(0.005, 0.5))
+        pos = pos + vel * dt
+        seen = pos[rng.random(n_targets) < 0.8]
+        z = seen + rng.normal(scale=cfg.r, size=seen.shape)
+        clutter = rng.uniform(0, spread, size=(int(rng.integers(0, 4)), dim))
+        z = np.concatenate([z, clutter])
+        if rng.random() < 0.3 and len(z):
+            z[int(rng.integers(len(z))), int(rng.integers(dim))] = rng.choice([np.nan, np.inf, -np.inf])
+        z = np.ascontiguousarray(z[rng.permutation(len(z))])
+        fast.tick(z, dt)
+        ref.tick(z, dt)
+        _assert_same_tracks(fast, ref)
+        cf, cr = fast.counts(), ref.counts()
+        for key in ("invalid", "associations", "births", "deaths", "confirmed", "pairs", "clusters"):
+            assert cf[key] == cr[key], key
+
+
+def test_concurrent_ticks_of_one_tracker_are_refused():
+    import threading
+
+    sc = generate(3000, 3, seed=14)           # ticks long enough to overlap
+    t = Tracker(capacity=20000, max_detections=8000)
+    errors, done = [], []
+
+    def worker():
+        try:
+            for _ in range(2000):              # until the two overlap (quickly, in practice)
+                if errors:
+                    break
+                for z, dt in sc:
+                    t.tick(z, dt)
+        except RuntimeError as e:
+            errors.append(e)
+        done.append(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(done) == 2
+    assert errors and "already running" in str(errors[0])
+    t.table.check()
