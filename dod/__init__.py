@@ -24,6 +24,8 @@ def get_include():
 _EXPORTS = {
     "Arena": "dod.arena",
     "Loop": "dod.loop",
+    "DeviceArena": "dod.cuda.device_arena",     # GPU (CuPy) features import CuPy on first use only
+    "PinnedArena": "dod.cuda.pinned_arena",
     "Resource": "dod.resource",
     "Schema": "dod.table",
     "Table": "dod.table",

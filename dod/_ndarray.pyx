@@ -10,7 +10,7 @@ from cpython.long cimport PyLong_Check
 from cpython.tuple cimport PyTuple_Check, PyTuple_GET_SIZE, PyTuple_GET_ITEM
 from cpython.ref cimport Py_INCREF
 from cpython.object cimport PyObject, PyTypeObject
-from cpython.number cimport PyNumber_Index
+from cpython.number cimport PyNumber_Index, PyNumber_AsSsize_t
 
 from dod._core cimport dod_is_pow2, dod_mul_overflow
 
@@ -42,7 +42,7 @@ cdef cnp.dtype _checked_dtype(object dtype):
 
 cdef cnp.dtype as_dtype(object dtype):
     """A validated dtype: no Python objects inside, itemsize > 0."""
-    if type(dtype) is cnp.dtype and not (<cnp.dtype>dtype).hasobject and (<cnp.dtype>dtype).itemsize:
+    if isinstance(dtype, cnp.dtype) and not (<cnp.dtype>dtype).hasobject and (<cnp.dtype>dtype).itemsize:
         return <cnp.dtype>dtype
     try:
         cached = _DTYPE_CACHE.get(dtype)
@@ -66,11 +66,9 @@ cdef size_t parse_alignment(object align, size_t default_align) except 0:
 
 
 cdef inline int _set_dim(dod_array_request* out, int i, object n) except -1:
-    cdef object v = n if PyLong_Check(n) else PyNumber_Index(n)
+    cdef Py_ssize_t v = PyNumber_AsSsize_t(n if PyLong_Check(n) else PyNumber_Index(n), OverflowError)
     if v < 0:
         raise ValueError(f"negative dimension {v} in shape")
-    if v > <object>_MAX_BYTES:
-        raise MemoryError(f"dimension {v} is larger than any array can be")
     out.dims[i] = <cnp.npy_intp>v
     return 0
 

@@ -32,7 +32,7 @@ from libc.string cimport memset
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_CONTIG
 from cpython.number cimport PyNumber_Index
 
-from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_poison
+from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_pad_for, dod_poison
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
                            dod_resource_deallocate, dod_pages_resource)
@@ -63,8 +63,11 @@ cdef void* dod_arena_push_slow(dod_arena* a, size_t size, size_t alignment) noex
     if a.upstream == NULL or a.block == NULL:
         a.failed += 1
         return NULL
-    # Worst-case padding at a 64-byte aligned block start.
-    if dod_add_overflow(size, alignment - 1 if alignment > _BLOCK_ALIGN else 0, &need):
+    # The size rounded to the grain, plus worst-case padding at a 64-byte
+    # aligned block start.
+    if (dod_add_overflow(size, DOD_ARENA_GRAIN - 1, &need)
+            or dod_add_overflow(need & ~(<size_t>DOD_ARENA_GRAIN - 1),
+                                alignment - 1 if alignment > _BLOCK_ALIGN else 0, &need)):
         a.failed += 1
         return NULL
     b = a.block.next
@@ -156,6 +159,9 @@ cdef class Mark:
     cdef readonly Arena arena
     cdef readonly size_t position
 
+    def __init__(self, *args, **kwargs):
+        raise TypeError("marks come from Arena.mark()")
+
     def __repr__(self):
         return f"<dod.arena.Mark position={self.position}>"
 
@@ -166,6 +172,9 @@ cdef class Scope:
     cdef Arena arena
     cdef size_t position
     cdef bint entered
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("scopes come from Arena.scope()")
 
     def __enter__(self):
         if self.entered:
@@ -214,7 +223,9 @@ cdef class Arena:
         Carve from this object's memory instead (``bytearray``, a numpy
         array, ``multiprocessing.shared_memory.SharedMemory.buf``...). It is
         kept alive (and locked against resizing) while the arena lives.
-        ``capacity``, if given, uses only its first bytes.
+        ``capacity``, if given, uses only its first bytes. The usable
+        capacity starts at the first 16-byte boundary and is a multiple of
+        16 (the grain every push is rounded to).
     growable : bool
         Fixed capacity by default: a request that does not fit fails. A
         growable arena chains further blocks (each at least twice the last)
@@ -230,7 +241,7 @@ cdef class Arena:
     """
 
     def __cinit__(self, capacity=None, *, buffer=None, bint growable=False, Resource resource=None):
-        cdef size_t cap = 0
+        cdef size_t cap = 0, skip, usable
         cdef void* region = NULL
         cdef const dod_resource* source = dod_pages_resource() if resource is None else &resource.resource
         if capacity is not None:
@@ -243,8 +254,10 @@ cdef class Arena:
         elif buffer is None:
             raise TypeError("Arena() needs a capacity or a buffer")
         if buffer is not None:
-            if PyObject_GetBuffer(buffer, &self._buffer, PyBUF_CONTIG) < 0:
-                raise TypeError("buffer must be writable and C-contiguous")   # pragma: no cover
+            try:
+                PyObject_GetBuffer(buffer, &self._buffer, PyBUF_CONTIG)
+            except (BufferError, TypeError, ValueError) as e:
+                raise TypeError(f"buffer must be a writable, contiguous buffer: {e}") from e
             self._has_buffer = True
             if capacity is None:
                 cap = <size_t>self._buffer.len
@@ -255,16 +268,23 @@ cdef class Arena:
             region = self._buffer.buf
             self._first.size = 0
         else:
+            cap = (cap + DOD_ARENA_GRAIN - 1) & ~(<size_t>DOD_ARENA_GRAIN - 1)
             with nogil:
                 region = dod_resource_allocate(source, cap, _BLOCK_ALIGN)
             if region == NULL:
                 raise MemoryError(f"could not obtain {cap} bytes for an arena")
+            self._region = region
             self._first_source = source
             self._first.size = cap
-        self._first.base = <char*>region
-        self._first.capacity = cap
-        self.arena.base = <char*>region
-        self.arena.capacity = cap
+        # Keep the grain invariant: base 16-aligned, capacity a multiple of 16.
+        skip = dod_pad_for(<uintptr_t>region, DOD_ARENA_GRAIN)
+        if cap < skip + DOD_ARENA_GRAIN:
+            raise ValueError(f"buffer too small for an arena ({cap} bytes, at least {skip + DOD_ARENA_GRAIN} needed here)")
+        usable = (cap - skip) & ~(<size_t>DOD_ARENA_GRAIN - 1)
+        self._first.base = <char*>region + skip
+        self._first.capacity = usable
+        self.arena.base = self._first.base
+        self.arena.capacity = usable
         self.arena.block = &self._first
         self.growable_ = growable
         if growable:
@@ -283,8 +303,8 @@ cdef class Arena:
             b = nxt
         if self._has_buffer:
             PyBuffer_Release(&self._buffer)
-        elif self._first.base != NULL:
-            dod_resource_deallocate(self._first_source, self._first.base, self._first.size, _BLOCK_ALIGN)
+        elif self._region != NULL:
+            dod_resource_deallocate(self._first_source, self._region, self._first.size, _BLOCK_ALIGN)
 
     # -------------------------------------------------------- leases
 
