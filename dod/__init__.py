@@ -23,9 +23,11 @@ def get_include():
 # program does not use.
 _EXPORTS = {
     "Arena": "dod.arena",
-    "Loop": "dod.loop",
     "DeviceArena": "dod.cuda.device_arena",     # GPU (CuPy) features import CuPy on first use only
     "PinnedArena": "dod.cuda.pinned_arena",
+    "LockFreePool": "dod.lfpool",
+    "SegFit": "dod.segfit",
+    "Loop": "dod.loop",
     "Resource": "dod.resource",
     "Schema": "dod.table",
     "Table": "dod.table",

@@ -21,8 +21,11 @@ Cyclic GC policy
     ``gc="freeze"`` (default) runs ``gc.freeze()`` and ``gc.disable()`` when the
     loop starts, and ``gc.unfreeze()`` and the previous enabled state when it
     ends, on any exit (an exception from the step or the scratch reset, a
-    KeyboardInterrupt, :meth:`Loop.stop`). ``gc="disable"`` only disables;
-    ``gc=None`` leaves the collector alone.
+    KeyboardInterrupt, :meth:`Loop.stop`). If the program had already frozen
+    objects (``gc.get_freeze_count() > 0``), the loop does not freeze (an
+    unfreeze would release the program's frozen objects too) and only
+    disables. ``gc="disable"`` only disables; ``gc=None`` leaves the
+    collector alone.
 
 Scratch
     The scratch arena is reset after every step. By default the reset is
@@ -71,19 +74,21 @@ cdef inline int64_t _mono_ns() noexcept nogil:
     return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
 
 
-cdef inline void _sleep_abs(int64_t t, int64_t spin_ns) noexcept nogil:
-    """Sleep until monotonic time t (ns); spin for the last spin_ns."""
+cdef inline bint _sleep_abs(int64_t t, int64_t spin_ns) noexcept nogil:
+    """Sleep until monotonic time t (ns), spinning for the last spin_ns.
+    False when a signal interrupted the sleep (the caller checks for it and
+    sleeps again)."""
     cdef timespec ts
     cdef int64_t wake = t - spin_ns
-    cdef int rc
     if _mono_ns() < wake:
         ts.tv_sec = <time_t>(wake // 1000000000)
         ts.tv_nsec = <long>(wake % 1000000000)
-        # EINTR: a signal arrived; return so the caller can check for it.
-        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)
+        if clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR:
+            return False
     if spin_ns > 0:
         while _mono_ns() < t:
             pass
+    return True
 
 
 def monotonic_ns():
@@ -218,10 +223,13 @@ cdef class Loop:
         if self.clock is not None:
             self.clock.sleep_until(t)
             return 0
-        with nogil:
-            _sleep_abs(t, self.spin_ns)
-        # A signal (Ctrl-C) interrupts the sleep; raise it here.
-        PyErr_CheckSignals()
+        cdef bint done = False
+        while not done:
+            with nogil:
+                done = _sleep_abs(t, self.spin_ns)
+            # A signal interrupts the sleep: run its Python handler here (Ctrl-C
+            # raises KeyboardInterrupt), then sleep on if it did not raise.
+            PyErr_CheckSignals()
         return 0
 
     @property
@@ -263,11 +271,14 @@ cdef class Loop:
                 raise ValueError("duration must be >= 0")
             t_limit = <int64_t>(duration * 1e9)
         was_enabled = _gc.isenabled()
+        # unfreeze() cannot tell our frozen objects from the caller's: freeze
+        # (and unfreeze afterwards) only when nothing was frozen before.
         froze = False
+        freeze = self.gc_mode == "freeze" and _gc.get_freeze_count() == 0
         self.running = True
         self.stop_requested = False
         try:
-            if self.gc_mode == "freeze":
+            if freeze:
                 _gc.freeze()
                 froze = True
             if self.gc_mode is not None:

@@ -29,8 +29,12 @@
 #   * For a live row r: slot_row[row_slot[r]] == r.
 #   * A free slot's slot_row entry is DOD_TABLE_FREE | next free slot (0 ends
 #     the list), which is >= count, so one compare rejects it.
-#   * Slots 1..slots_used have been handed out at least once; the others
-#     were never used (their generation is set on first use, to gen_base).
+#   * Slots 1..slots_used are live or on the free list; slots above it are
+#     taken in order when the free list is empty. Slots 1..slots_high have
+#     been handed out at least once and keep their generation; a slot above
+#     slots_high gets gen_base on first use. clear() empties the free list
+#     and sets slots_used to 0, so the next inserts take slots 1, 2, 3...
+#     in order (no free-list chase) with their generations moved on.
 #   * A handle is (generation << 32) | slot. Removing a row increments its
 #     slot's generation, so every handle to it becomes stale. Generations wrap
 #     after 2**32 reuses of one slot (a stale handle that old would alias).
@@ -87,12 +91,13 @@ ctypedef struct dod_table:
     dod_index* slot_row       # sparse side [0, capacity]: row of a live slot, or FREE | next free
     dod_generation* slot_gen  # generation of each slot [0, capacity]
     dod_index free_head       # first free slot (0: none; take a never-used one)
-    dod_index slots_used      # slots 1..slots_used have been used at least once
+    dod_index slots_used      # slots 1..slots_used are live or free-listed
     dod_generation gen_base   # generation a slot starts with (per-table)
     size_t peak               # highest count, folded in at remove/clear
     size_t inserts            # successful inserts since creation
     size_t removes            # rows removed since creation (clear included)
     size_t failed             # inserts refused because the table was full
+    dod_index slots_high      # slots 1..slots_high have been used at least once (>= slots_used)
 
 
 # Slow paths: named functions in table.pyx.
@@ -151,7 +156,9 @@ cdef inline dod_handle dod_table_insert_uninit(dod_table* t) noexcept nogil:
     else:
         t.slots_used += 1
         slot = t.slots_used
-        t.slot_gen[slot] = t.gen_base
+        if slot > t.slots_high:
+            t.slots_high = slot
+            t.slot_gen[slot] = t.gen_base
     t.slot_row[slot] = <dod_index>row
     t.row_slot[row] = slot
     t.count = row + 1

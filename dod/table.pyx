@@ -63,20 +63,20 @@ cdef uint32_t _serial = 0
 # ---------------------------------------------------------------- engine slow paths
 
 cdef void dod_table_clear(dod_table* t) noexcept nogil:
-    """Remove every row: each slot's generation moves on, so every handle goes stale."""
+    """Remove every row: each live slot's generation moves on, so every
+    handle goes stale; then every slot is free, so the free list is dropped
+    and the next inserts take slots 1, 2, 3... in order."""
     cdef size_t r, c, n = t.count
-    cdef dod_index slot, head = t.free_head
     cdef const dod_index* row_slot = t.row_slot
-    cdef dod_index* slot_row = t.slot_row
     cdef dod_generation* slot_gen = t.slot_gen
     if n > t.peak:
         t.peak = n
     for r in range(n):
-        slot = row_slot[r]
-        slot_gen[slot] += 1
-        slot_row[slot] = DOD_TABLE_FREE | head
-        head = slot
-    t.free_head = head
+        slot_gen[row_slot[r]] += 1
+    if t.slots_used > t.slots_high:      # only a hand-built struct can get here
+        t.slots_high = t.slots_used
+    t.free_head = 0
+    t.slots_used = 0
     if DOD_DEBUG:
         for c in range(t.ncols):
             dod_poison(t.columns[c], n * t.row_bytes[c])
@@ -88,7 +88,7 @@ cdef size_t dod_table_insert_many(dod_table* t, size_t n, dod_handle* out) noexc
     """Append n rows (no column written) and store their handles in out[0:n];
     all or nothing: returns 0 (and inserts nothing) when they do not fit."""
     cdef size_t k, row = t.count
-    cdef dod_index slot, head = t.free_head, used = t.slots_used
+    cdef dod_index slot, head = t.free_head, used = t.slots_used, high = t.slots_high
     cdef dod_index* row_slot = t.row_slot
     cdef dod_index* slot_row = t.slot_row
     cdef dod_generation* slot_gen = t.slot_gen
@@ -103,12 +103,15 @@ cdef size_t dod_table_insert_many(dod_table* t, size_t n, dod_handle* out) noexc
         else:
             used += 1
             slot = used
-            slot_gen[slot] = base
+            if slot > high:
+                high = slot
+                slot_gen[slot] = base
         slot_row[slot] = <dod_index>(row + k)
         row_slot[row + k] = slot
         out[k] = dod_handle_make(slot, slot_gen[slot])
     t.free_head = head
     t.slots_used = used
+    t.slots_high = high
     t.count = row + n
     t.inserts += n
     return n
@@ -1315,7 +1318,7 @@ cdef class Table:
                 raise ValueError(f"column {name!r} refuses NaN and infinities (finite=True)")
             todo.append((c, arr))
         for c, arr in todo:
-            np.copyto(self._column_array(c, <size_t>r, 1, self)[0], arr, casting="same_kind")
+            np.copyto(self._column_array(c, <size_t>r, 1, self), arr, casting="same_kind")
 
     # -------------------------------------------------------- columns
 
@@ -1456,7 +1459,7 @@ cdef class Table:
         cdef dod_index slot
         cdef char* nil
         assert t.count <= t.capacity, "count above capacity"
-        assert t.slots_used <= t.capacity, "more slots used than capacity"
+        assert t.slots_used <= t.slots_high <= t.capacity, "slots_used <= slots_high <= capacity broken"
         for r in range(t.count):
             slot = t.row_slot[r]
             assert 1 <= slot <= t.slots_used, f"row {r} maps to slot {slot} out of range"

@@ -332,3 +332,46 @@ def test_no_transient_allocation_inside_run():
     finally:
         tracemalloc.stop()
     assert rises[3] <= rises[2] + 64, rises
+
+
+def test_gc_freeze_leaves_a_programs_own_frozen_objects_frozen():
+    clock = FakeClock()
+    seen = []
+
+    def step():
+        seen.append((gc.isenabled(), gc.get_freeze_count()))
+        clock.t += MS
+
+    keep = [object() for _ in range(10)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        Loop(step, gc="freeze", clock=clock).run(3)
+        assert gc.get_freeze_count() == frozen      # not unfrozen by the loop
+        assert gc.isenabled()
+        assert all(not e for e, _ in seen)
+    finally:
+        gc.unfreeze()
+    del keep
+
+
+def test_signal_during_sleep_is_handled_and_the_sleep_resumes():
+    import signal
+    import threading
+
+    hits = []
+    old = signal.signal(signal.SIGUSR1, lambda *a: hits.append(1))
+    try:
+        loop = Loop(lambda: None, rate=10, gc=None)       # 100 ms between ticks
+        # aimed at this thread, so its clock_nanosleep is the call interrupted
+        timer = threading.Timer(0.03, signal.pthread_kill, (threading.get_ident(), signal.SIGUSR1))
+        timer.start()
+        t0 = monotonic_ns()
+        loop.run(2)
+        elapsed = monotonic_ns() - t0
+        timer.join()
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+    assert hits == [1]                  # the Python handler ran during the run
+    assert elapsed >= 100 * MS          # and the interrupted sleep went on to the deadline

@@ -105,6 +105,10 @@ def test_insert_lookup_remove_and_zii():
     assert (h2 & 0xFFFFFFFF) == (h & 0xFFFFFFFF) and h2 != h
     assert h not in t and h2 in t
     assert t.get(h2)["pos"].tolist() == [0, 0, 0]      # ZII: zeroed by policy
+    t.update(h2, pos=(4, 5, 6), id=9)
+    t.update(h2, {"flags": 3})
+    row = t.get(h2)
+    assert row["pos"].tolist() == [4, 5, 6] and row["id"] == 9 and row["flags"] == 3
     t.check()
 
 
@@ -556,6 +560,26 @@ class TableMachine(RuleBasedStateMachine):
             with pytest.raises(KeyError):
                 self.t.row(h)
 
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), which=st.sampled_from(["remove", "remove_many", "clear"]))
+    def mutate_under_view(self, data, which):
+        # A live column view blocks every move of rows; nothing changes.
+        h = data.draw(st.sampled_from(sorted(self.model)))
+        view = self.t["id"]
+        before = snapshot(self.t)
+        with pytest.raises(BufferError):
+            {"remove": lambda: self.t.remove(h), "remove_many": lambda: self.t.remove_many([h]),
+             "clear": self.t.clear}[which]()
+        assert snapshot(self.t) == before
+        del view
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), value=st.integers(0, 2**32 - 1))
+    def update(self, data, value):
+        h = data.draw(st.sampled_from(sorted(self.model)))
+        self.t.update(h, id=value)
+        self.model[h]["id"] = value
+
     @rule()
     def clear(self):
         self.t.clear()
@@ -681,3 +705,17 @@ def test_cimport_nogil(compile_cython):
     assert t.stats()["failed"] == 1
     t.check()
     assert mod.zii_struct() == (0, -1, 1)
+
+
+def test_example_nogil_step(compile_cython):
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parent.parent / "examples" / "table_nogil.pyx").read_text()
+    mod = compile_cython(source)
+    t = Table(Schema(pos="float32[3]", vel="float32[3]", age="float32"), 8)
+    hs = t.insert_many(vel=[(1, 0, 0), (0, 2, 0), (0, 0, 3)], age=[0.0, 0.95, 0.5])
+    assert mod.step(t, 0.1, 1.0) == 1                    # the second particle is now too old
+    assert hs[1] not in t and len(t) == 2
+    assert t.get(hs[0])["pos"].tolist() == pytest.approx([0.1, 0, 0])
+    assert t.get(hs[2])["pos"].tolist() == pytest.approx([0, 0, 0.3])
+    t.check()

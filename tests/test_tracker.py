@@ -5,6 +5,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 from dod.arena import Arena
 from dod.tracker import ReferenceTracker, Tracker, TrackerConfig
@@ -233,20 +234,42 @@ def test_scratch_too_small_raises_memory_error_and_changes_nothing():
     assert t.scratch.used == 0
 
 
-def test_zii_rows_past_count_are_zero_and_covariances_pd():
+def test_births_write_only_what_they_set_and_covariances_stay_pd():
+    t = Tracker(capacity=400, r=2.0, v0=7.0)
+    z = np.array([[1.0, 2.0], [500.0, -40.0]])
+    t.tick(z, 0.02)
+    assert t.ids.tolist() == [1, 2]
+    assert t.positions.tolist() == z.tolist()
+    assert not t.velocities.any() and not t.column("misses").any()    # zeroed by the insert
+    assert t.column("hits").tolist() == [1, 1] and t.column("age").tolist() == [1, 1]
+    assert t.states.tolist() == [1, 1]
+    np.testing.assert_array_equal(t.covariances[0], np.diag([4.0, 4.0, 49.0, 49.0]))
     sc = generate(40, 60, seed=6)
     t = Tracker(capacity=400)
     for z, dt in sc:
         t.tick(z, dt)
-        cols = t.columns()
-        n = t.count
-        for name, col in cols.items():
-            assert not col[n:].any(), name
-        assert (t.ids > 0).all() and len(set(t.ids.tolist())) == n
+        assert (t.ids > 0).all() and len(set(t.ids.tolist())) == t.count
         assert set(np.unique(t.states)) <= {1, 2}
     P = t.covariances
     assert np.array_equal(P, np.swapaxes(P, 1, 2))
     assert np.linalg.eigvalsh(P).min() > 0
+    t.table.check()
+
+
+def test_handles_are_stable_and_dead_tracks_read_as_no_track():
+    sc = generate(20, 80, seed=12)
+    t = Tracker()
+    for z, dt in list(sc)[:10]:
+        t.tick(z, dt)
+    handles = t.handles()
+    ids = t.ids.copy()
+    for z, dt in list(sc)[10:]:
+        t.tick(z, dt)
+        live = [h in t.table for h in handles.tolist()]
+        for h, i, alive in zip(handles.tolist(), ids.tolist(), live):
+            if alive:                         # a live handle still names its track
+                assert t.ids[t.table.row(h)] == i
+    assert not all(h in t.table for h in handles.tolist())   # some tracks died
 
 
 def test_views_are_read_only_and_outlive_the_tracker():
@@ -338,16 +361,100 @@ def test_no_transient_allocation_inside_a_tick():
 def test_cimport_tick(compile_cython):
     mod = compile_cython(
         """
+from libc.stdint cimport uint64_t
 from dod.tracker._engine cimport Tracker, dod_tracker_tick, DOD_TRACK_TENTATIVE
+from dod.table cimport dod_table_row, dod_table_cell
 
 def run(Tracker t, double[:, ::1] z, double dt):
     cdef int rc
     with nogil:
         rc = dod_tracker_tick(&t.engine, &z[0, 0], z.shape[0], dt, &t.scratch.arena)
-    return rc, t.engine.count, t.engine.cols.state[0] == DOD_TRACK_TENTATIVE
+    return rc, t.engine.table.count, t.engine.cols.state[0] == DOD_TRACK_TENTATIVE
+
+def track_id(Tracker t, uint64_t handle):
+    # A stale handle finds the nil row: id 0, no track (ZII).
+    cdef Py_ssize_t row = dod_table_row(t.engine.table, handle)
+    return (<uint64_t*>dod_table_cell(t.engine.table, t.table.column_index("id"), row))[0]
 """
     )
     t = Tracker()
     z = np.array([[1.0, 2.0], [30.0, 40.0]])
     assert mod.run(t, z, 0.02) == (0, 2, True)
     assert t.ids.tolist() == [1, 2]
+    h = int(t.handles()[1])
+    assert mod.track_id(t, h) == 2
+    for _ in range(5):        # track 2 gets no detection: tentative, it dies after N = 5 scans
+        assert mod.run(t, np.ascontiguousarray(z[:1]), 0.02)[0] == 0
+    assert h not in t.table
+    assert mod.track_id(t, h) == 0
+    assert t.ids.tolist() == [1] and t.states.tolist() == [2]
+
+
+def test_max_cluster_solves_large_clusters_greedily_and_validly():
+    sc = generate(80, 60, spacing=6.0, seed=11, speed=(1.0, 3.0), clutter=30)
+    exact, greedy = Tracker(), Tracker(max_cluster=1)
+    total_greedy = 0
+    for z, dt in sc:
+        exact.tick(z, dt)
+        greedy.tick(z, dt)
+        c = greedy.counts()
+        total_greedy += c["greedy_clusters"]
+        # every detection either updated one track or started one
+        assert c["associations"] + c["births"] + c["births_dropped"] == c["detections"]
+        assert c["associations"] <= c["pairs"]
+        assert exact.counts()["greedy_clusters"] == 0
+    assert total_greedy > 0
+    P = greedy.covariances
+    assert np.linalg.eigvalsh(P).min() > 0
+
+
+def test_read_counts_fills_without_allocating_and_matches_counts():
+    from dod.tracker._engine import COUNT_NAMES
+
+    sc = generate(30, 20, seed=13)
+    t = Tracker()
+    out = np.zeros(len(COUNT_NAMES), np.uint64)
+    for z, dt in sc:
+        t.tick(z, dt)
+    tracemalloc.start()
+    try:
+        cur, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        t.read_counts(out)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak == cur
+    assert dict(zip(COUNT_NAMES, out.tolist())) == t.counts()
+    with pytest.raises(TypeError):
+        t.read_counts(np.zeros(14, np.int64))
+    with pytest.raises(ValueError):
+        t.read_counts(np.zeros(3, np.uint64))
+
+
+@given(seed=st.integers(0, 2**32 - 1), dim=st.sampled_from([2, 3]),
+       n_targets=st.integers(0, 6), scans=st.integers(1, 25), spread=st.floats(2.0, 200.0))
+def test_fast_matches_reference_on_random_scan_sequences(seed, dim, n_targets, scans, spread):
+    # Random targets (some close together), random dt per scan, missed
+    # detections, clutter, NaN/inf rows: the two trackers agree after every scan.
+    rng = np.random.default_rng(seed)
+    cfg = TrackerConfig(dim=dim, confirm_m=2, confirm_n=3, max_misses=3, v0=5.0)
+    fast, ref = Tracker(cfg), ReferenceTracker(cfg)
+    pos = rng.uniform(0, spread, size=(n_targets, dim))
+    vel = rng.normal(scale=5.0, size=(n_targets, dim))
+    for _ in range(scans):
+        dt = float(rng.uniform(0.005, 0.5))
+        pos = pos + vel * dt
+        seen = pos[rng.random(n_targets) < 0.8]
+        z = seen + rng.normal(scale=cfg.r, size=seen.shape)
+        clutter = rng.uniform(0, spread, size=(int(rng.integers(0, 4)), dim))
+        z = np.concatenate([z, clutter])
+        if rng.random() < 0.3 and len(z):
+            z[int(rng.integers(len(z))), int(rng.integers(dim))] = rng.choice([np.nan, np.inf, -np.inf])
+        z = np.ascontiguousarray(z[rng.permutation(len(z))])
+        fast.tick(z, dt)
+        ref.tick(z, dt)
+        _assert_same_tracks(fast, ref)
+        cf, cr = fast.counts(), ref.counts()
+        for key in ("invalid", "associations", "births", "deaths", "confirmed", "pairs", "clusters"):
+            assert cf[key] == cr[key], key

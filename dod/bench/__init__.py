@@ -1,7 +1,7 @@
 """``python -m dod.bench``: allocator and table workloads timed on this machine.
 
 Each section is a module of this package with a ``run(quick)`` function
-returning a Section (or a list of them); its kernels are compiled Cython (``_*_kernels.pyx``) timed in C
+returning a Section or a list of them; its kernels are compiled Cython (``_*_kernels.pyx``) timed in C
 around whole loops, so the numbers are the engine's, not the interpreter's.
 Every row is compared against the section's baseline measured in the same
 run (malloc/free, numpy, plain Python objects).
@@ -12,7 +12,7 @@ Sections live in floors 1-2 only; the tracker has its own
 from dataclasses import dataclass, field
 
 # Section modules, in the order the table prints them.
-SECTIONS = ["arena", "table"]
+SECTIONS = ["arena", "table", "concurrent"]
 
 
 @dataclass

@@ -36,6 +36,12 @@ cdef extern from *:
     double sink "dod_bench_sink"
 
 
+cdef int check(int frames, int n) except -1:
+    if frames < 1 or n < 1 or n > (1 << 24):
+        raise ValueError("frames and n must be positive (n at most 2**24)")
+    return 0
+
+
 cdef inline void consume(double v) noexcept nogil:
     global sink
     sink = sink + v
@@ -43,6 +49,7 @@ cdef inline void consume(double v) noexcept nogil:
 
 def fields_only(int frames, int n):
     """Floor: write the two fields into a preallocated array (no allocation)."""
+    check(frames, n)
     cdef record* recs = <record*>malloc(n * sizeof(record))
     cdef int f, i
     cdef double t0, t1
@@ -62,6 +69,7 @@ def fields_only(int frames, int n):
 
 def frame_arena(Arena owner, int frames, int n, bint zeroed=False):
     """Arena: push n records (aligned 16), write two fields, reset; ns per record."""
+    check(frames, n)
     cdef record* r
     cdef record* first
     cdef int f, i
@@ -91,6 +99,7 @@ def frame_arena(Arena owner, int frames, int n, bint zeroed=False):
 
 def frame_cursor(Arena owner, int frames, int n, bint zeroed=False):
     """Arena through a cursor (position in registers): ns per record."""
+    check(frames, n)
     cdef record* r
     cdef record* first
     cdef dod_arena_cursor c
@@ -122,6 +131,7 @@ def frame_cursor(Arena owner, int frames, int n, bint zeroed=False):
 
 def frame_malloc(int frames, int n, bint zeroed=False):
     """malloc (or calloc) each record, write two fields, free all; ns per record."""
+    check(frames, n)
     cdef record** ptrs = <record**>malloc(n * sizeof(record*))
     cdef record* r
     cdef int f, i
@@ -149,6 +159,7 @@ def frame_malloc(int frames, int n, bint zeroed=False):
 
 def frame_pymem(int frames, int n):
     """PyMem_Malloc/PyMem_Free (pymalloc; needs the GIL); ns per record."""
+    check(frames, n)
     cdef record** ptrs = <record**>malloc(n * sizeof(record*))
     cdef record* r
     cdef int f, i
@@ -173,6 +184,9 @@ def frame_pymem(int frames, int n):
 def soa_arena(Arena owner, int frames, int n, int columns=8):
     """Struct of arrays: push `columns` float64 columns of n (64-byte aligned),
     write every element, reset; ns per frame."""
+    check(frames, n)
+    if not 1 <= columns <= 64:
+        raise ValueError("columns must be in 1..64")
     cdef double* cols[64]
     cdef int f, c, i
     cdef double t0, t1
@@ -195,6 +209,9 @@ def soa_arena(Arena owner, int frames, int n, int columns=8):
 
 def soa_malloc(int frames, int n, int columns=8):
     """Struct of arrays with malloc/free per column; ns per frame."""
+    check(frames, n)
+    if not 1 <= columns <= 64:
+        raise ValueError("columns must be in 1..64")
     cdef double* cols[64]
     cdef int f, c, i
     cdef double t0, t1

@@ -8,7 +8,8 @@ nogil Cython and allocates nothing.
     from dod.tracker import Tracker, TrackerConfig
     t = Tracker(TrackerConfig(dim=2, r=1.0, q=1.0))
     t.tick(detections, dt=0.02)          # detections: float64 (k, 2)
-    t.ids, t.positions, t.states         # views of the live rows
+    t.ids, t.positions, t.states         # read-only views of the live rows
+    t.table                              # the tracks: a dod.table.Table (handles, Arrow)
 
 Also here: :mod:`dod.tracker.reference` (the same tracker in numpy: the
 oracle and baseline), :mod:`dod.tracker.scenario` (seeded scenarios) and
@@ -16,11 +17,12 @@ oracle and baseline), :mod:`dod.tracker.scenario` (seeded scenarios) and
 """
 from dod.tracker.config import TrackerConfig, chi2_ppf
 
-__all__ = ["Tracker", "TrackerConfig", "ReferenceTracker", "chi2_ppf", "solve_assignment"]
+__all__ = ["Tracker", "TrackerConfig", "ReferenceTracker", "chi2_ppf", "solve_assignment",
+           "track_schema"]
 
 
 def __getattr__(name):
-    if name in ("Tracker", "solve_assignment"):
+    if name in ("Tracker", "solve_assignment", "track_schema"):
         from dod.tracker import _engine
 
         return getattr(_engine, name)

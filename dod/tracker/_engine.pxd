@@ -6,10 +6,16 @@
 #     with nogil:
 #         rc = dod_tracker_tick(&t.engine, dets, n_dets, dt, &scratch.arena)
 #
+# Storage: the tracks are the rows of a dod Table (dod/table.pxd), columns
+# id, x, P, hits, misses, age, history, state; `cols` caches their base
+# pointers (table columns never move) and the live count is table.count.
+#
 # Invariants
-#   * Rows [0, count) of every column are live tracks, packed (removal swaps
-#     the last row in). Rows [count, capacity) are all zero: ZII, an all-zero
-#     row is "no track" (id 0, state NONE, zero covariance).
+#   * Rows [0, table.count) are live tracks, packed (removal swaps the last
+#     row in: dod_table_remove_row). ZII: an all-zero row is "no track" (id 0,
+#     state NONE, zero covariance), which is what a stale handle's lookup
+#     reads (the table's nil row). A birth inserts a zeroed row
+#     (dod_table_insert) and writes only the fields it sets.
 #   * A live row has id > 0 (unique, increasing with birth order), state
 #     TENTATIVE or CONFIRMED, and a symmetric positive-definite covariance
 #     (births set it explicitly: a zero covariance would mean certainty).
@@ -23,6 +29,7 @@
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 
 from dod.arena cimport dod_arena, Arena
+from dod.table cimport dod_table, Table
 
 cdef enum:
     DOD_TRACK_NONE = 0
@@ -55,18 +62,18 @@ ctypedef struct dod_tick_counts:
     size_t pairs_dropped    # gated pairs beyond the pair buffer
     size_t clusters         # clusters solved (single pairs included)
     size_t largest_cluster  # pairs in the largest cluster
-    size_t greedy_clusters  # clusters solved greedily: cost matrix did not fit scratch
+    size_t greedy_clusters  # clusters solved greedily: above max_cluster, or no scratch for the matrix
 
 
 ctypedef struct dod_tracker:
-    dod_track_cols cols
-    size_t count            # live rows
-    size_t capacity
+    dod_table* table        # the track table (rows 0 .. table.count - 1 live)
+    dod_track_cols cols     # its column base pointers
     size_t max_detections
     int dim                 # 2 or 3
     int n                   # 2 * dim
     double q, r, v0, gate
     uint32_t confirm_m, confirm_n, max_misses
+    uint32_t max_cluster    # clusters with more tracks or detections go greedy (0: never)
     uint64_t next_id        # id of the next birth (starts at 1)
     dod_tick_counts last    # counters of the latest tick
     uint64_t scans          # ticks run
@@ -79,8 +86,9 @@ cdef int dod_lsa(int nr, int nc, const double* cost, int* col4row, dod_arena* a)
 
 cdef class Tracker:
     cdef dod_tracker engine
-    cdef readonly Arena storage         # the track columns live here
+    cdef readonly Table table           # the tracks: one row each
     cdef readonly Arena scratch         # per-tick temporaries (mark/rewind each tick)
     cdef readonly object config
-    cdef object _cols                   # dict name -> full-capacity numpy array
     cdef size_t _overflow_drop
+
+    cdef object _view(self, str name)

@@ -20,6 +20,8 @@ from libc.string cimport memset, memcpy
 
 from dod.arena cimport (dod_arena, Arena, dod_arena_push, dod_arena_mark,
                         dod_arena_rewind)
+from dod.table cimport (dod_table, Table, dod_table_insert, dod_table_remove_row,
+                        dod_table_handle)
 
 import numpy as np
 
@@ -527,7 +529,7 @@ cdef void _solve_cluster(dod_tracker* t, _tick* k, dod_tick_counts* cnt, int32_t
     gated = <uint8_t*>_push(scratch, <size_t>nr * nc, 1, &ok)
     col4row = <int*>_push(scratch, nr, sizeof(int), &ok)
     rc = -1
-    if ok:
+    if ok and (t.max_cluster == 0 or <uint32_t>nc <= t.max_cluster):
         memset(cost, 0, <size_t>nr * nc * sizeof(double))
         memset(gated, 0, <size_t>nr * nc)
         for s in range(s0, s1):
@@ -605,34 +607,13 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
 
 # ---------------------------------------------------------------- the tick
 
-cdef inline void _copy_row(dod_track_cols* c, size_t dst, size_t src, int n) noexcept nogil:
-    c.id[dst] = c.id[src]
-    memcpy(c.x + dst * n, c.x + src * n, n * sizeof(double))
-    memcpy(c.P + dst * n * n, c.P + src * n * n, n * n * sizeof(double))
-    c.hits[dst] = c.hits[src]
-    c.misses[dst] = c.misses[src]
-    c.age[dst] = c.age[src]
-    c.history[dst] = c.history[src]
-    c.state[dst] = c.state[src]
-
-
-cdef inline void _zero_row(dod_track_cols* c, size_t i, int n) noexcept nogil:
-    c.id[i] = 0
-    memset(c.x + i * n, 0, n * sizeof(double))
-    memset(c.P + i * n * n, 0, n * n * sizeof(double))
-    c.hits[i] = 0
-    c.misses[i] = 0
-    c.age[i] = 0
-    c.history[i] = 0
-    c.state[i] = DOD_TRACK_NONE
-
-
 cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, double dt,
                           dod_arena* scratch) noexcept nogil:
     cdef _tick k
     cdef dod_tick_counts cnt
     cdef size_t mark = dod_arena_mark(scratch)
-    cdef size_t T = t.count, j, i, nb, ti
+    cdef dod_table* tab = t.table
+    cdef size_t T = tab.count, j, i, nb, ti
     cdef int dim = t.dim, n = t.n, a
     cdef bint ok = True, finite
     cdef double r2 = t.r * t.r, hsum = 0.0, hmax, v
@@ -743,41 +724,36 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
                 c.state[ti] = DOD_TRACK_NONE
         elif c.misses[ti] >= t.max_misses:
             c.state[ti] = DOD_TRACK_NONE
-    i = 0
-    while i < t.count:
+    # Walk down so the row that moves into a hole was already visited.
+    i = T
+    while i > 0:
+        i -= 1
         if c.state[i] == DOD_TRACK_NONE:
             cnt.deaths += 1
-            t.count -= 1
-            if i != t.count:
-                _copy_row(c, i, t.count, n)
-            _zero_row(c, t.count, n)
-        else:
-            i += 1
+            dod_table_remove_row(tab, i)
 
-    # 6. Births from the detections nobody took, in scan order.
+    # 6. Births from the detections nobody took, in scan order. The table
+    # zeroes the new row (ZII: velocity 0, misses 0); the birth writes only
+    # what it sets, the covariance always (a zero covariance means certainty).
     for j in range(k.D):
         if k.det_track[j] >= 0:
             continue
-        if t.count >= t.capacity:
+        if dod_table_insert(tab) == 0:
             cnt.births_dropped += 1
             continue
-        i = t.count
-        t.count += 1
+        i = tab.count - 1
         c.id[i] = t.next_id
         t.next_id += 1
-        memset(c.x + i * n, 0, n * sizeof(double))
         memcpy(c.x + i * n, k.z + j * dim, dim * sizeof(double))
-        memset(c.P + i * n * n, 0, n * n * sizeof(double))
         for a in range(dim):
             c.P[i * n * n + a * n + a] = r2
             c.P[i * n * n + (dim + a) * n + dim + a] = t.v0 * t.v0
         c.hits[i] = 1
-        c.misses[i] = 0
         c.age[i] = 1
         c.history[i] = 1
         c.state[i] = DOD_TRACK_TENTATIVE
         cnt.births += 1
-    for i in range(t.count):
+    for i in range(tab.count):
         if c.state[i] == DOD_TRACK_CONFIRMED:
             cnt.confirmed += 1
         else:
@@ -808,6 +784,31 @@ cdef size_t _scratch_bytes(size_t cap, size_t dmax, int dim) noexcept:
     return total
 
 
+def track_schema(int dim):
+    """The track table's Schema for `dim` (2 or 3) spatial dimensions.
+
+    id uint64 (0: no track; ids are never reused), x float64[2*dim]
+    (position then velocity), P float64[2*dim, 2*dim] (covariance), hits,
+    misses (consecutive), age (scans since birth), history (detection bits,
+    latest in bit 0) as uint32, state uint8 (0 none, 1 tentative, 2
+    confirmed). Every column is zeroed on insert (ZII).
+    """
+    from dod.table import Schema
+    if dim not in (2, 3):
+        raise ValueError("dim must be 2 or 3")
+    n = 2 * dim
+    return Schema(id=np.uint64, x=(np.float64, (n,)), P=(np.float64, (n, n)), hits=np.uint32,
+                  misses=np.uint32, age=np.uint32, history=np.uint32, state=np.uint8)
+
+
+_COLUMNS = ("id", "x", "P", "hits", "misses", "age", "history", "state")
+
+# Order of Tracker.read_counts; the keys of Tracker.counts().
+COUNT_NAMES = ("detections", "invalid", "overflow", "associations", "births", "births_dropped",
+               "deaths", "confirmed", "tentative", "pairs", "pairs_dropped", "clusters",
+               "largest_cluster", "greedy_clusters")
+
+
 @cython.final
 cdef class Tracker:
     """A constant-velocity multi-target tracker (global nearest neighbour).
@@ -815,15 +816,19 @@ cdef class Tracker:
     Tracker(config=None, *, scratch=None, **overrides)
 
     `config` is a :class:`~dod.tracker.TrackerConfig` (keyword overrides
-    build one). The track table (capacity rows, all columns allocated once
-    and zeroed) lives in :attr:`storage`; each :meth:`tick` takes its
-    temporaries from :attr:`scratch` (its own arena by default, or one you
-    pass, e.g. a :class:`~dod.loop.Loop`'s) and gives them back before it
-    returns.
+    build one). The tracks are the rows of :attr:`table`, a
+    :class:`dod.table.Table` of ``config.capacity`` rows (schema:
+    :func:`track_schema`); each row has a stable handle while its track
+    lives. Each :meth:`tick` takes its temporaries from :attr:`scratch` (its
+    own arena by default, or one you pass, e.g. a :class:`~dod.loop.Loop`'s)
+    and gives them back before it returns.
+
+    The tracker owns its table: read it (views, handles, Arrow export), but
+    do not insert, remove or write rows yourself.
 
     Thread-safety: one thread at a time. tick() releases the GIL while it
     runs, so other Python threads run meanwhile; they must not call into this
-    tracker (or use its scratch arena) concurrently.
+    tracker (or use its scratch arena or table) concurrently.
     """
 
     def __cinit__(self, config=None, *, Arena scratch=None, **overrides):
@@ -836,39 +841,22 @@ cdef class Tracker:
         if not isinstance(config, TrackerConfig):
             raise TypeError("config must be a TrackerConfig")
         self.config = config
-        cdef size_t cap = config.capacity
-        cdef int dim = config.dim, n = 2 * dim
-        cdef size_t need = 0
-        for size in (8, n * 8, n * n * 8, 4, 4, 4, 4, 1):
-            need += _round_up(cap * size)
-        self.storage = Arena(need)
-        cols = {
-            "id": self.storage.zeros(cap, np.uint64, align=64),
-            "x": self.storage.zeros((cap, n), np.float64, align=64),
-            "P": self.storage.zeros((cap, n, n), np.float64, align=64),
-            "hits": self.storage.zeros(cap, np.uint32, align=64),
-            "misses": self.storage.zeros(cap, np.uint32, align=64),
-            "age": self.storage.zeros(cap, np.uint32, align=64),
-            "history": self.storage.zeros(cap, np.uint32, align=64),
-            "state": self.storage.zeros(cap, np.uint8, align=64),
-        }
-        for arr in cols.values():
-            arr.flags.writeable = False        # the engine writes; Python reads
-        self._cols = cols
+        cdef int dim = config.dim
+        cdef Table table = Table(track_schema(dim), config.capacity)
         cdef dod_tracker* e = &self.engine
-        e.cols.id = <uint64_t*>cnp.PyArray_DATA(cols["id"])
-        e.cols.x = <double*>cnp.PyArray_DATA(cols["x"])
-        e.cols.P = <double*>cnp.PyArray_DATA(cols["P"])
-        e.cols.hits = <uint32_t*>cnp.PyArray_DATA(cols["hits"])
-        e.cols.misses = <uint32_t*>cnp.PyArray_DATA(cols["misses"])
-        e.cols.age = <uint32_t*>cnp.PyArray_DATA(cols["age"])
-        e.cols.history = <uint32_t*>cnp.PyArray_DATA(cols["history"])
-        e.cols.state = <uint8_t*>cnp.PyArray_DATA(cols["state"])
-        e.count = 0
-        e.capacity = cap
+        self.table = table
+        e.table = &table.table
+        e.cols.id = <uint64_t*>table.table.columns[table.column_index("id")]
+        e.cols.x = <double*>table.table.columns[table.column_index("x")]
+        e.cols.P = <double*>table.table.columns[table.column_index("P")]
+        e.cols.hits = <uint32_t*>table.table.columns[table.column_index("hits")]
+        e.cols.misses = <uint32_t*>table.table.columns[table.column_index("misses")]
+        e.cols.age = <uint32_t*>table.table.columns[table.column_index("age")]
+        e.cols.history = <uint32_t*>table.table.columns[table.column_index("history")]
+        e.cols.state = <uint8_t*>table.table.columns[table.column_index("state")]
         e.max_detections = config.max_detections
         e.dim = dim
-        e.n = n
+        e.n = 2 * dim
         e.q = config.q
         e.r = config.r
         e.v0 = config.v0
@@ -876,10 +864,11 @@ cdef class Tracker:
         e.confirm_m = config.confirm_m
         e.confirm_n = config.confirm_n
         e.max_misses = config.max_misses
+        e.max_cluster = config.max_cluster
         e.next_id = 1
         self._overflow_drop = config.overflow == "drop"
         self.scratch = scratch if scratch is not None else Arena(
-            _scratch_bytes(cap, config.max_detections, dim))
+            _scratch_bytes(config.capacity, config.max_detections, dim))
 
     def tick(self, cnp.ndarray detections not None, double dt):
         """Advance all tracks by `dt` seconds and fold in one scan of detections.
@@ -924,56 +913,98 @@ cdef class Tracker:
 
     # -------------------------------------------------------- results (views, no copies)
 
+    cdef object _view(self, str name):
+        arr = self.table[name]
+        arr.flags.writeable = False          # the engine writes; Python reads
+        return arr
+
     @property
     def count(self):
         """Live tracks (tentative and confirmed)."""
-        return self.engine.count
+        return self.engine.table.count
 
     def __len__(self):
-        return self.engine.count
+        return self.engine.table.count
 
     def column(self, name):
         """Read-only view of the live rows of a column: id, x, P, hits,
         misses, age, history or state. Rows reorder when tracks die (the
-        last row moves into the hole); match rows by id."""
-        return self._cols[name][:self.engine.count]
+        last row moves into the hole): match rows by id or handle. The view
+        shows the rows live when it was made, and stays safe to read (the
+        table's memory never moves and lives as long as the view)."""
+        if name not in _COLUMNS:
+            raise KeyError(f"no column {name!r}; columns are {', '.join(_COLUMNS)}")
+        return self._view(name)
 
     def columns(self):
-        """Read-only full-capacity column arrays (rows past ``count`` are zero)."""
-        return dict(self._cols)
+        """Read-only views of every column's live rows, as a dict."""
+        out = self.table.columns()
+        for arr in out.values():
+            arr.flags.writeable = False
+        return out
+
+    def handles(self):
+        """Stable table handles of the live rows (a new uint64 array)."""
+        return self.table.handles()
 
     @property
     def ids(self):
-        return self._cols["id"][:self.engine.count]
+        return self._view("id")
 
     @property
     def positions(self):
-        return self._cols["x"][:self.engine.count, :self.engine.dim]
+        return self._view("x")[:, :self.engine.dim]
 
     @property
     def velocities(self):
-        return self._cols["x"][:self.engine.count, self.engine.dim:]
+        return self._view("x")[:, self.engine.dim:]
 
     @property
     def covariances(self):
-        return self._cols["P"][:self.engine.count]
+        return self._view("P")
 
     @property
     def states(self):
         """1 tentative, 2 confirmed."""
-        return self._cols["state"][:self.engine.count]
+        return self._view("state")
 
     @property
     def confirmed(self):
         """Boolean mask of the confirmed live rows (a new array)."""
-        return self._cols["state"][:self.engine.count] == DOD_TRACK_CONFIRMED
+        return self._view("state") == DOD_TRACK_CONFIRMED
 
     @property
     def scans(self):
         return self.engine.scans
 
+    def read_counts(self, cnp.ndarray out not None):
+        """Write the latest tick's counters into `out` (uint64, at least
+        len(COUNT_NAMES) elements, contiguous) in COUNT_NAMES order: reading
+        them allocates nothing. Raises TypeError/ValueError otherwise."""
+        cdef uint64_t* o
+        cdef dod_tick_counts* c = &self.engine.last
+        if cnp.PyArray_TYPE(out) != cnp.NPY_UINT64 or not cnp.PyArray_IS_C_CONTIGUOUS(out):
+            raise TypeError("out must be a contiguous uint64 array")
+        if cnp.PyArray_SIZE(out) < 14 or not cnp.PyArray_ISWRITEABLE(out):
+            raise ValueError("out must be writable with at least 14 elements")
+        o = <uint64_t*>cnp.PyArray_DATA(out)
+        o[0] = c.detections
+        o[1] = c.invalid
+        o[2] = c.overflow
+        o[3] = c.associations
+        o[4] = c.births
+        o[5] = c.births_dropped
+        o[6] = c.deaths
+        o[7] = c.confirmed
+        o[8] = c.tentative
+        o[9] = c.pairs
+        o[10] = c.pairs_dropped
+        o[11] = c.clusters
+        o[12] = c.largest_cluster
+        o[13] = c.greedy_clusters
+
     def counts(self):
-        """The latest tick's counters as a dict."""
+        """The latest tick's counters as a dict (see COUNT_NAMES)."""
         c = self.engine.last
         return {
             "detections": c.detections, "invalid": c.invalid, "overflow": c.overflow,
@@ -991,6 +1022,6 @@ cdef class Tracker:
 
     def __repr__(self):
         c = self.engine.last
-        return (f"<dod.tracker.Tracker dim={self.engine.dim} tracks={self.engine.count} "
+        return (f"<dod.tracker.Tracker dim={self.engine.dim} tracks={self.engine.table.count} "
                 f"confirmed={c.confirmed} scans={self.engine.scans} "
-                f"capacity={self.engine.capacity}>")
+                f"capacity={self.engine.table.capacity}>")

@@ -93,7 +93,12 @@ class TrackerConfig:
     max_detections : most detections per scan (sizes the scratch memory).
     overflow : "error" (a scan with more detections raises ValueError before
         any state changes) or "drop" (the first max_detections are used, the
-        rest counted in ``dropped_overflow``).
+        rest counted in ``overflow``).
+    max_cluster : 0 (default): every cluster is solved exactly. Otherwise a
+        cluster with more than this many tracks or detections is solved
+        greedily (cheapest free pair first), bounding the worst-case tick
+        (exact assignment is cubic in the cluster size); counted in
+        ``greedy_clusters``. The numpy reference always solves exactly.
     """
 
     dim: int = 2
@@ -107,6 +112,7 @@ class TrackerConfig:
     capacity: int = 20000
     max_detections: int = 30000
     overflow: str = "error"
+    max_cluster: int = 0
 
     def __post_init__(self):
         if self.dim not in (2, 3):
@@ -125,6 +131,8 @@ class TrackerConfig:
             raise ValueError("capacity must be in [1, 2**24]")
         if not (1 <= self.max_detections <= 1 << 24):
             raise ValueError("max_detections must be in [1, 2**24]")
+        if not (0 <= self.max_cluster < 1 << 31):
+            raise ValueError("max_cluster must be >= 0 (0: always exact)")
         if self.overflow not in ("error", "drop"):
             raise ValueError("overflow must be 'error' or 'drop'")
 

@@ -1,0 +1,496 @@
+"""A lock-free pool of fixed-size blocks, shared by any number of threads.
+
+:class:`LockFreePool` hands out blocks of one size from a free list that
+threads push to and pop from with a single 16-byte compare-and-swap (a
+Treiber stack whose head carries an ABA tag). Growth takes a lock, re-checks
+after taking it, carves a whole chunk privately and publishes it with one
+push. No memory goes back to the system before the pool itself is destroyed,
+so a thread that read a stale head can never touch unmapped memory.
+
+Safety contract (the Python face)
+    Python callers hold handles (ints), never addresses: :meth:`acquire`
+    returns one, :meth:`view` shows the block as a numpy array, and
+    :meth:`release` gives it back. A released or foreign handle raises
+    ``ValueError``; releasing a block while an array view of it is alive
+    raises ``BufferError``. Either way nothing changes. (There is no
+    unchecked escape: a free block's first word is the free-list link.)
+
+Thread-safety
+    The engine (``cimport dod.lfpool``) is safe from any number of threads
+    at once without the GIL: acquire, try_acquire, release and
+    release_chain are lock-free; only growth takes a lock. The Python face
+    is safe from any Python thread (its handle table is guarded by the GIL)
+    and may run while Cython threads use the engine on the same pool.
+    Statistics that walk the free list (``in_use``, ``available``, ``check``)
+    are exact only while no other thread is using the pool.
+
+Cython
+    ``from dod.lfpool cimport LockFreePool, dod_lfpool_acquire, dod_lfpool_release``
+    and run the engine on ``&owner.pool``; see ``dod/lfpool.pxd`` for the
+    checks the caller owns there.
+"""
+cimport cython
+from libc.stdint cimport uintptr_t, uint64_t
+from cpython.number cimport PyNumber_Index
+
+from dod._core cimport dod_add_overflow, dod_mul_overflow, dod_is_pow2
+from dod._atomic cimport (dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod_mutex_unlock,
+                          dod_atomic_load_ptr, dod_atomic_store_ptr, dod_atomic_load_u64,
+                          dod_atomic_fetch_add_relaxed_u64)
+from dod._types cimport dod_handle
+from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
+                           dod_resource_deallocate, dod_pages_resource)
+
+import numpy as np
+
+cdef extern from "_os.h" nogil:
+    size_t dod_os_page_size()
+
+cdef enum:
+    _CHUNK_ALIGN = 64           # chunks start on a cache line at least
+    _DEFAULT_ALIGN = 16
+    _DEFAULT_CHUNK_BYTES = 65536
+
+cdef size_t _MAX_BLOCK = (<size_t>1) << 40
+cdef size_t _MAX_BLOCKS = (<size_t>1) << 40
+
+
+# ---------------------------------------------------------------- engine slow paths
+
+cdef size_t dod_lfpool_free_count(dod_lfpool* p) noexcept nogil:
+    """Blocks on the free list (exact only when no other thread uses the pool)."""
+    cdef void* b = dod_tagged_load(&p.head).ptr
+    cdef size_t n = 0
+    cdef size_t bound = p.capacity
+    while b != NULL and n <= bound:        # the bound stops a walk that a concurrent pop misled
+        n += 1
+        b = dod_atomic_load_ptr(<void**>b)
+    return n
+
+
+cdef bint dod_lfpool_owns(const dod_lfpool* p, const void* block) noexcept nogil:
+    """True when `block` is the start of a block of this pool (O(chunks))."""
+    cdef dod_lfpool_chunk* c = <dod_lfpool_chunk*>dod_atomic_load_ptr(<void**>&p.chunks)
+    cdef uintptr_t b = <uintptr_t>block
+    cdef uintptr_t base
+    while c != NULL:
+        base = <uintptr_t>c.base
+        if b >= base and b < base + c.blocks * p.block_size:
+            return (b - base) % p.block_size == 0
+        c = c.next
+    return False
+
+
+cdef bint dod_lfpool_grow(dod_lfpool* p) noexcept nogil:
+    """Carve one more chunk and push its blocks as one chain. Call with the lock held."""
+    cdef size_t want, nbytes, page, used, n, i, align
+    cdef char* mem
+    cdef dod_lfpool_chunk* rec
+    if p.upstream == NULL or p.block_size == 0:
+        return False
+    want = p.chunk_blocks if p.chunk_blocks else 1
+    if p.max_blocks:
+        if p.capacity >= p.max_blocks:
+            return False
+        if want > p.max_blocks - p.capacity:
+            want = p.max_blocks - p.capacity
+    # The list is (nearly) empty when we grow: the walk is short, and the
+    # pool is about as full as it has been.
+    used = p.capacity - dod_lfpool_free_count(p)
+    if used > p.peak:
+        p.peak = used
+    if dod_mul_overflow(want, p.block_size, &nbytes) or \
+            dod_add_overflow(nbytes, sizeof(dod_lfpool_chunk) + sizeof(void*), &nbytes):
+        return False
+    # Ask for whole pages, and use every block that fits in them.
+    page = dod_os_page_size()
+    if dod_add_overflow(nbytes, page - 1, &nbytes):
+        return False
+    nbytes &= ~(page - 1)
+    align = p.alignment if p.alignment > _CHUNK_ALIGN else _CHUNK_ALIGN
+    mem = <char*>dod_resource_allocate(p.upstream, nbytes, align)
+    if mem == NULL:
+        return False
+    rec = <dod_lfpool_chunk*>((<uintptr_t>mem + nbytes - sizeof(dod_lfpool_chunk)) & ~(<uintptr_t>sizeof(void*) - 1))
+    n = (<size_t>(<char*>rec - mem)) // p.block_size
+    if p.max_blocks and n > p.max_blocks - p.capacity:
+        n = p.max_blocks - p.capacity
+    # Link privately: nobody can see these blocks until the push below.
+    for i in range(n - 1):
+        (<void**>(mem + i * p.block_size))[0] = mem + (i + 1) * p.block_size
+    rec.base = mem
+    rec.size = nbytes
+    rec.first = p.capacity
+    rec.blocks = n
+    rec.next = p.chunks
+    dod_atomic_store_ptr(<void**>&p.chunks, rec)
+    p.capacity += n
+    p.grows += 1
+    dod_lfpool_release_chain(p, mem, mem + (n - 1) * p.block_size)
+    return True
+
+
+cdef void* dod_lfpool_acquire_slow(dod_lfpool* p) noexcept nogil:
+    """The free list was empty: grow under the lock (re-checked after taking it)."""
+    cdef void* b
+    if p.upstream == NULL:
+        dod_atomic_fetch_add_relaxed_u64(&p.failed, 1)
+        return NULL
+    while True:
+        dod_mutex_lock(&p.lock)
+        b = dod_lfpool_try_acquire(p)        # someone may have grown while we waited
+        if b != NULL:
+            dod_mutex_unlock(&p.lock)
+            return b
+        if not dod_lfpool_grow(p):
+            dod_mutex_unlock(&p.lock)
+            dod_atomic_fetch_add_relaxed_u64(&p.failed, 1)
+            return NULL
+        dod_mutex_unlock(&p.lock)
+        # No reservation for the grower: it pops like everyone else, and grows
+        # again if other threads emptied the new chunk first.
+        b = dod_lfpool_try_acquire(p)
+        if b != NULL:
+            return b
+
+
+# ---------------------------------------------------------------- the pool as a dod_resource
+
+cdef void* _lfpool_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil:
+    cdef dod_lfpool* p = <dod_lfpool*>ctx
+    if size > p.block_size or alignment > p.alignment or size == 0:
+        return NULL
+    return dod_lfpool_acquire(p)
+
+
+cdef void _lfpool_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
+    if ptr != NULL:
+        dod_lfpool_release(<dod_lfpool*>ctx, ptr)
+
+
+# ---------------------------------------------------------------- the owner and its Python face
+
+cdef size_t _index_arg(object value, str name, size_t lo, size_t hi) except? 0:
+    cdef object v = PyNumber_Index(value)
+    if v < lo or v > hi:
+        raise ValueError(f"{name} must be between {lo} and {hi}, got {value!r}")
+    return <size_t>v
+
+
+@cython.no_gc_clear
+cdef class LockFreePool:
+    """A pool of fixed-size blocks whose free list is lock-free.
+
+    LockFreePool(block_size, *, alignment=16, capacity=0, chunk_blocks=None,
+                 max_blocks=None, resource=None)
+
+    Parameters
+    ----------
+    block_size : int
+        Usable bytes of each block (1 to 2**40). The stride between blocks
+        is this rounded up to ``alignment`` (and to at least 8 bytes, the
+        free-list link).
+    alignment : int
+        Of every block: a power of two up to the page size; at least 8.
+    capacity : int
+        Blocks to carve now (0: the first acquire grows the pool).
+    chunk_blocks : int, optional
+        Blocks asked for at each growth (the chunk is rounded up to whole
+        pages and every block that fits is used). Default: enough for 64 KiB.
+    max_blocks : int, optional
+        Growth stops at this many blocks; acquire then raises MemoryError.
+    resource : Resource, optional
+        Where chunks come from; anonymous pages by default.
+
+    Memory is returned to the resource only when the pool is destroyed.
+    Raises ValueError for sizes out of range, MemoryError when the initial
+    capacity cannot be obtained.
+    """
+
+    def __cinit__(self, block_size, *, alignment=None, capacity=0, chunk_blocks=None,
+                  max_blocks=None, Resource resource=None):
+        cdef size_t size = _index_arg(block_size, "block_size", 1, _MAX_BLOCK)
+        cdef size_t align = _DEFAULT_ALIGN
+        cdef size_t initial = _index_arg(capacity, "capacity", 0, _MAX_BLOCKS)
+        cdef size_t stride, per_chunk, limit = 0
+        cdef size_t page = dod_os_page_size()
+        cdef bint ok
+        if alignment is not None:
+            align = _index_arg(alignment, "alignment", 1, page)
+            if not dod_is_pow2(align):
+                raise ValueError(f"alignment must be a power of two, got {alignment!r}")
+        if align < sizeof(void*):
+            align = sizeof(void*)
+        stride = (size if size > sizeof(void*) else sizeof(void*)) + align - 1
+        stride &= ~(align - 1)
+        if chunk_blocks is None:
+            per_chunk = _DEFAULT_CHUNK_BYTES // stride if stride < _DEFAULT_CHUNK_BYTES else 1
+        else:
+            per_chunk = _index_arg(chunk_blocks, "chunk_blocks", 1, _MAX_BLOCKS)
+        if max_blocks is not None:
+            limit = _index_arg(max_blocks, "max_blocks", 1, _MAX_BLOCKS)
+            if initial > limit:
+                raise ValueError(f"capacity {initial} is above max_blocks {limit}")
+        if (<uintptr_t>&self.pool.head) % 16:
+            raise SystemError("LockFreePool object is not 16-byte aligned (cmpxchg16b needs it)")
+        if dod_mutex_init(&self.pool.lock) != 0:
+            raise MemoryError("could not initialise the pool's lock")
+        self._ready = True
+        self._handles = BlockTable.__new__(BlockTable)
+        self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages")
+        self.pool.upstream = &self._upstream.resource
+        self.pool.block_size = stride
+        self.pool.alignment = align
+        self.pool.max_blocks = limit
+        if initial:
+            self.pool.chunk_blocks = initial
+            with nogil:
+                dod_mutex_lock(&self.pool.lock)
+                ok = dod_lfpool_grow(&self.pool)
+                dod_mutex_unlock(&self.pool.lock)
+            if not ok:
+                raise MemoryError(f"could not obtain {initial} blocks of {stride} bytes")
+        self.pool.chunk_blocks = per_chunk
+
+    def __dealloc__(self):
+        cdef dod_lfpool_chunk* c = self.pool.chunks
+        cdef dod_lfpool_chunk* nxt
+        cdef char* base
+        cdef size_t size
+        cdef size_t align = self.pool.alignment if self.pool.alignment > _CHUNK_ALIGN else _CHUNK_ALIGN
+        while c != NULL:
+            nxt = c.next
+            base = c.base               # the record lives inside the chunk: read it first
+            size = c.size
+            dod_resource_deallocate(self.pool.upstream, base, size, align)
+            c = nxt
+        self.pool.chunks = NULL
+        if self._ready:
+            dod_mutex_destroy(&self.pool.lock)
+
+    # -------------------------------------------------------- blocks
+
+    cdef size_t _in_use(self) noexcept nogil:
+        return self.pool.capacity - dod_lfpool_free_count(&self.pool)
+
+    cdef object _acquire(self, bint grow):
+        cdef void* b
+        self._handles.reserve()          # so that add() below cannot fail with a block in hand
+        with nogil:
+            b = dod_lfpool_acquire(&self.pool) if grow else dod_lfpool_try_acquire(&self.pool)
+        if b == NULL:
+            if not grow:
+                return 0
+            raise MemoryError(
+                f"lock-free pool cannot grow: {self.pool.capacity} blocks of {self.pool.block_size} bytes"
+                + (f" (max_blocks {self.pool.max_blocks})" if self.pool.max_blocks else
+                   "; the resource refused more memory"))
+        self._allocations += 1
+        h = self._handles.add(b, self.pool.block_size)
+        if self._handles.live > self._handle_peak:
+            self._handle_peak = self._handles.live
+        return h
+
+    def acquire(self):
+        """A block's handle (a non-zero int), growing the pool if none is free.
+
+        Raises MemoryError when the pool cannot grow (max_blocks reached or
+        the resource refused); the pool is then unchanged apart from its
+        ``failed`` counter.
+        """
+        return self._acquire(True)
+
+    def try_acquire(self):
+        """A block's handle, or 0 (the nil handle) when none is free. Never grows."""
+        return self._acquire(False)
+
+    def release(self, handle):
+        """Give a block back. ValueError for a stale or foreign handle,
+        BufferError while an array view of the block is alive; nothing changes then."""
+        cdef Py_ssize_t slot = self._handles.find(handle)
+        cdef void* b
+        self._handles.check_free(slot)
+        b = self._handles.remove(slot)
+        with nogil:
+            dod_lfpool_release(&self.pool, b)
+
+    def release_many(self, handles):
+        """Give back several blocks with one atomic push (a caller-linked chain).
+
+        Every handle is checked first (live, no live view, no duplicates); if
+        any check fails the call raises and releases nothing.
+        """
+        cdef list slots = []
+        cdef set seen = set()
+        cdef Py_ssize_t slot
+        cdef void* first = NULL
+        cdef void* last = NULL
+        cdef void* b
+        for h in handles:
+            slot = self._handles.find(h)
+            if slot in seen:
+                raise ValueError(f"handle {h:#x} appears twice")
+            self._handles.check_free(slot)
+            seen.add(slot)
+            slots.append(slot)
+        for slot in slots:
+            b = self._handles.remove(slot)
+            if first == NULL:
+                first = b
+            else:
+                dod_lfpool_link(last, b)
+            last = b
+        if first != NULL:
+            with nogil:
+                dod_lfpool_release_chain(&self.pool, first, last)
+
+    def view(self, handle, dtype=np.uint8, shape=None):
+        """A numpy array over a block (the whole block as 1-D `dtype` by default).
+
+        The array keeps the pool alive and blocks :meth:`release` of the block
+        (BufferError) while it lives. ValueError for a stale handle or a
+        shape/dtype that does not fit the block or its alignment.
+        """
+        return self._handles.view(self._handles.find(handle), self, dtype, shape)
+
+    def address(self, handle):
+        """The block's address (an int), for tests and foreign-function calls."""
+        return <uintptr_t>self._handles.ptrs[self._handles.find(handle)]
+
+    # -------------------------------------------------------- composition
+
+    def resource(self):
+        """This pool as a :class:`~dod.resource.Resource`: requests up to
+        ``block_size`` bytes with an alignment up to ``alignment`` get a block,
+        others NULL. The Resource keeps the pool alive. Safe from any thread."""
+        cdef dod_resource r
+        r.allocate = _lfpool_allocate
+        r.deallocate = _lfpool_deallocate
+        r.ctx = <void*>&self.pool
+        return Resource.wrap(&r, self, "lfpool")
+
+    # -------------------------------------------------------- statistics and checks
+
+    def check(self):
+        """Walk the structures and verify every invariant; RuntimeError names the first broken one.
+
+        Exact only while no other thread uses the pool.
+        """
+        cdef dod_lfpool_chunk* c = self.pool.chunks
+        cdef size_t total = 0, n = 0
+        cdef void* b
+        while c != NULL:
+            if <uintptr_t>c.base % self.pool.alignment:
+                raise RuntimeError("a chunk is not aligned to the pool's alignment")
+            if <char*>c < c.base + c.blocks * self.pool.block_size or <char*>(c + 1) > c.base + c.size:
+                raise RuntimeError("a chunk record overlaps its blocks or lies outside its chunk")
+            total += c.blocks
+            c = c.next
+        if total != self.pool.capacity:
+            raise RuntimeError(f"chunks hold {total} blocks but capacity says {self.pool.capacity}")
+        free = set()
+        b = dod_tagged_load(&self.pool.head).ptr
+        while b != NULL:
+            if not dod_lfpool_owns(&self.pool, b):
+                raise RuntimeError(f"free list holds {<uintptr_t>b:#x}, which is not a block of this pool")
+            if <uintptr_t>b in free:
+                raise RuntimeError(f"free list holds {<uintptr_t>b:#x} twice (a cycle or a double release)")
+            free.add(<uintptr_t>b)
+            n += 1
+            if n > total:
+                raise RuntimeError("free list is longer than the capacity")
+            b = (<void**>b)[0]
+        for slot in range(self._handles.nslots):
+            if self._handles.ptrs[slot] != NULL and <uintptr_t>self._handles.ptrs[slot] in free:
+                raise RuntimeError("a block held through a handle is also on the free list")
+        if self._handles.live > total - n:
+            raise RuntimeError("more live handles than blocks in use")
+
+    @property
+    def block_size(self):
+        """Bytes per block (the stride: the requested size rounded up to the alignment)."""
+        return self.pool.block_size
+
+    @property
+    def alignment(self):
+        return self.pool.alignment
+
+    @property
+    def capacity(self):
+        """Blocks carved so far."""
+        return self.pool.capacity
+
+    @property
+    def in_use(self):
+        """Blocks not on the free list (walks the list: exact when no other thread is active)."""
+        return self._in_use()
+
+    @property
+    def available(self):
+        """Blocks on the free list (walks it)."""
+        return dod_lfpool_free_count(&self.pool)
+
+    @property
+    def peak(self):
+        """Highest in-use count seen: folded in at each growth, at each Python-face
+        acquire (blocks held through handles) and whenever statistics are read."""
+        cdef size_t used = self._in_use()
+        if used > self.pool.peak:
+            self.pool.peak = used
+        return max(self.pool.peak, self._handle_peak)
+
+    @property
+    def allocations(self):
+        """Acquires through the Python face (engine calls from Cython are not counted:
+        the hot path has exactly one atomic)."""
+        return self._allocations
+
+    @property
+    def failed(self):
+        """Acquires (engine or Python) that returned no block because the pool could not grow."""
+        return dod_atomic_load_u64(&self.pool.failed)
+
+    @property
+    def cas_retries(self):
+        """Compare-and-swaps that failed and were retried (contention), acquires and releases together."""
+        return dod_atomic_load_u64(&self.pool.cas_retries)
+
+    @property
+    def grows(self):
+        """Chunks obtained from the resource."""
+        return self.pool.grows
+
+    @property
+    def nbytes(self):
+        """Bytes obtained from the resource (chunk records and page rounding included)."""
+        cdef dod_lfpool_chunk* c = self.pool.chunks
+        cdef size_t total = 0
+        while c != NULL:
+            total += c.size
+            c = c.next
+        return total
+
+    @property
+    def live_handles(self):
+        """Blocks held through Python handles."""
+        return self._handles.live
+
+    def stats(self):
+        """The common statistics as a dict (block counts; ``nbytes`` in bytes)."""
+        return {
+            "block_size": self.block_size,
+            "capacity": self.capacity,
+            "in_use": self.in_use,
+            "available": self.available,
+            "peak": self.peak,
+            "allocations": self.allocations,
+            "failed": self.failed,
+            "grows": self.grows,
+            "cas_retries": self.cas_retries,
+            "nbytes": self.nbytes,
+        }
+
+    def __repr__(self):
+        return (f"<dod.LockFreePool block_size={self.pool.block_size} capacity={self.capacity} "
+                f"in_use={self.in_use} peak={self.peak} allocations={self.allocations} "
+                f"failed={self.failed} grows={self.grows} cas_retries={self.cas_retries}>")

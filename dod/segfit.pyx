@@ -1,0 +1,457 @@
+"""Segregated fit: dod's general-purpose allocator, safe from any thread.
+
+:class:`SegFit` rounds each request up to one of 97 size classes (8 bytes to
+256 KiB, a two-level index as in TLSF: at most 12.5% rounding waste above
+256 bytes, under 16 bytes below) and serves it from that class's lock-free
+free list (see :mod:`dod.lfpool`). A live block carries no header: the free
+link lives in the block only while it is free. Larger requests go straight
+to the backing resource.
+
+Safety contract (the Python face)
+    Python callers hold handles (ints), never addresses: :meth:`allocate`
+    returns one, :meth:`view` shows the block as a numpy array, :meth:`free`
+    gives it back. A freed or foreign handle raises ``ValueError``; freeing a
+    block while an array view of it is alive raises ``BufferError``. Either
+    way nothing changes.
+
+Thread-safety
+    The engine (``cimport dod.segfit``) is safe from any number of threads
+    at once without the GIL: allocate, try_allocate and free are lock-free
+    on a class that has a free block; growing a class takes that class's
+    lock. The Python face is safe from any Python thread. Statistics that
+    walk free lists (``in_use``, ``check``) are exact only while no other
+    thread is using the allocator.
+
+Cython
+    ``from dod.segfit cimport SegFit, dod_segfit_allocate, dod_segfit_free``
+    and run the engine on ``&owner.segfit``; see ``dod/segfit.pxd``.
+"""
+cimport cython
+from libc.stdint cimport uintptr_t, uint64_t
+from libc.stdio cimport fprintf, stderr
+from libc.stdlib cimport abort
+from cpython.number cimport PyNumber_Index
+
+from dod._core cimport DOD_DEBUG, dod_is_pow2
+from dod._atomic cimport (dod_mutex_init, dod_mutex_destroy, dod_atomic_load_u64,
+                          dod_atomic_fetch_add_relaxed_u64, dod_atomic_fetch_sub_u64)
+from dod.lfpool cimport (dod_lfpool_chunk, dod_lfpool_owns, dod_lfpool_free_count)
+from dod._ndarray cimport parse_alignment
+from dod.resource cimport (dod_resource_allocate, dod_resource_deallocate, dod_pages_resource)
+
+import numpy as np
+
+cdef enum:
+    _SPAN_BYTES = 65536         # a class asks for spans of at least this many bytes...
+    _SPAN_MIN_BLOCKS = 4        # ...and of at least this many blocks
+    _CHUNK_ALIGN = 64
+
+cdef size_t _MAX_REQUEST = (<size_t>1) << 48
+
+
+# ---------------------------------------------------------------- engine slow paths
+
+cdef void* dod_segfit_allocate_large(dod_segfit* s, size_t size, size_t alignment) noexcept nogil:
+    """Above the largest class: a block of its own from the resource."""
+    cdef void* p
+    if alignment < DOD_SEGFIT_MIN_ALIGN:
+        alignment = DOD_SEGFIT_MIN_ALIGN
+    p = dod_resource_allocate(s.upstream, size, alignment)
+    if p == NULL:
+        dod_atomic_fetch_add_relaxed_u64(&s.large_failed, 1)
+        return NULL
+    dod_atomic_fetch_add_relaxed_u64(&s.large_count, 1)
+    dod_atomic_fetch_add_relaxed_u64(&s.large_bytes, size)
+    return p
+
+
+cdef void dod_segfit_free_large(dod_segfit* s, void* ptr, size_t size, size_t alignment) noexcept nogil:
+    if alignment < DOD_SEGFIT_MIN_ALIGN:
+        alignment = DOD_SEGFIT_MIN_ALIGN
+    dod_resource_deallocate(s.upstream, ptr, size, alignment)
+    dod_atomic_fetch_sub_u64(&s.large_count, 1)
+    dod_atomic_fetch_sub_u64(&s.large_bytes, size)
+
+
+cdef void dod_segfit_check_class(dod_segfit* s, size_t c, void* ptr) noexcept nogil:
+    """Debug builds: the block must belong to the class its size names."""
+    if DOD_DEBUG and not dod_lfpool_owns(&s.classes[c], ptr):
+        fprintf(stderr, b"dod.segfit: free of %p with a size of class %zu bytes, "
+                b"but it is not a block of that class\n", ptr, dod_segfit_class_size(c))
+        abort()
+
+
+# ---------------------------------------------------------------- the allocator as a dod_resource
+
+cdef void* _segfit_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil:
+    return dod_segfit_allocate(<dod_segfit*>ctx, size, alignment)
+
+
+cdef void _segfit_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
+    dod_segfit_free(<dod_segfit*>ctx, ptr, size, alignment)
+
+
+# ---------------------------------------------------------------- the owner and its Python face
+
+def class_size(size, alignment=16):
+    """The bytes a request of (size, alignment) really takes: its class, or size itself when large."""
+    cdef size_t n = <size_t>PyNumber_Index(size)
+    cdef size_t a = parse_alignment(alignment, 16)
+    cdef size_t c = dod_segfit_class_for(n, a)
+    return dod_segfit_class_size(c) if c < DOD_SEGFIT_CLASSES else n
+
+
+def class_sizes():
+    """All class sizes, smallest first."""
+    return [dod_segfit_class_size(i) for i in range(DOD_SEGFIT_CLASSES)]
+
+
+@cython.no_gc_clear
+cdef class SegFit:
+    """Segregated fit: a general-purpose allocator with lock-free size classes.
+
+    SegFit(*, resource=None)
+
+    Parameters
+    ----------
+    resource : Resource, optional
+        Where spans and large blocks come from; anonymous pages by default.
+
+    Requests round up to a size class (see :func:`class_sizes`): under 16
+    bytes of waste up to 256 bytes, at most 1/8 of the request above, up to
+    256 KiB; larger requests (or alignments above 4096) are served by the
+    resource directly. Span memory returns to the resource when the
+    allocator is destroyed.
+    """
+
+    def __cinit__(self, *, Resource resource=None):
+        cdef size_t i, cs, align, per
+        if (<uintptr_t>&self.segfit.classes[0].head) % 16:
+            raise SystemError("SegFit object is not 16-byte aligned (cmpxchg16b needs it)")
+        self._handles = BlockTable.__new__(BlockTable)
+        self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages")
+        self.segfit.upstream = &self._upstream.resource
+        for i in range(DOD_SEGFIT_CLASSES):
+            if dod_mutex_init(&self.segfit.classes[i].lock) != 0:
+                raise MemoryError("could not initialise a size class's lock")
+            self._ready += 1
+            cs = dod_segfit_class_size(i)
+            align = cs & (~cs + 1)                  # the largest power of two dividing cs
+            if align > DOD_SEGFIT_MAX_ALIGN:
+                align = DOD_SEGFIT_MAX_ALIGN
+            per = _SPAN_BYTES // cs
+            if per < _SPAN_MIN_BLOCKS:
+                per = _SPAN_MIN_BLOCKS
+            self.segfit.classes[i].block_size = cs
+            self.segfit.classes[i].alignment = align
+            self.segfit.classes[i].chunk_blocks = per
+            self.segfit.classes[i].upstream = self.segfit.upstream
+
+    def __dealloc__(self):
+        cdef size_t i, align
+        cdef dod_lfpool_chunk* c
+        cdef dod_lfpool_chunk* nxt
+        cdef char* base
+        cdef size_t size
+        for i in range(DOD_SEGFIT_CLASSES):
+            align = self.segfit.classes[i].alignment
+            if align < _CHUNK_ALIGN:
+                align = _CHUNK_ALIGN
+            c = self.segfit.classes[i].chunks
+            while c != NULL:
+                nxt = c.next
+                base = c.base
+                size = c.size
+                dod_resource_deallocate(self.segfit.upstream, base, size, align)
+                c = nxt
+            self.segfit.classes[i].chunks = NULL
+        for i in range(<size_t>self._ready):
+            dod_mutex_destroy(&self.segfit.classes[i].lock)
+        # Large blocks still held through Python handles go back too.
+        if self._handles is not None:
+            for i in range(self._handles.nslots):
+                if self._handles.ptrs[i] != NULL and dod_segfit_class_for(
+                        self._handles.sizes[i], self._handles.aux[i]) >= DOD_SEGFIT_CLASSES:
+                    dod_segfit_free_large(&self.segfit, self._handles.ptrs[i],
+                                          self._handles.sizes[i], self._handles.aux[i])
+
+    # -------------------------------------------------------- blocks
+
+    cdef object _allocate(self, object nbytes, object align, bint grow):
+        cdef object n = PyNumber_Index(nbytes)
+        cdef size_t size, a
+        cdef void* p
+        if n < 0 or n > <object>_MAX_REQUEST:
+            raise ValueError(f"nbytes must be between 0 and 2**48, got {nbytes!r}")
+        size = <size_t>n
+        a = parse_alignment(align, DOD_SEGFIT_MIN_ALIGN)
+        self._handles.reserve()
+        with nogil:
+            if grow:
+                p = dod_segfit_allocate(&self.segfit, size, a)
+            else:
+                p = dod_segfit_try_allocate(&self.segfit, size, a)
+        if p == NULL:
+            if not grow:
+                return 0
+            raise MemoryError(f"segregated fit could not obtain {size} bytes (alignment {a})")
+        self._allocations += 1
+        self._bytes_live += size
+        if self._bytes_live > self._bytes_peak:
+            self._bytes_peak = self._bytes_live
+        return self._handles.add(p, size, a)
+
+    def allocate(self, nbytes, align=None):
+        """A handle (non-zero int) to a new block of at least `nbytes` bytes, aligned to
+        `align` (a power of two, default 16).
+
+        Raises ValueError for a negative size or a bad alignment, MemoryError
+        when the resource refuses memory; the allocator is then unchanged.
+        """
+        return self._allocate(nbytes, align, True)
+
+    def try_allocate(self, nbytes, align=None):
+        """As :meth:`allocate`, but only from a block already free in its class:
+        never grows, never locks; 0 (the nil handle) when none is free."""
+        return self._allocate(nbytes, align, False)
+
+    def free(self, handle):
+        """Free a block. ValueError for a stale or foreign handle, BufferError while an
+        array view of it is alive; nothing changes then."""
+        cdef Py_ssize_t slot = self._handles.find(handle)
+        cdef size_t size, a
+        cdef void* p
+        self._handles.check_free(slot)
+        size = self._handles.sizes[slot]
+        a = self._handles.aux[slot]
+        p = self._handles.remove(slot)
+        self._bytes_live -= size
+        with nogil:
+            dod_segfit_free(&self.segfit, p, size, a)
+
+    def free_many(self, handles):
+        """Free several blocks: one atomic push per size class involved.
+
+        Every handle is checked first (live, no live view, no duplicates); if
+        any check fails the call raises and frees nothing.
+        """
+        cdef list slots = []
+        cdef set seen = set()
+        cdef Py_ssize_t slot
+        cdef size_t c, size, a
+        cdef void* p
+        cdef void* firsts[97]
+        cdef void* lasts[97]
+        for h in handles:
+            slot = self._handles.find(h)
+            if slot in seen:
+                raise ValueError(f"handle {h:#x} appears twice")
+            self._handles.check_free(slot)
+            seen.add(slot)
+            slots.append(slot)
+        for c in range(DOD_SEGFIT_CLASSES):
+            firsts[c] = NULL
+            lasts[c] = NULL
+        for slot in slots:
+            size = self._handles.sizes[slot]
+            a = self._handles.aux[slot]
+            p = self._handles.remove(slot)
+            self._bytes_live -= size
+            c = dod_segfit_class_for(size, a)
+            if c >= DOD_SEGFIT_CLASSES:
+                dod_segfit_free_large(&self.segfit, p, size, a)
+                continue
+            if DOD_DEBUG:
+                dod_segfit_check_class(&self.segfit, c, p)
+            if firsts[c] == NULL:
+                firsts[c] = p
+            else:
+                dod_lfpool_link(lasts[c], p)
+            lasts[c] = p
+        with nogil:
+            for c in range(DOD_SEGFIT_CLASSES):
+                if firsts[c] != NULL:
+                    dod_lfpool_release_chain(&self.segfit.classes[c], firsts[c], lasts[c])
+
+    def view(self, handle, dtype=np.uint8, shape=None):
+        """A numpy array over a block (its requested bytes as 1-D `dtype` by default).
+
+        The array keeps the allocator alive and blocks :meth:`free` of the
+        block (BufferError) while it lives.
+        """
+        return self._handles.view(self._handles.find(handle), self, dtype, shape)
+
+    def address(self, handle):
+        """The block's address (an int)."""
+        return <uintptr_t>self._handles.ptrs[self._handles.find(handle)]
+
+    def size(self, handle):
+        """The bytes asked for when the block was allocated."""
+        return self._handles.sizes[self._handles.find(handle)]
+
+    # -------------------------------------------------------- composition
+
+    def resource(self):
+        """This allocator as a :class:`~dod.resource.Resource` (safe from any thread;
+        deallocate must pass the size and alignment given to allocate). Keeps it alive."""
+        cdef dod_resource r
+        r.allocate = _segfit_allocate
+        r.deallocate = _segfit_deallocate
+        r.ctx = <void*>&self.segfit
+        return Resource.wrap(&r, self, "segfit")
+
+    # -------------------------------------------------------- statistics and checks
+
+    def check(self):
+        """Walk every class and verify its invariants (RuntimeError on the first broken one).
+
+        Exact only while no other thread uses the allocator.
+        """
+        cdef size_t i, total, n
+        cdef dod_lfpool* p
+        cdef dod_lfpool_chunk* c
+        cdef void* b
+        free = set()
+        for i in range(DOD_SEGFIT_CLASSES):
+            p = &self.segfit.classes[i]
+            total = 0
+            c = p.chunks
+            while c != NULL:
+                if <uintptr_t>c.base % p.alignment:
+                    raise RuntimeError(f"a span of class {p.block_size} is misaligned")
+                if <char*>c < c.base + c.blocks * p.block_size or <char*>(c + 1) > c.base + c.size:
+                    raise RuntimeError(f"a span record of class {p.block_size} overlaps its blocks")
+                total += c.blocks
+                c = c.next
+            if total != p.capacity:
+                raise RuntimeError(f"class {p.block_size}: spans hold {total} blocks, capacity says {p.capacity}")
+            n = 0
+            b = p.head.ptr
+            while b != NULL:
+                if not dod_lfpool_owns(p, b):
+                    raise RuntimeError(f"class {p.block_size}: free list holds a foreign pointer {<uintptr_t>b:#x}")
+                if <uintptr_t>b in free:
+                    raise RuntimeError(f"class {p.block_size}: {<uintptr_t>b:#x} is free twice")
+                free.add(<uintptr_t>b)
+                n += 1
+                if n > total:
+                    raise RuntimeError(f"class {p.block_size}: free list longer than capacity")
+                b = (<void**>b)[0]
+        for slot in range(self._handles.nslots):
+            if self._handles.ptrs[slot] != NULL:
+                if <uintptr_t>self._handles.ptrs[slot] in free:
+                    raise RuntimeError("a block held through a handle is also on a free list")
+                i = dod_segfit_class_for(self._handles.sizes[slot], self._handles.aux[slot])
+                if i < DOD_SEGFIT_CLASSES and not dod_lfpool_owns(&self.segfit.classes[i], self._handles.ptrs[slot]):
+                    raise RuntimeError("a block held through a handle is not in its class")
+
+    @property
+    def capacity(self):
+        """Bytes in class blocks carved so far plus live large blocks."""
+        cdef size_t i, total = 0
+        for i in range(DOD_SEGFIT_CLASSES):
+            total += self.segfit.classes[i].capacity * self.segfit.classes[i].block_size
+        return total + dod_atomic_load_u64(&self.segfit.large_bytes)
+
+    @property
+    def in_use(self):
+        """Bytes allocated (class sizes, so rounding included; large blocks as asked for).
+        Walks the free lists: exact when no other thread is active."""
+        cdef size_t i, total = 0
+        cdef dod_lfpool* p
+        for i in range(DOD_SEGFIT_CLASSES):
+            p = &self.segfit.classes[i]
+            total += (p.capacity - dod_lfpool_free_count(p)) * p.block_size
+        return total + dod_atomic_load_u64(&self.segfit.large_bytes)
+
+    @property
+    def requested(self):
+        """Bytes held through Python handles, as asked for (rounding excluded)."""
+        return self._bytes_live
+
+    @property
+    def peak(self):
+        """Highest ``requested`` seen (Python face)."""
+        return self._bytes_peak
+
+    @property
+    def allocations(self):
+        """Allocations through the Python face."""
+        return self._allocations
+
+    @property
+    def failed(self):
+        """Requests (engine or Python) that returned no memory."""
+        cdef size_t i, total = 0
+        for i in range(DOD_SEGFIT_CLASSES):
+            total += dod_atomic_load_u64(&self.segfit.classes[i].failed)
+        return total + dod_atomic_load_u64(&self.segfit.large_failed)
+
+    @property
+    def cas_retries(self):
+        """Failed compare-and-swaps retried, over all classes (a contention measure)."""
+        cdef size_t i, total = 0
+        for i in range(DOD_SEGFIT_CLASSES):
+            total += dod_atomic_load_u64(&self.segfit.classes[i].cas_retries)
+        return total
+
+    @property
+    def nbytes(self):
+        """Bytes obtained from the resource: spans (records and page rounding included)
+        plus live large blocks as asked for."""
+        cdef size_t i, total = 0
+        cdef dod_lfpool_chunk* c
+        for i in range(DOD_SEGFIT_CLASSES):
+            c = self.segfit.classes[i].chunks
+            while c != NULL:
+                total += c.size
+                c = c.next
+        return total + dod_atomic_load_u64(&self.segfit.large_bytes)
+
+    @property
+    def spans(self):
+        """Spans obtained, all classes."""
+        cdef size_t i, total = 0
+        for i in range(DOD_SEGFIT_CLASSES):
+            total += self.segfit.classes[i].grows
+        return total
+
+    @property
+    def large(self):
+        """Large blocks live (served by the resource directly)."""
+        return dod_atomic_load_u64(&self.segfit.large_count)
+
+    @property
+    def live_handles(self):
+        return self._handles.live
+
+    def class_stats(self):
+        """{class size: (blocks carved, blocks free)} for every class that has spans."""
+        cdef size_t i
+        cdef dod_lfpool* p
+        out = {}
+        for i in range(DOD_SEGFIT_CLASSES):
+            p = &self.segfit.classes[i]
+            if p.capacity:
+                out[p.block_size] = (p.capacity, dod_lfpool_free_count(p))
+        return out
+
+    def stats(self):
+        """The common statistics as a dict (bytes)."""
+        return {
+            "capacity": self.capacity,
+            "in_use": self.in_use,
+            "requested": self.requested,
+            "peak": self.peak,
+            "allocations": self.allocations,
+            "failed": self.failed,
+            "spans": self.spans,
+            "large": self.large,
+            "cas_retries": self.cas_retries,
+            "nbytes": self.nbytes,
+        }
+
+    def __repr__(self):
+        return (f"<dod.SegFit capacity={self.capacity} in_use={self.in_use} "
+                f"requested={self.requested} peak={self.peak} allocations={self.allocations} "
+                f"failed={self.failed} spans={self.spans} large={self.large}>")
