@@ -31,7 +31,8 @@ def test_real_time_run_reports_deadlines_and_no_allocations():
     assert s["misses"] is not None and s["misses"] <= run.loop.ticks
     # The step allocates nothing it keeps: no net block growth after warm-up.
     assert run.alloc_ticks > 0
-    assert run.allocations_per_tick <= 0.0
+    if sys.getallocatedblocks():          # 0 without pymalloc (sanitizer runs)
+        assert run.allocations_per_tick <= 0.0
     assert "missed of 50 ticks" in run.summary()
     # a real-time run takes about its duration (never much less)
     assert run.wall >= 0.4
