@@ -316,9 +316,13 @@ def main(argv=None):
     p.add_argument("--gospa-c", type=float, default=50.0, help="GOSPA cut-off, px (50)")
     p.add_argument("--r", type=float, default=None,
                    help=f"tracker measurement noise, px (default hypot(noise, {ANNOTATION_JITTER:g}))")
-    for k in ("q", "v0", "max_misses"):
-        p.add_argument(f"--{k.replace('_', '-')}", type=type(PIXEL_DEFAULTS[k]), default=None,
-                       help=f"tracker {k}, pixel units (default {PIXEL_DEFAULTS[k]:g})")
+    p.add_argument("--q", type=float, default=None,
+                   help=f"tracker process noise, px^2/s^3 (default {PIXEL_DEFAULTS['q']:g})")
+    p.add_argument("--v0", type=float, default=None,
+                   help=f"tracker newborn velocity spread, px/s (default {PIXEL_DEFAULTS['v0']:g})")
+    p.add_argument("--max-misses", type=int, default=None,
+                   help=f"frames a confirmed track coasts before deletion "
+                        f"(default {PIXEL_DEFAULTS['max_misses']})")
     a = p.parse_args(argv)
     try:
         files = [(f, None) for f in a.files] or [(v, k) for k, v in builtin_sequences().items()]
