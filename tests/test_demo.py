@@ -113,3 +113,19 @@ def test_sparse_gospa_edge_cases():
     # negative coordinates and points exactly c apart (not a pair: d < c)
     Y = X + np.array([10.0, 0.0])
     assert demo.sparse_gospa(-X, -Y) == pytest.approx(gospa(-X, -Y))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sparse_gospa_on_crossing_pairs(seed):
+    # Targets in close pairs, far from the others: components of two truths
+    # and two estimates (the closed-form path), plus stars and singles.
+    rng = np.random.default_rng(100 + seed)
+    centres = rng.uniform(0, 1000, size=(40, 2))
+    X = np.concatenate([centres + rng.normal(scale=2.0, size=(40, 2)),
+                        centres + rng.normal(scale=2.0, size=(40, 2))])
+    Y = X[rng.permutation(80)[:70]] + rng.normal(scale=1.5, size=(70, 2))
+    for c in (3.0, 10.0):
+        got = demo.sparse_gospa(X, Y, c=c, details=True)
+        want = gospa(X, Y, c=c, details=True)
+        assert got[0] == pytest.approx(want[0], rel=1e-9)
+        assert got[2:] == want[2:]
