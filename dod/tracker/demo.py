@@ -448,7 +448,7 @@ def write_plot(run, path):
     ax.autoscale()
     ax.set_aspect("equal")
     ax.set_title(f"{run.targets} targets, {run.done} scans: truth (grey), tracks "
-                 f"({len(est)} ids, sampled {REFRESH_HZ:g}/s)")
+                 f"({len(est)} ids, sampled {run.rate / run.chunk:g}/s)")
     ax.set_xlabel("x (m)")
     ax.set_ylabel("y (m)")
     ax.legend(loc="upper right", markerscale=3)
@@ -460,9 +460,10 @@ def write_plot(run, path):
         ah.set_xscale("log")
         ah.axvline(1e3 / run.rate, color="r", ls="--", label=f"deadline {1e3 / run.rate:g} ms")
         st = run.loop.stats()
-        for q, name in ((st["p50"], "p50"), (st["p99"], "p99")):
+        top = ah.get_ylim()[1]
+        for q, name, y in ((st["p50"], "p50", 0.95), (st["p99"], "p99", 0.88)):
             ah.axvline(q * 1e3, color="k", ls=":", lw=1)
-            ah.text(q * 1e3, max(counts) * (0.95 if name == 'p50' else 0.85), f" {name}", fontsize=8)
+            ah.text(q * 1e3, top * y, f" {name}", fontsize=8)
         ah.legend()
     ah.set_title("tick time histogram (step + scratch reset)")
     ah.set_xlabel("ms (log)")
