@@ -282,6 +282,17 @@ def test_views_are_read_only_and_outlive_the_tracker():
     assert pos.tolist() == [[1.0, 2.0]]
 
 
+def test_scratch_bytes_is_enough_for_a_full_worst_case_tick():
+    from dod.tracker import scratch_bytes
+
+    cfg = TrackerConfig(capacity=300, max_detections=400)
+    t = Tracker(cfg, scratch=Arena(scratch_bytes(cfg)))
+    rng = np.random.default_rng(4)
+    for _ in range(8):                  # fill the table, then a full scan against it
+        t.tick(rng.uniform(0, 50, size=(400, 2)), 0.02)
+    assert t.count == 300 and t.counts()["detections"] == 400
+
+
 def test_tracker_uses_a_loop_scratch_arena():
     from dod.loop import Loop
 
@@ -458,3 +469,31 @@ def test_fast_matches_reference_on_random_scan_sequences(seed, dim, n_targets, s
         cf, cr = fast.counts(), ref.counts()
         for key in ("invalid", "associations", "births", "deaths", "confirmed", "pairs", "clusters"):
             assert cf[key] == cr[key], key
+
+
+def test_concurrent_ticks_of_one_tracker_are_refused():
+    import threading
+
+    sc = generate(3000, 3, seed=14)           # ticks long enough to overlap
+    t = Tracker(capacity=20000, max_detections=8000)
+    errors, done = [], []
+
+    def worker():
+        try:
+            for _ in range(2000):              # until the two overlap (quickly, in practice)
+                if errors:
+                    break
+                for z, dt in sc:
+                    t.tick(z, dt)
+        except RuntimeError as e:
+            errors.append(e)
+        done.append(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(done) == 2
+    assert errors and "already running" in str(errors[0])
+    t.table.check()

@@ -92,8 +92,8 @@ class TrackerWindow:
     COUNT = 100
 
     def setup_cache(self):
-        if Tracker is None:
-            return None         # setup() skips; raising here would print a traceback
+        if Tracker is None:     # setup() skips; raising here would print a traceback
+            return {"missing": True}
         out = {}
         for n in self.params:
             sc, cfg = _scenario(n, WARMUP + self.COUNT)
@@ -131,7 +131,7 @@ class TrackerSpeedup:
 
     def setup_cache(self):
         if Tracker is None:
-            return None
+            return {"missing": True}
         out = {}
         for n in self.params:
             sc, cfg = _scenario(n, WARMUP + self.COUNT)

@@ -18,11 +18,11 @@ oracle and baseline), :mod:`dod.tracker.scenario` (seeded scenarios) and
 from dod.tracker.config import TrackerConfig, chi2_ppf
 
 __all__ = ["Tracker", "TrackerConfig", "ReferenceTracker", "chi2_ppf", "solve_assignment",
-           "track_schema"]
+           "track_schema", "scratch_bytes"]
 
 
 def __getattr__(name):
-    if name in ("Tracker", "solve_assignment", "track_schema"):
+    if name in ("Tracker", "solve_assignment", "track_schema", "scratch_bytes"):
         from dod.tracker import _engine
 
         return getattr(_engine, name)

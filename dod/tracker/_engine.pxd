@@ -90,5 +90,6 @@ cdef class Tracker:
     cdef readonly Arena scratch         # per-tick temporaries (mark/rewind each tick)
     cdef readonly object config
     cdef size_t _overflow_drop
+    cdef bint _busy                     # a tick is running (set and read with the GIL held)
 
     cdef object _view(self, str name)

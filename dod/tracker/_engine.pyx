@@ -129,7 +129,6 @@ cdef inline void _update(double* x, double* P, const double* z, const double* Si
     """Kalman update, Joseph form: P = (I-KH) P (I-KH)' + K R K', then symmetrised."""
     cdef int n = 2 * d, i, j, k
     cdef double K[_MAXN * 3]
-    cdef double A[_MAXN * _MAXN]
     cdef double M[_MAXN * _MAXN]
     cdef double y[3]
     cdef double s
@@ -147,23 +146,20 @@ cdef inline void _update(double* x, double* P, const double* z, const double* Si
         for j in range(d):
             s += K[i * d + j] * y[j]
         x[i] += s
-    # A = I - K H
-    for i in range(n):
-        for j in range(n):
-            A[i * n + j] = (1.0 if i == j else 0.0) - (K[i * d + j] if j < d else 0.0)
+    # Joseph form with A = I - K H, using that A differs from I only in its
+    # first d columns (H = [I 0]): A P = P - K P[:d, :] and
+    # M A' = M - M[:, :d] K', so each product costs n*n*d, not n^3.
     for i in range(n):                  # M = A P
         for j in range(n):
-            s = 0.0
-            for k in range(n):
-                s += A[i * n + k] * P[k * n + j]
-            M[i * n + j] = s
-    for i in range(n):                  # P = M A' + r2 K K'
-        for j in range(i, n):
-            s = 0.0
-            for k in range(n):
-                s += M[i * n + k] * A[j * n + k]
+            s = P[i * n + j]
             for k in range(d):
-                s += r2 * K[i * d + k] * K[j * d + k]
+                s -= K[i * d + k] * P[k * n + j]
+            M[i * n + j] = s
+    for i in range(n):                  # P = M A' + r2 K K' (upper triangle)
+        for j in range(i, n):
+            s = M[i * n + j]
+            for k in range(d):
+                s += (r2 * K[i * d + k] - M[i * n + k]) * K[j * d + k]
             P[i * n + j] = s
     for i in range(n):                  # the lower triangle mirrors the upper one
         for j in range(i):
@@ -784,6 +780,16 @@ cdef size_t _scratch_bytes(size_t cap, size_t dmax, int dim) noexcept:
     return total
 
 
+def scratch_bytes(config):
+    """Bytes of scratch arena a tick may need at this config's capacity and
+    max_detections (worst case, with 16 MiB for cluster cost matrices).
+
+    Size a shared arena with it, e.g. ``Loop(step, scratch_bytes=...)`` when
+    the tracker borrows the loop's scratch. Anonymous pages cost nothing
+    until a tick touches them."""
+    return _scratch_bytes(config.capacity, config.max_detections, config.dim)
+
+
 def track_schema(int dim):
     """The track table's Schema for `dim` (2 or 3) spatial dimensions.
 
@@ -827,8 +833,10 @@ cdef class Tracker:
     do not insert, remove or write rows yourself.
 
     Thread-safety: one thread at a time. tick() releases the GIL while it
-    runs, so other Python threads run meanwhile; they must not call into this
-    tracker (or use its scratch arena or table) concurrently.
+    runs, so other Python threads run meanwhile. A second tick() of the same
+    tracker from another thread raises RuntimeError; other threads must not
+    mutate its table or use its scratch arena meanwhile (reading the views
+    is safe: the memory stays valid, values may be mid-update).
     """
 
     def __cinit__(self, config=None, *, Arena scratch=None, **overrides):
@@ -903,12 +911,19 @@ cdef class Tracker:
             over = k - self.engine.max_detections
             k = self.engine.max_detections
         data = <const double*>cnp.PyArray_DATA(detections)
-        with nogil:
-            rc = dod_tracker_tick(&self.engine, data, k, dt, &self.scratch.arena)
+        if self._busy:
+            raise RuntimeError("a tick of this tracker is already running in another thread")
+        self._busy = True
+        try:
+            with nogil:
+                rc = dod_tracker_tick(&self.engine, data, k, dt, &self.scratch.arena)
+        finally:
+            self._busy = False
         if rc != 0:
             raise MemoryError(
                 f"the scratch arena ({self.scratch.available} bytes available) cannot hold this "
-                "tick's temporaries; nothing changed")
+                "tick's temporaries; nothing changed (dod.tracker.scratch_bytes(config) gives "
+                "the worst case)")
         self.engine.last.overflow = over
 
     # -------------------------------------------------------- results (views, no copies)

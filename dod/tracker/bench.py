@@ -15,7 +15,7 @@ reference; N = 10,000 p99 <= 10 ms. Shared machines are noisy: read the
 median first, and rerun before trusting a p99.
 
 Options: ``--quick`` (fewer scans), ``--sizes 10,100,1000``, ``--scans K``,
-``--no-reference``, ``--gc`` (leave the cyclic GC on while timing; by
+``--no-reference``, ``--dim 3``, ``--gc`` (leave the cyclic GC on while timing; by
 default it is disabled around the timed ticks of both trackers).
 """
 import argparse
@@ -47,13 +47,13 @@ def _time_ticks(tracker, scenario, warmup, budget_s):
 
 
 def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, keep_gc=False,
-        seed=0, out=print):
+        seed=0, dim=2, out=print):
     rows = []
     for n in sizes:
         k = scans or (60 if quick else (300 if n <= 1000 else 150))
         warmup = 30 if quick else 50
-        sc = generate(n, warmup + k, seed=seed, pd=0.9)
-        cfg = TrackerConfig(capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64))
+        sc = generate(n, warmup + k, seed=seed, pd=0.9, dim=dim)
+        cfg = TrackerConfig(dim=dim, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64))
         row = {"n": n}
         for name, make in (("dod", Tracker), ("reference", ReferenceTracker)):
             if name == "reference" and not reference:
@@ -72,7 +72,7 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
             if name == "dod":
                 row["confirmed"] = tr.counts()["confirmed"]
         rows.append(row)
-    out(f"dod.tracker tick time (ms), 2-D CV, Pd 0.9, clutter 0.2 N, 50 Hz; "
+    out(f"dod.tracker tick time (ms), {dim}-D CV, Pd 0.9, clutter 0.2 N, 50 Hz; "
         f"GC {'on' if keep_gc else 'off'} while timing")
     out(f"{'N':>6} {'confirmed':>9} | {'dod p50':>8} {'p99':>8} {'cpu p99':>8} {'max':>8} | "
         f"{'ref p50':>8} {'p99':>8} {'max':>8} | {'ref/dod':>7}")
@@ -108,9 +108,10 @@ def main(argv=None):
     p.add_argument("--no-reference", action="store_true")
     p.add_argument("--gc", action="store_true", help="leave the cyclic GC enabled while timing")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dim", type=int, default=2, choices=(2, 3))
     a = p.parse_args(argv)
     sizes = tuple(int(s) for s in a.sizes.split(",") if s)
-    run(sizes, a.scans, a.quick, not a.no_reference, a.gc, a.seed)
+    run(sizes, a.scans, a.quick, not a.no_reference, a.gc, a.seed, a.dim)
 
 
 if __name__ == "__main__":
