@@ -129,3 +129,25 @@ def test_sparse_gospa_on_crossing_pairs(seed):
         want = gospa(X, Y, c=c, details=True)
         assert got[0] == pytest.approx(want[0], rel=1e-9)
         assert got[2:] == want[2:]
+
+
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_live_view_on_a_terminal(monkeypatch):
+    pytest.importorskip("rich")
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    out = _Tty()
+    assert demo.want_live(False, out)
+    assert demo.main(["--fast", "--duration", "0.5", "--targets", "50"], out=out) == 0
+    text = out.getvalue()
+    assert "\x1b[" in text                                # drawn with terminal codes
+    for row in ("progress", "tick p50 / p99 / max", "deadline misses", "allocations per tick",
+                "confirmed tracks", "GOSPA now / mean"):
+        assert row in text
+    assert "dod.tracker demo: summary" in text
+    monkeypatch.setenv("CI", "1")
+    assert not demo.want_live(False, out)
