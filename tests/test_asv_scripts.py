@@ -1,0 +1,64 @@
+"""asv_bench/check_regression.sh reads `asv compare` tables (asv 0.6 format) right.
+
+The full path (two commits built and benchmarked) takes minutes and is run by
+hand (asv_bench/README.md); here only the verdict on a table is checked."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "asv_bench", "check_regression.sh")
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("awk") is None,
+                                reason="needs bash and awk")
+
+HEAD = """
+Benchmarks that have got worse:
+
+| Change   | Before [69f9e4a5] <demo~8>   | After [b2e8c9c1] <demo~1>   |   Ratio | Benchmark (Parameter)                                |
+|----------|------------------------------|-----------------------------|---------|------------------------------------------------------|
+"""
+
+
+def verdict(rows):
+    p = subprocess.run(["bash", SCRIPT, "--parse", "1.2"], input=HEAD + rows, capture_output=True,
+                       text=True, timeout=30)
+    return p.returncode, p.stdout
+
+
+def test_slower_time_benchmark_is_a_regression():
+    rc, out = verdict("| +        | 2.22±2ms   | 4.75±2ms   |    2.14 | bench_tracker.TrackerTick.time_tick(10000, 'dod') |\n")
+    assert rc == 1 and "REGRESSION: 1 benchmark" in out
+
+
+def test_new_failure_is_a_regression():
+    rc, _ = verdict("| !        | 1.00ms   | failed   |    n/a | bench_arena.Frame.time_frames('arena') |\n")
+    assert rc == 1
+
+
+def test_speedups_are_read_the_other_way_round():
+    up = "| +        | 20.0   | 40.0   |    2.00 | bench_tracker.Window.track_speedup_vs_reference(1000) |\n"
+    down = "| -        | 40.0   | 20.0   |    0.50 | bench_tracker.Window.track_speedup_vs_reference(1000) |\n"
+    assert verdict(up)[0] == 0
+    assert verdict(down)[0] == 1
+
+
+def test_unchanged_and_improved_pass():
+    rows = ("|          | 192±3μs   | 194±5μs   | 1.01    | bench_tracker.TrackerTick.time_tick(1000, 'dod') |\n"
+            "| -        | 8.7ms     | 4.2ms     | 0.48    | bench_tracker.TrackerTick.time_tick(1000, 'reference') |\n"
+            "| x        | 1.0ms     | 3.0ms     | 3.00    | bench_table.Insert.time_table_insert_many |\n")
+    rc, out = verdict(rows)
+    assert rc == 0 and "no regression" in out
+
+
+def test_bad_factor_and_missing_arguments_exit_2():
+    assert subprocess.run(["bash", SCRIPT], capture_output=True, timeout=30).returncode == 2
+    p = subprocess.run(["bash", SCRIPT, "HEAD", "HEAD", "-b"], capture_output=True, text=True,
+                       timeout=30, cwd=ROOT)
+    assert p.returncode == 2 and "FACTOR must be a number" in p.stderr
+
+
+def test_scripts_parse():
+    for name in ("history.sh", "check_regression.sh"):
+        assert subprocess.run(["bash", "-n", os.path.join(ROOT, "asv_bench", name)]).returncode == 0

@@ -1,0 +1,51 @@
+"""tools/update_readme_perf.py: the README's perf block is generated, never typed."""
+import importlib.util
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def tool():
+    spec = importlib.util.spec_from_file_location(
+        "update_readme_perf", os.path.join(ROOT, "tools", "update_readme_perf.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_replace_block_keeps_everything_outside_the_markers(tool):
+    text = f"# t\nbefore\n{tool.BEGIN}\nold\nlines\n{tool.END}\nafter\n"
+    new = tool.replace_block(text, "NEW TABLE")
+    assert new == f"# t\nbefore\n{tool.BEGIN}\nNEW TABLE\n{tool.END}\nafter\n"
+    assert tool.replace_block(new, "NEW TABLE") == new              # idempotent
+
+
+@pytest.mark.parametrize("text", ["no markers", "<!-- perf:begin --> only",
+                                  "<!-- perf:end -->\n<!-- perf:begin -->",
+                                  "<!-- perf:begin -->\n<!-- perf:begin -->\n<!-- perf:end -->"])
+def test_replace_block_refuses_bad_markers(tool, text):
+    with pytest.raises(ValueError):
+        tool.replace_block(text, "x")
+
+
+def test_rewrites_a_readme_from_a_real_run(tool, tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{tool.BEGIN}\nhand-typed numbers\n{tool.END}\nend\n")
+    assert tool.main(["--readme", str(readme), "--quick", "--only", "arena", "--no-tracker"]) == 0
+    text = readme.read_text()
+    assert "hand-typed" not in text
+    assert text.startswith("intro\n") and text.endswith(f"{tool.END}\nend\n")
+    assert "`python -m dod.bench --markdown --quick --only arena`" in text
+    assert "| workload | time | vs baseline | note |" in text
+    assert "Measured 20" in text and "cores" in text
+
+
+def test_readme_without_markers_is_left_alone(tool, tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text("no markers here\n")
+    assert tool.main(["--readme", str(readme), "--no-tracker", "--quick"]) == 1
+    assert readme.read_text() == "no markers here\n"
+    assert "perf:begin" in capsys.readouterr().err
