@@ -67,7 +67,8 @@ def test_import_needs_no_cupy():
             "assert dod.cuda.is_available() is False\n"
             "assert 'DeviceArena' in dir(dod.cuda)\n"
             "print(dod.cuda.DeviceArena.__name__, dod.cuda.PinnedArena.__name__)\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-P", "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, PYTHONPATH=dod.get_include()))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["DeviceArena", "PinnedArena"]
 
@@ -550,7 +551,8 @@ def test_gpu_script_is_present_and_parses():
 def test_example_without_cupy_says_why(tmp_path):
     code = ("import sys, runpy; sys.modules['cupy'] = None; sys.argv = ['gpu_frame.py'];"
             f"runpy.run_path({str(ROOT / 'examples' / 'gpu_frame.py')!r}, run_name='__main__')")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-P", "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, PYTHONPATH=dod.get_include()))
     assert out.returncode == 2, out.stdout + out.stderr
     assert "needs CuPy" in out.stderr
 
@@ -570,8 +572,10 @@ def test_gpu_suite_against_the_fake_cupy():
     """The GPU tests, run against tests/gpu/fake_cupy.py (host memory, kernels
     in Python): exercises DeviceArena, the scope, the frame and the bench code
     paths here. Not a GPU test: tests/gpu/run_gpu_checks.sh is."""
-    env = dict(os.environ, DOD_FAKE_CUPY="1", PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-m", "pytest", "tests/gpu", "-q", "-p", "no:cacheprovider",
+    # -P and PYTHONPATH: the child imports the same dod as this process (the
+    # installed one in CI), never the source folder it runs in.
+    env = dict(os.environ, DOD_FAKE_CUPY="1", PYTHONPATH=dod.get_include())
+    out = subprocess.run([sys.executable, "-P", "-m", "pytest", "tests/gpu", "-q", "-p", "no:cacheprovider",
                           "--confcutdir=tests/gpu"], cwd=ROOT, capture_output=True, text=True, env=env,
                          timeout=600)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]

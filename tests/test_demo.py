@@ -7,6 +7,8 @@ import sys
 import numpy as np
 import pytest
 
+import dod
+
 from dod.tracker import demo
 from dod.tracker.metrics import gospa
 
@@ -47,8 +49,8 @@ def test_tracks_follow_the_truth():
 
 
 def test_cli_as_the_lead_runs_it_in_ci():
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    p = subprocess.run([sys.executable, "-m", "dod.tracker", "--duration", "1", "--targets", "100",
+    env = dict(os.environ, PYTHONPATH=dod.get_include())     # the dod this process imported
+    p = subprocess.run([sys.executable, "-P", "-m", "dod.tracker", "--duration", "1", "--targets", "100",
                         "--no-live", "--fast"], capture_output=True, text=True, cwd=ROOT, env=env,
                        timeout=120)
     assert p.returncode == 0, p.stderr
