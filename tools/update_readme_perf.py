@@ -20,6 +20,7 @@ interpreter in the repository root.
 """
 import argparse
 import datetime
+import importlib.util
 import os
 import subprocess
 import sys
@@ -42,8 +43,22 @@ def replace_block(text, block):
     return text[:a] + "\n" + block.strip("\n") + "\n" + text[b:]
 
 
+def _dod_path():
+    """The directory above the dod this process would import (the installed
+    one), or the repository when none is installed (an in-place build)."""
+    spec = importlib.util.find_spec("dod")
+    if spec is not None and spec.origin:
+        return os.path.dirname(os.path.dirname(spec.origin))
+    return ROOT
+
+
 def _run(cmd):
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    # Never let the repository's source folder (no compiled modules) shadow
+    # the package: -P drops the working directory from the child's sys.path.
+    if cmd[0] == sys.executable:
+        cmd = [cmd[0], "-P"] + cmd[1:]
+    env = dict(os.environ, PYTHONPATH=_dod_path())
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-2000:]}")
     return p.stdout
