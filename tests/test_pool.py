@@ -7,10 +7,11 @@ import threading
 
 import numpy as np
 import pytest
-from hypothesis import given, note, strategies as st
+from hypothesis import event, given, note, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import dod.pool
+from dod.arena import Arena
 from dod.freelist import FreeList
 from dod.pool import Pool
 
@@ -29,19 +30,45 @@ def counters(pool):
 # ---------------------------------------------------------------- model-based walk
 
 
+def flat_rows(rows):
+    """A chunk's (or the whole pool's) rows as (blocks, bytes) uint8."""
+    return rows.view(np.uint8).reshape(len(rows), -1) if rows.ndim > 1 else rows.reshape(len(rows), 1).view(np.uint8)
+
+
 class PoolWalk(RuleBasedStateMachine):
-    """Random acquire/release/view/overwrite against a shadow model of live blocks."""
+    """Random acquire/release/view/overwrite against a shadow model of live blocks.
+
+    Growth: a growable pool (pages, or a small Arena that runs out) adds a
+    whole chunk when every block is in use; the model knows the capacity
+    after every step. With the arena, a growth may fail: then nothing but
+    ``failed`` changes, and the model's capacity stays.
+    """
 
     @initialize(threadsafe=st.booleans(), count=st.integers(1, 40),
                 kind=st.sampled_from([("f4", (3,)), ("f8", ()), ("u1", (24,)), ("i2", (2, 5)), ("raw", 48)]),
-                align=st.sampled_from([None, 16, 64]))
-    def make(self, threadsafe, count, kind, align):
-        if kind[0] == "raw":
-            self.pool = Pool(count, block_size=kind[1], align=align, threadsafe=threadsafe)
-        else:
-            self.pool = Pool(count, np.dtype(kind[0]), kind[1], align=align, threadsafe=threadsafe)
-        self.count = count
+                align=st.sampled_from([None, 16, 64]),
+                grow=st.sampled_from([None, None, "pages", "arena"]), chunk=st.sampled_from([None, 1, 3, 8]),
+                room=st.integers(0, 3))
+    def make(self, threadsafe, count, kind, align, grow, chunk, room):
+        kw = dict(align=align, threadsafe=threadsafe)
+        make = ((lambda **k: Pool(count, block_size=kind[1], **k)) if kind[0] == "raw" else
+                (lambda **k: Pool(count, np.dtype(kind[0]), kind[1], **k)))
+        self.upstream = None
+        if grow:
+            kw.update(growable=True, chunk_blocks=chunk)
+            if grow == "arena":
+                # Room for the first region and `room` further chunks (plus
+                # alignment padding): the next growth fails.
+                stride = make(align=align).block_size
+                self.upstream = Arena(stride * (count + room * (chunk or count)) + 64 * (room + 1))
+                kw["resource"] = self.upstream.resource()
+        self.pool = make(**kw)
+        self.growable = bool(grow)
+        self.chunk = (chunk or count) if grow else 0
+        self.may_fail = grow == "arena"   # a growth may fail: the arena runs out
+        self.count = count            # the model's capacity (all chunks)
         self.align = self.pool.alignment
+        assert self.pool.growable == self.growable and self.pool.chunk_blocks == self.chunk
         self.live = {}          # handle -> tag
         self.dead = []          # released handles
         self.views = {}         # handle -> live array (pins the block)
@@ -62,17 +89,36 @@ class PoolWalk(RuleBasedStateMachine):
         del v, raw
         return vals
 
-    @rule()
-    def acquire(self):
+    def _expect_failure(self, call):
+        """call() must raise MemoryError and change nothing but `failed`."""
         before = counters(self.pool)
         failed = self.pool.failed
+        with pytest.raises(MemoryError):
+            call()
+        assert counters(self.pool) == before
+        assert self.pool.failed == failed + 1
+
+    @rule()
+    def acquire(self):
         if len(self.live) == self.count:
-            with pytest.raises(MemoryError):
-                self.pool.acquire()
-            assert counters(self.pool) == before
-            assert self.pool.failed == failed + 1
-            return
-        h = self.pool.acquire()
+            if not self.growable:
+                self._expect_failure(self.pool.acquire)
+                return
+            before = counters(self.pool)
+            failed = self.pool.failed
+            try:
+                h = self.pool.acquire()
+            except MemoryError:
+                assert self.may_fail
+                assert counters(self.pool) == before and self.pool.failed == failed + 1
+                event("acquire: the upstream ran out, nothing changed")
+                return
+            event("acquire grew the pool")
+            self.count += self.chunk          # grew by exactly one whole chunk
+            assert self.pool.capacity == self.count
+            assert h & 0xFFFFFFFF == len(self.live)     # the first slot of the new chunk
+        else:
+            h = self.pool.acquire()
         assert h != 0 and h not in self.live
         v = self.pool.view(h)
         assert addr(v) % self.align == 0
@@ -84,13 +130,25 @@ class PoolWalk(RuleBasedStateMachine):
 
     @rule(k=st.integers(0, 12))
     def acquire_many(self, k):
-        before = counters(self.pool)
-        if len(self.live) + k > self.count:
-            with pytest.raises(MemoryError):
-                self.pool.acquire_many(k)
-            assert counters(self.pool) == before
+        short = len(self.live) + k - self.count
+        if short > 0 and not self.growable:
+            self._expect_failure(lambda: self.pool.acquire_many(k))
             return
-        hs = self.pool.acquire_many(k)
+        if short > 0:
+            before = counters(self.pool)
+            failed = self.pool.failed
+            try:
+                hs = self.pool.acquire_many(k)
+            except MemoryError:               # all or nothing: the chunks it got are given back
+                assert self.may_fail
+                assert counters(self.pool) == before and self.pool.failed == failed + 1
+                event("acquire_many: the upstream ran out, nothing changed")
+                return
+            event("acquire_many grew the pool")
+            self.count += -(-short // self.chunk) * self.chunk
+            assert self.pool.capacity == self.count
+        else:
+            hs = self.pool.acquire_many(k)
         assert hs.dtype == np.uint64 and hs.shape == (k,)
         for h in hs.tolist():
             assert h != 0 and h not in self.live
@@ -180,6 +238,26 @@ class PoolWalk(RuleBasedStateMachine):
         del self.live[h]
         self.dead.append(h)
 
+    @rule(k=st.integers(0, 12))
+    def reserve(self, k):
+        short = len(self.live) + k - self.count
+        before = counters(self.pool)
+        failed = self.pool.failed
+        if short <= 0 or self.growable:
+            try:
+                self.pool.reserve(k)
+            except MemoryError:
+                assert self.may_fail and short > 0
+                assert counters(self.pool) == before and self.pool.failed == failed
+                return
+            if short > 0:
+                self.count += -(-short // self.chunk) * self.chunk
+            assert self.pool.available >= k and self.pool.capacity == self.count
+        else:
+            with pytest.raises(MemoryError):
+                self.pool.reserve(k)
+            assert counters(self.pool) == before and self.pool.failed == failed
+
     @rule()
     def reset(self):
         if self.views:
@@ -196,12 +274,21 @@ class PoolWalk(RuleBasedStateMachine):
     @rule(value=st.integers(0, 255))
     def scribble_free_rows(self, value):
         """Vectorised writes over the whole pool hit free blocks too: harmless."""
-        whole = self.pool.as_array()
-        mask = self.pool.live_mask()
-        flat = whole.view(np.uint8).reshape(self.count, -1) if whole.ndim > 1 else whole.reshape(self.count, 1).view(np.uint8)
-        flat[~mask] = value
+        if self.pool.chunk_count == 1:
+            whole = self.pool.as_array()
+            assert len(whole) == self.count
+            flat_rows(whole)[~self.pool.live_mask()] = value
+            del whole
+        else:
+            event("scribbled over several chunks")
+            with pytest.raises(ValueError):
+                self.pool.as_array()            # several chunks are not one array
+        n = 0
+        for rows, live in self.pool.chunks():
+            flat_rows(rows)[~live] = value
+            n += len(rows)
+        assert n == self.count
         self.scribbled = True
-        del whole, flat
 
     @invariant()
     def consistent(self):
@@ -210,7 +297,9 @@ class PoolWalk(RuleBasedStateMachine):
             return
         mask = pool.live_mask()
         idx = {h & 0xFFFFFFFF for h in self.live}
+        assert mask.shape == (self.count,) and pool.capacity == self.count
         assert set(np.flatnonzero(mask).tolist()) == idx
+        assert np.array_equal(np.concatenate([live for _, live in pool.chunks()]), mask)
         assert len(pool) == len(self.live)
         assert sorted(pool.handles().tolist()) == sorted(self.live)
         assert pool.peak >= pool.in_use
@@ -230,11 +319,14 @@ class PoolWalk(RuleBasedStateMachine):
             assert self._read_tag(h) == {self.live[h] & 0xFF}
             pool.release(h)
         assert pool.in_use == 0
-        # Full reuse: every block can be acquired again.
+        # Full reuse: every block can be acquired again, without growing.
+        nbytes = pool.nbytes
         hs = [pool.acquire() for _ in range(self.count)]
         assert len(set(h & 0xFFFFFFFF for h in hs)) == self.count
-        with pytest.raises(MemoryError):
-            pool.acquire()
+        assert pool.capacity == self.count and pool.nbytes == nbytes
+        if not self.growable:
+            with pytest.raises(MemoryError):
+                pool.acquire()
         for h in hs:
             pool.release(h)
         pool.check()
