@@ -1167,11 +1167,12 @@ cdef class Pool:
 
     def __repr__(self):
         cdef size_t cap = dod_pool_capacity(&self.pool)
-        grow = ""
+        chunks = ""
         if self.pool.chunks != NULL:
-            grow = f" growable, {self._chunks.n} chunk{'s' if self._chunks.n > 1 else ''} (+{self._chunks.chunk_blocks} a chunk),"
-        return (f"<dod.Pool{' threadsafe' if self.threadsafe else ''} {cap} x "
-                f"{self._dtype}{list(self._shape) if self._shape else ''}{grow} "
-                f"(stride {self.pool.stride} B, {_fmt_bytes(self.nbytes)}) "
+            chunks = (f" in {self._chunks.n} chunk{'s' if self._chunks.n > 1 else ''} "
+                      f"(+{self._chunks.chunk_blocks} blocks a chunk; ")
+        return (f"<dod.Pool{' growable' if self.growable else ''}{' threadsafe' if self.threadsafe else ''} "
+                f"{cap} x {self._dtype}{list(self._shape) if self._shape else ''}"
+                f"{chunks if chunks else ' ('}stride {self.pool.stride} B, {_fmt_bytes(self.nbytes)}) "
                 f"in_use={self.pool.in_use} peak={self.peak} "
                 f"allocations={self.pool.allocations} failed={self.pool.failed}>")
