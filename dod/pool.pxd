@@ -8,18 +8,39 @@
 #         dod_pool_release(&owner.pool, p)
 #
 # Invariants
-#   * Blocks are base + i * stride for i in [0, count); stride is a multiple
-#     of the alignment and at least sizeof(void*).
-#   * Blocks [touched, count) have never been handed out; they are not on the
-#     free list (creation costs O(1), whatever the count).
-#   * Every free block among [0, touched) is on the intrusive free list: its
-#     first pointer-sized word links to the next free block (NULL ends it).
-#     A live block carries no bookkeeping at all.
-#   * in_use + (free blocks on the list) == touched.
-#   * Free blocks are taken before untouched ones, so `touched` is the
-#     high-water mark of in_use since the last reset: the peak costs nothing
-#     to keep (a reset folds it into `peak`).
+#   * A pool is one or more chunks; a fixed pool is exactly one (chunks ==
+#     NULL). Slots are numbered across chunks in the order they were
+#     obtained: chunk 0 holds slots [0, first_blocks), chunk k >= 1 holds
+#     [first_blocks + (k-1) * chunk_blocks, ... + chunk_blocks). The slot
+#     index is what a Python handle carries.
+#   * base/count/touched describe the current chunk (the one the bump index
+#     runs in); prior is the number of slots before it. Blocks of a chunk are
+#     base + i * stride for i in [0, count); stride is a multiple of the
+#     alignment and at least sizeof(void*). Chunks never move and are given
+#     back only when the owner dies.
+#   * Chunks before the current one are fully touched; chunks after it are
+#     spares (untouched; a reset goes back to chunk 0 and keeps them).
+#     Blocks [touched, count) of the current chunk have never been handed
+#     out; they are not on the free list (creation costs O(1)).
+#   * Every free block among the touched ones is on the intrusive free list:
+#     its first pointer-sized word links to the next free block (NULL ends
+#     it). A live block carries no bookkeeping at all.
+#   * in_use + (free blocks on the list) == prior + touched.
+#   * Free blocks are taken before untouched ones, and a growable pool moves
+#     to the next chunk only when every block is in use, so prior + touched
+#     is the high-water mark of in_use since the last reset: the peak costs
+#     nothing to keep (a reset folds it into `peak`).
 #   * All bytes zero (ZII) is a valid, empty pool: every acquire fails (NULL).
+#
+# Growth (opt-in, Pool(..., growable=True)): when the free list is empty and
+# the current chunk is fully touched, acquire calls dod_pool_grow, a named
+# function in pool.pyx: it moves to a spare chunk or obtains a whole new
+# chunk of chunk_blocks blocks from the pool's resource; acquire then bumps
+# its first block. A fixed pool (chunks == NULL) gets NULL from it. The
+# slow path is handed `p.chunks`, never `p`: were the engine struct's
+# address passed to an opaque function, a caller's local copy of it (the
+# fast pattern, see the README) would escape, and every block write would
+# force the compiler to reload the free-list head (0.7 -> 1.8 ns a pair).
 #
 # Engine contract (checks the caller owns on this fast path): a pointer
 # passed to release came from acquire on this pool and is live (no double
@@ -39,6 +60,23 @@ from dod._ndarray cimport dod_array_request
 from libc.stdint cimport uint32_t
 
 
+ctypedef struct dod_pool_chunks:
+    # Growth state of a growable pool (the engine reaches it through
+    # dod_pool.chunks). With a threadsafe pool, read it under the mutex: a
+    # growth may replace the tables.
+    char** bases              # bases[k]: first block of chunk k (slot order)
+    size_t* order             # chunk numbers sorted by base address (pointer -> slot lookup)
+    size_t n                  # chunks obtained, spares included
+    size_t cap                # entries allocated in bases and order
+    size_t current            # the chunk the bump index runs in
+    size_t first_blocks       # blocks in chunk 0 (the owner's first region)
+    size_t chunk_blocks       # blocks in every later chunk
+    size_t chunk_bytes        # bytes asked of the upstream for a later chunk
+    size_t chunk_align        # alignment asked of the upstream
+    size_t max_slots          # slots never exceed this (a handle's index is 32 bits)
+    const dod_resource* upstream   # where later chunks come from
+
+
 ctypedef struct dod_pool:
     # Field order matters: in_use and allocations are both bumped on acquire;
     # kept apart (free sits between them) so gcc does not merge the two
@@ -53,20 +91,43 @@ ctypedef struct dod_pool:
     void* free                # head of the intrusive free list
     size_t allocations        # successful acquires since creation
     size_t failed             # acquires that returned NULL
-    size_t peak               # high-water in_use before the last reset (read max(peak, touched))
+    size_t peak               # high-water in_use before the last reset (read max(peak, prior + touched))
+    size_t prior              # slots before the current chunk (0 in a fixed pool)
+    dod_pool_chunks* chunks   # growth state; NULL: a fixed pool of one chunk
+
+
+ctypedef struct dod_pool_span:
+    char* base                # first block of the chunk to bump from; NULL: none to be had
+    size_t count              # its blocks
+
+
+# Slow paths: named functions in pool.pyx, never inlined into the fast path.
+cdef dod_pool_span dod_pool_grow(dod_pool_chunks* c) noexcept nogil
+cdef int dod_pool_add_chunk(dod_pool_chunks* c) noexcept nogil
+cdef void dod_pool_reset_chunks(dod_pool* p) noexcept nogil
+cdef size_t dod_pool_slot_of(const dod_pool* p, const void* b) noexcept nogil
 
 
 cdef inline void* dod_pool_acquire(dod_pool* p) noexcept nogil:
-    """One block (stride bytes, aligned), or NULL when the pool is exhausted. O(1)."""
+    """One block (stride bytes, aligned), or NULL when the pool is exhausted
+    (and cannot grow). O(1); a growth obtains one chunk from the resource."""
     cdef void* b = p.free
+    cdef dod_pool_span nx
     if b != NULL:
         p.free = (<void**>b)[0]
     elif p.touched < p.count:
         b = p.base + p.touched * p.stride
         p.touched += 1
     else:
-        p.failed += 1
-        return NULL
+        nx = dod_pool_grow(p.chunks)         # slow path; a fixed pool gets NULL
+        if nx.base == NULL:
+            p.failed += 1
+            return NULL
+        p.prior += p.count
+        p.base = nx.base
+        p.count = nx.count
+        p.touched = 1
+        b = nx.base
     p.in_use += 1
     p.allocations += 1
     return b
@@ -76,7 +137,10 @@ cdef inline void dod_pool_debug_check(const dod_pool* p, void* b) noexcept nogil
     """Debug builds: abort on a foreign pointer or a double release (walks the free list)."""
     cdef const char* c = <const char*>b
     cdef void* f = p.free
-    if c < p.base or c >= p.base + p.touched * p.stride or <size_t>(c - p.base) % p.stride != 0:
+    if p.chunks != NULL:
+        if dod_pool_slot_of(p, b) >= p.prior + p.touched:
+            dod_debug_fail("pool release of a pointer that is not a live block of this pool", b)
+    elif c < p.base or c >= p.base + p.touched * p.stride or <size_t>(c - p.base) % p.stride != 0:
         dod_debug_fail("pool release of a pointer that is not a live block of this pool", b)
     while f != NULL:
         if f == b:
@@ -95,8 +159,11 @@ cdef inline void dod_pool_release(dod_pool* p, void* b) noexcept nogil:
 
 
 cdef inline void dod_pool_reset(dod_pool* p) noexcept nogil:
-    """Release every block at once, O(1): the pool is as new (counters kept).
-    Nothing may use any block afterwards."""
+    """Release every block at once, O(1): the pool is as new (counters kept;
+    a growable pool keeps its chunks). Nothing may use any block afterwards."""
+    if p.chunks != NULL:
+        dod_pool_reset_chunks(p)
+        return
     dod_poison(p.base, p.touched * p.stride)
     if p.touched > p.peak:
         p.peak = p.touched
@@ -122,20 +189,50 @@ cdef inline void dod_pool_release_locked(dod_pool* p, dod_mutex* m, void* b) noe
 
 
 cdef inline size_t dod_pool_index(const dod_pool* p, const void* b) noexcept nogil:
-    """Slot index of block `b` (which must be a block of this pool)."""
+    """Slot index of block `b` (which must be a block of this pool). O(1) in a
+    fixed pool, O(log chunks) in a growable one."""
+    if p.chunks != NULL:
+        return dod_pool_slot_of(p, b)
     return <size_t>(<const char*>b - p.base) // p.stride
+
+
+cdef inline char* dod_pool_block(const dod_pool* p, size_t slot) noexcept nogil:
+    """The block of slot index `slot` (which must be below dod_pool_capacity)."""
+    cdef const dod_pool_chunks* c = p.chunks
+    if c == NULL:
+        return p.base + slot * p.stride
+    if slot < c.first_blocks:
+        return c.bases[0] + slot * p.stride
+    slot -= c.first_blocks
+    return c.bases[1 + slot // c.chunk_blocks] + (slot % c.chunk_blocks) * p.stride
+
+
+cdef inline size_t dod_pool_capacity(const dod_pool* p) noexcept nogil:
+    """Blocks in all chunks (spares included)."""
+    if p.chunks == NULL:
+        return p.count
+    return p.chunks.first_blocks + (p.chunks.n - 1) * p.chunks.chunk_blocks
+
+
+cdef inline size_t dod_pool_touched(const dod_pool* p) noexcept nogil:
+    """Slots [0, touched) were handed out at least once since the last reset."""
+    return p.prior + p.touched
 
 
 cdef class Pool:
     cdef dod_pool pool                # the engine state; run the inline functions on &owner.pool
     cdef dod_mutex mutex              # taken by the *_locked functions and the threadsafe Python face
+    cdef dod_pool_chunks _chunks      # growth state (pool.chunks points here when growable)
     cdef readonly bint threadsafe     # the Python face takes `mutex` around every engine call
+    cdef readonly bint growable       # further chunks come from the resource when the pool is full
     cdef Resource _upstream           # keeps the backing resource (and its owner) alive
-    cdef const dod_resource* _source  # where the region came from
+    cdef const dod_resource* _source  # where the region (and every further chunk) came from
+    cdef char* _region                # the first region (chunk 0)
     cdef size_t _region_size          # bytes obtained from _source
     cdef size_t _region_align
     cdef uint32_t* _gens              # per slot generation (Python face): odd = live
     cdef uint32_t* _pins              # per slot count of live array leases (Python face)
+    cdef size_t _slots                # slots the side tables cover (grown with the chunks)
     cdef object _dtype                # block dtype
     cdef tuple _shape                 # per-block shape
     cdef dod_array_request _req       # one block as an array request
@@ -149,6 +246,9 @@ cdef class Pool:
     cdef uint32_t _salt               # per-pool generation offset: foreign handles rarely match
 
     cdef int _lock(self) except -1
+    cdef bint _cover(self, size_t slots) noexcept
+    cdef int _covered(self) except -1
+    cdef int _grow_for(self, size_t n) noexcept
     cdef void _unlock(self) noexcept
     cdef Py_ssize_t _checked_pop(self) noexcept
     cdef bint _rebuild(self) noexcept

@@ -15,6 +15,24 @@ Python face
     of shape ``(block_count, *shape)`` and :meth:`Pool.live_mask` says which
     rows are live, for vectorised code over all live blocks.
 
+Growth (opt-in)
+    ``Pool(n, ..., growable=True, chunk_blocks=None)`` starts with one region
+    of ``n`` blocks; when every block is in use, the next acquire obtains a
+    whole new chunk of ``chunk_blocks`` blocks (``n`` by default) from the
+    pool's resource (the same ``resource=`` as the first region, anonymous
+    pages by default) and takes its first block. Live blocks never move:
+    handles, views and pointers stay valid across growth. Slot indices run
+    across chunks in the order they were obtained (chunk 0 is slots
+    ``[0, n)``, chunk 1 ``[n, n + chunk_blocks)``, ...). Chunks are given
+    back only when the pool dies; :meth:`reset` keeps them as spares. When
+    the resource cannot supply a chunk, acquire raises MemoryError and the
+    pool is unchanged (``failed`` counts it). A growable pool with more than
+    one chunk is not one array: :meth:`as_array` raises ValueError there,
+    and :meth:`chunks` gives one ``(rows, live)`` pair per chunk instead.
+    The engine's fast path is the same for fixed and growable pools: growth
+    is a named slow path (``dod_pool_grow``) taken only when the
+    free list is empty and the current chunk is fully handed out.
+
 Safety contract (the Python face)
     Arrays keep the pool alive. Releasing a block by handle while an array
     from :meth:`view`/:meth:`acquire_array` is still alive raises BufferError
@@ -31,7 +49,8 @@ Safety contract (the Python face)
 Bookkeeping
     Engine: zero bytes per live block. The Python face adds a side table of
     8 bytes per slot (32-bit generation, 32-bit count of live arrays), never
-    inside a block.
+    inside a block; it grows with the chunks. A growable pool adds a chunk
+    table of 16 bytes per chunk.
 
 Thread-safety
     ``Pool(..., threadsafe=False)`` (default) is for one thread at a time.
@@ -40,12 +59,16 @@ Thread-safety
     ``dod_pool_acquire_locked``/``dod_pool_release_locked`` with
     ``&owner.mutex``. Cost: one uncontended pthread lock+unlock pair per
     operation (about 15-20 ns, see ``python -m dod.bench --only pool``), and
-    serialisation under contention. The lock-free pool comes later.
+    serialisation under contention. A growable threadsafe pool grows under
+    the same mutex (the upstream is called with the lock held). The
+    lock-free pool comes later.
 """
 cimport cython
 cimport numpy as cnp
 from libc.stdint cimport uint32_t, uint64_t, uintptr_t
-from libc.stdlib cimport calloc, free
+from libc.stdint cimport SIZE_MAX
+from libc.stdlib cimport calloc, malloc, realloc, free
+from libc.string cimport memcpy, memmove, memset
 from cpython.number cimport PyNumber_Index
 
 from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_mul_overflow, dod_is_pow2, dod_poison
@@ -71,10 +94,155 @@ cdef size_t _MAX_BLOCKS = 0xFFFFFFFF        # slot index is 32 bits
 cdef uint32_t _next_salt = 0x9E3779B8u       # advanced per pool (even: generations start even)
 
 
+# ---------------------------------------------------------------- engine slow paths
+
+cdef inline size_t _chunk_start(const dod_pool_chunks* c, size_t k) noexcept nogil:
+    """First slot of chunk k."""
+    return 0 if k == 0 else c.first_blocks + (k - 1) * c.chunk_blocks
+
+
+cdef inline size_t _chunk_len(const dod_pool_chunks* c, size_t k) noexcept nogil:
+    """Blocks in chunk k."""
+    return c.first_blocks if k == 0 else c.chunk_blocks
+
+
+cdef inline size_t _chunks_capacity(const dod_pool_chunks* c) noexcept nogil:
+    return c.first_blocks + (c.n - 1) * c.chunk_blocks
+
+
+cdef int dod_pool_add_chunk(dod_pool_chunks* c) noexcept nogil:
+    """Obtain one more chunk from the upstream and append it as a spare
+    (after every other chunk; the bump index does not move). 0, or -1 when
+    the pool is fixed (c == NULL), the slot limit is reached, or memory is
+    short; on failure nothing changes (the chunk table may have grown its
+    capacity). Call it under the mutex of a shared pool."""
+    cdef char** bases
+    cdef size_t* order
+    cdef size_t cap, lo, hi, mid
+    cdef char* mem
+    if c == NULL or c.chunk_blocks == 0 or c.n == 0:
+        return -1
+    if _chunks_capacity(c) + c.chunk_blocks > c.max_slots:   # both below 2**33: no overflow
+        return -1
+    if c.n == c.cap:
+        cap = c.cap * 2 if c.cap else 4
+        bases = <char**>malloc(cap * sizeof(char*))
+        order = <size_t*>malloc(cap * sizeof(size_t))
+        if bases == NULL or order == NULL:
+            free(bases)
+            free(order)
+            return -1
+        memcpy(bases, c.bases, c.n * sizeof(char*))
+        memcpy(order, c.order, c.n * sizeof(size_t))
+        free(c.bases)
+        free(c.order)
+        c.bases = bases
+        c.order = order
+        c.cap = cap
+    mem = <char*>dod_resource_allocate(c.upstream, c.chunk_bytes, c.chunk_align)
+    if mem == NULL:
+        return -1
+    # Keep `order` sorted by address: pointer -> slot is a binary search.
+    lo = 0
+    hi = c.n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if <uintptr_t>c.bases[c.order[mid]] < <uintptr_t>mem:
+            lo = mid + 1
+        else:
+            hi = mid
+    memmove(&c.order[lo + 1], &c.order[lo], (c.n - lo) * sizeof(size_t))
+    c.order[lo] = c.n
+    c.bases[c.n] = mem
+    c.n += 1
+    return 0
+
+
+cdef void _drop_chunks(dod_pool* p, size_t keep) noexcept nogil:
+    """Give back the spare chunks numbered keep and above (all untouched,
+    after the current one): undoes dod_pool_add_chunk calls of one request."""
+    cdef dod_pool_chunks* c = p.chunks
+    cdef size_t k, j = 0
+    if c == NULL or keep <= c.current:
+        return
+    for k in range(c.n):
+        if c.order[k] < keep:
+            c.order[j] = c.order[k]
+            j += 1
+    for k in range(keep, c.n):
+        dod_resource_deallocate(c.upstream, c.bases[k], c.chunk_bytes, c.chunk_align)
+    c.n = keep
+
+
+cdef dod_pool_span dod_pool_grow(dod_pool_chunks* c) noexcept nogil:
+    """Acquire's slow path: the free list is empty and the current chunk is
+    fully handed out. Moves to the next chunk (a spare, or a new one from
+    the upstream) and returns it for the bump index; {NULL, 0} for a fixed
+    pool (c == NULL) or when no chunk can be had (nothing changes then)."""
+    cdef dod_pool_span s
+    s.base = NULL
+    s.count = 0
+    if c == NULL or (c.current + 1 >= c.n and dod_pool_add_chunk(c) != 0):
+        return s
+    c.current += 1
+    s.base = c.bases[c.current]
+    s.count = c.chunk_blocks
+    return s
+
+
+cdef void dod_pool_reset_chunks(dod_pool* p) noexcept nogil:
+    """dod_pool_reset of a growable pool: back to chunk 0, later chunks kept as spares."""
+    cdef dod_pool_chunks* c = p.chunks
+    cdef size_t k = 0
+    if p.prior + p.touched > p.peak:
+        p.peak = p.prior + p.touched
+    while k < c.current:
+        dod_poison(c.bases[k], _chunk_len(c, k) * p.stride)
+        k += 1
+    dod_poison(p.base, p.touched * p.stride)
+    c.current = 0
+    p.prior = 0
+    p.base = c.bases[0]
+    p.count = c.first_blocks
+    p.touched = 0
+    p.free = NULL
+    p.in_use = 0
+
+
+cdef size_t dod_pool_slot_of(const dod_pool* p, const void* b) noexcept nogil:
+    """Slot index of the block that starts at `b`, or SIZE_MAX when `b` is not
+    the start of a block of any chunk of this pool (touched or not)."""
+    cdef const dod_pool_chunks* c = p.chunks
+    cdef uintptr_t a = <uintptr_t>b, off
+    cdef size_t lo, hi, mid, k
+    if p.stride == 0:
+        return SIZE_MAX
+    if c == NULL:
+        off = a - <uintptr_t>p.base
+        if a < <uintptr_t>p.base or off % p.stride != 0 or off // p.stride >= p.count:
+            return SIZE_MAX
+        return off // p.stride
+    lo = 0                      # the last chunk whose base is <= a
+    hi = c.n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if <uintptr_t>c.bases[c.order[mid]] <= a:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo == 0:
+        return SIZE_MAX
+    k = c.order[lo - 1]
+    off = a - <uintptr_t>c.bases[k]
+    if off % p.stride != 0 or off // p.stride >= _chunk_len(c, k):
+        return SIZE_MAX
+    return _chunk_start(c, k) + off // p.stride
+
+
 cdef inline void _push(dod_pool* p, size_t index) noexcept nogil:
     """The Python face's release of a slot it has validated: no debug walk of
     the free list (whose links a whole-pool view may have overwritten)."""
-    cdef void* b = p.base + index * p.stride
+    cdef void* b = dod_pool_block(p, index)
     dod_poison(b, p.stride)
     (<void**>b)[0] = p.free
     p.free = b
@@ -155,12 +323,13 @@ cdef class Pool:
     """A pool of ``block_count`` equal blocks.
 
     Pool(block_count, dtype=None, shape=(), *, block_size=None, align=None,
-         resource=None, threadsafe=False)
+         resource=None, threadsafe=False, growable=False, chunk_blocks=None)
 
     Parameters
     ----------
     block_count : int
-        Number of blocks, 1 to 2**32 - 1. Fixed for the life of the pool.
+        Number of blocks, 1 to 2**32 - 1. Fixed for the life of the pool,
+        unless it is growable (then the blocks of the first region).
     dtype, shape :
         What one block holds: ``Pool(1000, np.float32, (4,))`` is 1000 blocks
         of four float32. Views of a block have this dtype and shape; the
@@ -176,21 +345,31 @@ cdef class Pool:
         ``arena.resource()`` to carve the pool out of an arena.
     threadsafe : bool
         Take a mutex around every engine call (see the module docstring).
+    growable : bool
+        When every block is in use, obtain a whole new chunk of blocks from
+        `resource` instead of failing (see the module docstring). Live
+        blocks never move. Off by default: a fixed pool fails when full.
+    chunk_blocks : int, optional
+        Blocks per further chunk of a growable pool (``block_count`` by
+        default), 1 to 2**32 - 1. The pool never exceeds 2**32 - 1 blocks
+        in all (a handle's slot index is 32 bits).
 
     Layout: the stride between blocks is the block's bytes rounded up to at
     least 8 (the free-list link) and then to the alignment; a 12-byte block
     with the default alignment takes 16 bytes, a 20-byte block 32.
 
     Raises TypeError for a missing or object dtype, ValueError for a count
-    out of range, an empty block, a block_size below 8 or a bad alignment,
-    MemoryError when the memory cannot be obtained.
+    out of range, an empty block, a block_size below 8, a bad alignment or
+    chunk_blocks without growable, MemoryError when the memory cannot be
+    obtained.
     """
 
     def __cinit__(self, block_count, dtype=None, shape=(), *, block_size=None, align=None,
-                  Resource resource=None, bint threadsafe=False):
+                  Resource resource=None, bint threadsafe=False, bint growable=False,
+                  chunk_blocks=None):
         global _next_salt
         cdef cnp.dtype dt
-        cdef size_t count, nbytes, stride, total, alignment
+        cdef size_t count, nbytes, stride, total, alignment, cblocks = 0, cbytes = 0
         cdef object n = PyNumber_Index(block_count)
         if n <= 0 or n > <object>_MAX_BLOCKS:
             raise ValueError(f"block_count must be between 1 and 2**32 - 1, got {block_count!r}")
@@ -219,6 +398,15 @@ cdef class Pool:
         stride &= ~(alignment - 1)
         if dod_mul_overflow(stride, count, &total) or total > _MAX_BYTES:
             raise MemoryError(f"{count} blocks of {stride} bytes are more than 2**48 bytes")
+        if growable:
+            cb = n if chunk_blocks is None else PyNumber_Index(chunk_blocks)
+            if cb <= 0 or cb > <object>_MAX_BLOCKS:
+                raise ValueError(f"chunk_blocks must be between 1 and 2**32 - 1, got {chunk_blocks!r}")
+            cblocks = <size_t>cb
+            if dod_mul_overflow(stride, cblocks, &cbytes) or cbytes > _MAX_BYTES:
+                raise MemoryError(f"a chunk of {cblocks} blocks of {stride} bytes is more than 2**48 bytes")
+        elif chunk_blocks is not None:
+            raise ValueError("chunk_blocks needs growable=True")
         self._source = dod_pages_resource() if resource is None else &resource.resource
         self._upstream = resource
         self._region_align = alignment if alignment > _REGION_ALIGN else _REGION_ALIGN
@@ -226,6 +414,13 @@ cdef class Pool:
         self._pins = <uint32_t*>calloc(count, sizeof(uint32_t))
         if self._gens == NULL or self._pins == NULL:
             raise MemoryError(f"could not obtain the side table of a {count}-block pool")
+        self._slots = count
+        if growable:
+            self._chunks.bases = <char**>malloc(4 * sizeof(char*))
+            self._chunks.order = <size_t*>malloc(4 * sizeof(size_t))
+            if self._chunks.bases == NULL or self._chunks.order == NULL:
+                raise MemoryError("could not obtain the chunk table of a growable pool")
+            self._chunks.cap = 4
         with nogil:
             base = <char*>dod_resource_allocate(self._source, total, self._region_align)
         if base == NULL:
@@ -234,8 +429,22 @@ cdef class Pool:
             dod_resource_deallocate(self._source, base, total, self._region_align)
             raise MemoryError("could not initialise the pool's mutex")
         self._mutex_ready = True
+        self._region = base
         self._region_size = total
         self.pool.base = base
+        if growable:
+            self._chunks.bases[0] = base
+            self._chunks.order[0] = 0
+            self._chunks.n = 1
+            self._chunks.current = 0
+            self._chunks.first_blocks = count
+            self._chunks.chunk_blocks = cblocks
+            self._chunks.chunk_bytes = cbytes
+            self._chunks.chunk_align = self._region_align
+            self._chunks.max_slots = _MAX_BLOCKS
+            self._chunks.upstream = self._source
+            self.pool.chunks = &self._chunks
+        self.growable = growable
         self.pool.stride = stride
         self.pool.count = count
         self._block_bytes = nbytes
@@ -249,8 +458,15 @@ cdef class Pool:
         _next_salt = (_next_salt + 0x6A09E668u) & 0xFFFFFFFEu
 
     def __dealloc__(self):
-        if self.pool.base != NULL:
-            dod_resource_deallocate(self._source, self.pool.base, self._region_size, self._region_align)
+        cdef size_t k
+        if self.pool.chunks != NULL:        # every further chunk (the first is the region)
+            for k in range(1, self._chunks.n):
+                dod_resource_deallocate(self._chunks.upstream, self._chunks.bases[k],
+                                        self._chunks.chunk_bytes, self._chunks.chunk_align)
+        free(self._chunks.bases)
+        free(self._chunks.order)
+        if self._region != NULL:
+            dod_resource_deallocate(self._source, self._region, self._region_size, self._region_align)
         free(self._gens)
         free(self._pins)
         if self._mutex_ready:
@@ -268,38 +484,84 @@ cdef class Pool:
         if self.threadsafe:
             dod_mutex_unlock(&self.mutex)
 
+    cdef bint _cover(self, size_t slots) noexcept:
+        """Grow the side tables (zeroed) to cover `slots` slots. False when
+        memory is short: the tables still cover what they covered."""
+        cdef size_t n
+        cdef uint32_t* t
+        if slots <= self._slots:
+            return True
+        n = self._slots * 2 if self._slots * 2 <= _MAX_BLOCKS else _MAX_BLOCKS
+        if n < slots:
+            n = slots
+        # Both tables are zeroed from _slots up, so a half-done growth is harmless.
+        t = <uint32_t*>realloc(self._gens, n * sizeof(uint32_t))
+        if t == NULL:
+            return False
+        self._gens = t
+        memset(t + self._slots, 0, (n - self._slots) * sizeof(uint32_t))
+        t = <uint32_t*>realloc(self._pins, n * sizeof(uint32_t))
+        if t == NULL:
+            return False
+        self._pins = t
+        memset(t + self._slots, 0, (n - self._slots) * sizeof(uint32_t))
+        self._slots = n
+        return True
+
+    cdef int _covered(self) except -1:
+        """The side tables cover every slot (chunks added by engine-level
+        acquires from Cython are not seen by the Python face until here)."""
+        if self._slots < dod_pool_capacity(&self.pool) and not self._cover(dod_pool_capacity(&self.pool)):
+            raise MemoryError("could not grow the pool's side table")
+        return 0
+
     cdef Py_ssize_t _checked_pop(self) noexcept:
         """Acquire a slot for the Python face (lock held): its index, -1 when
-        exhausted, -2 when the free list is corrupt and cannot be rebuilt.
+        exhausted (a fixed pool, or no further chunk could be had), -2 when
+        the free list is corrupt and cannot be rebuilt, -3 when the side
+        table cannot grow. Failures are counted in `failed`.
 
         Every free-list link is validated before it is followed: a write
         through the whole-pool view into a free block must not make the
         pool hand out a live block or a wild pointer.
         """
         cdef dod_pool* p = &self.pool
-        cdef uintptr_t b, off
+        cdef dod_pool_chunks* c = p.chunks
+        cdef uintptr_t b
         cdef size_t i
         cdef bint repaired = False
+        if self._slots < dod_pool_capacity(p) and not self._cover(dod_pool_capacity(p)):
+            p.failed += 1
+            return -3
         while True:
             b = <uintptr_t>p.free
             if b != 0:
-                off = b - <uintptr_t>p.base
-                if b >= <uintptr_t>p.base and off % p.stride == 0:
-                    i = off // p.stride
-                    if i < p.touched and (self._gens[i] & 1) == 0 and self._pins[i] == 0:
-                        p.free = (<void**>b)[0]
-                        p.in_use += 1
-                        p.allocations += 1
-                        return <Py_ssize_t>i
+                i = dod_pool_slot_of(p, <void*>b)        # SIZE_MAX: not a block
+                if i < dod_pool_touched(p) and (self._gens[i] & 1) == 0 and self._pins[i] == 0:
+                    p.free = (<void**>b)[0]
+                    p.in_use += 1
+                    p.allocations += 1
+                    return <Py_ssize_t>i
             elif p.touched < p.count:
-                i = p.touched
+                i = dod_pool_touched(p)
                 if self._gens[i] == 0:      # first touch ever (a reset keeps generations)
                     self._gens[i] = self._salt
                 dod_pool_acquire(p)          # takes the untouched block i
                 return <Py_ssize_t>i
-            elif p.in_use >= p.touched:
-                p.failed += 1
-                return -1
+            elif p.in_use >= dod_pool_touched(p):
+                # Every block is in use: a growable pool moves to the next
+                # chunk (the side table first, so a failure changes nothing).
+                if (c != NULL and c.current + 1 >= c.n
+                        and dod_pool_capacity(p) + c.chunk_blocks <= c.max_slots
+                        and not self._cover(dod_pool_capacity(p) + c.chunk_blocks)):
+                    p.failed += 1
+                    return -3
+                if dod_pool_acquire(p) == NULL:          # grows; counts a failure
+                    return -1
+                i = p.prior
+                if self._gens[i] == 0:
+                    self._gens[i] = self._salt
+                return <Py_ssize_t>i
             # A link was overwritten, or free blocks fell off the list.
             if repaired or not self._rebuild():
                 return -2
@@ -308,7 +570,7 @@ cdef class Pool:
     cdef bint _rebuild(self) noexcept:
         """Relink every free slot from the generation table (lock held)."""
         cdef dod_pool* p = &self.pool
-        cdef size_t i = p.touched, nfree = 0
+        cdef size_t i = dod_pool_touched(p), nfree = 0
         cdef void* head = NULL
         cdef void* b
         if self._exports > 0:
@@ -316,12 +578,12 @@ cdef class Pool:
         while i > 0:
             i -= 1
             if (self._gens[i] & 1) == 0 and self._pins[i] == 0:
-                b = p.base + i * p.stride
+                b = dod_pool_block(p, i)
                 (<void**>b)[0] = head
                 head = b
                 nfree += 1
         p.free = head
-        p.in_use = p.touched - nfree
+        p.in_use = dod_pool_touched(p) - nfree
         self._repairs += 1
         return True
 
@@ -335,7 +597,7 @@ cdef class Pool:
         if v == 0:
             raise ValueError("nil handle (0)")
         i = dod_handle_index(v)
-        if i >= self.pool.touched or self._gens[i] != dod_handle_generation(v):
+        if i >= dod_pool_touched(&self.pool) or i >= self._slots or self._gens[i] != dod_handle_generation(v):
             raise ValueError(f"handle {v:#x} is not a live block of this pool (released, stale or foreign)")
         if (self._gens[i] & 1) == 0:
             raise ValueError(f"handle {v:#x} is not live (even generation)")
@@ -357,7 +619,7 @@ cdef class Pool:
         L.pool = self
         L.index = index
         self._pins[index] += 1
-        return wrap_memory(self.pool.base + index * self.pool.stride, &self._req, <cnp.dtype>self._dtype, L)
+        return wrap_memory(dod_pool_block(&self.pool, index), &self._req, <cnp.dtype>self._dtype, L)
 
     cdef object _handle(self, size_t i):
         return dod_handle_make(<uint32_t>i, self._gens[i])
@@ -367,8 +629,10 @@ cdef class Pool:
     def acquire(self):
         """A live block's handle (a non-zero int). O(1).
 
-        Raises MemoryError when every block is in use (counted in ``failed``;
-        nothing else changes). The block's bytes are unspecified (not zeroed).
+        Raises MemoryError when every block is in use and the pool cannot
+        grow (fixed, or the resource has no further chunk): counted in
+        ``failed``, nothing else changes. The block's bytes are unspecified
+        (not zeroed).
         """
         cdef Py_ssize_t i
         self._lock()
@@ -384,7 +648,17 @@ cdef class Pool:
             raise RuntimeError(
                 "this pool's free list was overwritten (a write into a free block through "
                 "as_array()) while a Resource from resource() is alive, so it cannot be rebuilt")
-        raise MemoryError(f"pool exhausted: all {self.pool.count} blocks are in use")
+        if code == -3:
+            raise MemoryError("could not grow the pool's side table")
+        cdef size_t cap = dod_pool_capacity(&self.pool)
+        if self.growable:
+            if cap + self._chunks.chunk_blocks > self._chunks.max_slots:
+                raise MemoryError(f"pool exhausted: all {cap} blocks are in use and another chunk "
+                                  "would pass 2**32 - 1 blocks")
+            raise MemoryError(f"pool exhausted: all {cap} blocks are in use and the resource could not "
+                              f"supply another chunk ({self._chunks.chunk_blocks} blocks, "
+                              f"{self._chunks.chunk_bytes} bytes)")
+        raise MemoryError(f"pool exhausted: all {cap} blocks are in use")
 
     def acquire_array(self):
         """Acquire a block and return a typed view of it (dtype, shape of a block).
@@ -470,40 +744,100 @@ cdef class Pool:
     def reset(self):
         """Release every block at once: all handles go stale, O(touched blocks).
 
-        Raises BufferError (and changes nothing) while any array from
-        :meth:`view`/:meth:`acquire_array` is alive, or RuntimeError while a
-        Resource from :meth:`resource` is alive (its blocks would be lost).
+        A growable pool keeps its chunks (capacity does not shrink) and
+        starts again from the first. Raises BufferError (and changes
+        nothing) while any array from :meth:`view`/:meth:`acquire_array` is
+        alive, or RuntimeError while a Resource from :meth:`resource` is
+        alive (its blocks would be lost).
         """
-        cdef size_t i
-        for i in range(self.pool.touched):
+        cdef size_t i, touched
+        self._covered()
+        touched = dod_pool_touched(&self.pool)
+        for i in range(touched):
             if self._pins[i]:
                 raise BufferError(f"an array over block {i} is still alive; delete it before reset()")
         if self._exports:
             raise RuntimeError("a Resource from resource() is alive: its blocks cannot be reset")
-        for i in range(self.pool.touched):
+        for i in range(touched):
             if self._gens[i] & 1:
                 self._gens[i] += 1
         self._lock()
         dod_pool_reset(&self.pool)
         self._unlock()
 
+    cdef int _grow_for(self, size_t n) noexcept:
+        """Lock held: make sure `n` blocks can be acquired without growing
+        (a growable pool adds whole chunks as spares). 0, or the code of
+        _checked_pop (-1: no chunk, -3: side table); on failure the chunks
+        added here are given back, so nothing changes."""
+        cdef dod_pool* p = &self.pool
+        cdef dod_pool_chunks* c = p.chunks
+        cdef size_t keep
+        cdef int code = 0
+        if dod_pool_capacity(p) - p.in_use >= n:
+            return 0
+        if c == NULL or n > c.max_slots - p.in_use:
+            return -1
+        keep = c.n
+        while dod_pool_capacity(p) - p.in_use < n:
+            if not self._cover(dod_pool_capacity(p) + c.chunk_blocks):
+                code = -3
+                break
+            if dod_pool_add_chunk(c) != 0:
+                code = -1
+                break
+        if code != 0:
+            _drop_chunks(p, keep)
+        return code
+
+    def reserve(self, n):
+        """Make sure `n` more blocks can be acquired without asking the resource.
+
+        A growable pool obtains whole chunks now, as spares; a fixed pool
+        only checks. All or nothing: MemoryError when the blocks cannot be
+        had (chunks obtained by this call are given back; ``failed`` is not
+        counted, no acquire failed). ValueError for a negative `n`.
+        """
+        cdef object nn = PyNumber_Index(n)
+        cdef int code
+        if nn < 0:
+            raise ValueError(f"n must be non-negative, got {n!r}")
+        if nn > <object>_MAX_BLOCKS:
+            raise MemoryError(f"{n} blocks are more than a pool holds (2**32 - 1)")
+        self._lock()
+        code = self._grow_for(<size_t>nn)
+        self._unlock()
+        if code == -3:
+            raise MemoryError("could not grow the pool's side table")
+        if code != 0:
+            raise MemoryError(f"pool has {self.available} free blocks and cannot obtain {n}")
+
     def acquire_many(self, n):
         """Acquire `n` blocks at once: a new uint64 array of their handles.
 
-        All or nothing: MemoryError (and no change but ``failed``) when fewer
-        than `n` blocks are free. One call instead of `n` from Python.
+        All or nothing: MemoryError (and no change but ``failed``) when
+        fewer than `n` blocks are free and the pool cannot grow by enough
+        whole chunks. One call instead of `n` from Python.
         """
         cdef object nn = PyNumber_Index(n)
         cdef Py_ssize_t k, count, i
+        cdef int code
         if nn < 0:
             raise ValueError(f"n must be non-negative, got {n!r}")
-        if nn > <object>(self.pool.count - self.pool.in_use):
+        if nn > <object>_MAX_BLOCKS:
             self.pool.failed += 1
-            raise MemoryError(f"pool has {self.pool.count - self.pool.in_use} free blocks, {n} requested")
+            raise MemoryError(f"{n} blocks are more than a pool holds (2**32 - 1)")
         count = <Py_ssize_t>nn
         out = np.empty(count, dtype=np.uint64)
         cdef uint64_t[::1] o = out
         self._lock()
+        code = self._grow_for(<size_t>count)
+        if code != 0:
+            self.pool.failed += 1
+            self._unlock()
+            if code == -3:
+                raise MemoryError("could not grow the pool's side table")
+            raise MemoryError(f"pool has {self.available} free blocks, {n} requested")
         for k in range(count):
             i = self._checked_pop()
             if i < 0:           # only a corrupt, unrepairable list gets here: undo
@@ -532,12 +866,15 @@ cdef class Pool:
         # Validate everything first. A handle that passes is marked (its
         # generation advanced), so a repeat of it fails the same check; any
         # failure undoes the marks, leaving the pool as it was.
+        cdef size_t touched = dod_pool_touched(&self.pool)
+        if touched > self._slots:
+            touched = self._slots
         for k in range(n):
             v = hv[k]
             i = dod_handle_index(v)
-            if v == 0 or i >= self.pool.touched or self._gens[i] != dod_handle_generation(v) \
+            if v == 0 or i >= touched or self._gens[i] != dod_handle_generation(v) \
                     or (self._gens[i] & 1) == 0 or self._pins[i]:
-                pinned = v != 0 and i < self.pool.touched and self._gens[i] == dod_handle_generation(v) \
+                pinned = v != 0 and i < touched and self._gens[i] == dod_handle_generation(v) \
                     and (self._gens[i] & 1) == 1 and self._pins[i] != 0
                 msg = (f"handles[{k}]: an array over block {i} is still alive" if pinned else
                        f"handles[{k}] = {v:#x} is not a live block of this pool "
@@ -562,43 +899,87 @@ cdef class Pool:
 
     # -------------------------------------------------------- whole-pool views
 
-    def as_array(self):
-        """All blocks as one array of shape ``(block_count, *shape)``, no copy.
-
-        Rows of free blocks hold unspecified bytes; combine with
-        :meth:`live_mask`. Writing into free rows is harmless (see the module
-        docstring). The array pins nothing: releasing blocks stays allowed.
-        """
+    def _chunk_array(self, size_t k):
+        """Chunk k's blocks as one array of shape ``(blocks, *shape)``."""
         cdef dod_array_request req
         cdef _RegionLease L
+        cdef char* base = self._region
+        cdef size_t blocks = self.pool.count
+        if self.pool.chunks != NULL:
+            base = self._chunks.bases[k]
+            blocks = _chunk_len(&self._chunks, k)
         # Made per call, not cached: a cached view would be a reference cycle
-        # (pool -> array -> lease -> pool) that no collector can see.
+        # (pool -> array -> lease -> pool) that no collector can see. The
+        # lease keeps the pool, hence every chunk, alive.
         L = _RegionLease.__new__(_RegionLease)
         L.pool = self
         req.nd = 1
-        req.dims[0] = <cnp.npy_intp>self._region_size
-        req.nbytes = self._region_size
+        req.dims[0] = <cnp.npy_intp>(blocks * self.pool.stride)
+        req.nbytes = blocks * self.pool.stride
         req.alignment = 1
-        raw = wrap_memory(self.pool.base, &req, as_dtype(np.uint8), L)
+        raw = wrap_memory(base, &req, as_dtype(np.uint8), L)
         dt = <cnp.dtype>self._dtype
         inner = []
         s = dt.itemsize
         for d in reversed(self._shape):
             inner.insert(0, s)
             s *= d
-        return np.ndarray((int(self.pool.count),) + self._shape, dtype=dt, buffer=raw,
+        return np.ndarray((int(blocks),) + self._shape, dtype=dt, buffer=raw,
                           strides=(int(self.pool.stride),) + tuple(inner))
 
+    def as_array(self):
+        """All blocks as one array of shape ``(block_count, *shape)``, no copy.
+
+        Rows of free blocks hold unspecified bytes; combine with
+        :meth:`live_mask`. Writing into free rows is harmless (see the module
+        docstring). The array pins nothing: releasing blocks stays allowed.
+
+        A growable pool is one array only while it has one chunk (the array
+        then covers that chunk and not the chunks added later); with more
+        chunks this raises ValueError: use :meth:`chunks`.
+        """
+        if self.pool.chunks != NULL and self._chunks.n > 1:
+            raise ValueError(f"this pool has {self._chunks.n} chunks, which are not one array; "
+                             "use chunks() to get one (rows, live) pair per chunk")
+        return self._chunk_array(0)
+
+    def chunks(self):
+        """One ``(rows, live)`` pair per chunk, in slot order, no copy of the blocks.
+
+        ``rows`` views the chunk's blocks, shape ``(blocks_in_chunk, *shape)``
+        (as :meth:`as_array` for a one-chunk pool); ``live`` is a new bool
+        array saying which rows are live now. Row ``j`` of chunk ``k`` is
+        slot ``first_blocks + (k - 1) * chunk_blocks + j`` (slot ``j`` for
+        ``k = 0``), so the concatenated ``live`` arrays equal
+        :meth:`live_mask`. Vectorised code over every live block::
+
+            for rows, live in pool.chunks():
+                rows[live] *= 0.5
+
+        A fixed pool has one chunk. The views keep the pool (and every
+        chunk) alive and pin nothing; spare chunks (after :meth:`reset`)
+        are included, with no live rows.
+        """
+        mask = self.live_mask()
+        out = []
+        cdef size_t k, start = 0, n = self._chunks.n if self.pool.chunks != NULL else 1
+        for k in range(n):
+            rows = self._chunk_array(k)
+            out.append((rows, mask[start:start + len(rows)]))
+            start += len(rows)
+        return out
+
     def live_mask(self):
-        """A new bool array of shape ``(block_count,)``: True where the block is live."""
+        """A new bool array of shape ``(capacity,)``: True where the block of
+        that slot is live (all chunks, in slot order)."""
         return self._gen_array() & 1 == 1
 
     def _gen_array(self):
-        cdef cnp.npy_intp n = <cnp.npy_intp>self.pool.count
-        out = np.empty(n, dtype=np.uint32)
+        self._covered()
+        cdef size_t i, cap = dod_pool_capacity(&self.pool)
+        out = np.empty(<cnp.npy_intp>cap, dtype=np.uint32)
         cdef uint32_t[::1] o = out
-        cdef size_t i
-        for i in range(self.pool.count):
+        for i in range(cap):
             o[i] = self._gens[i]
         return out
 
@@ -636,15 +1017,32 @@ cdef class Pool:
     def check(self):
         """Walk the free list and verify every invariant; AssertionError names the first broken one."""
         cdef dod_pool* p = &self.pool
-        cdef uintptr_t b, off
-        cdef size_t i, n = 0, pinned_free = 0
-        seen = bytearray(p.touched)
+        cdef dod_pool_chunks* c = p.chunks
+        cdef uintptr_t b
+        cdef size_t i, k, n = 0, pinned_free = 0, touched = dod_pool_touched(p)
+        self._covered()
+        if c != NULL:
+            if c.n == 0 or c.n > c.cap or c.current >= c.n or c.bases[0] != self._region:
+                raise AssertionError(f"chunk table broken: n={c.n} cap={c.cap} current={c.current}")
+            if (p.base != c.bases[c.current] or p.prior != _chunk_start(c, c.current)
+                    or p.count != _chunk_len(c, c.current)):
+                raise AssertionError(f"current chunk {c.current} does not match base/prior/count")
+            for k in range(c.n):
+                if k + 1 < c.n and (<uintptr_t>c.bases[c.order[k]] + _chunk_len(c, c.order[k]) * p.stride
+                                    > <uintptr_t>c.bases[c.order[k + 1]]):
+                    raise AssertionError(f"chunks {c.order[k]} and {c.order[k + 1]} overlap or are out of address order")
+                if dod_pool_slot_of(p, c.bases[k]) != _chunk_start(c, k):
+                    raise AssertionError(f"chunk {k}'s first block does not map to slot {_chunk_start(c, k)}")
+        elif p.prior != 0:
+            raise AssertionError("a fixed pool has slots before its only chunk")
+        if p.touched > p.count:
+            raise AssertionError(f"touched {p.touched} beyond the current chunk's {p.count} blocks")
+        seen = bytearray(touched)
         b = <uintptr_t>p.free
         while b != 0:
-            off = b - <uintptr_t>p.base
-            if b < <uintptr_t>p.base or off % p.stride != 0 or off // p.stride >= p.touched:
+            i = dod_pool_slot_of(p, <void*>b)
+            if i >= touched:
                 raise AssertionError(f"free-list link {b:#x} is not a touched block of this pool")
-            i = off // p.stride
             if seen[i]:
                 raise AssertionError(f"free list has a cycle at block {i}")
             seen[i] = 1
@@ -654,28 +1052,42 @@ cdef class Pool:
                 raise AssertionError(f"block {i} is on the free list but pinned by arrays")
             n += 1
             b = <uintptr_t>(<void**>b)[0]
-        if n + p.in_use != p.touched:
-            raise AssertionError(f"free {n} + in_use {p.in_use} != touched {p.touched}")
+        if n + p.in_use != touched:
+            raise AssertionError(f"free {n} + in_use {p.in_use} != touched {touched}")
         live = 0
-        for i in range(p.touched):
+        for i in range(touched):
             if self._gens[i] & 1:
                 live += 1
                 if seen[i]:
                     raise AssertionError(f"live block {i} on the free list")
             elif not seen[i]:
                 pinned_free += 1
-        if p.touched > p.count or p.in_use > p.count:
+        for i in range(touched, dod_pool_capacity(p)):
+            if self._gens[i] & 1:
+                raise AssertionError(f"untouched block {i} is live")
+        if touched > dod_pool_capacity(p) or p.in_use > dod_pool_capacity(p):
             raise AssertionError("counters beyond the capacity")
         return True
 
     @property
     def capacity(self):
-        """Number of blocks."""
-        return self.pool.count
+        """Number of blocks (all chunks of a growable pool)."""
+        return dod_pool_capacity(&self.pool)
 
     @property
     def block_count(self):
-        return self.pool.count
+        """Number of blocks, as :attr:`capacity`."""
+        return dod_pool_capacity(&self.pool)
+
+    @property
+    def chunk_count(self):
+        """Chunks obtained: 1 for a fixed pool (spares of a growable pool included)."""
+        return self._chunks.n if self.pool.chunks != NULL else 1
+
+    @property
+    def chunk_blocks(self):
+        """Blocks per further chunk of a growable pool; 0 for a fixed pool."""
+        return self._chunks.chunk_blocks if self.pool.chunks != NULL else 0
 
     @property
     def block_size(self):
@@ -703,12 +1115,14 @@ cdef class Pool:
 
     @property
     def available(self):
-        return self.pool.count - self.pool.in_use
+        """Blocks that can be acquired without growing."""
+        return dod_pool_capacity(&self.pool) - self.pool.in_use
 
     @property
     def peak(self):
         """Highest number of blocks in use at once (blocks ever touched)."""
-        return self.pool.touched if self.pool.touched > self.pool.peak else self.pool.peak
+        cdef size_t t = dod_pool_touched(&self.pool)
+        return t if t > self.pool.peak else self.pool.peak
 
     @property
     def allocations(self):
@@ -723,18 +1137,27 @@ cdef class Pool:
         """Times the Python face rebuilt the free list after writes into free blocks."""
         return self._repairs
 
+    @property
+    def nbytes(self):
+        """Bytes obtained from the resource (every chunk)."""
+        if self.pool.chunks == NULL:
+            return self._region_size
+        return self._region_size + (self._chunks.n - 1) * self._chunks.chunk_bytes
+
     def stats(self):
         """The common statistics as a dict (block counts, and bytes)."""
+        cdef size_t cap = dod_pool_capacity(&self.pool)
         return {
-            "capacity": self.pool.count,
+            "capacity": cap,
             "in_use": self.pool.in_use,
-            "available": self.pool.count - self.pool.in_use,
+            "available": cap - self.pool.in_use,
             "peak": self.peak,
             "allocations": self.pool.allocations,
             "failed": self.pool.failed,
             "block_size": self.pool.stride,
-            "bytes": self._region_size,
+            "bytes": self.nbytes,
             "bytes_in_use": self.pool.in_use * self.pool.stride,
+            "chunks": self.chunk_count,
             "pending": self._pending,
             "repairs": self._repairs,
         }
@@ -743,8 +1166,13 @@ cdef class Pool:
         return self.pool.in_use - <size_t>self._pending
 
     def __repr__(self):
-        return (f"<dod.Pool{' threadsafe' if self.threadsafe else ''} {self.pool.count} x "
-                f"{self._dtype}{list(self._shape) if self._shape else ''} "
-                f"(stride {self.pool.stride} B, {_fmt_bytes(self._region_size)}) "
+        cdef size_t cap = dod_pool_capacity(&self.pool)
+        chunks = ""
+        if self.pool.chunks != NULL:
+            chunks = (f" in {self._chunks.n} chunk{'s' if self._chunks.n > 1 else ''} "
+                      f"(+{self._chunks.chunk_blocks} blocks a chunk; ")
+        return (f"<dod.Pool{' growable' if self.growable else ''}{' threadsafe' if self.threadsafe else ''} "
+                f"{cap} x {self._dtype}{list(self._shape) if self._shape else ''}"
+                f"{chunks if chunks else ' ('}stride {self.pool.stride} B, {_fmt_bytes(self.nbytes)}) "
                 f"in_use={self.pool.in_use} peak={self.peak} "
                 f"allocations={self.pool.allocations} failed={self.pool.failed}>")

@@ -7,10 +7,11 @@ import threading
 
 import numpy as np
 import pytest
-from hypothesis import given, note, strategies as st
+from hypothesis import event, given, note, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import dod.pool
+from dod.arena import Arena
 from dod.freelist import FreeList
 from dod.pool import Pool
 
@@ -29,19 +30,45 @@ def counters(pool):
 # ---------------------------------------------------------------- model-based walk
 
 
+def flat_rows(rows):
+    """A chunk's (or the whole pool's) rows as (blocks, bytes) uint8."""
+    return rows.view(np.uint8).reshape(len(rows), -1) if rows.ndim > 1 else rows.reshape(len(rows), 1).view(np.uint8)
+
+
 class PoolWalk(RuleBasedStateMachine):
-    """Random acquire/release/view/overwrite against a shadow model of live blocks."""
+    """Random acquire/release/view/overwrite against a shadow model of live blocks.
+
+    Growth: a growable pool (pages, or a small Arena that runs out) adds a
+    whole chunk when every block is in use; the model knows the capacity
+    after every step. With the arena, a growth may fail: then nothing but
+    ``failed`` changes, and the model's capacity stays.
+    """
 
     @initialize(threadsafe=st.booleans(), count=st.integers(1, 40),
                 kind=st.sampled_from([("f4", (3,)), ("f8", ()), ("u1", (24,)), ("i2", (2, 5)), ("raw", 48)]),
-                align=st.sampled_from([None, 16, 64]))
-    def make(self, threadsafe, count, kind, align):
-        if kind[0] == "raw":
-            self.pool = Pool(count, block_size=kind[1], align=align, threadsafe=threadsafe)
-        else:
-            self.pool = Pool(count, np.dtype(kind[0]), kind[1], align=align, threadsafe=threadsafe)
-        self.count = count
+                align=st.sampled_from([None, 16, 64]),
+                grow=st.sampled_from([None, None, "pages", "arena"]), chunk=st.sampled_from([None, 1, 3, 8]),
+                room=st.integers(0, 3))
+    def make(self, threadsafe, count, kind, align, grow, chunk, room):
+        kw = dict(align=align, threadsafe=threadsafe)
+        make = ((lambda **k: Pool(count, block_size=kind[1], **k)) if kind[0] == "raw" else
+                (lambda **k: Pool(count, np.dtype(kind[0]), kind[1], **k)))
+        self.upstream = None
+        if grow:
+            kw.update(growable=True, chunk_blocks=chunk)
+            if grow == "arena":
+                # Room for the first region and `room` further chunks (plus
+                # alignment padding): the next growth fails.
+                stride = make(align=align).block_size
+                self.upstream = Arena(stride * (count + room * (chunk or count)) + 64 * (room + 1))
+                kw["resource"] = self.upstream.resource()
+        self.pool = make(**kw)
+        self.growable = bool(grow)
+        self.chunk = (chunk or count) if grow else 0
+        self.may_fail = grow == "arena"   # a growth may fail: the arena runs out
+        self.count = count            # the model's capacity (all chunks)
         self.align = self.pool.alignment
+        assert self.pool.growable == self.growable and self.pool.chunk_blocks == self.chunk
         self.live = {}          # handle -> tag
         self.dead = []          # released handles
         self.views = {}         # handle -> live array (pins the block)
@@ -62,17 +89,36 @@ class PoolWalk(RuleBasedStateMachine):
         del v, raw
         return vals
 
-    @rule()
-    def acquire(self):
+    def _expect_failure(self, call):
+        """call() must raise MemoryError and change nothing but `failed`."""
         before = counters(self.pool)
         failed = self.pool.failed
+        with pytest.raises(MemoryError):
+            call()
+        assert counters(self.pool) == before
+        assert self.pool.failed == failed + 1
+
+    @rule()
+    def acquire(self):
         if len(self.live) == self.count:
-            with pytest.raises(MemoryError):
-                self.pool.acquire()
-            assert counters(self.pool) == before
-            assert self.pool.failed == failed + 1
-            return
-        h = self.pool.acquire()
+            if not self.growable:
+                self._expect_failure(self.pool.acquire)
+                return
+            before = counters(self.pool)
+            failed = self.pool.failed
+            try:
+                h = self.pool.acquire()
+            except MemoryError:
+                assert self.may_fail
+                assert counters(self.pool) == before and self.pool.failed == failed + 1
+                event("acquire: the upstream ran out, nothing changed")
+                return
+            event("acquire grew the pool")
+            self.count += self.chunk          # grew by exactly one whole chunk
+            assert self.pool.capacity == self.count
+            assert h & 0xFFFFFFFF == len(self.live)     # the first slot of the new chunk
+        else:
+            h = self.pool.acquire()
         assert h != 0 and h not in self.live
         v = self.pool.view(h)
         assert addr(v) % self.align == 0
@@ -84,13 +130,25 @@ class PoolWalk(RuleBasedStateMachine):
 
     @rule(k=st.integers(0, 12))
     def acquire_many(self, k):
-        before = counters(self.pool)
-        if len(self.live) + k > self.count:
-            with pytest.raises(MemoryError):
-                self.pool.acquire_many(k)
-            assert counters(self.pool) == before
+        short = len(self.live) + k - self.count
+        if short > 0 and not self.growable:
+            self._expect_failure(lambda: self.pool.acquire_many(k))
             return
-        hs = self.pool.acquire_many(k)
+        if short > 0:
+            before = counters(self.pool)
+            failed = self.pool.failed
+            try:
+                hs = self.pool.acquire_many(k)
+            except MemoryError:               # all or nothing: the chunks it got are given back
+                assert self.may_fail
+                assert counters(self.pool) == before and self.pool.failed == failed + 1
+                event("acquire_many: the upstream ran out, nothing changed")
+                return
+            event("acquire_many grew the pool")
+            self.count += -(-short // self.chunk) * self.chunk
+            assert self.pool.capacity == self.count
+        else:
+            hs = self.pool.acquire_many(k)
         assert hs.dtype == np.uint64 and hs.shape == (k,)
         for h in hs.tolist():
             assert h != 0 and h not in self.live
@@ -180,6 +238,26 @@ class PoolWalk(RuleBasedStateMachine):
         del self.live[h]
         self.dead.append(h)
 
+    @rule(k=st.integers(0, 12))
+    def reserve(self, k):
+        short = len(self.live) + k - self.count
+        before = counters(self.pool)
+        failed = self.pool.failed
+        if short <= 0 or self.growable:
+            try:
+                self.pool.reserve(k)
+            except MemoryError:
+                assert self.may_fail and short > 0
+                assert counters(self.pool) == before and self.pool.failed == failed
+                return
+            if short > 0:
+                self.count += -(-short // self.chunk) * self.chunk
+            assert self.pool.available >= k and self.pool.capacity == self.count
+        else:
+            with pytest.raises(MemoryError):
+                self.pool.reserve(k)
+            assert counters(self.pool) == before and self.pool.failed == failed
+
     @rule()
     def reset(self):
         if self.views:
@@ -196,12 +274,21 @@ class PoolWalk(RuleBasedStateMachine):
     @rule(value=st.integers(0, 255))
     def scribble_free_rows(self, value):
         """Vectorised writes over the whole pool hit free blocks too: harmless."""
-        whole = self.pool.as_array()
-        mask = self.pool.live_mask()
-        flat = whole.view(np.uint8).reshape(self.count, -1) if whole.ndim > 1 else whole.reshape(self.count, 1).view(np.uint8)
-        flat[~mask] = value
+        if self.pool.chunk_count == 1:
+            whole = self.pool.as_array()
+            assert len(whole) == self.count
+            flat_rows(whole)[~self.pool.live_mask()] = value
+            del whole
+        else:
+            event("scribbled over several chunks")
+            with pytest.raises(ValueError):
+                self.pool.as_array()            # several chunks are not one array
+        n = 0
+        for rows, live in self.pool.chunks():
+            flat_rows(rows)[~live] = value
+            n += len(rows)
+        assert n == self.count
         self.scribbled = True
-        del whole, flat
 
     @invariant()
     def consistent(self):
@@ -210,7 +297,9 @@ class PoolWalk(RuleBasedStateMachine):
             return
         mask = pool.live_mask()
         idx = {h & 0xFFFFFFFF for h in self.live}
+        assert mask.shape == (self.count,) and pool.capacity == self.count
         assert set(np.flatnonzero(mask).tolist()) == idx
+        assert np.array_equal(np.concatenate([live for _, live in pool.chunks()]), mask)
         assert len(pool) == len(self.live)
         assert sorted(pool.handles().tolist()) == sorted(self.live)
         assert pool.peak >= pool.in_use
@@ -230,11 +319,14 @@ class PoolWalk(RuleBasedStateMachine):
             assert self._read_tag(h) == {self.live[h] & 0xFF}
             pool.release(h)
         assert pool.in_use == 0
-        # Full reuse: every block can be acquired again.
+        # Full reuse: every block can be acquired again, without growing.
+        nbytes = pool.nbytes
         hs = [pool.acquire() for _ in range(self.count)]
         assert len(set(h & 0xFFFFFFFF for h in hs)) == self.count
-        with pytest.raises(MemoryError):
-            pool.acquire()
+        assert pool.capacity == self.count and pool.nbytes == nbytes
+        if not self.growable:
+            with pytest.raises(MemoryError):
+                pool.acquire()
         for h in hs:
             pool.release(h)
         pool.check()
@@ -417,8 +509,10 @@ def test_repr_and_stats():
 # ---------------------------------------------------------------- threads
 
 
-def test_threadsafe_python_face_cross_thread_release():
-    pool = Pool(256, np.uint64, threadsafe=True)
+@pytest.mark.parametrize("growable", [False, True])
+def test_threadsafe_python_face_cross_thread_release(growable):
+    pool = (Pool(8, np.uint64, threadsafe=True, growable=True, chunk_blocks=8) if growable
+            else Pool(256, np.uint64, threadsafe=True))
     handoff = []
     lock = threading.Lock()
     errors = []
@@ -462,15 +556,20 @@ def test_threadsafe_python_face_cross_thread_release():
     for h in handoff:
         pool.release(h)
     assert pool.in_use == 0
+    if growable:
+        assert pool.failed == 0 and pool.capacity == 8 * pool.chunk_count
     pool.check()
 
 
 STRESS = r"""
 # cython: language_level=3
 from libc.stdint cimport uint64_t, uintptr_t
-from dod.pool cimport (Pool, dod_pool_acquire, dod_pool_release, dod_pool_acquire_locked,
-                       dod_pool_release_locked, dod_pool_index)
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from dod.pool cimport (Pool, dod_pool, dod_pool_acquire, dod_pool_release, dod_pool_acquire_locked,
+                       dod_pool_release_locked, dod_pool_index, dod_pool_block, dod_pool_capacity,
+                       dod_pool_reset)
 from dod._atomic cimport dod_atomic_exchange_ptr
+from libc.string cimport memset
 
 cdef uint64_t MAGIC = 0xA5A5A5A5A5A5A5A5
 
@@ -490,6 +589,46 @@ def engine_roundtrip(Pool pool, size_t n):
             if ps[i] != NULL:
                 dod_pool_release(&pool.pool, ps[i])
     return out
+
+def engine_grow(Pool pool, size_t n, bint keep):
+    '''Acquire n blocks nogil through the inline engine (a growable pool grows
+    past its first chunk), tag each with its own address, check every tag
+    and the slot <-> block mapping, then release them all unless `keep`.
+    Returns (acquired, bad, slots).'''
+    cdef size_t i, got = 0, bad = 0
+    cdef void** ps = <void**>PyMem_Malloc(n * sizeof(void*))
+    cdef size_t* idx = <size_t*>PyMem_Malloc(n * sizeof(size_t))
+    with nogil:
+        for i in range(n):
+            ps[i] = dod_pool_acquire(&pool.pool)
+            if ps[i] != NULL:
+                got += 1
+                (<uint64_t*>ps[i])[0] = <uintptr_t>ps[i] ^ MAGIC
+        for i in range(n):
+            if ps[i] == NULL:
+                idx[i] = <size_t>-1
+                continue
+            idx[i] = dod_pool_index(&pool.pool, ps[i])
+            if (<uint64_t*>ps[i])[0] != (<uintptr_t>ps[i] ^ MAGIC) or <void*>dod_pool_block(&pool.pool, idx[i]) != ps[i]:
+                bad += 1
+        if not keep:
+            for i in range(n):
+                if ps[i] != NULL:
+                    dod_pool_release(&pool.pool, ps[i])
+    out = [idx[i] for i in range(n)]
+    PyMem_Free(ps)
+    PyMem_Free(idx)
+    return got, bad, out
+
+def zii_pool():
+    '''All bytes zero is an empty pool: acquire fails cleanly, also nogil.'''
+    cdef dod_pool p
+    cdef void* b
+    memset(&p, 0, sizeof(p))
+    with nogil:
+        b = dod_pool_acquire(&p)
+        dod_pool_reset(&p)
+    return b == NULL, p.failed, dod_pool_capacity(&p)
 
 def worker(Pool pool, uintptr_t slots_addr, size_t nslots, size_t iters, uint64_t seed):
     '''Random cross-thread traffic: a slot holds a block some thread acquired;
@@ -548,9 +687,43 @@ def test_cimport_engine(stress_module):
     pool.check()
 
 
-def test_locked_pool_thread_stress_nogil(stress_module):
+def test_cimport_engine_grows_past_the_first_chunk(stress_module):
+    pool = Pool(8, block_size=32, growable=True, chunk_blocks=5)
+    got, bad, idx = stress_module.engine_grow(pool, 30, False)
+    assert got == 30 and bad == 0 and idx == list(range(30))
+    assert pool.capacity == 33 and pool.chunk_count == 6 and pool.in_use == 0
+    assert pool.peak == 30 and pool.failed == 0
+    pool.check()
+    # Again: the free list (now spread over six chunks) serves first, no growth.
+    got, bad, idx = stress_module.engine_grow(pool, 33, True)
+    assert got == 33 and bad == 0 and sorted(idx) == list(range(33)) and pool.capacity == 33
+    # A fixed pool's engine still returns NULL when full; so does the ZII struct.
+    fixed = Pool(8, block_size=32)
+    got, bad, idx = stress_module.engine_grow(fixed, 10, False)
+    assert got == 8 and bad == 0 and idx[8:] == [2**64 - 1] * 2 and fixed.failed == 2
+    assert stress_module.zii_pool() == (True, 1, 0)
+
+
+def test_python_face_after_engine_growth(stress_module):
+    """Chunks added by engine-level acquires are picked up by the Python face
+    (its side table catches up); it never reads past its tables."""
+    pool = Pool(2, np.uint64, growable=True, chunk_blocks=2)
+    got, bad, idx = stress_module.engine_grow(pool, 7, False)     # four chunks, all released
+    assert got == 7 and bad == 0 and pool.capacity == 8
+    assert pool.live_mask().shape == (8,) and not pool.live_mask().any()
+    hs = [pool.acquire() for _ in range(9)]
+    assert len({h & 0xFFFFFFFF for h in hs}) == 9 and pool.capacity == 10
+    assert not pool.is_live((1 << 32) | 100)                # beyond every table: just not live
+    pool.check()
+
+
+@pytest.mark.parametrize("growable", [False, True])
+def test_locked_pool_thread_stress_nogil(stress_module, growable):
     nslots, nthreads, iters = 512, 4, 200_000
-    pool = Pool(300, block_size=32, threadsafe=True)      # fewer blocks than slots: exhaustion happens
+    if growable:            # starts small and grows under the mutex, by chunks of 16
+        pool = Pool(16, block_size=32, threadsafe=True, growable=True, chunk_blocks=16)
+    else:                   # fewer blocks than slots: exhaustion happens
+        pool = Pool(300, block_size=32, threadsafe=True)
     slots = np.zeros(nslots, dtype=np.uintp)
     results = [None] * nthreads
 
@@ -570,6 +743,10 @@ def test_locked_pool_thread_stress_nogil(stress_module):
     assert acquired - released == len(held) == pool.in_use  # nothing lost
     assert all(stress_module.tag_ok(p) for p in held)
     assert pool.allocations == acquired
+    if growable:
+        assert sum(r[3] for r in results) == 0 and pool.failed == 0    # never exhausted
+        assert pool.chunk_count > 1 and pool.capacity == 16 * pool.chunk_count
+        assert pool.peak <= pool.capacity <= nslots + 16 * nthreads
     pool.check()
     stress_module.release_all(pool, slots.ctypes.data, nslots)
     assert pool.in_use == 0
@@ -607,6 +784,14 @@ def foreign_release(Pool pool):
     cdef char buf[64]
     dod_pool_release(&pool.pool, <void*>buf)
 
+def double_release_after_growth(Pool pool, size_t n):
+    cdef size_t i
+    cdef void* p = NULL
+    for i in range(n):
+        p = dod_pool_acquire(&pool.pool)
+    dod_pool_release(&pool.pool, p)
+    dod_pool_release(&pool.pool, p)
+
 def good_pairs(Pool pool, size_t n):
     cdef size_t i
     cdef void* p
@@ -632,6 +817,9 @@ def test_debug_engine_aborts_on_misuse(compile_cython):
     mod = compile_cython(DEATH, "dod_pool_death_mod")
     assert dies_with_abort(lambda: mod.double_release(Pool(4, block_size=16)))
     assert dies_with_abort(lambda: mod.foreign_release(Pool(4, block_size=16)))
+    assert dies_with_abort(lambda: mod.foreign_release(Pool(4, block_size=16, growable=True)))
+    assert dies_with_abort(lambda: mod.double_release_after_growth(Pool(4, block_size=16, growable=True), 9))
+    assert not dies_with_abort(lambda: mod.good_pairs(Pool(1, block_size=16, growable=True), 100))
     assert dies_with_abort(lambda: mod.double_free(FreeList(4096)))
     assert dies_with_abort(lambda: mod.foreign_free(FreeList(4096)))
     assert not dies_with_abort(lambda: mod.good_pairs(Pool(4, block_size=16), 100))
@@ -687,4 +875,209 @@ def test_acquire_many_release_many():
         pool.release_many(hs[:1])                         # already released
     pool.release_many(hs[30:])
     assert pool.in_use == 0
+    pool.check()
+
+
+# ---------------------------------------------------------------- growth by whole chunks
+
+
+def test_fixed_pool_never_grows():
+    pool = Pool(3, np.int32)
+    assert not pool.growable and pool.chunk_count == 1 and pool.chunk_blocks == 0
+    hs = [pool.acquire() for _ in range(3)]
+    before = counters(pool)
+    with pytest.raises(MemoryError, match="all 3 blocks"):
+        pool.acquire()
+    with pytest.raises(MemoryError):
+        pool.acquire_many(1)
+    with pytest.raises(MemoryError):
+        pool.reserve(1)
+    assert counters(pool) == before and pool.failed == 2 and pool.capacity == 3
+    pool.reserve(0)
+    assert len(pool.chunks()) == 1 and pool.chunks()[0][0].shape == pool.as_array().shape == (3,)
+    pool.release(hs[0])
+    pool.reserve(1)
+    assert pool.capacity == 3
+
+
+@pytest.mark.parametrize("kwargs, exc", [
+    (dict(chunk_blocks=4), ValueError),                     # needs growable=True
+    (dict(growable=True, chunk_blocks=0), ValueError),
+    (dict(growable=True, chunk_blocks=-1), ValueError),
+    (dict(growable=True, chunk_blocks=2**32), ValueError),
+    (dict(growable=True, chunk_blocks=1.5), TypeError),
+    (dict(growable=True, chunk_blocks=2**31, block_size=2**20), MemoryError),   # a chunk over 2**48 bytes
+])
+def test_bad_growth_arguments(kwargs, exc):
+    kwargs.setdefault("block_size", 16)
+    with pytest.raises(exc):
+        Pool(4, **kwargs)
+
+
+def test_growth_keeps_handles_views_and_tags():
+    pool = Pool(4, np.uint64, (2,), growable=True, chunk_blocks=3)
+    assert pool.growable and pool.chunk_blocks == 3 and pool.capacity == 4
+    hs = [pool.acquire() for _ in range(4)]
+    views = {h: pool.view(h) for h in hs}
+    addrs = {h: addr(v) for h, v in views.items()}
+    for h, v in views.items():
+        v[:] = h
+    hs += [pool.acquire() for _ in range(8)]                 # three more chunks of 3
+    assert pool.capacity == 13 and pool.chunk_count == 4 and pool.in_use == 12
+    assert [h & 0xFFFFFFFF for h in hs] == list(range(12))   # slot indices run across chunks
+    for h in hs[4:]:
+        pool.view(h)[:] = h
+    for h, v in views.items():                               # live blocks never moved
+        assert addr(v) == addrs[h] and v.tolist() == [h, h]
+        assert addr(pool.view(h)) == addrs[h]
+    for h in hs:
+        assert pool.is_live(h) and pool.view(h).tolist() == [h, h]
+        assert pool.index_of(h) == h & 0xFFFFFFFF
+    all_addrs = [addr(pool.view(h)) for h in hs]
+    assert len(set(all_addrs)) == 12 and all(a % 16 == 0 for a in all_addrs)
+    # Free blocks are reused before the pool grows again.
+    pool.release(hs[6])
+    del views[hs[1]]
+    pool.release(hs[1])
+    h1, h6 = pool.acquire(), pool.acquire()
+    assert {h1 & 0xFFFFFFFF, h6 & 0xFFFFFFFF} == {1, 6} and pool.capacity == 13
+    assert not pool.is_live(hs[1]) and not pool.is_live(hs[6])
+    with pytest.raises(ValueError):
+        pool.release(hs[6])                                  # stale across chunks too
+    h12 = pool.acquire()
+    assert h12 & 0xFFFFFFFF == 12 and pool.capacity == 13    # the last free slot of chunk 3
+    pool.acquire()
+    assert pool.capacity == 16 and pool.chunk_count == 5
+    pool.check()
+    assert pool.peak == 14 and pool.allocations == 16
+
+
+def test_chunks_and_live_mask_over_several_chunks():
+    pool = Pool(3, np.float32, (2,), growable=True, chunk_blocks=2)
+    whole = pool.as_array()                                  # one chunk: one array, as a fixed pool
+    assert whole.shape == (3, 2)
+    hs = pool.acquire_many(6)
+    assert pool.capacity == 7 and pool.chunk_count == 3
+    with pytest.raises(ValueError, match="chunks"):
+        pool.as_array()
+    pool.release(hs[1])
+    pool.release(hs[4])
+    parts = pool.chunks()
+    assert [rows.shape for rows, _ in parts] == [(3, 2), (2, 2), (2, 2)]
+    assert [live.tolist() for _, live in parts] == [[True, False, True], [True, False], [True, False]]
+    mask = pool.live_mask()
+    assert mask.shape == (7,) and np.array_equal(np.concatenate([l for _, l in parts]), mask)
+    for h in pool.handles().tolist():
+        pool.view(h)[:] = h & 0xFFFFFFFF
+    for rows, live in pool.chunks():                         # the vectorised idiom
+        rows[live] *= 10
+    assert [float(pool.view(h)[0]) for h in pool.handles().tolist()] == [0, 20, 30, 50]
+    assert whole[2].tolist() == [20, 20]                     # the early view still sees chunk 0
+
+
+def test_views_keep_chunks_alive():
+    pool = Pool(2, np.int64, (4,), growable=True)
+    hs = pool.acquire_many(7)                                # chunks of 2: four chunks
+    last = pool.view(hs[-1])
+    rows, live = pool.chunks()[2]
+    last[:] = 7
+    rows[:] = 3
+    del pool, hs
+    gc.collect()
+    assert last.tolist() == [7] * 4 and rows.tolist() == [[3] * 4] * 2
+    last += 1
+    rows += 1
+    assert last.sum() == 32 and rows.sum() == 32
+
+
+def test_growth_failure_leaves_pool_unchanged():
+    arena = Arena(1024)
+    pool = Pool(4, block_size=64, growable=True, chunk_blocks=4, resource=arena.resource())
+    got = []
+    with pytest.raises(MemoryError, match="could not supply another chunk"):
+        while True:
+            got.append(pool.acquire())
+    cap = pool.capacity
+    assert 4 < cap <= 16 and len(got) == cap and pool.failed == 1   # the arena held a few chunks
+    before = counters(pool)
+    with pytest.raises(MemoryError):
+        pool.acquire_array()
+    with pytest.raises(MemoryError):
+        pool.acquire_many(3)
+    with pytest.raises(MemoryError):
+        pool.reserve(1)
+    assert counters(pool) == before and pool.failed == 3 and pool.capacity == cap
+    pool.check()
+    pool.release(got.pop())                                  # a free block: no growth needed
+    got.append(pool.acquire())
+    for h in got:
+        pool.release(h)
+    pool.check()
+
+
+def test_acquire_many_growth_is_all_or_nothing():
+    # The upstream is a pool of three 256-byte blocks: the first region and
+    # two chunks of 4 x 64 bytes. Chunks given back return to it.
+    upstream = Pool(3, block_size=256, align=64)
+    pool = Pool(4, block_size=64, growable=True, resource=upstream.resource())
+    hs = pool.acquire_many(2)
+    with pytest.raises(MemoryError):
+        pool.acquire_many(11)                                # needs three chunks: there are two
+    assert pool.capacity == 4 and pool.chunk_count == 1 and pool.in_use == 2 and pool.failed == 1
+    assert upstream.in_use == 1                              # the two chunks it got went back
+    pool.check()
+    hs2 = pool.acquire_many(8)                               # two chunks do fit
+    assert pool.capacity == 12 and len(set(hs.tolist()) | set(hs2.tolist())) == 10
+    assert upstream.in_use == 3
+    pool.check()
+    del pool
+    assert upstream.in_use == 0                              # every chunk given back on dealloc
+
+
+def test_reserve_and_reset_keep_spare_chunks():
+    pool = Pool(4, np.float64, growable=True, chunk_blocks=4)
+    pool.reserve(10)
+    assert pool.capacity == 12 and pool.chunk_count == 3 and pool.in_use == 0
+    nbytes = pool.nbytes
+    hs = [pool.acquire() for _ in range(12)]
+    assert pool.nbytes == nbytes                             # the spares were used, nothing new
+    pool.reset()
+    assert pool.capacity == 12 and pool.in_use == 0 and pool.peak == 12
+    assert not any(pool.is_live(h) for h in hs)
+    hs2 = [pool.acquire() for _ in range(12)]
+    assert sorted(h & 0xFFFFFFFF for h in hs2) == list(range(12)) and pool.nbytes == nbytes
+    assert not set(hs) & set(hs2)
+    pool.acquire()
+    assert pool.capacity == 16
+    pool.check()
+    with pytest.raises(ValueError):
+        pool.reserve(-1)
+
+
+def test_growable_repr_stats_and_resource():
+    pool = Pool(2, np.float32, (3,), growable=True, chunk_blocks=5, threadsafe=True)
+    pool.acquire_many(3)
+    r = repr(pool)
+    assert "growable" in r and "threadsafe" in r and "2 chunks" in r and "7 x" in r, r
+    s = pool.stats()
+    assert s["capacity"] == 7 and s["chunks"] == 2 and s["in_use"] == 3 and s["bytes"] == 7 * 16
+    # As a resource the pool grows too: three free lists, one block each.
+    raw = Pool(1, block_size=4096, growable=True)
+    fls = [FreeList(4096, resource=raw.resource()) for _ in range(3)]
+    assert raw.in_use == 3 and raw.capacity == 3 and raw.chunk_count == 3
+    del fls
+    assert raw.in_use == 0
+    raw.check()
+
+
+def test_side_table_grows_without_moving_handles():
+    pool = Pool(1, np.uint32, growable=True, chunk_blocks=1)
+    hs = []
+    for k in range(300):                                     # many chunks: the side tables reallocate
+        hs.append(pool.acquire())
+        pool.view(hs[-1])[...] = k
+    assert pool.chunk_count == 300
+    assert [int(pool.view(h)) for h in hs] == list(range(300))
+    pool.release_many(hs[::2])
+    assert pool.live_mask().sum() == 150
     pool.check()

@@ -82,6 +82,9 @@ def run(quick=False):
           note="copy owner.pool to a local for the loop, write it back after")
     s.add("pool engine on &owner.pool", median_of(lambda: K.pair_pool(pool, n), rep) / n,
           note="state reloaded/stored each pair: block writes may alias it")
+    gpool = Pool(1024, block_size=PAIR_SIZE, growable=True)
+    s.add("growable pool engine, state in a local", median_of(lambda: K.pair_pool_local(gpool, n), rep) / n,
+          note="same fast path; growth is a slow path not taken here")
     s.add("pool engine, locked (threadsafe, uncontended)", median_of(lambda: K.pair_pool_locked(locked, n), rep) / n)
     s.add("pool through dod_resource (indirect calls)", median_of(lambda: K.pair_resource(res, PAIR_SIZE, n), rep) / n)
     s.add("malloc/free", median_of(lambda: K.pair_malloc(PAIR_SIZE, n), rep) / n)
@@ -137,6 +140,15 @@ def run(quick=False):
     s.add("pool engine on &owner.pool", v / 1000, "us", f"{v / count / 2:.2f} ns per create or destroy")
     v = median_of(lambda: K.throughput(None, count, frames), rep) / frames
     s.add("malloc/free", v / 1000, "us", f"{v / count / 2:.2f} ns per create or destroy")
+    # Growth: the first frame into a fresh pool, fixed versus growable from
+    # 1,000 blocks by chunks of 4,096 (24 chunks from the pages resource).
+    v = median_of(lambda: K.throughput_local(Pool(count, block_size=PARTICLE), count, 1), rep)
+    s.add("pool engine, first frame into a fresh fixed pool", v / 1000, "us",
+          f"{v / count / 2:.2f} ns per create or destroy, page faults included")
+    v = median_of(lambda: K.throughput_local(Pool(1000, block_size=PARTICLE, growable=True, chunk_blocks=4096),
+                                             count, 1), rep)
+    s.add("same, growable pool from 1,000 blocks (+4,096 a chunk)", v / 1000, "us",
+          f"{v / count / 2:.2f} ns per create or destroy, 24 growths included")
     pyframes = 3 if quick else 8
     gc.collect()
     v = median_of(lambda: py_throughput(count, pyframes), 3) / pyframes
