@@ -39,6 +39,8 @@ from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
 
 import numpy as np
 
+from dod._format import fmt_bytes
+
 cnp.import_array()
 
 # Chained blocks start with their record, padded so the usable bytes start
@@ -198,14 +200,6 @@ cdef class Scope:
 
 
 # ---------------------------------------------------------------- the owner and its Python face
-
-cdef str _fmt_bytes(size_t n):
-    cdef double x = <double>n
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if x < 1024.0 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{x:.1f} {unit}"
-        x /= 1024.0
-
 
 @cython.no_gc_clear
 cdef class Arena:
@@ -562,6 +556,6 @@ cdef class Arena:
 
     def __repr__(self):
         return (f"<dod.Arena {'growable' if self.growable_ else 'fixed'} "
-                f"capacity={_fmt_bytes(self.capacity)} used={_fmt_bytes(self.used)} "
-                f"peak={_fmt_bytes(self.peak)} allocations={self.allocations} "
+                f"capacity={fmt_bytes(self.capacity)} used={fmt_bytes(self.used)} "
+                f"peak={fmt_bytes(self.peak)} allocations={self.allocations} "
                 f"failed={self.failed} blocks={self.blocks} pinned={self.pinned}>")

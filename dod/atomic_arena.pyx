@@ -71,6 +71,8 @@ import threading
 
 import numpy as np
 
+from dod._format import fmt_bytes
+
 cnp.import_array()
 
 cdef enum:
@@ -386,14 +388,6 @@ cdef _Allocation _lease_of(AtomicArena arena, object arr):
 
 # ---------------------------------------------------------------- the owner and its Python face
 
-cdef str _fmt_bytes(size_t n):
-    cdef double x = <double>n
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if x < 1024.0 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{x:.1f} {unit}"
-        x /= 1024.0
-
-
 cdef size_t _parse_pow2(object value, str name, size_t lo, size_t hi) except 0:
     v = PyNumber_Index(value)
     if v < <object>lo or v > <object>hi or not dod_is_pow2(<size_t>v):
@@ -704,9 +698,9 @@ cdef class AtomicArena:
 
     def __repr__(self):
         d = self._walk()
-        return (f"<dod.AtomicArena block_size={_fmt_bytes(self.engine.block_size)} "
-                f"blocks={d['blocks']} capacity={_fmt_bytes(d['capacity'])} "
-                f"in_use={_fmt_bytes(d['in_use'])} drained={self.drained} "
+        return (f"<dod.AtomicArena block_size={fmt_bytes(self.engine.block_size)} "
+                f"blocks={d['blocks']} capacity={fmt_bytes(d['capacity'])} "
+                f"in_use={fmt_bytes(d['in_use'])} drained={self.drained} "
                 f"{'evict' if self.engine.evict else 'recycle'} "
                 f"entrants<={self.engine.max_entrants}>")
 
@@ -792,5 +786,5 @@ cdef class ThreadCache:
         return <size_t>(self.cache.end - self.cache.cursor)
 
     def __repr__(self):
-        return (f"<dod.atomic_arena.ThreadCache chunk={_fmt_bytes(self.cache.chunk)} "
+        return (f"<dod.atomic_arena.ThreadCache chunk={fmt_bytes(self.cache.chunk)} "
                 f"available={self.available} refills={self.cache.refills} thread={self.thread_id}>")

@@ -37,6 +37,8 @@ from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
 
 import numpy as np
 
+from dod._format import fmt_bytes
+
 cnp.import_array()
 
 cdef enum:
@@ -81,14 +83,6 @@ cdef class _ResourcePin:
     def __dealloc__(self):
         if self.owner is not None:
             self.owner._exports -= 1
-
-
-cdef str _fmt_bytes(size_t n):
-    cdef double x = <double>n
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if x < 1024.0 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{x:.1f} {unit}"
-        x /= 1024.0
 
 
 @cython.no_gc_clear
@@ -374,7 +368,7 @@ cdef class FreeList:
         }
 
     def __repr__(self):
-        return (f"<dod.FreeList {self.strategy}-fit capacity={_fmt_bytes(self.fl.capacity)} "
-                f"used={_fmt_bytes(self.fl.used)} largest_free={_fmt_bytes(self.largest_free())} "
-                f"live={self.fl.live} free_blocks={self.fl.free_blocks} peak={_fmt_bytes(self.fl.peak)} "
+        return (f"<dod.FreeList {self.strategy}-fit capacity={fmt_bytes(self.fl.capacity)} "
+                f"used={fmt_bytes(self.fl.used)} largest_free={fmt_bytes(self.largest_free())} "
+                f"live={self.fl.live} free_blocks={self.fl.free_blocks} peak={fmt_bytes(self.fl.peak)} "
                 f"allocations={self.fl.allocations} failed={self.fl.failed}>")

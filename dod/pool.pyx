@@ -80,6 +80,8 @@ from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
 
 import numpy as np
 
+from dod._format import fmt_bytes
+
 cnp.import_array()
 
 cdef enum:
@@ -306,14 +308,6 @@ cdef class _ResourcePin:
     def __dealloc__(self):
         if self.pool is not None:
             self.pool._exports -= 1
-
-
-cdef str _fmt_bytes(size_t n):
-    cdef double x = <double>n
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if x < 1024.0 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{x:.1f} {unit}"
-        x /= 1024.0
 
 
 # ---------------------------------------------------------------- the owner and its Python face
@@ -1173,6 +1167,6 @@ cdef class Pool:
                       f"(+{self._chunks.chunk_blocks} blocks a chunk; ")
         return (f"<dod.Pool{' growable' if self.growable else ''}{' threadsafe' if self.threadsafe else ''} "
                 f"{cap} x {self._dtype}{list(self._shape) if self._shape else ''}"
-                f"{chunks if chunks else ' ('}stride {self.pool.stride} B, {_fmt_bytes(self.nbytes)}) "
+                f"{chunks if chunks else ' ('}stride {self.pool.stride} B, {fmt_bytes(self.nbytes)}) "
                 f"in_use={self.pool.in_use} peak={self.peak} "
                 f"allocations={self.pool.allocations} failed={self.pool.failed}>")

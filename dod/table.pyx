@@ -53,6 +53,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from dod._format import fmt_bytes
+
 cnp.import_array()
 
 # Largest capacity: slot indices are 31 bits (the high bit marks free slots).
@@ -783,14 +785,6 @@ cdef class _View:
 
 # ---------------------------------------------------------------- helpers of the Python face
 
-cdef str _fmt_bytes(size_t n):
-    cdef double x = <double>n
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if x < 1024.0 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{x:.1f} {unit}"
-        x /= 1024.0
-
-
 cdef inline size_t _round_line(size_t n) noexcept nogil:
     return (n + DOD_CACHE_LINE - 1) & ~(<size_t>DOD_CACHE_LINE - 1)
 
@@ -903,7 +897,7 @@ cdef class Table:
                 p = dod_resource_allocate(self._source, size, DOD_CACHE_LINE)
             if p == NULL:
                 raise MemoryError(f"could not obtain {size} bytes for a table of {cap} rows "
-                                  f"({_fmt_bytes(total)} in all) from {resource!r}")
+                                  f"({fmt_bytes(total)} in all) from {resource!r}")
             if (<uintptr_t>p) & (DOD_CACHE_LINE - 1):
                 self._blocks[self._nblocks] = p
                 self._block_sizes[self._nblocks] = size
@@ -1524,5 +1518,5 @@ cdef class Table:
     def __repr__(self):
         return (f"<dod.Table {len(self.schema.columns)} columns ({', '.join(self.schema.names)}) "
                 f"rows={self.table.count}/{self.table.capacity} peak={self.peak} "
-                f"bytes_per_row={self.schema._row_bytes} memory={_fmt_bytes(self._nbytes)} "
+                f"bytes_per_row={self.schema._row_bytes} memory={fmt_bytes(self._nbytes)} "
                 f"views={self._views}>")
