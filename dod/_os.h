@@ -8,6 +8,7 @@
 #define DOD_OS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -29,6 +30,34 @@ static inline void *dod_os_map(size_t size) {
 
 static inline void dod_os_unmap(void *p, size_t size) {
     if (p != NULL && size != 0) munmap(p, size);
+}
+
+/* size rounded up to whole pages; 0 when that overflows (or size is 0). */
+static inline size_t dod_os_page_round(size_t size) {
+    size_t page = dod_os_page_size(), out;
+    if (__builtin_add_overflow(size, page - 1, &out)) return 0;
+    return out & ~(page - 1);
+}
+
+/* Whole pages for `size` bytes aligned to `alignment` (a power of two).
+ * Above the page size the mapping is over-sized by the alignment and the
+ * unaligned head and tail are given back. NULL on failure. Unmap with
+ * dod_os_unmap(p, dod_os_page_round(size)). */
+static inline void *dod_os_map_aligned(size_t size, size_t alignment) {
+    size_t length = dod_os_page_round(size), span, head, tail;
+    char *raw;
+    uintptr_t aligned;
+    if (length == 0 || alignment == 0 || (alignment & (alignment - 1)) != 0) return NULL;
+    if (alignment <= dod_os_page_size()) return dod_os_map(length);
+    if (__builtin_add_overflow(length, alignment, &span)) return NULL;
+    raw = (char *)dod_os_map(span);
+    if (raw == NULL) return NULL;
+    aligned = ((uintptr_t)raw + alignment - 1) & ~((uintptr_t)alignment - 1);
+    head = aligned - (uintptr_t)raw;
+    tail = span - head - length;
+    if (head) dod_os_unmap(raw, head);
+    if (tail) dod_os_unmap((char *)aligned + length, tail);
+    return (void *)aligned;
 }
 
 /* ---- page protection (the guard-zone wrapper) ---------------------------

@@ -19,9 +19,8 @@ Thread-safety
 """
 cimport cython
 cimport numpy as cnp
-from libc.stdint cimport uint64_t, uintptr_t
+from libc.stdint cimport uint64_t
 
-from dod._core cimport dod_is_pow2, dod_add_overflow
 from dod._atomic cimport (dod_atomic_fetch_add_relaxed_u64, dod_atomic_fetch_sub_u64,
                           dod_atomic_load_relaxed_u64, dod_atomic_cas_u64)
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
@@ -34,7 +33,8 @@ cnp.import_array()
 
 cdef extern from "_os.h" nogil:
     size_t dod_os_page_size()
-    void* dod_os_map(size_t size)
+    size_t dod_os_page_round(size_t size)
+    void* dod_os_map_aligned(size_t size, size_t alignment)
     void dod_os_unmap(void* p, size_t size)
     int dod_os_decommit(void* p, size_t size)
 
@@ -46,11 +46,7 @@ cdef size_t dod_pages_size() noexcept nogil:
 
 cdef size_t dod_pages_round(size_t size) noexcept nogil:
     """size rounded up to whole pages; 0 when that overflows."""
-    cdef size_t page = dod_os_page_size()
-    cdef size_t out
-    if dod_add_overflow(size, page - 1, &out):
-        return 0
-    return out & ~(page - 1)
+    return dod_os_page_round(size)
 
 
 cdef void _count_map(dod_page_source* s, size_t length) noexcept nogil:
@@ -64,37 +60,12 @@ cdef void _count_map(dod_page_source* s, size_t length) noexcept nogil:
 cdef void* dod_pages_map(dod_page_source* s, size_t size, size_t alignment) noexcept nogil:
     """size bytes (rounded up to pages) of zero-filled memory aligned to `alignment`
     (a power of two; above the page size the mapping is over-sized and trimmed), or NULL."""
-    cdef size_t page = dod_os_page_size()
-    cdef size_t length = dod_pages_round(size)
-    cdef size_t span, head, tail
-    cdef char* raw
-    cdef uintptr_t aligned
-    if length == 0 or not dod_is_pow2(alignment):
+    cdef void* p = dod_os_map_aligned(size, alignment)
+    if p == NULL:
         dod_atomic_fetch_add_relaxed_u64(&s.failed, 1)
         return NULL
-    if alignment <= page:
-        raw = <char*>dod_os_map(length)
-        if raw == NULL:
-            dod_atomic_fetch_add_relaxed_u64(&s.failed, 1)
-            return NULL
-        _count_map(s, length)
-        return raw
-    if dod_add_overflow(length, alignment, &span):
-        dod_atomic_fetch_add_relaxed_u64(&s.failed, 1)
-        return NULL
-    raw = <char*>dod_os_map(span)
-    if raw == NULL:
-        dod_atomic_fetch_add_relaxed_u64(&s.failed, 1)
-        return NULL
-    aligned = (<uintptr_t>raw + alignment - 1) & ~(<uintptr_t>alignment - 1)
-    head = aligned - <uintptr_t>raw
-    tail = span - head - length
-    if head:
-        dod_os_unmap(raw, head)
-    if tail:
-        dod_os_unmap(<char*>aligned + length, tail)
-    _count_map(s, length)
-    return <void*>aligned
+    _count_map(s, dod_pages_round(size))
+    return p
 
 
 cdef void dod_pages_unmap(dod_page_source* s, void* p, size_t size) noexcept nogil:

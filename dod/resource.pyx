@@ -14,58 +14,27 @@ Thread-safety: the built-in resources are safe from any thread. A resource
 presented by an allocator has that allocator's promise.
 """
 cimport cython
-from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free
 from cpython.pycapsule cimport PyCapsule_New
 
-from dod._core cimport dod_is_pow2, dod_add_overflow
+from dod._core cimport dod_is_pow2
 
 
 cdef extern from "_os.h" nogil:
-    size_t dod_os_page_size()
-    void* dod_os_map(size_t size)
+    void* dod_os_map_aligned(size_t size, size_t alignment)
+    size_t dod_os_page_round(size_t size)
     void dod_os_unmap(void* p, size_t size)
 
 cdef extern from "<stdlib.h>" nogil:
     int posix_memalign(void** memptr, size_t alignment, size_t size)
 
 
-cdef size_t _page_round(size_t size) noexcept nogil:
-    cdef size_t page = dod_os_page_size()
-    cdef size_t out
-    if dod_add_overflow(size, page - 1, &out):
-        return 0
-    return out & ~(page - 1)
-
-
 cdef void* _pages_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil:
-    cdef size_t page = dod_os_page_size()
-    cdef size_t length = _page_round(size)
-    cdef size_t span, head, tail
-    cdef char* raw
-    cdef uintptr_t aligned
-    if length == 0 or not dod_is_pow2(alignment):
-        return NULL
-    if alignment <= page:
-        return dod_os_map(length)
-    # Over-map by the alignment and give back the unaligned head and tail.
-    if dod_add_overflow(length, alignment, &span):
-        return NULL
-    raw = <char*>dod_os_map(span)
-    if raw == NULL:
-        return NULL
-    aligned = (<uintptr_t>raw + alignment - 1) & ~(<uintptr_t>alignment - 1)
-    head = aligned - <uintptr_t>raw
-    tail = span - head - length
-    if head:
-        dod_os_unmap(raw, head)
-    if tail:
-        dod_os_unmap(<char*>aligned + length, tail)
-    return <void*>aligned
+    return dod_os_map_aligned(size, alignment)
 
 
 cdef void _pages_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
-    dod_os_unmap(ptr, _page_round(size))
+    dod_os_unmap(ptr, dod_os_page_round(size))
 
 
 cdef void* _malloc_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil:
