@@ -9,9 +9,10 @@ them in allocation order. One operation = one allocation plus its free
 from libc.stdint cimport uint64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
-from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+from dod.bench._timing cimport now_ns_u64
 
 from dod.bench._threads cimport ThreadKernel
+from dod.bench._threads import malloc_kernel
 from dod._atomic cimport dod_atomic_fetch_add_u64, dod_atomic_load_u64
 from dod.arena cimport Arena, dod_arena_push, dod_arena_reset
 from dod.atomic_arena cimport (AtomicArena, dod_atomic_arena, dod_atomic_arena_alloc,
@@ -37,29 +38,6 @@ cdef struct Ctx:
     size_t chunk
     uint64_t shared_atomics    # atomics on shared lines (word, block counters), all threads
     uint64_t sink[64]
-
-
-cdef inline uint64_t _now_ns() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return <uint64_t>ts.tv_sec * 1000000000ULL + <uint64_t>ts.tv_nsec
-
-
-cdef size_t k_malloc(void* ctx, int thread, int nthreads, size_t iterations) noexcept nogil:
-    cdef Ctx* c = <Ctx*>ctx
-    cdef void* blocks[32]
-    cdef size_t i, j, n = 0
-    cdef uint64_t acc = 0
-    for i in range(iterations):
-        for j in range(BATCH):
-            blocks[j] = malloc(c.size)
-            (<uint64_t*>blocks[j])[0] = j
-        for j in range(BATCH):
-            acc += (<uint64_t*>blocks[j])[0]
-            free(blocks[j])
-        n += BATCH
-    c.sink[(thread * 8) & 63] += acc
-    return n
 
 
 cdef size_t k_shared(void* ctx, int thread, int nthreads, size_t iterations) noexcept nogil:
@@ -121,7 +99,7 @@ cdef class Bench:
 
     def kernel(self, str name):
         if name == "malloc":
-            return ThreadKernel.wrap(k_malloc, &self.ctx, self, name)
+            return malloc_kernel(self.ctx.size)
         if name == "shared":
             return ThreadKernel.wrap(k_shared, &self.ctx, self, name)
         if name == "cached":
@@ -144,37 +122,37 @@ def fast_path(size_t count=1 << 20, size_t size=64):
     dod_atomic_cache_init(&cache, &aa.engine, 1 << 16)
     with nogil:
         for r in range(rounds):
-            t0 = _now_ns()
+            t0 = now_ns_u64()
             for j in range(FAST_BATCH):
                 ptrs[j] = dod_arena_push(&arena.arena, size, 16)
                 (<uint64_t*>ptrs[j])[0] = j
-            tb += _now_ns() - t0
+            tb += now_ns_u64() - t0
             acc += (<uint64_t*>ptrs[r & 1023])[0]
             dod_arena_reset(&arena.arena)
 
-            t0 = _now_ns()
+            t0 = now_ns_u64()
             for j in range(FAST_BATCH):
                 ptrs[j] = dod_atomic_arena_alloc(&aa.engine, size, 16)
                 (<uint64_t*>ptrs[j])[0] = j
-            tx += _now_ns() - t0
+            tx += now_ns_u64() - t0
             for j in range(FAST_BATCH):
                 acc += (<uint64_t*>ptrs[j])[0]
                 dod_atomic_arena_free(&aa.engine, ptrs[j], size, 16)
 
-            t0 = _now_ns()
+            t0 = now_ns_u64()
             for j in range(FAST_BATCH):
                 ptrs[j] = dod_atomic_cache_alloc(&cache, size, 16)
                 (<uint64_t*>ptrs[j])[0] = j
-            tc += _now_ns() - t0
+            tc += now_ns_u64() - t0
             for j in range(FAST_BATCH):
                 acc += (<uint64_t*>ptrs[j])[0]
                 dod_atomic_cache_free(&cache, ptrs[j], size, 16)
 
-            t0 = _now_ns()
+            t0 = now_ns_u64()
             for j in range(FAST_BATCH):
                 ptrs[j] = malloc(size)
                 (<uint64_t*>ptrs[j])[0] = j
-            tm += _now_ns() - t0
+            tm += now_ns_u64() - t0
             for j in range(FAST_BATCH):
                 acc += (<uint64_t*>ptrs[j])[0]
                 free(ptrs[j])
@@ -196,11 +174,11 @@ def overhead_atomic(size_t count=1000000, size_t size=64, bint cached=False, siz
         raise MemoryError()
     dod_atomic_cache_init(&cache, &aa.engine, 1 << 16)
     with nogil:
-        t0 = _now_ns()
+        t0 = now_ns_u64()
         for i in range(count):
             ptrs[i] = dod_atomic_cache_alloc(&cache, size, 16) if cached else dod_atomic_arena_alloc(&aa.engine, size, 16)
             (<uint64_t*>ptrs[i])[0] = i
-        t1 = _now_ns()
+        t1 = now_ns_u64()
     d = aa.check()
     obtained = d["capacity"] + 64 * d["blocks"]
     with nogil:
@@ -223,11 +201,11 @@ def overhead_malloc(size_t count=1000000, size_t size=64):
         raise MemoryError()
     before = c_mallinfo2().uordblks
     with nogil:
-        t0 = _now_ns()
+        t0 = now_ns_u64()
         for i in range(count):
             ptrs[i] = malloc(size)
             (<uint64_t*>ptrs[i])[0] = i
-        t1 = _now_ns()
+        t1 = now_ns_u64()
     after = c_mallinfo2().uordblks
     for i in range(count):
         free(ptrs[i])
@@ -244,7 +222,7 @@ def pages_cost(size_t size=1 << 16, size_t count=2000, bint touch=False):
     cdef char* p
     cdef uint64_t t0, t1
     with nogil:
-        t0 = _now_ns()
+        t0 = now_ns_u64()
         for i in range(count):
             p = <char*>dod_pages_map(&src.source, size, 4096)
             if touch:
@@ -255,7 +233,7 @@ def pages_cost(size_t size=1 << 16, size_t count=2000, bint touch=False):
             else:
                 p[0] = 1
             dod_pages_unmap(&src.source, p, size)
-        t1 = _now_ns()
+        t1 = now_ns_u64()
     return (t1 - t0) / <double>count
 
 
@@ -271,12 +249,12 @@ def guard_cost(size_t size=64, size_t count=2000, size_t quarantine=64):
         for i in range(quarantine):                   # fill the ring: steady state
             p = <char*>dod_guard_allocate(&g.guard, size, 16)
             dod_guard_deallocate(&g.guard, p, size, 16)
-        t0 = _now_ns()
+        t0 = now_ns_u64()
         for i in range(count):
             p = <char*>dod_guard_allocate(&g.guard, size, 16)
             p[0] = 1
             dod_guard_deallocate(&g.guard, p, size, 16)
-        t1 = _now_ns()
+        t1 = now_ns_u64()
         for i in range(count * 4):               # the same batched loop as the scaling kernels
             for j in range(BATCH):
                 blocks[j] = malloc(size)
@@ -284,6 +262,6 @@ def guard_cost(size_t size=64, size_t count=2000, size_t quarantine=64):
             for j in range(BATCH):
                 acc += <uint64_t>(<char*>blocks[j])[0]
                 free(blocks[j])
-        t2 = _now_ns()
+        t2 = now_ns_u64()
     return {"guard": (t1 - t0) / <double>count, "malloc": (t2 - t1) / <double>(count * 4 * BATCH),
             "_sink": acc}

@@ -8,9 +8,10 @@ operation = one allocation plus its free.
 """
 from libc.stdint cimport uint64_t
 from libc.stdlib cimport malloc, free
-from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+from dod.bench._timing cimport now_ns_u64
 
 from dod.bench._threads cimport ThreadKernel
+from dod.bench._threads import malloc_kernel
 from dod.lfpool cimport LockFreePool, dod_lfpool, dod_lfpool_acquire, dod_lfpool_release
 from dod.segfit cimport SegFit, dod_segfit, dod_segfit_allocate, dod_segfit_free
 from dod._atomic cimport dod_atomic_fetch_add_u64
@@ -23,29 +24,6 @@ cdef struct Ctx:
     dod_segfit* segfit
     size_t size
     uint64_t sink[64]          # one cache line per thread would be nicer; a sink only defeats DCE
-
-
-cdef inline uint64_t _now_ns() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return <uint64_t>ts.tv_sec * 1000000000ULL + <uint64_t>ts.tv_nsec
-
-
-cdef size_t k_malloc(void* ctx, int thread, int nthreads, size_t iterations) noexcept nogil:
-    cdef Ctx* c = <Ctx*>ctx
-    cdef void* blocks[32]
-    cdef size_t i, j, n = 0
-    cdef uint64_t acc = 0
-    for i in range(iterations):
-        for j in range(BATCH):
-            blocks[j] = malloc(c.size)
-            (<uint64_t*>blocks[j])[0] = j
-        for j in range(BATCH):
-            acc += (<uint64_t*>blocks[j])[0]
-            free(blocks[j])
-        n += BATCH
-    c.sink[(thread * 8) & 63] += acc
-    return n
 
 
 cdef size_t k_lfpool(void* ctx, int thread, int nthreads, size_t iterations) noexcept nogil:
@@ -98,7 +76,7 @@ cdef class Bench:
     def kernel(self, str name):
         """A ThreadKernel for 'malloc', 'lfpool' or 'segfit'."""
         if name == "malloc":
-            return ThreadKernel.wrap(k_malloc, &self.ctx, self, name)
+            return malloc_kernel(self.ctx.size)
         if name == "lfpool":
             return ThreadKernel.wrap(k_lfpool, &self.ctx, self, name)
         if name == "segfit":
@@ -140,11 +118,11 @@ def overhead_malloc(size_t count, size_t size):
     with nogil:
         malloc_trim(0)
         before = c_mallinfo2()
-        t0 = _now_ns()
+        t0 = now_ns_u64()
         for i in range(count):
             ptrs[i] = malloc(size)
             (<char*>ptrs[i])[0] = 1
-        t1 = _now_ns()
+        t1 = now_ns_u64()
         after = c_mallinfo2()
         for i in range(count):
             free(ptrs[i])
@@ -163,11 +141,11 @@ def overhead_segfit(size_t count, size_t size):
     if ptrs == NULL:
         raise MemoryError()
     with nogil:
-        t0 = _now_ns()
+        t0 = now_ns_u64()
         for i in range(count):
             ptrs[i] = dod_segfit_allocate(sf, size, 16)
             (<char*>ptrs[i])[0] = 1
-        t1 = _now_ns()
+        t1 = now_ns_u64()
     nbytes = s.nbytes
     with nogil:
         for i in range(count):
@@ -186,11 +164,11 @@ def overhead_lfpool(size_t count, size_t size):
     if ptrs == NULL:
         raise MemoryError()
     with nogil:
-        t0 = _now_ns()
+        t0 = now_ns_u64()
         for i in range(count):
             ptrs[i] = dod_lfpool_acquire(e)
             (<char*>ptrs[i])[8] = 1
-        t1 = _now_ns()
+        t1 = now_ns_u64()
     nbytes = p.nbytes
     with nogil:
         for i in range(count):

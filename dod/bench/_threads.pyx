@@ -18,20 +18,14 @@ Thread-safety: one run at a time per kernel (the kernel's context is shared
 by its threads by design; what it does with it is the kernel's business).
 """
 from libc.stdint cimport uint64_t
-from libc.stdlib cimport calloc, free
-from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+from libc.stdlib cimport calloc, free, malloc
+from dod.bench._timing cimport now_ns_u64
 
 from dod._atomic cimport (dod_atomic_load_u64, dod_atomic_store_u64,
                           dod_atomic_fetch_add_u64, dod_cpu_relax, dod_thread_yield)
 
 import threading
 from dataclasses import dataclass
-
-
-cdef inline uint64_t _now_ns() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return <uint64_t>ts.tv_sec * 1000000000ULL + <uint64_t>ts.tv_nsec
 
 
 cdef class ThreadKernel:
@@ -96,9 +90,9 @@ cdef void _worker_nogil(_Run run, int tid) noexcept nogil:
             dod_cpu_relax()
         else:
             dod_thread_yield()      # more threads than cores: let the others reach the barrier
-    t0 = _now_ns()
+    t0 = now_ns_u64()
     done = fn(ctx, tid, run.nthreads, run.iterations)
-    t1 = _now_ns()
+    t1 = now_ns_u64()
     run.start_ns[tid] = t0
     run.end_ns[tid] = t1
     run.ops[tid] = done
@@ -167,3 +161,47 @@ def scaling(ThreadKernel kernel not None, threads, size_t iterations, int repeat
                       key=lambda r: r.rate)
         out[n] = runs[len(runs) // 2]
     return out
+
+
+# ---------------------------------------------------------------- the shared baseline
+
+cdef enum:
+    _MALLOC_BATCH = 32
+
+
+cdef struct _MallocCtx:
+    size_t size
+    uint64_t sink[64]
+
+
+cdef size_t _k_malloc(void* ctx, int thread, int nthreads, size_t iterations) noexcept nogil:
+    """The baseline every scaling row is compared with: `iterations` rounds of
+    malloc 32 blocks of `size` bytes, write a word into each, free them in
+    allocation order. One operation = one malloc plus its free."""
+    cdef _MallocCtx* c = <_MallocCtx*>ctx
+    cdef void* blocks[_MALLOC_BATCH]
+    cdef size_t i, j, n = 0
+    cdef uint64_t acc = 0
+    for i in range(iterations):
+        for j in range(_MALLOC_BATCH):
+            blocks[j] = malloc(c.size)
+            (<uint64_t*>blocks[j])[0] = j
+        for j in range(_MALLOC_BATCH):
+            acc += (<uint64_t*>blocks[j])[0]
+            free(blocks[j])
+        n += _MALLOC_BATCH
+    c.sink[(thread * 8) & 63] += acc
+    return n
+
+
+cdef class _MallocState:
+    cdef _MallocCtx ctx
+
+
+def malloc_kernel(size_t size=64):
+    """A ThreadKernel running the malloc/free baseline with blocks of `size` bytes."""
+    if size < 8:
+        raise ValueError("size must be at least 8 bytes")
+    cdef _MallocState state = _MallocState()
+    state.ctx.size = size
+    return ThreadKernel.wrap(_k_malloc, &state.ctx, state, "malloc")
