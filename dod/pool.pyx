@@ -253,12 +253,28 @@ cdef inline void _push(dod_pool* p, size_t index) noexcept nogil:
 
 # ---------------------------------------------------------------- the pool as a dod_resource
 
+cdef inline bint _is_free_link(const dod_pool* p, void* b) noexcept nogil:
+    return b == NULL or dod_pool_slot_of(p, b) < dod_pool_touched(p)
+
+
+cdef void* _pool_acquire_checked(dod_pool* p) noexcept nogil:
+    """dod_pool_acquire that refuses (NULL, counted) when the head or its link
+    is not a block of this pool. Python can write into free blocks through
+    as_array(), so the resource path never follows a link it has not checked:
+    a scribbled list makes requests fail, never jump to a wild address."""
+    cdef void* b = p.free
+    if b != NULL and not (_is_free_link(p, b) and _is_free_link(p, (<void**>b)[0])):
+        p.failed += 1
+        return NULL
+    return dod_pool_acquire(p)
+
+
 cdef void* _pool_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil:
     cdef dod_pool* p = <dod_pool*>(<void**>ctx)[0]
     if size > p.stride or ((<uintptr_t>p.base | p.stride) & (alignment - 1)) != 0:
         p.failed += 1           # a request no block can hold
         return NULL
-    return dod_pool_acquire(p)
+    return _pool_acquire_checked(p)
 
 
 cdef void _pool_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
@@ -273,7 +289,11 @@ cdef void* _pool_allocate_locked(void* ctx, size_t size, size_t alignment) noexc
         p.failed += 1           # a request no block can hold
         dod_mutex_unlock(m)
         return NULL
-    return dod_pool_acquire_locked(p, m)
+    cdef void* b
+    dod_mutex_lock(m)
+    b = _pool_acquire_checked(p)
+    dod_mutex_unlock(m)
+    return b
 
 
 cdef void _pool_deallocate_locked(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
@@ -531,7 +551,8 @@ cdef class Pool:
             b = <uintptr_t>p.free
             if b != 0:
                 i = dod_pool_slot_of(p, <void*>b)        # SIZE_MAX: not a block
-                if i < dod_pool_touched(p) and (self._gens[i] & 1) == 0 and self._pins[i] == 0:
+                if (i < dod_pool_touched(p) and (self._gens[i] & 1) == 0 and self._pins[i] == 0
+                        and _is_free_link(p, (<void**>b)[0])):     # never leave a garbage head behind
                     p.free = (<void**>b)[0]
                     p.in_use += 1
                     p.allocations += 1
@@ -999,6 +1020,13 @@ cdef class Pool:
         """
         cdef dod_resource r
         cdef _ResourcePin pin = _ResourcePin.__new__(_ResourcePin)
+        if self._exports == 0:
+            # Relink the free list from the generation table first: writes
+            # through as_array() may have left garbage links, which the
+            # resource path (no repair while exported) would refuse to follow.
+            self._lock()
+            self._rebuild()
+            self._unlock()
         pin.pool = self
         self._exports += 1
         r.allocate = _pool_allocate_locked if self.threadsafe else _pool_allocate

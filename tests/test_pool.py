@@ -1081,3 +1081,34 @@ def test_side_table_grows_without_moving_handles():
     pool.release_many(hs[::2])
     assert pool.live_mask().sum() == 150
     pool.check()
+
+
+def test_scribbled_free_list_never_reaches_the_resource_path():
+    """Writes through as_array() into free blocks, then an allocator backed by
+    the pool's resource: requests are served from a relinked list or refused,
+    never by following a garbage link (this used to crash the interpreter)."""
+    from dod.arena import Arena
+
+    pool = Pool(4, block_size=64)
+    hs = [pool.acquire() for _ in range(4)]
+    for h in hs:
+        pool.release(h)
+    whole = pool.as_array()
+    whole[:] = 1                                  # every free block's link is now garbage
+    r = pool.resource()                           # relinks before exporting
+    arenas = [Arena(32, resource=r) for _ in range(4)]
+    assert pool.in_use == 4
+    del arenas
+    whole[:] = 1                                  # scribble again while exported
+    ok = 0
+    for _ in range(6):
+        try:
+            Arena(32, resource=r)
+            ok += 1
+        except MemoryError:
+            pass
+    assert ok <= 4 and pool.failed >= 6 - ok      # refused, counted, no crash
+    del r, whole
+    h = pool.acquire()                            # the Python face repairs again
+    pool.release(h)
+    pool.check()
