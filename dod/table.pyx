@@ -166,6 +166,10 @@ cdef class Column:
     """
 
     def __init__(self, dtype, shape=(), *, bint zero=True, bint finite=False, name=None):
+        # Schemas and tables size their memory from these fields: calling
+        # __init__ again on a live column would resize rows under them.
+        if self.dtype is not None:
+            raise TypeError("a Column is immutable; make a new one")
         label = "?" if name is None else name
         if name is not None and not isinstance(name, str):
             raise TypeError(f"column names are str, got {type(name).__name__}")
@@ -219,6 +223,14 @@ cdef class Column:
 
     def __repr__(self):
         return f"<Column {self._spec()}>"
+
+    def __reduce__(self):
+        return (_rebuild_column, (self.dtype, self.shape, self.zero, self.finite, self.name))
+
+
+def _rebuild_column(dtype, shape, zero, finite, name):
+    """Unpickles a Column (a fresh object: a live Column is never rewritten)."""
+    return Column(dtype, shape, zero=zero, finite=finite, name=name)
 
 
 cdef Column _as_column(str name, object spec):
@@ -705,6 +717,8 @@ cdef void _array_capsule_free(object capsule) noexcept:
 cdef object _schema_capsule(Schema s):
     cdef _SchemaDesc d
     cdef ArrowSchema* root
+    if s._info == NULL:
+        raise TypeError("this Schema was never initialised (Schema.__new__ without __init__)")
     if s._unexportable is not None:
         raise TypeError(f"cannot export to Arrow: {s._unexportable}")
     _desc_of(s, &d)
@@ -1192,7 +1206,9 @@ cdef class Table:
         All or nothing: if any handle is nil, stale, foreign or repeated,
         KeyError and nothing is removed. BufferError as for :meth:`remove`.
         """
-        cdef cnp.ndarray arr = self._handles_arg(handles)
+        # A private copy: the checks below and the removes run without the
+        # GIL, and another thread may rewrite the caller's array meanwhile.
+        cdef cnp.ndarray arr = np.array(self._handles_arg(handles), dtype=np.uint64, copy=True)
         cdef Py_ssize_t n = arr.shape[0], i, bad = -1
         cdef uint64_t* hp = <uint64_t*>cnp.PyArray_DATA(arr)
         cdef dod_index slot
