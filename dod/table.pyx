@@ -968,6 +968,15 @@ cdef class Table:
                 "of this table; delete them first, or pass unchecked=True if stale views are fine")
         return 0
 
+    cdef int _check_idle(self, str what) except -1:
+        # Without this, a Python thread could insert or remove rows while a
+        # GIL-free pass (remove_many's, a tracker's tick) moves them: two
+        # writers of count and the slot map, rows written past capacity.
+        if self._busy:
+            raise RuntimeError(f"{what} refused: another thread is changing this table's rows "
+                               "without the GIL (remove_many, or a tracker's tick); wait for it")
+        return 0
+
     cdef object _new_view(self):
         cdef _View v = _View.__new__(_View)
         v.table = self
@@ -1027,6 +1036,7 @@ cdef class Table:
         cdef cnp.ndarray a
         cdef int mode
         cdef dod_column_info* info
+        self._check_idle("insert")
         if values is None:
             given = named
         else:
@@ -1121,6 +1131,11 @@ cdef class Table:
         if single and self.table.count >= self.table.capacity:
             self.table.failed += 1
             raise MemoryError(f"table full ({self.table.capacity} rows); nothing was inserted")
+        # Converting the values above may have run Python code (__array__,
+        # __index__...) that inserted or removed rows of this very table:
+        # the rows to write start at the count now, and the room checks above
+        # were made against it.
+        first = self.table.count
         # Write rows [first, first + n): not live yet, so a failure here changes nothing visible.
         for c in range(ncols):
             rb = self.table.row_bytes[c]
@@ -1197,6 +1212,7 @@ cdef class Table:
         cdef Py_ssize_t row = dod_table_row(&self.table, h)
         if row < 0:
             raise KeyError(f"handle {handle:#x} is nil, stale or from another table")
+        self._check_idle("remove")
         self._check_unpinned(unchecked, "remove")
         dod_table_remove_row(&self.table, <size_t>row)
 
@@ -1214,26 +1230,32 @@ cdef class Table:
         cdef dod_index slot
         if n == 0:
             return
-        with nogil:
-            for i in range(n):
-                if dod_table_row(&self.table, hp[i]) < 0 or self._mark[dod_handle_index(hp[i])]:
-                    bad = i
-                    break
-                self._mark[dod_handle_index(hp[i])] = 1
-            for i in range(n if bad < 0 else bad):
-                self._mark[dod_handle_index(hp[i])] = 0
-        if bad >= 0:
-            dup = dod_table_row(&self.table, hp[bad]) >= 0
-            raise KeyError(f"handle {hp[bad]:#x} (position {bad}) is "
-                           + ("repeated in the batch" if dup else "nil, stale or from another table")
-                           + "; nothing was removed")
-        self._check_unpinned(unchecked, "remove_many")
-        with nogil:
-            for i in range(n):
-                dod_table_remove(&self.table, hp[i])
+        self._check_idle("remove_many")
+        self._busy = 1
+        try:
+            with nogil:
+                for i in range(n):
+                    if dod_table_row(&self.table, hp[i]) < 0 or self._mark[dod_handle_index(hp[i])]:
+                        bad = i
+                        break
+                    self._mark[dod_handle_index(hp[i])] = 1
+                for i in range(n if bad < 0 else bad):
+                    self._mark[dod_handle_index(hp[i])] = 0
+            if bad >= 0:
+                dup = dod_table_row(&self.table, hp[bad]) >= 0
+                raise KeyError(f"handle {hp[bad]:#x} (position {bad}) is "
+                               + ("repeated in the batch" if dup else "nil, stale or from another table")
+                               + "; nothing was removed")
+            self._check_unpinned(unchecked, "remove_many")
+            with nogil:
+                for i in range(n):
+                    dod_table_remove(&self.table, hp[i])
+        finally:
+            self._busy = 0
 
     def clear(self, *, bint unchecked=False):
         """Remove every row; every handle goes stale. BufferError as for :meth:`remove`."""
+        self._check_idle("clear")
         self._check_unpinned(unchecked, "clear")
         dod_table_clear(&self.table)
 
@@ -1327,6 +1349,11 @@ cdef class Table:
             if col.finite and arr.dtype.kind in "fc" and not np.isfinite(arr).all():
                 raise ValueError(f"column {name!r} refuses NaN and infinities (finite=True)")
             todo.append((c, arr))
+        # The conversions may have run Python code that removed or moved
+        # this row: find it again rather than write over whichever row moved in.
+        r = dod_table_row(&self.table, <dod_handle>self._handle_arg(handle))
+        if r < 0:
+            raise KeyError(f"handle {handle:#x} was removed while its values were converted")
         for c, arr in todo:
             np.copyto(self._column_array(c, <size_t>r, 1, self), arr, casting="same_kind")
 

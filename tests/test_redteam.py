@@ -134,3 +134,83 @@ def test_scope_new_without_arena():
     """)
     assert "raised scopes come from Arena.scope()" in out
     assert out.splitlines()[-1] == "False 32"
+
+
+# -------------------------------------------------------------- table: reentrancy and threads
+
+def test_insert_whose_value_clears_the_table_writes_in_bounds():
+    # Before: insert_many captured the row count before converting the values;
+    # an __array__ that cleared the table made it write rows 6..13 of an
+    # 8-row table (a heap overflow) and commit rows 0..7 unwritten.
+    out = run_probe("""
+        import numpy as np
+        from dod.table import Table
+        t = Table({"a": np.float64}, 8)
+        for i in range(6):
+            t.insert(a=i + 1.0)
+        class Evil:
+            def __array__(self, dtype=None, copy=None):
+                t.clear(unchecked=True)
+                return 100.0 + np.arange(8)
+        h = t.insert_many(a=Evil())
+        print(len(t), len(h), t["a"].tolist() == (100.0 + np.arange(8)).tolist())
+    """)
+    assert out.split() == ["8", "8", "True"]
+
+
+def test_update_whose_value_removes_the_row_does_not_write_another_row():
+    # Before: update() located the row before converting the values; an
+    # __array__ that removed it made the write land on the row moved into
+    # its place (silently overwriting another live row).
+    from dod.table import Table
+
+    t = Table({"a": np.float64}, 8)
+    h0 = t.insert(a=1.0)
+    h1 = t.insert(a=2.0)
+
+    class Evil:
+        def __array__(self, dtype=None, copy=None):
+            t.remove(h0, unchecked=True)
+            return np.array(9.0)
+
+    with pytest.raises(KeyError):
+        t.update(h0, a=Evil())
+    assert t.get(h1)["a"] == 2.0 and len(t) == 1
+
+
+def test_tracker_table_refuses_inserts_while_a_tick_runs():
+    # Before: tick() moves the table's rows without the GIL while another
+    # Python thread inserted/cleared rows: a crash (rows past capacity,
+    # a corrupted slot map) within a few hundred ticks.
+    out = run_probe("""
+        import sys, threading, time
+        import numpy as np
+        from dod.tracker import Tracker, TrackerConfig
+        sys.setswitchinterval(1e-5)
+        t = Tracker(TrackerConfig(dim=2, capacity=256, max_detections=256))
+        stop = False
+        refused = 0
+        def other():
+            global refused
+            rng = np.random.default_rng(1)
+            while not stop:
+                try:
+                    if rng.random() < 0.7:
+                        t.table.insert(state=1)
+                    else:
+                        t.table.clear(unchecked=True)
+                except RuntimeError:
+                    refused += 1
+                except MemoryError:
+                    pass
+        th = threading.Thread(target=other)
+        th.start()
+        rng = np.random.default_rng(0)
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:
+            t.tick(rng.random((200, 2)) * 50, 0.02)
+        stop = True
+        th.join()
+        print("ok", len(t.table) <= 256, refused > 0)
+    """)
+    assert out.split() == ["ok", "True", "True"]
