@@ -53,6 +53,12 @@ directives = {
     "cdivision": not DEBUG,
     "embedsignature": True,
     "freethreading_compatible": False,
+    # No generated __reduce_cython__/__setstate_cython__: a copy or unpickle
+    # of a lease, pin or mark is a second owner of the same count (its
+    # __dealloc__ would unpin a block a live view still uses), and
+    # __setstate_cython__ rewrites a live object's fields. Classes that can
+    # be pickled say so with their own __reduce__.
+    "auto_pickle": False,
 }
 
 

@@ -179,6 +179,8 @@ cdef class Scope:
         raise TypeError("scopes come from Arena.scope()")
 
     def __enter__(self):
+        if self.arena is None:      # Scope.__new__(Scope): no arena to mark
+            raise TypeError("scopes come from Arena.scope()")
         if self.entered:
             raise RuntimeError("an arena scope can be entered once")
         self.entered = True
@@ -188,6 +190,8 @@ cdef class Scope:
 
     def __exit__(self, exc_type, exc, tb):
         cdef Arena arena = self.arena
+        if arena is None or not self.entered:
+            return False
         if self.position > dod_arena_mark(&arena.arena):
             return False        # an unchecked rewind inside the scope went below it
         if exc_type is None:

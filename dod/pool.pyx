@@ -873,7 +873,9 @@ cdef class Pool:
         Validated first, as a whole: a nil, stale, foreign or repeated handle
         raises ValueError, a pinned block BufferError, and nothing is released.
         """
-        h = np.ascontiguousarray(handles, dtype=np.uint64).reshape(-1)
+        # A private copy: _lock() may wait without the GIL, and another thread
+        # could rewrite the caller's array between the checks and the pushes.
+        h = np.array(handles, dtype=np.uint64, copy=True).reshape(-1)
         cdef uint64_t[::1] hv = h
         cdef Py_ssize_t k, n = h.shape[0]
         cdef size_t i

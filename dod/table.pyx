@@ -166,6 +166,10 @@ cdef class Column:
     """
 
     def __init__(self, dtype, shape=(), *, bint zero=True, bint finite=False, name=None):
+        # Schemas and tables size their memory from these fields: calling
+        # __init__ again on a live column would resize rows under them.
+        if self.dtype is not None:
+            raise TypeError("a Column is immutable; make a new one")
         label = "?" if name is None else name
         if name is not None and not isinstance(name, str):
             raise TypeError(f"column names are str, got {type(name).__name__}")
@@ -219,6 +223,14 @@ cdef class Column:
 
     def __repr__(self):
         return f"<Column {self._spec()}>"
+
+    def __reduce__(self):
+        return (_rebuild_column, (self.dtype, self.shape, self.zero, self.finite, self.name))
+
+
+def _rebuild_column(dtype, shape, zero, finite, name):
+    """Unpickles a Column (a fresh object: a live Column is never rewritten)."""
+    return Column(dtype, shape, zero=zero, finite=finite, name=name)
 
 
 cdef Column _as_column(str name, object spec):
@@ -705,6 +717,8 @@ cdef void _array_capsule_free(object capsule) noexcept:
 cdef object _schema_capsule(Schema s):
     cdef _SchemaDesc d
     cdef ArrowSchema* root
+    if s._info == NULL:
+        raise TypeError("this Schema was never initialised (Schema.__new__ without __init__)")
     if s._unexportable is not None:
         raise TypeError(f"cannot export to Arrow: {s._unexportable}")
     _desc_of(s, &d)
@@ -954,6 +968,15 @@ cdef class Table:
                 "of this table; delete them first, or pass unchecked=True if stale views are fine")
         return 0
 
+    cdef int _check_idle(self, str what) except -1:
+        # Without this, a Python thread could insert or remove rows while a
+        # GIL-free pass (remove_many's, a tracker's tick) moves them: two
+        # writers of count and the slot map, rows written past capacity.
+        if self._busy:
+            raise RuntimeError(f"{what} refused: another thread is changing this table's rows "
+                               "without the GIL (remove_many, or a tracker's tick); wait for it")
+        return 0
+
     cdef object _new_view(self):
         cdef _View v = _View.__new__(_View)
         v.table = self
@@ -1013,6 +1036,7 @@ cdef class Table:
         cdef cnp.ndarray a
         cdef int mode
         cdef dod_column_info* info
+        self._check_idle("insert")
         if values is None:
             given = named
         else:
@@ -1107,6 +1131,11 @@ cdef class Table:
         if single and self.table.count >= self.table.capacity:
             self.table.failed += 1
             raise MemoryError(f"table full ({self.table.capacity} rows); nothing was inserted")
+        # Converting the values above may have run Python code (__array__,
+        # __index__...) that inserted or removed rows of this very table:
+        # the rows to write start at the count now, and the room checks above
+        # were made against it.
+        first = self.table.count
         # Write rows [first, first + n): not live yet, so a failure here changes nothing visible.
         for c in range(ncols):
             rb = self.table.row_bytes[c]
@@ -1183,6 +1212,7 @@ cdef class Table:
         cdef Py_ssize_t row = dod_table_row(&self.table, h)
         if row < 0:
             raise KeyError(f"handle {handle:#x} is nil, stale or from another table")
+        self._check_idle("remove")
         self._check_unpinned(unchecked, "remove")
         dod_table_remove_row(&self.table, <size_t>row)
 
@@ -1192,32 +1222,40 @@ cdef class Table:
         All or nothing: if any handle is nil, stale, foreign or repeated,
         KeyError and nothing is removed. BufferError as for :meth:`remove`.
         """
-        cdef cnp.ndarray arr = self._handles_arg(handles)
+        # A private copy: the checks below and the removes run without the
+        # GIL, and another thread may rewrite the caller's array meanwhile.
+        cdef cnp.ndarray arr = np.array(self._handles_arg(handles), dtype=np.uint64, copy=True)
         cdef Py_ssize_t n = arr.shape[0], i, bad = -1
         cdef uint64_t* hp = <uint64_t*>cnp.PyArray_DATA(arr)
         cdef dod_index slot
         if n == 0:
             return
-        with nogil:
-            for i in range(n):
-                if dod_table_row(&self.table, hp[i]) < 0 or self._mark[dod_handle_index(hp[i])]:
-                    bad = i
-                    break
-                self._mark[dod_handle_index(hp[i])] = 1
-            for i in range(n if bad < 0 else bad):
-                self._mark[dod_handle_index(hp[i])] = 0
-        if bad >= 0:
-            dup = dod_table_row(&self.table, hp[bad]) >= 0
-            raise KeyError(f"handle {hp[bad]:#x} (position {bad}) is "
-                           + ("repeated in the batch" if dup else "nil, stale or from another table")
-                           + "; nothing was removed")
-        self._check_unpinned(unchecked, "remove_many")
-        with nogil:
-            for i in range(n):
-                dod_table_remove(&self.table, hp[i])
+        self._check_idle("remove_many")
+        self._busy = 1
+        try:
+            with nogil:
+                for i in range(n):
+                    if dod_table_row(&self.table, hp[i]) < 0 or self._mark[dod_handle_index(hp[i])]:
+                        bad = i
+                        break
+                    self._mark[dod_handle_index(hp[i])] = 1
+                for i in range(n if bad < 0 else bad):
+                    self._mark[dod_handle_index(hp[i])] = 0
+            if bad >= 0:
+                dup = dod_table_row(&self.table, hp[bad]) >= 0
+                raise KeyError(f"handle {hp[bad]:#x} (position {bad}) is "
+                               + ("repeated in the batch" if dup else "nil, stale or from another table")
+                               + "; nothing was removed")
+            self._check_unpinned(unchecked, "remove_many")
+            with nogil:
+                for i in range(n):
+                    dod_table_remove(&self.table, hp[i])
+        finally:
+            self._busy = 0
 
     def clear(self, *, bint unchecked=False):
         """Remove every row; every handle goes stale. BufferError as for :meth:`remove`."""
+        self._check_idle("clear")
         self._check_unpinned(unchecked, "clear")
         dod_table_clear(&self.table)
 
@@ -1311,6 +1349,11 @@ cdef class Table:
             if col.finite and arr.dtype.kind in "fc" and not np.isfinite(arr).all():
                 raise ValueError(f"column {name!r} refuses NaN and infinities (finite=True)")
             todo.append((c, arr))
+        # The conversions may have run Python code that removed or moved
+        # this row: find it again rather than write over whichever row moved in.
+        r = dod_table_row(&self.table, <dod_handle>self._handle_arg(handle))
+        if r < 0:
+            raise KeyError(f"handle {handle:#x} was removed while its values were converted")
         for c, arr in todo:
             np.copyto(self._column_array(c, <size_t>r, 1, self), arr, casting="same_kind")
 

@@ -893,6 +893,8 @@ cdef class Tracker:
         cdef size_t k, over = 0
         cdef int rc
         cdef const double* data
+        if self.table is None or self.scratch is None:
+            raise TypeError("this Tracker was never initialised (Tracker.__new__ without __init__)")
         if cnp.PyArray_TYPE(detections) != cnp.NPY_FLOAT64:
             raise TypeError(f"detections must be float64, not {(<object>detections).dtype}")
         if cnp.PyArray_NDIM(detections) != 2 or cnp.PyArray_DIM(detections, 1) != self.engine.dim:
@@ -913,12 +915,19 @@ cdef class Tracker:
         data = <const double*>cnp.PyArray_DATA(detections)
         if self._busy:
             raise RuntimeError("a tick of this tracker is already running in another thread")
+        # The table's Python face refuses inserts and removes while the tick
+        # moves rows without the GIL (another thread's insert raced the
+        # tick's births past the capacity); and a tick waits for its own
+        # table's remove_many.
+        self.table._check_idle("tick")
         self._busy = True
+        self.table._busy = 1
         try:
             with nogil:
                 rc = dod_tracker_tick(&self.engine, data, k, dt, &self.scratch.arena)
         finally:
             self._busy = False
+            self.table._busy = 0
         if rc != 0:
             raise MemoryError(
                 f"the scratch arena ({self.scratch.available} bytes available) cannot hold this "
