@@ -35,7 +35,8 @@ from cpython.number cimport PyNumber_Index
 from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_pad_for, dod_poison
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
-                           dod_resource_deallocate, dod_pages_resource)
+                           dod_resource_allocate_from_python, dod_resource_deallocate,
+                           dod_pages_resource)
 
 import numpy as np
 
@@ -267,8 +268,7 @@ cdef class Arena:
             self._first.size = 0
         else:
             cap = (cap + DOD_ARENA_GRAIN - 1) & ~(<size_t>DOD_ARENA_GRAIN - 1)
-            with nogil:
-                region = dod_resource_allocate(source, cap, _BLOCK_ALIGN)
+            region = dod_resource_allocate_from_python(resource, source, cap, _BLOCK_ALIGN)
             if region == NULL:
                 raise MemoryError(f"could not obtain {cap} bytes for an arena")
             self._region = region
@@ -286,7 +286,7 @@ cdef class Arena:
         self.arena.block = &self._first
         self.growable_ = growable
         if growable:
-            self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages")
+            self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages", True)
             self.arena.upstream = &self._upstream.resource
             self.arena.block_size = cap
         elif resource is not None:

@@ -439,7 +439,7 @@ cdef class AtomicArena:
         if dod_mutex_init(&self.engine.lock) != 0:
             raise MemoryError("could not initialise the arena's lock")   # pragma: no cover
         self._lock_ready = True
-        self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages")
+        self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages", True)
         self.engine.upstream = &self._upstream.resource
         # Held directly too: the cyclic GC may clear Resource.owner before this
         # object (no_gc_clear) gives its blocks back through the resource.
@@ -524,7 +524,7 @@ cdef class AtomicArena:
         r.allocate = _aa_allocate
         r.deallocate = _aa_deallocate
         r.ctx = <void*>&self.engine
-        return Resource.wrap(&r, self, "atomic_arena")
+        return Resource.wrap(&r, self, "atomic_arena", self._upstream.threadsafe)
 
     # -------------------------------------------------------- statistics
 

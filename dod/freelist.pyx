@@ -32,7 +32,7 @@ from libc.string cimport memset
 from cpython.number cimport PyNumber_Index
 
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
-from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
+from dod.resource cimport (dod_resource, Resource, dod_resource_allocate, dod_resource_allocate_from_python,
                            dod_resource_deallocate, dod_pages_resource)
 
 import numpy as np
@@ -117,8 +117,7 @@ cdef class FreeList:
         cap = (<size_t>cap_obj) & ~(<size_t>15)
         self._source = dod_pages_resource() if resource is None else &resource.resource
         self._upstream = resource
-        with nogil:
-            region = <char*>dod_resource_allocate(self._source, cap, _REGION_ALIGN)
+        region = <char*>dod_resource_allocate_from_python(resource, self._source, cap, _REGION_ALIGN)
         if region == NULL:
             raise MemoryError(f"could not obtain {cap} bytes for a free list")
         self._region = region

@@ -235,7 +235,7 @@ cdef class GuardedResource:
         if dod_mutex_init(&self.guard.lock) != 0:
             raise MemoryError("could not initialise the lock")   # pragma: no cover
         self._ready = True
-        self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages")
+        self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages", True)
         self.guard.upstream = &self._upstream.resource
         # Held directly too: the cyclic GC may clear Resource.owner before this
         # object (no_gc_clear) releases its regions through the resource.
@@ -274,8 +274,11 @@ cdef class GuardedResource:
         if req.alignment > self.guard.page:
             raise ValueError(f"alignment {req.alignment} is above the page size {self.guard.page}")
         L = _Guarded.__new__(_Guarded)
-        with nogil:
-            p = dod_guard_allocate(&self.guard, req.nbytes, req.alignment)
+        if self._upstream.threadsafe:
+            with nogil:
+                p = dod_guard_allocate(&self.guard, req.nbytes, req.alignment)
+        else:
+            p = dod_guard_allocate(&self.guard, req.nbytes, req.alignment)  # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
         if p == NULL:
             raise MemoryError(f"the resource refused {req.nbytes} bytes plus a guard page")
         L.owner = self
@@ -288,8 +291,11 @@ cdef class GuardedResource:
 
     def flush_quarantine(self):
         """Give every quarantined allocation back to the resource now."""
-        with nogil:
-            dod_guard_flush(&self.guard)
+        if self._upstream.threadsafe:
+            with nogil:
+                dod_guard_flush(&self.guard)
+        else:
+            dod_guard_flush(&self.guard)  # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
 
     def resource(self):
         """This wrapper as a :class:`~dod.resource.Resource` (thread-safe; kept alive by it)."""
@@ -297,7 +303,7 @@ cdef class GuardedResource:
         r.allocate = _g_allocate
         r.deallocate = _g_deallocate
         r.ctx = <void*>&self.guard
-        return Resource.wrap(&r, self, "guarded")
+        return Resource.wrap(&r, self, "guarded", self._upstream.threadsafe)
 
     @property
     def side(self):

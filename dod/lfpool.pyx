@@ -237,14 +237,19 @@ cdef class LockFreePool:
             raise MemoryError("could not initialise the pool's lock")
         self._ready = True
         self._handles = BlockTable.__new__(BlockTable)
-        self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages")
+        self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages", True)
         self.pool.upstream = &self._upstream.resource
         self.pool.block_size = stride
         self.pool.alignment = align
         self.pool.max_blocks = limit
         if initial:
             self.pool.chunk_blocks = initial
-            with nogil:
+            if self._upstream.threadsafe:
+                with nogil:
+                    dod_mutex_lock(&self.pool.lock)
+                    ok = dod_lfpool_grow(&self.pool)
+                    dod_mutex_unlock(&self.pool.lock)
+            else:               # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
                 dod_mutex_lock(&self.pool.lock)
                 ok = dod_lfpool_grow(&self.pool)
                 dod_mutex_unlock(&self.pool.lock)
@@ -276,8 +281,14 @@ cdef class LockFreePool:
     cdef object _acquire(self, bint grow):
         cdef void* b
         self._handles.reserve()          # so that add() below cannot fail with a block in hand
-        with nogil:
-            b = dod_lfpool_acquire(&self.pool) if grow else dod_lfpool_try_acquire(&self.pool)
+        if not grow:
+            with nogil:
+                b = dod_lfpool_try_acquire(&self.pool)
+        elif self._upstream.threadsafe:
+            with nogil:
+                b = dod_lfpool_acquire(&self.pool)
+        else:
+            b = dod_lfpool_acquire(&self.pool)  # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
         if b == NULL:
             if not grow:
                 return 0
@@ -367,7 +378,7 @@ cdef class LockFreePool:
         r.allocate = _lfpool_allocate
         r.deallocate = _lfpool_deallocate
         r.ctx = <void*>&self.pool
-        return Resource.wrap(&r, self, "lfpool")
+        return Resource.wrap(&r, self, "lfpool", self._upstream.threadsafe)
 
     # -------------------------------------------------------- statistics and checks
 

@@ -178,7 +178,7 @@ cdef class PageSource:
         r.allocate = _ps_allocate
         r.deallocate = _ps_deallocate
         r.ctx = <void*>&self.source
-        return Resource.wrap(&r, self, "page_source")
+        return Resource.wrap(&r, self, "page_source", True)
 
     @property
     def mapped(self):

@@ -75,7 +75,7 @@ from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_mul_overflow, dod_is_pow
 from dod._types cimport dod_handle, dod_handle_make, dod_handle_index, dod_handle_generation
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, parse_alignment, wrap_memory
 from dod._atomic cimport dod_mutex_init, dod_mutex_destroy, dod_mutex_trylock
-from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
+from dod.resource cimport (dod_resource, Resource, dod_resource_allocate, dod_resource_allocate_from_python,
                            dod_resource_deallocate, dod_pages_resource)
 
 import numpy as np
@@ -435,8 +435,7 @@ cdef class Pool:
             if self._chunks.bases == NULL or self._chunks.order == NULL:
                 raise MemoryError("could not obtain the chunk table of a growable pool")
             self._chunks.cap = 4
-        with nogil:
-            base = <char*>dod_resource_allocate(self._source, total, self._region_align)
+        base = <char*>dod_resource_allocate_from_python(self._upstream, self._source, total, self._region_align)
         if base == NULL:
             raise MemoryError(f"could not obtain {total} bytes for a pool")
         if dod_mutex_init(&self.mutex) != 0:
@@ -1034,7 +1033,7 @@ cdef class Pool:
         r.allocate = _pool_allocate_locked if self.threadsafe else _pool_allocate
         r.deallocate = _pool_deallocate_locked if self.threadsafe else _pool_deallocate
         r.ctx = <void*>self._rctx
-        return Resource.wrap(&r, pin, "pool")
+        return Resource.wrap(&r, pin, "pool", self.threadsafe and (self._upstream is None or self._upstream.threadsafe))
 
     # -------------------------------------------------------- checks and statistics
 

@@ -51,6 +51,22 @@ cdef class Resource:
     cdef dod_resource resource
     cdef readonly object owner
     cdef readonly str name
+    cdef readonly bint threadsafe    # may be called from several threads at once, without the GIL
 
     @staticmethod
-    cdef Resource wrap(const dod_resource* r, object owner, str name)
+    cdef Resource wrap(const dod_resource* r, object owner, str name, bint threadsafe=*)
+
+
+# Python faces call a resource through this: they release the GIL around the
+# call only when the resource is thread-safe. Otherwise another Python thread
+# could run the backing allocator's own (GIL-serialised) methods at the same
+# time. None stands for the default, the thread-safe pages.
+cdef inline void* dod_resource_allocate_from_python(Resource res, const dod_resource* r,
+                                                    size_t size, size_t alignment) noexcept:
+    cdef void* p
+    if res is None or res.threadsafe:
+        with nogil:
+            p = dod_resource_allocate(r, size, alignment)
+    else:
+        p = dod_resource_allocate(r, size, alignment)
+    return p

@@ -81,6 +81,12 @@ cdef class Resource:
     whatever takes a Resource may outlive the caller's reference to the
     allocator.
 
+    ``threadsafe`` says whether the allocator behind it may be called from
+    several threads at once (pages, malloc and the concurrent allocators).
+    Python faces release the GIL around a call to a resource only when it is
+    thread-safe, so a plain arena, pool or free list backing another
+    allocator is never entered by two threads.
+
     The garbage collector never clears ``owner`` before the Resource dies
     (``no_gc_clear``): allocators that took memory through a Resource give it
     back through the same one in their ``__dealloc__``.
@@ -94,11 +100,12 @@ cdef class Resource:
         raise TypeError("Resource objects come from allocators (e.g. Arena.resource()) or dod.resource.pages/malloc")
 
     @staticmethod
-    cdef Resource wrap(const dod_resource* r, object owner, str name):
+    cdef Resource wrap(const dod_resource* r, object owner, str name, bint threadsafe=False):
         cdef Resource self = Resource.__new__(Resource)
         self.resource = r[0]
         self.owner = owner
         self.name = name
+        self.threadsafe = threadsafe
         return self
 
     def capsule(self):
@@ -110,8 +117,8 @@ cdef class Resource:
         return PyCapsule_New(&self.resource, b"dod_resource", NULL)
 
     def __repr__(self):
-        return f"<dod.Resource {self.name}>"
+        return f"<dod.Resource {self.name}{' threadsafe' if self.threadsafe else ''}>"
 
 
-pages = Resource.wrap(&_PAGES, None, "pages")
-malloc = Resource.wrap(&_MALLOC, None, "malloc")
+pages = Resource.wrap(&_PAGES, None, "pages", True)
+malloc = Resource.wrap(&_MALLOC, None, "malloc", True)

@@ -129,7 +129,7 @@ cdef class SegFit:
         if (<uintptr_t>&self.segfit.classes[0].head) % 16:
             raise SystemError("SegFit object is not 16-byte aligned (cmpxchg16b needs it)")
         self._handles = BlockTable.__new__(BlockTable)
-        self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages")
+        self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages", True)
         self.segfit.upstream = &self._upstream.resource
         for i in range(DOD_SEGFIT_CLASSES):
             if dod_mutex_init(&self.segfit.classes[i].lock) != 0:
@@ -186,11 +186,14 @@ cdef class SegFit:
         size = <size_t>n
         a = parse_alignment(align, DOD_SEGFIT_MIN_ALIGN)
         self._handles.reserve()
-        with nogil:
-            if grow:
-                p = dod_segfit_allocate(&self.segfit, size, a)
-            else:
+        if not grow:
+            with nogil:
                 p = dod_segfit_try_allocate(&self.segfit, size, a)
+        elif self._upstream.threadsafe:
+            with nogil:
+                p = dod_segfit_allocate(&self.segfit, size, a)
+        else:
+            p = dod_segfit_allocate(&self.segfit, size, a)  # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
         if p == NULL:
             if not grow:
                 return 0
@@ -226,8 +229,11 @@ cdef class SegFit:
         a = self._handles.aux[slot]
         p = self._handles.remove(slot)
         self._bytes_live -= size
-        with nogil:
-            dod_segfit_free(&self.segfit, p, size, a)
+        if self._upstream.threadsafe:
+            with nogil:
+                dod_segfit_free(&self.segfit, p, size, a)
+        else:
+            dod_segfit_free(&self.segfit, p, size, a)  # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
 
     def free_many(self, handles):
         """Free several blocks: one atomic push per size class involved.
@@ -298,7 +304,7 @@ cdef class SegFit:
         r.allocate = _segfit_allocate
         r.deallocate = _segfit_deallocate
         r.ctx = <void*>&self.segfit
-        return Resource.wrap(&r, self, "segfit")
+        return Resource.wrap(&r, self, "segfit", self._upstream.threadsafe)
 
     # -------------------------------------------------------- statistics and checks
 

@@ -44,7 +44,7 @@ from dod._core cimport DOD_DEBUG, DOD_CACHE_LINE, dod_add_overflow, dod_mul_over
 from dod._atomic cimport dod_atomic_fetch_sub_u64
 from dod._types cimport dod_handle, dod_index, dod_generation, dod_handle_make, dod_handle_index, dod_handle_generation
 from dod._ndarray cimport dod_array_request, wrap_memory
-from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
+from dod.resource cimport (dod_resource, Resource, dod_resource_allocate, dod_resource_allocate_from_python,
                            dod_resource_deallocate)
 from dod.arena cimport Arena
 
@@ -907,8 +907,7 @@ cdef class Table:
             raise MemoryError()
         for i in range(ncols + 1):
             size = sizes[i]
-            with nogil:
-                p = dod_resource_allocate(self._source, size, DOD_CACHE_LINE)
+            p = dod_resource_allocate_from_python(resource, self._source, size, DOD_CACHE_LINE)
             if p == NULL:
                 raise MemoryError(f"could not obtain {size} bytes for a table of {cap} rows "
                                   f"({fmt_bytes(total)} in all) from {resource!r}")

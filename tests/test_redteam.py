@@ -14,6 +14,8 @@ import textwrap
 import numpy as np
 import pytest
 
+import dod.resource
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -214,3 +216,43 @@ def test_tracker_table_refuses_inserts_while_a_tick_runs():
         print("ok", len(t.table) <= 256, refused > 0)
     """)
     assert out.split() == ["ok", "True", "True"]
+
+
+def test_a_plain_allocator_backing_another_is_never_entered_by_two_threads():
+    """A FreeList (not thread-safe) backs a GuardedResource: one thread
+    allocates through the guard while another uses the free list directly.
+    Python faces keep the GIL around calls to a resource that is not
+    thread-safe, so the free list's invariants hold (this used to corrupt it
+    within seconds)."""
+    import threading
+    import time
+
+    from dod.freelist import FreeList
+    from dod.guard import GuardedResource
+
+    fl = FreeList(1 << 22)
+    res = fl.resource()
+    assert not res.threadsafe and dod.resource.pages.threadsafe
+    gr = GuardedResource(resource=res, quarantine=0)
+    stop = time.monotonic() + 2.0
+
+    def through_guard():
+        while time.monotonic() < stop:
+            try:
+                x = gr.zeros(100)
+                del x
+            except MemoryError:
+                pass
+
+    def direct():
+        while time.monotonic() < stop:
+            x = fl.alloc(100)
+            fl.free(x)
+            del x
+
+    threads = [threading.Thread(target=through_guard), threading.Thread(target=direct)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    fl.check()
