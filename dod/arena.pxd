@@ -57,6 +57,7 @@ ctypedef struct dod_arena:
 # Slow paths: named functions in arena.pyx, never inlined into the fast path.
 cdef void* dod_arena_push_slow(dod_arena* a, size_t size, size_t alignment) noexcept nogil
 cdef void dod_arena_rewind_blocks(dod_arena* a, size_t mark) noexcept nogil
+cdef void dod_arena_reset_zeroed_blocks(dod_arena* a) noexcept nogil
 
 
 cdef enum:
@@ -111,6 +112,23 @@ cdef inline void dod_arena_rewind(dod_arena* a, size_t mark) noexcept nogil:
 cdef inline void dod_arena_reset(dod_arena* a) noexcept nogil:
     """Free everything: one store in a single-block arena."""
     dod_arena_rewind(a, 0)
+
+
+cdef inline void dod_arena_reset_zeroed(dod_arena* a) noexcept nogil:
+    """Free everything and leave the released bytes zero (one memset).
+
+    ZII without per-push stores: an arena that starts on fresh pages (or
+    zeroed memory) and is only ever reset this way hands out zeroed memory
+    from plain dod_arena_push, and a bulk memset is cheaper than zeroing
+    record by record. Which resets the arena has seen is the caller's to know.
+    """
+    if a.prior == 0:
+        memset(a.base, 0, a.used)
+        if a.used > a.peak:
+            a.peak = a.used
+        a.used = 0
+    else:
+        dod_arena_reset_zeroed_blocks(a)
 
 
 # ---- cursor: the same push for tight loops ---------------------------------

@@ -124,6 +124,27 @@ cdef void dod_arena_rewind_blocks(dod_arena* a, size_t mark) noexcept nogil:
     a.used = mark - b.prior
 
 
+cdef void dod_arena_reset_zeroed_blocks(dod_arena* a) noexcept nogil:
+    """dod_arena_reset_zeroed across blocks: every block walked back through is
+    used up to its end (the tail stranded there was never written, but zeroing
+    it keeps the rule simple: released bytes read zero)."""
+    cdef dod_arena_block* b = a.block
+    memset(a.base, 0, a.used)
+    b = b.prev
+    while b != NULL:
+        memset(b.base, 0, b.capacity)
+        if b.prev == NULL:
+            break
+        b = b.prev
+    if a.prior + a.used > a.peak:
+        a.peak = a.prior + a.used
+    a.block = b
+    a.base = b.base
+    a.capacity = b.capacity
+    a.prior = b.prior
+    a.used = 0
+
+
 # ---------------------------------------------------------------- the arena as a dod_resource
 
 cdef void* _arena_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil:

@@ -518,8 +518,8 @@ CIMPORT_SOURCE = r"""
 # cython: language_level=3
 from libc.stdint cimport uintptr_t
 from dod.arena cimport (Arena, dod_arena, dod_arena_push, dod_arena_push_zeroed, dod_arena_mark,
-                        dod_arena_rewind, dod_arena_reset, dod_arena_cursor, dod_arena_open,
-                        dod_arena_close, dod_cursor_push)
+                        dod_arena_rewind, dod_arena_reset, dod_arena_reset_zeroed, dod_arena_cursor,
+                        dod_arena_open, dod_arena_close, dod_cursor_push)
 
 ctypedef struct rec:
     double x
@@ -589,6 +589,19 @@ def overflow(Arena owner):
         q = dod_arena_push(&owner.arena, <size_t>-8, 4096)
     return p == NULL and q == NULL
 
+def reset_zeroed(Arena owner):
+    cdef unsigned char* p
+    cdef size_t k, nonzero = 0
+    with nogil:
+        p = <unsigned char*>dod_arena_push(&owner.arena, 256, 16)
+        for k in range(256):
+            p[k] = 0xAB
+        dod_arena_reset_zeroed(&owner.arena)
+        p = <unsigned char*>dod_arena_push(&owner.arena, 256, 16)
+        for k in range(256):
+            nonzero += p[k] != 0
+    return nonzero, dod_arena_mark(&owner.arena)
+
 def marks(Arena owner):
     cdef size_t m
     with nogil:
@@ -616,3 +629,10 @@ def test_cimport_engine_runs_nogil_frames(compile_cython):
     a.reset()
     m, pos = mod.marks(a)
     assert m == 32 and pos == 32
+    a.reset()
+    assert mod.reset_zeroed(a) == (0, 256)
+    g = Arena(512, growable=True)              # the walk back across blocks zeroes too
+    keep = [g.full(400, 0xAB, np.uint8) for _ in range(4)]
+    assert g.blocks > 1
+    del keep                                   # g is in a later block: the reset walks back
+    assert mod.reset_zeroed(g) == (0, 256)     # ... and block 0, full of 0xAB, reads zero

@@ -31,6 +31,13 @@ def run(quick=False):
     rec.add("PyMem_Malloc/PyMem_Free (GIL)", median_of(lambda: k.frame_pymem(frames, RECORDS), repeat))
     rec.add("arena push + reset (nogil, inline)", median_of(lambda: k.frame_arena(arena, frames, RECORDS), repeat))
     rec.add("arena push zeroed + reset", median_of(lambda: k.frame_arena(arena, frames, RECORDS, True), repeat))
+    rec.add("arena cursor push + close + reset", median_of(lambda: k.frame_cursor(arena, frames, RECORDS), repeat),
+            note="position kept in registers (dod_arena_open/dod_cursor_push)")
+    rec.add("arena cursor push zeroed + close + reset",
+            median_of(lambda: k.frame_cursor(arena, frames, RECORDS, True), repeat))
+    rec.add("arena cursor push + reset_zeroed (ZII in bulk)",
+            median_of(lambda: k.frame_cursor_reset_zeroed(arena, frames, RECORDS), repeat),
+            note="records read zero without per-record stores")
     rec.add("fields only, no allocation (floor)", median_of(lambda: k.fields_only(frames, RECORDS), repeat))
 
     soa = Section(f"Arena: struct of arrays, {COLUMNS} float64 columns of {RECORDS} per frame, every element written",
