@@ -9,6 +9,7 @@ run (malloc/free, numpy, plain Python objects).
 Sections live in floors 1-2 only; the tracker has its own
 ``python -m dod.tracker.bench``.
 """
+import os
 from dataclasses import dataclass, field
 
 # Section modules, in the order the table prints them.
@@ -40,6 +41,17 @@ class Section:
             if row.name == name:
                 return row.value
         raise KeyError(name)
+
+
+def thread_counts():
+    """Thread counts for the scaling rows: 1 and 2, or DOD_BENCH_THREADS=1,2,4,8 (1 always included)."""
+    raw = os.environ.get("DOD_BENCH_THREADS", "1,2")
+    counts = sorted({int(x) for x in raw.split(",") if x.strip()})
+    if not counts or counts[0] < 1:
+        raise ValueError(f"DOD_BENCH_THREADS must list positive thread counts, got {raw!r}")
+    if counts[0] != 1:
+        counts = [1] + counts
+    return counts
 
 
 def median_of(fn, repeat):

@@ -19,21 +19,12 @@ Thread counts: 1 and 2 by default; DOD_BENCH_THREADS=1,2,4,8 for others.
 """
 import os
 
-from dod.bench import Section
+from dod.bench import Section, thread_counts
 
 KERNELS = ("malloc", "shared", "cached")
 LABELS = {"malloc": "glibc malloc/free", "shared": "AtomicArena shared word",
           "cached": "AtomicArena thread cache"}
 
-
-def thread_counts():
-    raw = os.environ.get("DOD_BENCH_THREADS", "1,2")
-    counts = sorted({int(x) for x in raw.split(",") if x.strip()})
-    if not counts or counts[0] < 1:
-        raise ValueError(f"DOD_BENCH_THREADS must list positive thread counts, got {raw!r}")
-    if counts[0] != 1:
-        counts = [1] + counts
-    return counts
 
 
 def scaling(threads=(1, 2), iterations=20000, repeat=5, size=64):

@@ -16,20 +16,11 @@ Thread counts: 1 and 2 by default; set DOD_BENCH_THREADS=1,2,4,8 for others.
 """
 import os
 
-from dod.bench import Row, Section, median_of
+from dod.bench import Row, Section, median_of, thread_counts
 
 KERNELS = ("malloc", "lfpool", "segfit")
 LABELS = {"malloc": "glibc malloc/free", "lfpool": "LockFreePool", "segfit": "SegFit"}
 
-
-def thread_counts():
-    raw = os.environ.get("DOD_BENCH_THREADS", "1,2")
-    counts = sorted({int(x) for x in raw.split(",") if x.strip()})
-    if not counts or counts[0] < 1:
-        raise ValueError(f"DOD_BENCH_THREADS must list positive thread counts, got {raw!r}")
-    if counts[0] != 1:
-        counts = [1] + counts
-    return counts
 
 
 def scaling(threads=(1, 2), iterations=20000, repeat=5, size=64):
