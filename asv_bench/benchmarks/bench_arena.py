@@ -16,7 +16,8 @@ FRAMES = 200
 
 
 class ArenaFrame:
-    params = ["arena", "arena_zeroed", "cursor", "malloc", "calloc", "pymem", "fields_only"]
+    params = ["arena", "arena_zeroed", "cursor", "cursor_reset_zeroed", "malloc", "calloc", "pymem",
+              "fields_only"]
     param_names = ["variant"]
 
     def setup(self, variant):
@@ -25,6 +26,8 @@ class ArenaFrame:
         self.arena = arena_mod.Arena(1 << 20)
         if variant == "cursor" and not hasattr(self.k, "frame_cursor"):
             raise NotImplementedError("no cursor in this commit")
+        if variant == "cursor_reset_zeroed" and not hasattr(self.k, "frame_cursor_reset_zeroed"):
+            raise NotImplementedError("no dod_arena_reset_zeroed in this commit")
 
     def _run(self, variant, frames):
         k = self.k
@@ -34,6 +37,8 @@ class ArenaFrame:
             return k.frame_arena(self.arena, frames, RECORDS, True)
         if variant == "cursor":
             return k.frame_cursor(self.arena, frames, RECORDS)
+        if variant == "cursor_reset_zeroed":
+            return k.frame_cursor_reset_zeroed(self.arena, frames, RECORDS)
         if variant == "malloc":
             return k.frame_malloc(frames, RECORDS)
         if variant == "calloc":
@@ -74,6 +79,16 @@ class ArenaSpeedup:
         return z - a
 
     track_zeroing_cost.unit = "ns/record"
+
+    def track_bulk_zeroing_cost(self):
+        """Zeroed records through the cursor and dod_arena_reset_zeroed, minus plain cursor pushes."""
+        if not hasattr(self.k, "frame_cursor_reset_zeroed"):
+            raise NotImplementedError("no dod_arena_reset_zeroed in this commit")
+        z = self._best(lambda: self.k.frame_cursor_reset_zeroed(self.arena, 5000, RECORDS))
+        a = self._best(lambda: self.k.frame_cursor(self.arena, 5000, RECORDS))
+        return z - a
+
+    track_bulk_zeroing_cost.unit = "ns/record"
 
 
 class StructOfArrays:
