@@ -6,6 +6,7 @@
 from libc.stdint cimport uint64_t, uint32_t, uintptr_t
 from libc.stdlib cimport malloc, free
 
+from dod.bench._particles cimport particle, xorshift64, spawn_particle
 from dod.pool cimport (Pool, dod_pool, dod_pool_acquire, dod_pool_reset, dod_pool_release,
                        dod_pool_acquire_locked, dod_pool_release_locked)
 from dod.freelist cimport FreeList, dod_freelist_alloc, dod_freelist_free
@@ -30,14 +31,6 @@ cdef extern from *:
     size_t dod_bench_heap_in_use() nogil
     size_t malloc_usable_size(void* p) nogil
 
-
-cdef inline uint64_t _xorshift(uint64_t* s) noexcept nogil:
-    cdef uint64_t x = s[0]
-    x ^= x << 13
-    x ^= x >> 7
-    x ^= x << 17
-    s[0] = x
-    return x
 
 
 # ---------------------------------------------------------------- acquire+release pairs
@@ -170,20 +163,6 @@ def pair_malloc(size_t size, size_t n):
 # ---------------------------------------------------------------- particles
 # A particle is 32 bytes: position, velocity (float32 x3 each), age, flags.
 
-ctypedef struct particle:
-    float x, y, z, vx, vy, vz, age
-    uint32_t flags
-
-
-cdef inline void _spawn(particle* q, uint64_t r) noexcept nogil:
-    q.x = <float>(r & 0xFF)
-    q.y = <float>((r >> 8) & 0xFF)
-    q.z = 0.0
-    q.vx = 1.0
-    q.vy = -1.0
-    q.vz = 0.5
-    q.age = 0.0
-    q.flags = 1
 
 
 def churn(object owner, size_t live0, size_t frames, size_t born, uint64_t seed):
@@ -206,23 +185,23 @@ def churn(object owner, size_t live0, size_t frames, size_t born, uint64_t seed)
     with nogil:
         for k in range(live0):
             q = <particle*>(dod_pool_acquire(&pool.pool) if use_pool else malloc(sizeof(particle)))
-            _spawn(q, k)
+            spawn_particle(q, k)
             live[n] = q
             n += 1
         t0 = now_ns()
         for f in range(frames):
             for k in range(born):
-                r = _xorshift(&s)
+                r = xorshift64(&s)
                 q = <particle*>(dod_pool_acquire(&pool.pool) if use_pool else malloc(sizeof(particle)))
-                _spawn(q, r)
+                spawn_particle(q, r)
                 live[n] = q
                 n += 1
-            r = _xorshift(&s)
+            r = xorshift64(&s)
             # born +- 50%, plus whatever steers the population back to live0
             kk = <long long>n - <long long>live0 - <long long>(born // 2) + <long long>(r % (born + 1))
             kill = 0 if kk < 0 else (<size_t>kk if <size_t>kk < n else n)
             for k in range(kill):
-                j = _xorshift(&s) % n
+                j = xorshift64(&s) % n
                 q = live[j]
                 n -= 1
                 live[j] = live[n]
@@ -257,7 +236,7 @@ def throughput_local(Pool owner, size_t count, size_t frames):
             local = owner.pool
             for k in range(count):
                 q = <particle*>dod_pool_acquire(&local)
-                _spawn(q, k)
+                spawn_particle(q, k)
                 live[k] = q
             dod_bench_keep(live[count // 2])
             for k in range(count):
@@ -283,7 +262,7 @@ def throughput_reset(Pool owner, size_t count, size_t frames):
             local = owner.pool
             for k in range(count):
                 q = <particle*>dod_pool_acquire(&local)
-                _spawn(q, k)
+                spawn_particle(q, k)
                 live[k] = q
             dod_bench_keep(live[count // 2])
             dod_pool_reset(&local)
@@ -309,7 +288,7 @@ def throughput(object owner, size_t count, size_t frames):
         for f in range(frames):
             for k in range(count):
                 q = <particle*>(dod_pool_acquire(&pool.pool) if use_pool else malloc(sizeof(particle)))
-                _spawn(q, k)
+                spawn_particle(q, k)
                 live[k] = q
             dod_bench_keep(live[count // 2])
             for k in range(count):
@@ -339,17 +318,17 @@ def mixed_churn(object owner, size_t nlive, size_t steps, size_t min_size, size_
         raise MemoryError()
     with nogil:
         for k in range(nlive):
-            size = min_size + _xorshift(&s) % span
+            size = min_size + xorshift64(&s) % span
             live[k] = dod_freelist_alloc(&fl.fl, size, 16) if use_fl else malloc(size)
         t0 = now_ns()
         for k in range(steps):
-            j = _xorshift(&s) % nlive
+            j = xorshift64(&s) % nlive
             if live[j] != NULL:
                 if use_fl:
                     dod_freelist_free(&fl.fl, live[j])
                 else:
                     free(live[j])
-            size = min_size + _xorshift(&s) % span
+            size = min_size + xorshift64(&s) % span
             p = dod_freelist_alloc(&fl.fl, size, 16) if use_fl else malloc(size)
             if p == NULL:
                 fails += 1

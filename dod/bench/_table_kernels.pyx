@@ -6,6 +6,8 @@ cimport numpy as cnp
 from libc.stdint cimport uint64_t, uint32_t
 from libc.stdlib cimport malloc, free
 
+from dod.bench._particles cimport particle, xorshift64, spawn_particle
+from dod.bench._timing cimport now_ns
 from dod._types cimport dod_handle
 from dod.table cimport (Table, dod_table, dod_table_insert, dod_table_remove, dod_table_remove_row,
                         dod_table_row)
@@ -14,29 +16,13 @@ cnp.import_array()
 
 cdef extern from *:
     """
-    #include <time.h>
     static volatile double dod_table_bench_sink_d;
     static void *volatile dod_table_bench_sink_p;
     static inline void dod_table_bench_keep_d(double v) { dod_table_bench_sink_d = v; }
     static inline void dod_table_bench_keep_p(void *p) { dod_table_bench_sink_p = p; }
-    static inline double dod_table_bench_now_ns(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-    }
     """
     void keep_d "dod_table_bench_keep_d"(double v) nogil
     void keep_p "dod_table_bench_keep_p"(void* p) nogil
-    double now_ns "dod_table_bench_now_ns"() nogil
-
-
-cdef inline uint64_t _xorshift(uint64_t* s) noexcept nogil:
-    cdef uint64_t x = s[0]
-    x ^= x << 13
-    x ^= x >> 7
-    x ^= x << 17
-    s[0] = x
-    return x
 
 
 # ---------------------------------------------------------------- column scan
@@ -118,20 +104,6 @@ def scan_structured(cnp.ndarray records, size_t offset, size_t reps):
 
 # ---------------------------------------------------------------- particle churn
 
-ctypedef struct particle:
-    float x, y, z, vx, vy, vz, age
-    uint32_t flags
-
-
-cdef inline void _spawn(particle* q, uint64_t r) noexcept nogil:
-    q.x = <float>(r & 0xFF)
-    q.y = <float>((r >> 8) & 0xFF)
-    q.z = 0.0
-    q.vx = 1.0
-    q.vy = -1.0
-    q.vz = 0.5
-    q.age = 0.0
-    q.flags = 1
 
 
 cdef struct _cols:
@@ -206,14 +178,14 @@ def churn_table(Table owner, size_t live0, size_t frames, size_t born, uint64_t 
         t0 = now_ns()
         for f in range(frames):
             for k in range(born):
-                r = _xorshift(&s)
+                r = xorshift64(&s)
                 h = dod_table_insert(t)
                 _spawn_row(&c, <Py_ssize_t>t.count - 1, r)     # a new row is always the last
                 live[n] = h
                 n += 1
-            kill = _kill_count(n, live0, born, _xorshift(&s))
+            kill = _kill_count(n, live0, born, xorshift64(&s))
             for k in range(kill):
-                j = _xorshift(&s) % n
+                j = xorshift64(&s) % n
                 if by_handle:
                     dod_table_remove(t, live[j])
                     n -= 1
@@ -241,20 +213,20 @@ def churn_malloc(size_t live0, size_t frames, size_t born, uint64_t seed):
     with nogil:
         for k in range(live0):
             q = <particle*>malloc(sizeof(particle))
-            _spawn(q, k)
+            spawn_particle(q, k)
             live[n] = q
             n += 1
         t0 = now_ns()
         for f in range(frames):
             for k in range(born):
-                r = _xorshift(&s)
+                r = xorshift64(&s)
                 q = <particle*>malloc(sizeof(particle))
-                _spawn(q, r)
+                spawn_particle(q, r)
                 live[n] = q
                 n += 1
-            kill = _kill_count(n, live0, born, _xorshift(&s))
+            kill = _kill_count(n, live0, born, xorshift64(&s))
             for k in range(kill):
-                j = _xorshift(&s) % n
+                j = xorshift64(&s) % n
                 q = live[j]
                 n -= 1
                 live[j] = live[n]
