@@ -160,8 +160,7 @@ def pair_malloc(size_t size, size_t n):
     return t1 - t0
 
 
-# ---------------------------------------------------------------- particles
-# A particle is 32 bytes: position, velocity (float32 x3 each), age, flags.
+# ---------------------------------------------------------------- particles (dod/bench/_particles.pxd)
 
 
 
