@@ -8,6 +8,8 @@ import os as _os
 
 __version__ = "0.1.0"
 
+from dod.errors import InvariantError  # noqa: E402  (cheap: pure Python)
+
 
 def get_include():
     """The directory to pass as ``include_path`` to Cython so that

@@ -1,0 +1,11 @@
+"""Exceptions shared by every module of dod."""
+
+
+class InvariantError(AssertionError, RuntimeError):
+    """An owner's ``check()`` found one of its stated invariants broken.
+
+    Raised by ``check()`` on every allocator and table, in every build and
+    under ``python -O`` (it is never an ``assert``). It subclasses
+    AssertionError and RuntimeError, so code written against the older,
+    per-module exceptions keeps catching it.
+    """
