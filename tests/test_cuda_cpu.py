@@ -559,8 +559,21 @@ def test_gpu_script_is_present_and_parses():
     out = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     text = script.read_text()
-    for step in ("build_ext --inplace", "pytest tests/gpu", "dod.cuda.bench", "examples/gpu_frame.py"):
+    for step in ("build_ext --inplace", "pytest tests/gpu", "dod.cuda.bench", "examples/gpu_frame.py",
+                 "dod.tracker.bench", "--only concurrent", "not available in this build"):
         assert step in text
+    out = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and "--stand-in" in out.stdout and "--quick" in out.stdout, out.stderr
+    out = subprocess.run(["bash", str(script), "--nope"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and "unknown option" in out.stderr
+
+
+def test_with_stand_in_runs_code_against_the_stand_in():
+    runner = ROOT / "tests" / "gpu" / "with_stand_in.py"
+    code = "import cupy, dod.cuda; print(cupy.IS_DOD_STAND_IN, dod.cuda.is_available())"
+    out = subprocess.run([sys.executable, "-P", str(runner), "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, env=dict(os.environ, PYTHONPATH=dod.get_include()))
+    assert out.returncode == 0 and out.stdout.split() == ["True", "True"], out.stdout + out.stderr
 
 
 def test_example_without_cupy_says_why(tmp_path):
