@@ -38,6 +38,7 @@ for arg in "$@"; do
         --skip-build) BUILD=0 ;;
         --with-cpu-tests) CPU_TESTS=1 ;;
         --stand-in) STAND_IN=1 ;;
+        --markdown) ;;              # accepted for older callers: the tables are always Markdown
         -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "run_gpu_checks.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
     esac
