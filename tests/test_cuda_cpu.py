@@ -632,6 +632,28 @@ def test_stand_in_refuses_host_pointers_where_device_ones_are_due(stand_in):
     assert rt.pointerGetAttributes(d).type == rt.cudaMemoryTypeDevice
 
 
+def test_stand_in_checks_kernel_arguments_against_the_c_signature(stand_in):
+    cp = stand_in
+    k = kernels.get_function("threshold", "dod_threshold_arena")
+    f32 = cp.zeros(10, dtype=cp.float32)
+    arena = dod.cuda.DeviceArena(0, push_capacity=256)
+    good = (f32, f32, f32, np.int32(10), np.float32(0.5), arena.header)
+    kernels.launch(k, 10, good)
+    cp.cuda.runtime.deviceSynchronize()
+    assert arena.pushed() == 0
+    for i, bad, match in ((3, 10, "int64"),                       # Python int passes as long long
+                          (4, 0.5, "float64"),                     # Python float passes as double
+                          (0, cp.zeros(10, dtype=cp.float64), "not float32"),
+                          (5, np.int32(arena.ptr & 0x7FFFFFFF), "8-byte integer address"),
+                          (3, f32, "scalar is due")):
+        args = list(good)
+        args[i] = bad
+        with pytest.raises(TypeError, match=match):
+            kernels.launch(k, 10, tuple(args))
+    with pytest.raises(TypeError, match="takes 6 arguments"):
+        kernels.launch(k, 10, good[:5])
+
+
 def test_stand_in_runs_async_work_only_when_waited_for(stand_in):
     cp = stand_in
     rt = cp.cuda.runtime

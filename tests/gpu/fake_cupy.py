@@ -28,7 +28,10 @@ Where it is strict, so that passing under it means something:
   where a CuPy array is due (kernel argument, operand, assigned value) raises
   TypeError("Unsupported type ..."), and ``numpy.asarray`` of a CuPy array
   raises TypeError("Implicit conversion to a NumPy array is not allowed..."),
-  as CuPy does.
+  as CuPy does. Kernel arguments are checked against the kernel's C
+  signature (count, scalar dtype, pointer element dtype; Python int and
+  float pass as long long and double, as in CuPy): where a GPU would
+  silently misread an argument, the stand-in raises TypeError.
 - Streams: async work is queued per stream and runs only when something
   waits for it: ``Stream.synchronize``, ``Event.synchronize``,
   ``deviceSynchronize``, a synchronous copy or ``get()`` (which, on the
@@ -769,15 +772,66 @@ def _arg(a):
     raise _unsupported(a)
 
 
+# C parameter types of the kernels, as numpy dtypes (CuPy passes a numpy
+# scalar by its dtype, and Python int/float/bool as long long/double/bool).
+_C_TYPES = {"int": np.int32, "unsigned int": np.uint32, "float": np.float32, "double": np.float64,
+            "long long": np.int64, "unsigned long long": np.uint64, "char": np.int8,
+            "unsigned char": np.uint8, "bool": np.bool_}
+_PY_SCALARS = {int: np.int64, float: np.float64, bool: np.bool_}
+
+
+def _signature(params):
+    """[(C type, pointer?, numpy dtype or None, name)] of a kernel's parameter list."""
+    out = []
+    for p in (x.strip() for x in params.split(",")):
+        if not p:
+            continue
+        pointer = "*" in p
+        words = p.replace("*", " ").replace("const", " ").split()
+        ctype, name = " ".join(words[:-1]), words[-1]
+        out.append((ctype, pointer, _C_TYPES.get(ctype), name))
+    return out
+
+
+def _check_args(name, signature, args):
+    """TypeError where a GPU would silently misread an argument (CuPy does not
+    check): wrong count, a scalar of another size or kind, an array whose dtype
+    is not the pointer's element type, a pointer passed as a 4-byte integer."""
+    if len(args) != len(signature):
+        raise TypeError(f"kernel {name} takes {len(signature)} arguments, got {len(args)}")
+    for i, (a, (ctype, pointer, dt, pname)) in enumerate(zip(args, signature)):
+        what = f"kernel {name} argument {i} ({ctype}{'*' if pointer else ''} {pname})"
+        if pointer:
+            if isinstance(a, ndarray):
+                if dt is not None and a.dtype != np.dtype(dt):
+                    raise TypeError(f"{what}: an array of {a.dtype}, not {np.dtype(dt)}")
+                continue
+            kind = np.dtype(_PY_SCALARS.get(type(a))) if not isinstance(a, np.generic) else a.dtype
+            if kind.kind not in "iu" or kind.itemsize != 8:
+                raise TypeError(f"{what}: a pointer is an array or an 8-byte integer address, got {kind}")
+            continue
+        if isinstance(a, ndarray):
+            raise TypeError(f"{what}: an array where a scalar is due")
+        kind = a.dtype if isinstance(a, np.generic) else np.dtype(_PY_SCALARS[type(a)])
+        if kind != np.dtype(dt):
+            raise TypeError(f"{what}: got {kind} (Python int/float pass as long long/double); "
+                            f"give numpy.{np.dtype(dt).name}")
+
+
 class RawKernel:
-    def __init__(self, name):
+    def __init__(self, name, signature):
         self.name = name
+        self.signature = signature
 
     def __call__(self, grid, block, args, *, shared_mem=0):
         if not (isinstance(grid, tuple) and isinstance(block, tuple)):
             raise TypeError("grid and block must be tuples")
         if not isinstance(args, tuple):
             raise TypeError("args must be a tuple")
+        for a in args:
+            if not isinstance(a, (ndarray, np.generic, int, float, bool)):
+                raise _unsupported(a)
+        _check_args(self.name, self.signature, args)
         args = [_arg(a) for a in args]
         threads = int(np.prod(grid)) * int(np.prod(block))
         n = args[0] if self.name not in ("dod_threshold_arena", "dod_threshold_counter") else args[3]
@@ -791,15 +845,16 @@ class RawModule:
     (re-implemented above): the stand-in cannot compile CUDA C."""
 
     def __init__(self, code=None, *, backend="nvrtc", options=(), **kwargs):
-        self.names = set(re.findall(r'extern "C" __global__ void (\w+)\(', code))
+        self.signatures = {m.group(1): _signature(m.group(2)) for m in
+                           re.finditer(r'extern "C" __global__ void (\w+)\(([^)]*)\)', code)}
 
     def get_function(self, name):
-        if name not in self.names:
+        if name not in self.signatures:
             raise RuntimeError(f"CUDA_ERROR_NOT_FOUND: named symbol not found: {name}")
         if name not in _KERNELS:
             raise NotImplementedError(f"the CuPy stand-in cannot compile kernel {name!r}: "
                                       "it knows only dod.cuda's own kernels")
-        return RawKernel(name)
+        return RawKernel(name, self.signatures[name])
 
 
 cuda = types.SimpleNamespace(
