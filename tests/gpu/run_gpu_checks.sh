@@ -97,14 +97,17 @@ unavailable() {     # unavailable NAME WHY: a step that cannot run here
 }
 
 has_flag() {        # has_flag MODULE FLAG: MODULE's --help lists FLAG
-    "$PY" -m "$1" --help 2>/dev/null | grep -q -- "$2"
+    "$PY" -m "$1" --help 2>/dev/null | grep -qE -- "$2([ =,]|\$)"
 }
 
 # ---------------------------------------------------------------- the machine
 {
     echo "## dod GPU checks, $(date -u '+%Y-%m-%d %H:%M UTC')"; echo
     echo "- host: $(hostname), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
+    if REV=$(git rev-parse --short HEAD 2>/dev/null); then
+        git diff --quiet HEAD 2>/dev/null || REV="$REV (with local changes)"
+    fi
+    echo "- commit: ${REV:-unknown (no git here)}"
     echo "- command: tests/gpu/run_gpu_checks.sh $*; threads $THREADS; tracker sizes $SIZES; budget ${TOTAL} s"
     GPU=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
     echo "- GPU: ${GPU:-none seen (nvidia-smi not available)}"

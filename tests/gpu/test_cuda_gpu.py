@@ -1,6 +1,10 @@
 """dod.cuda on a real GPU (skipped, with the reason, where CuPy or a device is missing).
 
 Run by tests/gpu/run_gpu_checks.sh:  python -m pytest tests/gpu -q --confcutdir=tests/gpu
+
+With DOD_FAKE_CUPY=1 they run against the host-memory stand-in
+(tests/gpu/fake_cupy.py); the tests only a GPU can make meaningful skip there
+with a reason starting "needs a real GPU" (STAND_IN, needs_real_gpu below).
 """
 import gc
 import warnings
