@@ -19,7 +19,7 @@ import numpy as np
 
 
 def _assign(cost):
-    from dod.tracker._engine import solve_assignment
+    from dod.tracker.assignment import solve_assignment
 
     return solve_assignment(cost)
 

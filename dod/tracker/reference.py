@@ -21,6 +21,7 @@ compacts); compare with the fast tracker by id.
 import numpy as np
 
 from dod.tracker.config import TrackerConfig
+from dod.tracker._engine import COUNT_NAMES
 
 NONE, TENTATIVE, CONFIRMED = 0, 1, 2
 _CLAMP = 1 << 20
@@ -260,10 +261,8 @@ class ReferenceTracker:
             detections = detections[: cfg.max_detections]
         finite = np.isfinite(detections).all(axis=1)
         z = detections[finite]
-        counts = dict(detections=int(z.shape[0]), invalid=int((~finite).sum()), overflow=over,
-                      associations=0, births=0, births_dropped=0, deaths=0, confirmed=0,
-                      tentative=0, pairs=0, pairs_dropped=0, clusters=0, largest_cluster=0,
-                      greedy_clusters=0)
+        counts = dict.fromkeys(COUNT_NAMES, 0)      # the engine's one list of counters
+        counts.update(detections=int(z.shape[0]), invalid=int((~finite).sum()), overflow=over)
         T = self.x.shape[0]
         F, Q = self._model(dt)
         # predict
