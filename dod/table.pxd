@@ -293,12 +293,15 @@ cdef class Table:
     cdef size_t _nbytes               # bytes taken from the source, in all
     cdef uint8_t* _mark               # scratch: one byte per slot, for batch-remove checks
     cdef Py_ssize_t _views            # live column views and Arrow exports
-    cdef int _busy                    # a GIL-free pass over the rows is running (remove_many,
-                                      # a tracker's tick): other threads' inserts/removes are refused
+    cdef int _exclusive               # an exclusive pass is running (begin_exclusive .. end_exclusive)
+    cdef str _exclusive_what          # what holds it, for the refusal message
 
     cpdef Py_ssize_t column_index(self, str name) except -1
     cdef int _check_unpinned(self, bint unchecked, str what) except -1
     cdef int _check_idle(self, str what) except -1
+    # The exclusive-pass protocol (see Table.exclusive): call both with the GIL held.
+    cdef int begin_exclusive(self, str what) except -1
+    cdef void end_exclusive(self) noexcept
     cdef object _new_view(self)
     cdef object _column_array(self, Py_ssize_t c, size_t first, size_t n, object base)
     cdef object _handle_arg(self, object h)

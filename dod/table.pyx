@@ -22,7 +22,12 @@ Safety contract (the Python face)
 
 Thread-safety
     One writer at a time and no readers while it writes; a table is not
-    locked. Concurrent readers of an unchanging table are fine.
+    locked. Concurrent readers of an unchanging table are fine. A writer
+    that works without the GIL (``remove_many``; Cython code that runs the
+    engine in a nogil loop) holds the table's *exclusive pass*
+    (:meth:`Table.exclusive`, or ``begin_exclusive``/``end_exclusive`` from
+    Cython): meanwhile the Python face refuses inserts, removes and clears
+    from every thread with RuntimeError.
 
 Cython
     ``from dod.table cimport Table, dod_table_insert, dod_table_remove,
@@ -797,6 +802,31 @@ cdef class _View:
             self.table._views -= 1
 
 
+@cython.final
+cdef class _ExclusivePass:
+    """What Table.exclusive() returns: holds the pass from __enter__ to __exit__."""
+    cdef Table table
+    cdef str what
+    cdef bint held
+
+    def __cinit__(self, Table table, str what):
+        self.table = table
+        self.what = what
+
+    def __enter__(self):
+        if self.held:
+            raise RuntimeError("this exclusive pass is already held (not reentrant)")
+        self.table.begin_exclusive(self.what)
+        self.held = True
+        return self.table
+
+    def __exit__(self, *exc):
+        if self.held:
+            self.held = False
+            self.table.end_exclusive()
+        return False
+
+
 # ---------------------------------------------------------------- helpers of the Python face
 
 cdef inline size_t _round_line(size_t n) noexcept nogil:
@@ -968,13 +998,32 @@ cdef class Table:
         return 0
 
     cdef int _check_idle(self, str what) except -1:
-        # Without this, a Python thread could insert or remove rows while a
-        # GIL-free pass (remove_many's, a tracker's tick) moves them: two
-        # writers of count and the slot map, rows written past capacity.
-        if self._busy:
-            raise RuntimeError(f"{what} refused: another thread is changing this table's rows "
-                               "without the GIL (remove_many, or a tracker's tick); wait for it")
+        # Without this, a Python thread could insert or remove rows while an
+        # exclusive pass moves them without the GIL: two writers of count and
+        # the slot map, rows written past capacity.
+        if self._exclusive:
+            raise RuntimeError(f"{what} refused: another thread holds an exclusive pass over this "
+                               f"table's rows ({self._exclusive_what}); wait for it to end")
         return 0
+
+    cdef int begin_exclusive(self, str what) except -1:
+        """Start an exclusive pass named `what`: from now until
+        :meth:`end_exclusive`, the Python face refuses every insert, remove
+        and clear (RuntimeError naming `what`), so the caller may run the
+        engine on ``&self.table`` without the GIL, as the table's one writer.
+        RuntimeError (and nothing changes) when a pass is already running.
+        Call it and end_exclusive with the GIL held; end the pass in a
+        ``finally``. The pass does not check live views: a pass that moves
+        rows (removes) makes them show moved rows, never freed memory."""
+        self._check_idle(what)
+        self._exclusive = 1
+        self._exclusive_what = what
+        return 0
+
+    cdef void end_exclusive(self) noexcept:
+        """End the exclusive pass begun by :meth:`begin_exclusive`."""
+        self._exclusive = 0
+        self._exclusive_what = None
 
     cdef object _new_view(self):
         cdef _View v = _View.__new__(_View)
@@ -1229,8 +1278,7 @@ cdef class Table:
         cdef dod_index slot
         if n == 0:
             return
-        self._check_idle("remove_many")
-        self._busy = 1
+        self.begin_exclusive("remove_many")
         try:
             with nogil:
                 for i in range(n):
@@ -1250,13 +1298,29 @@ cdef class Table:
                 for i in range(n):
                     dod_table_remove(&self.table, hp[i])
         finally:
-            self._busy = 0
+            self.end_exclusive()
 
     def clear(self, *, bint unchecked=False):
         """Remove every row; every handle goes stale. BufferError as for :meth:`remove`."""
         self._check_idle("clear")
         self._check_unpinned(unchecked, "clear")
         dod_table_clear(&self.table)
+
+    def exclusive(self, str what="an exclusive pass"):
+        """A context manager that holds the table's exclusive pass::
+
+            with table.exclusive("my batch"):
+                ...   # e.g. a nogil loop of a Cython helper over the engine
+
+        While it is held, :meth:`insert`, :meth:`insert_many`,
+        :meth:`remove`, :meth:`remove_many` and :meth:`clear` from any thread
+        raise RuntimeError naming `what`, so code inside may write rows
+        through the cimport engine without the GIL. Entering raises
+        RuntimeError when another pass is running (a remove_many, another
+        ``exclusive()``, or a cimport user's ``begin_exclusive``). Not
+        reentrant. Cython code uses ``begin_exclusive(what)`` /
+        ``end_exclusive()`` directly (declared in dod/table.pxd)."""
+        return _ExclusivePass(self, what)
 
     # -------------------------------------------------------- lookup
 

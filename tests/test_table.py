@@ -719,3 +719,30 @@ def test_example_nogil_step(compile_cython):
     assert t.get(hs[0])["pos"].tolist() == pytest.approx([0.1, 0, 0])
     assert t.get(hs[2])["pos"].tolist() == pytest.approx([0, 0, 0.3])
     t.check()
+
+
+def test_exclusive_pass_refuses_every_writer_of_rows_and_ends():
+    t = Table(Schema(x="float64"), 8)
+    h = t.insert(x=1.0)
+    with t.exclusive("my batch") as held:
+        assert held is t
+        for call in (lambda: t.insert(x=2.0), lambda: t.insert_many(x=np.zeros(2)),
+                     lambda: t.remove(h), lambda: t.remove_many([h]), lambda: t.clear()):
+            with pytest.raises(RuntimeError, match="my batch"):
+                call()
+        with pytest.raises(RuntimeError, match="my batch"):
+            with t.exclusive("second"):
+                pass
+        assert len(t) == 1 and t.get(h)["x"] == 1.0       # nothing changed
+    t.check()
+    t.insert(x=2.0)                                          # the pass ended
+    assert len(t) == 2
+
+
+def test_exclusive_pass_ends_on_exception():
+    t = Table(Schema(x="float64"), 4)
+    with pytest.raises(ZeroDivisionError):
+        with t.exclusive():
+            1 / 0
+    t.insert(x=1.0)
+    assert len(t) == 1

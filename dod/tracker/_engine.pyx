@@ -634,19 +634,18 @@ cdef class Tracker:
         data = <const double*>cnp.PyArray_DATA(detections)
         if self._busy:
             raise RuntimeError("a tick of this tracker is already running in another thread")
-        # The table's Python face refuses inserts and removes while the tick
-        # moves rows without the GIL (another thread's insert raced the
-        # tick's births past the capacity); and a tick waits for its own
-        # table's remove_many.
-        self.table._check_idle("tick")
+        # The tick moves the table's rows without the GIL: it holds the
+        # table's exclusive pass, so another thread's insert cannot race the
+        # tick's births past the capacity (and a tick waits for its own
+        # table's remove_many).
+        self.table.begin_exclusive("a Tracker tick")
         self._busy = True
-        self.table._busy = 1
         try:
             with nogil:
                 rc = dod_tracker_tick(&self.engine, data, k, dt, &self.scratch.arena)
         finally:
             self._busy = False
-            self.table._busy = 0
+            self.table.end_exclusive()
         if rc != 0:
             raise MemoryError(
                 f"the scratch arena ({self.scratch.available} bytes available) cannot hold this "
