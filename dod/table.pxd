@@ -66,11 +66,13 @@ from dod._core cimport DOD_DEBUG, dod_poison
 from dod._types cimport (dod_handle, dod_index, dod_generation, dod_handle_make,
                          dod_handle_index, dod_handle_generation)
 from dod.resource cimport dod_resource, Resource
+# Re-exported, so that `from dod.table cimport Schema, Column` keeps working.
+from dod.schema cimport Column, Schema, dod_column_info, DOD_SCHEMA_MAX_NDIM
 
 
 cdef enum:
     DOD_TABLE_NIL = -1              # row index of the nil row (all zeros)
-    DOD_TABLE_MAX_NDIM = 8          # dimensions of a per-row shape
+    DOD_TABLE_MAX_NDIM = DOD_SCHEMA_MAX_NDIM    # dimensions of a per-row shape
 
 # High bit of slot_row for free slots (capacity is below 2**31).
 cdef extern from *:
@@ -244,41 +246,6 @@ cdef inline bint dod_table_remove(dod_table* t, dod_handle h) noexcept nogil:
         return False
     dod_table_remove_row(t, <size_t>row)
     return True
-
-
-# The Schema's C description of one column (what Arrow export reads nogil).
-ctypedef struct dod_column_info:
-    size_t row_bytes          # itemsize * product of dims
-    size_t itemsize
-    int ndim                  # per-row dimensions (0: scalar column)
-    int64_t dims[8]           # DOD_TABLE_MAX_NDIM
-    size_t name_off           # offset of the NUL-terminated UTF-8 name in the strings blob
-    size_t fmt_off[9]         # Arrow format per nesting level (ndim lists, then the leaf)
-    bint exportable           # False: Arrow has no zero-copy type for the dtype
-
-
-cdef class Column:
-    cdef readonly str name
-    cdef readonly object dtype        # numpy dtype of one element
-    cdef readonly tuple shape         # per-row shape, () for a scalar column
-    cdef readonly bint zero           # clear on insert when not given (ZII)
-    cdef readonly bint finite         # refuse NaN and infinities from Python
-
-    cdef Column _named(self, str name)
-    cdef str _spec(self)
-
-
-cdef class Schema:
-    cdef readonly tuple columns       # Column objects, in order
-    cdef dict _index                  # name -> position
-    cdef dod_column_info* _info       # ncols entries (owned)
-    cdef bytes _strings               # names and Arrow formats, NUL-terminated
-    cdef size_t _nodes                # ArrowSchema nodes of an export (root included)
-    cdef size_t _links                # child pointers of an export
-    cdef str _unexportable            # why Arrow export is refused (None: it is not)
-    cdef size_t _row_bytes
-
-    cdef int _init_from(self, tuple cols) except -1
 
 
 cdef class Table:
