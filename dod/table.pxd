@@ -4,7 +4,7 @@
 #
 #     from dod.table cimport Table, dod_table, dod_table_insert, dod_table_remove, dod_table_row
 #     cdef Table tracks = Table(schema, 1024)
-#     cdef dod_table* t = &tracks.table
+#     cdef dod_table* t = &tracks.engine
 #     cdef double* state = <double*>t.columns[tracks.column_index("state")]
 #     with nogil:
 #         h = dod_table_insert(t)              # 0 when the table is full
@@ -54,7 +54,7 @@
 #     the Python face refuses such removes while views are alive.
 #
 # Engine contract (checks the caller owns on this fast path): `t` points to a
-# table's struct (&owner.table) that the owner keeps alive; row arguments
+# table's struct (&owner.engine) that the owner keeps alive; row arguments
 # are < count; one thread mutates a table at a time (readers only while no
 # one mutates); no Python view of a column is alive across a remove unless
 # you accept that it now shows moved rows. Failure is a nil handle (0) / -1 /
@@ -249,7 +249,7 @@ cdef inline bint dod_table_remove(dod_table* t, dod_handle h) noexcept nogil:
 
 
 cdef class Table:
-    cdef dod_table table              # the engine state; run the inline functions on &owner.table
+    cdef dod_table engine             # the engine state; run the inline functions on &owner.engine
     cdef readonly Schema schema
     cdef Resource _resource           # keeps the source of the memory alive
     cdef object _arena                # the table's own arena (default source), or None

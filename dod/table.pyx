@@ -31,7 +31,7 @@ Thread-safety
 
 Cython
     ``from dod.table cimport Table, dod_table_insert, dod_table_remove,
-    dod_table_row`` and run the engine on ``&owner.table`` without the GIL;
+    dod_table_row`` and run the engine on ``&owner.engine`` without the GIL;
     see ``dod/table.pxd`` for the layout, the checks the caller owns there
     and what stays valid across a remove.
 """
@@ -55,6 +55,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from dod._format import fmt_bytes
+from dod.errors import InvariantError
 from dod.schema import _rebuild_column      # old pickles of a Column name dod.table._rebuild_column
 
 cnp.import_array()
@@ -262,11 +263,11 @@ cdef class Table:
         self._source = &resource.resource
         self._blocks = <void**>PyMem_Malloc((ncols + 1) * sizeof(void*))
         self._block_sizes = <size_t*>PyMem_Malloc((ncols + 1) * sizeof(size_t))
-        self.table.columns = <char**>PyMem_Malloc(ncols * sizeof(char*))
-        self.table.row_bytes = <size_t*>PyMem_Malloc(ncols * sizeof(size_t))
-        self.table.zero_on_insert = <uint8_t*>PyMem_Malloc(ncols)
-        if (self._blocks == NULL or self._block_sizes == NULL or self.table.columns == NULL
-                or self.table.row_bytes == NULL or self.table.zero_on_insert == NULL):
+        self.engine.columns = <char**>PyMem_Malloc(ncols * sizeof(char*))
+        self.engine.row_bytes = <size_t*>PyMem_Malloc(ncols * sizeof(size_t))
+        self.engine.zero_on_insert = <uint8_t*>PyMem_Malloc(ncols)
+        if (self._blocks == NULL or self._block_sizes == NULL or self.engine.columns == NULL
+                or self.engine.row_bytes == NULL or self.engine.zero_on_insert == NULL):
             raise MemoryError()
         for i in range(ncols + 1):
             size = sizes[i]
@@ -286,21 +287,21 @@ cdef class Table:
             self._nblocks += 1
             self._nbytes += size
         for i in range(ncols):
-            self.table.row_bytes[i] = s._info[i].row_bytes
-            self.table.columns[i] = <char*>self._blocks[i] + _round_line(s._info[i].row_bytes)
-            self.table.zero_on_insert[i] = (<Column>s.columns[i]).zero
+            self.engine.row_bytes[i] = s._info[i].row_bytes
+            self.engine.columns[i] = <char*>self._blocks[i] + _round_line(s._info[i].row_bytes)
+            self.engine.zero_on_insert[i] = (<Column>s.columns[i]).zero
         p = self._blocks[ncols]
-        self.table.row_slot = <dod_index*>p
-        self.table.slot_row = <dod_index*>(<char*>p + _round_line(cap * sizeof(dod_index)))
-        self.table.slot_gen = <dod_generation*>(<char*>self.table.slot_row + _round_line((cap + 1) * sizeof(dod_index)))
-        self._mark = <uint8_t*>self.table.slot_gen + _round_line((cap + 1) * sizeof(dod_index))
-        self.table.ncols = ncols
-        self.table.capacity = cap
+        self.engine.row_slot = <dod_index*>p
+        self.engine.slot_row = <dod_index*>(<char*>p + _round_line(cap * sizeof(dod_index)))
+        self.engine.slot_gen = <dod_generation*>(<char*>self.engine.slot_row + _round_line((cap + 1) * sizeof(dod_index)))
+        self._mark = <uint8_t*>self.engine.slot_gen + _round_line((cap + 1) * sizeof(dod_index))
+        self.engine.ncols = ncols
+        self.engine.capacity = cap
         # Each table's generations start at their own base (a Weyl sequence
         # over 32 bits), so a handle from another table fails the check.
         global _serial
         _serial += 1
-        self.table.gen_base = <dod_generation>(<uint32_t>_serial * <uint32_t>0x9E3779B9u) | 1u
+        self.engine.gen_base = <dod_generation>(<uint32_t>_serial * <uint32_t>0x9E3779B9u) | 1u
 
     def __dealloc__(self):
         cdef size_t i
@@ -309,9 +310,9 @@ cdef class Table:
                 dod_resource_deallocate(self._source, self._blocks[i], self._block_sizes[i], DOD_CACHE_LINE)
         PyMem_Free(self._blocks)
         PyMem_Free(self._block_sizes)
-        PyMem_Free(self.table.columns)
-        PyMem_Free(self.table.row_bytes)
-        PyMem_Free(self.table.zero_on_insert)
+        PyMem_Free(self.engine.columns)
+        PyMem_Free(self.engine.row_bytes)
+        PyMem_Free(self.engine.zero_on_insert)
 
     # -------------------------------------------------------- internals
 
@@ -343,7 +344,7 @@ cdef class Table:
         """Start an exclusive pass named `what`: from now until
         :meth:`end_exclusive`, the Python face refuses every insert, remove
         and clear (RuntimeError naming `what`), so the caller may run the
-        engine on ``&self.table`` without the GIL, as the table's one writer.
+        engine on ``&self.engine`` without the GIL, as the table's one writer.
         RuntimeError (and nothing changes) when a pass is already running.
         Call it and end_exclusive with the GIL held; end the pass in a
         ``finally``. The pass does not check live views: a pass that moves
@@ -373,7 +374,7 @@ cdef class Table:
         req.dims[0] = <cnp.npy_intp>n
         for j in range(info.ndim):
             req.dims[j + 1] = <cnp.npy_intp>info.dims[j]
-        return wrap_memory(self.table.columns[c] + first * info.row_bytes, &req, <cnp.dtype>col.dtype, base)
+        return wrap_memory(self.engine.columns[c] + first * info.row_bytes, &req, <cnp.dtype>col.dtype, base)
 
     cdef object _handle_arg(self, object h):
         cdef object v
@@ -409,7 +410,7 @@ cdef class Table:
         cdef Schema s = self.schema
         cdef Py_ssize_t c, ncols = len(s.columns), i
         cdef Column col
-        cdef size_t n, first = self.table.count, rb, k
+        cdef size_t n, first = self.engine.count, rb, k
         cdef char* dest
         cdef char* src
         cdef cnp.ndarray out
@@ -504,26 +505,26 @@ cdef class Table:
                     raise ValueError("cannot tell how many rows to insert: give at least one batch "
                                      "(an array with one more dimension than the column's row), or n=")
                 n_py = lengths.pop()
-            if n_py > <object>(self.table.capacity - self.table.count):
-                self.table.failed += 1
-                raise MemoryError(f"table full: {n_py} rows do not fit ({self.table.count} of "
-                                  f"{self.table.capacity} rows in use); nothing was inserted")
+            if n_py > <object>(self.engine.capacity - self.engine.count):
+                self.engine.failed += 1
+                raise MemoryError(f"table full: {n_py} rows do not fit ({self.engine.count} of "
+                                  f"{self.engine.capacity} rows in use); nothing was inserted")
             n = <size_t>n_py
-        if single and self.table.count >= self.table.capacity:
-            self.table.failed += 1
-            raise MemoryError(f"table full ({self.table.capacity} rows); nothing was inserted")
+        if single and self.engine.count >= self.engine.capacity:
+            self.engine.failed += 1
+            raise MemoryError(f"table full ({self.engine.capacity} rows); nothing was inserted")
         # Converting the values above may have run Python code (__array__,
         # __index__...) that inserted or removed rows of this very table:
         # the rows to write start at the count now, and the room checks above
         # were made against it.
-        first = self.table.count
+        first = self.engine.count
         # Write rows [first, first + n): not live yet, so a failure here changes nothing visible.
         for c in range(ncols):
-            rb = self.table.row_bytes[c]
-            dest = self.table.columns[c] + first * rb
+            rb = self.engine.row_bytes[c]
+            dest = self.engine.columns[c] + first * rb
             p = prepared[c]
             if p is None:
-                if self.table.zero_on_insert[c]:
+                if self.engine.zero_on_insert[c]:
                     memset(dest, 0, n * rb)
                 continue
             arr, mode = p
@@ -545,10 +546,10 @@ cdef class Table:
             np.copyto(self._column_array(c, first, n, self), arr, casting="same_kind")
         # Commit: hand out the slots.
         if single:
-            return dod_table_insert_uninit(&self.table)
+            return dod_table_insert_uninit(&self.engine)
         out = np.empty(n, np.uint64)
         hp = <uint64_t*>cnp.PyArray_DATA(out)
-        dod_table_insert_many(&self.table, n, hp)
+        dod_table_insert_many(&self.engine, n, hp)
         return out
 
     # -------------------------------------------------------- insert, remove, clear
@@ -590,12 +591,12 @@ cdef class Table:
         then show the moved rows). Nothing changes when it raises.
         """
         cdef dod_handle h = <dod_handle>self._handle_arg(handle)
-        cdef Py_ssize_t row = dod_table_row(&self.table, h)
+        cdef Py_ssize_t row = dod_table_row(&self.engine, h)
         if row < 0:
             raise KeyError(f"handle {handle:#x} is nil, stale or from another table")
         self._check_idle("remove")
         self._check_unpinned(unchecked, "remove")
-        dod_table_remove_row(&self.table, <size_t>row)
+        dod_table_remove_row(&self.engine, <size_t>row)
 
     def remove_many(self, handles, *, bint unchecked=False):
         """Remove a batch of rows by handle (each moves the last row into its place).
@@ -615,21 +616,21 @@ cdef class Table:
         try:
             with nogil:
                 for i in range(n):
-                    if dod_table_row(&self.table, hp[i]) < 0 or self._mark[dod_handle_index(hp[i])]:
+                    if dod_table_row(&self.engine, hp[i]) < 0 or self._mark[dod_handle_index(hp[i])]:
                         bad = i
                         break
                     self._mark[dod_handle_index(hp[i])] = 1
                 for i in range(n if bad < 0 else bad):
                     self._mark[dod_handle_index(hp[i])] = 0
             if bad >= 0:
-                dup = dod_table_row(&self.table, hp[bad]) >= 0
+                dup = dod_table_row(&self.engine, hp[bad]) >= 0
                 raise KeyError(f"handle {hp[bad]:#x} (position {bad}) is "
                                + ("repeated in the batch" if dup else "nil, stale or from another table")
                                + "; nothing was removed")
             self._check_unpinned(unchecked, "remove_many")
             with nogil:
                 for i in range(n):
-                    dod_table_remove(&self.table, hp[i])
+                    dod_table_remove(&self.engine, hp[i])
         finally:
             self.end_exclusive()
 
@@ -637,7 +638,7 @@ cdef class Table:
         """Remove every row; every handle goes stale. BufferError as for :meth:`remove`."""
         self._check_idle("clear")
         self._check_unpinned(unchecked, "clear")
-        dod_table_clear(&self.table)
+        dod_table_clear(&self.engine)
 
     def exclusive(self, str what="an exclusive pass"):
         """A context manager that holds the table's exclusive pass::
@@ -658,20 +659,20 @@ cdef class Table:
     # -------------------------------------------------------- lookup
 
     def __len__(self):
-        return self.table.count
+        return self.engine.count
 
     def __contains__(self, handle):
         try:
             h = self._handle_arg(handle)
         except (TypeError, ValueError):
             return False
-        return dod_table_alive(&self.table, <dod_handle>h)
+        return dod_table_alive(&self.engine, <dod_handle>h)
 
     def row(self, handle):
         """Row index of `handle` now (KeyError if nil, stale or foreign).
 
         Row indices change when rows are removed; handles do not."""
-        cdef Py_ssize_t r = dod_table_row(&self.table, <dod_handle>self._handle_arg(handle))
+        cdef Py_ssize_t r = dod_table_row(&self.engine, <dod_handle>self._handle_arg(handle))
         if r < 0:
             raise KeyError(f"handle {handle:#x} is nil, stale or from another table")
         return r
@@ -685,33 +686,33 @@ cdef class Table:
         cdef int64_t* op = <int64_t*>cnp.PyArray_DATA(out)
         with nogil:
             for i in range(n):
-                op[i] = dod_table_row(&self.table, hp[i])
+                op[i] = dod_table_row(&self.engine, hp[i])
         return out
 
     def handle(self, row):
         """Handle of live row `row` (IndexError when out of range)."""
         r = PyNumber_Index(row)
         if r < 0:
-            r += self.table.count
-        if r < 0 or r >= self.table.count:
-            raise IndexError(f"row {row} out of range for {self.table.count} live rows")
-        return dod_table_handle(&self.table, <size_t>r)
+            r += self.engine.count
+        if r < 0 or r >= self.engine.count:
+            raise IndexError(f"row {row} out of range for {self.engine.count} live rows")
+        return dod_table_handle(&self.engine, <size_t>r)
 
     def handles(self):
         """Handles of the live rows, in row order (a uint64 copy)."""
-        cdef size_t n = self.table.count, i
+        cdef size_t n = self.engine.count, i
         cdef cnp.ndarray out = np.empty(n, np.uint64)
         cdef uint64_t* hp = <uint64_t*>cnp.PyArray_DATA(out)
         with nogil:
             for i in range(n):
-                hp[i] = dod_table_handle(&self.table, i)
+                hp[i] = dod_table_handle(&self.engine, i)
         return out
 
     def get(self, handle, default=_NOTHING):
         """The row `handle` names as a dict of copies (numpy scalars / arrays).
 
         A nil, stale or foreign handle raises KeyError, or returns `default` if given."""
-        cdef Py_ssize_t r = dod_table_row(&self.table, <dod_handle>self._handle_arg(handle))
+        cdef Py_ssize_t r = dod_table_row(&self.engine, <dod_handle>self._handle_arg(handle))
         cdef Py_ssize_t c
         if r < 0:
             if default is not _NOTHING:
@@ -727,7 +728,7 @@ cdef class Table:
         """Write some columns of the row `handle` names (validated as :meth:`insert`).
 
         KeyError for a dead handle or unknown column; nothing changes when it raises."""
-        cdef Py_ssize_t r = dod_table_row(&self.table, <dod_handle>self._handle_arg(handle))
+        cdef Py_ssize_t r = dod_table_row(&self.engine, <dod_handle>self._handle_arg(handle))
         cdef Schema s = self.schema
         if r < 0:
             raise KeyError(f"handle {handle:#x} is nil, stale or from another table")
@@ -747,7 +748,7 @@ cdef class Table:
             todo.append((c, arr))
         # The conversions may have run Python code that removed or moved
         # this row: find it again rather than write over whichever row moved in.
-        r = dod_table_row(&self.table, <dod_handle>self._handle_arg(handle))
+        r = dod_table_row(&self.engine, <dod_handle>self._handle_arg(handle))
         if r < 0:
             raise KeyError(f"handle {handle:#x} was removed while its values were converted")
         for c, arr in todo:
@@ -761,24 +762,24 @@ cdef class Table:
         checked removes and clears raise BufferError (see the module docs)."""
         if not isinstance(name, str):
             raise TypeError(f"index a table by column name (str); for rows use get(handle), got {type(name).__name__}")
-        return self._column_array(self.column_index(name), 0, self.table.count, self._new_view())
+        return self._column_array(self.column_index(name), 0, self.engine.count, self._new_view())
 
     def __setitem__(self, name, value):
         """``table["pos"] = values``: write a whole column of the live rows (broadcasting)."""
         cdef Py_ssize_t c = self.column_index(name)
         cdef Column col = self.schema.columns[c]
         arr = _convert(value, col)
-        full = (self.table.count,) + col.shape
+        full = (self.engine.count,) + col.shape
         if not _broadcastable(arr.shape, full):
             raise ValueError(f"column {name!r} has shape {full}, cannot assign shape {arr.shape}")
         if col.finite and arr.dtype.kind in "fc" and not np.isfinite(arr).all():
             raise ValueError(f"column {name!r} refuses NaN and infinities (finite=True)")
-        np.copyto(self._column_array(c, 0, self.table.count, self), arr, casting="same_kind")
+        np.copyto(self._column_array(c, 0, self.engine.count, self), arr, casting="same_kind")
 
     def columns(self):
         """Every column as a view of the live rows: a dict name -> ndarray (one lease for all)."""
         base = self._new_view()
-        return {(<Column>self.schema.columns[c]).name: self._column_array(c, 0, self.table.count, base)
+        return {(<Column>self.schema.columns[c]).name: self._column_array(c, 0, self.engine.count, base)
                 for c in range(len(self.schema.columns))}
 
     def keys(self):
@@ -805,7 +806,7 @@ cdef class Table:
         cdef Schema s = self.schema
         sc = s._arrow_schema()
         s._desc(&d)
-        return sc, dod_arrow_array_capsule(&d, self.table.columns, <int64_t>self.table.count,
+        return sc, dod_arrow_array_capsule(&d, self.engine.columns, <int64_t>self.engine.count,
                                            self._new_view())
 
     def __arrow_c_stream__(self, requested_schema=None):
@@ -816,7 +817,7 @@ cdef class Table:
         if s._unexportable is not None:
             raise TypeError(f"cannot export to Arrow: {s._unexportable}")
         s._desc(&d)
-        return dod_arrow_stream_capsule(&d, self.table.columns, <int64_t>self.table.count,
+        return dod_arrow_stream_capsule(&d, self.engine.columns, <int64_t>self.engine.count,
                                         self._new_view(), s)
 
     # -------------------------------------------------------- numpy structured arrays
@@ -824,10 +825,10 @@ cdef class Table:
     def to_numpy(self):
         """A copy of the live rows as a numpy structured array (dtype ``schema.dtype``)."""
         cdef Py_ssize_t c
-        out = np.empty(self.table.count, dtype=self.schema.dtype)
+        out = np.empty(self.engine.count, dtype=self.schema.dtype)
         for c in range(len(self.schema.columns)):
             name = (<Column>self.schema.columns[c]).name
-            out[name] = self._column_array(c, 0, self.table.count, self)
+            out[name] = self._column_array(c, 0, self.engine.count, self)
         return out
 
     @classmethod
@@ -848,44 +849,55 @@ cdef class Table:
     # -------------------------------------------------------- invariants and statistics
 
     def check(self):
-        """Walk the structures and verify every invariant of dod/table.pxd; raise AssertionError if one fails."""
-        cdef dod_table* t = &self.table
+        """Walk the structures and verify every invariant of dod/table.pxd; raise dod.InvariantError
+        on the first that fails (never a bare assert: ``python -O`` keeps the check)."""
+        cdef dod_table* t = &self.engine
         cdef size_t r, c, free_count = 0, rb
         cdef dod_index slot
         cdef char* nil
-        assert t.count <= t.capacity, "count above capacity"
-        assert t.slots_used <= t.slots_high <= t.capacity, "slots_used <= slots_high <= capacity broken"
+        if not (t.count <= t.capacity):
+            raise InvariantError("count above capacity")
+        if not (t.slots_used <= t.slots_high <= t.capacity):
+            raise InvariantError("slots_used <= slots_high <= capacity broken")
         for r in range(t.count):
             slot = t.row_slot[r]
-            assert 1 <= slot <= t.slots_used, f"row {r} maps to slot {slot} out of range"
-            assert t.slot_row[slot] == r, f"slot {slot} of row {r} points to row {t.slot_row[slot]}"
+            if not (1 <= slot <= t.slots_used):
+                raise InvariantError(f"row {r} maps to slot {slot} out of range")
+            if not (t.slot_row[slot] == r):
+                raise InvariantError(f"slot {slot} of row {r} points to row {t.slot_row[slot]}")
         slot = t.free_head
         while slot != 0:
-            assert 1 <= slot <= t.slots_used, f"free list holds slot {slot} out of range"
-            assert t.slot_row[slot] & DOD_TABLE_FREE, f"free slot {slot} is not marked free"
+            if not (1 <= slot <= t.slots_used):
+                raise InvariantError(f"free list holds slot {slot} out of range")
+            if not (t.slot_row[slot] & DOD_TABLE_FREE):
+                raise InvariantError(f"free slot {slot} is not marked free")
             free_count += 1
-            assert free_count <= t.slots_used, "cycle in the free list"
+            if not (free_count <= t.slots_used):
+                raise InvariantError("cycle in the free list")
             slot = t.slot_row[slot] & ~DOD_TABLE_FREE
-        assert free_count + t.count == t.slots_used, \
-            f"{free_count} free + {t.count} live slots != {t.slots_used} used"
+        if not (free_count + t.count == t.slots_used):
+            raise InvariantError(f"{free_count} free + {t.count} live slots != {t.slots_used} used")
         for c in range(t.ncols):
             rb = t.row_bytes[c]
             nil = t.columns[c] - rb
             for r in range(rb):
-                assert nil[r] == 0, f"the nil row of column {c} was written"
-            assert (<uintptr_t>t.columns[c]) % DOD_CACHE_LINE == 0, f"column {c} is not 64-byte aligned"
+                if not (nil[r] == 0):
+                    raise InvariantError(f"the nil row of column {c} was written")
+            if not ((<uintptr_t>t.columns[c]) % DOD_CACHE_LINE == 0):
+                raise InvariantError(f"column {c} is not 64-byte aligned")
         for r in range(t.capacity + 1):
-            assert self._mark[r] == 0, "batch scratch marks left behind"
+            if not (self._mark[r] == 0):
+                raise InvariantError("batch scratch marks left behind")
 
     @property
     def capacity(self):
         """Rows every column holds."""
-        return self.table.capacity
+        return self.engine.capacity
 
     @property
     def peak(self):
         """Most live rows at once."""
-        return max(self.table.peak, self.table.count)
+        return max(self.engine.peak, self.engine.count)
 
     @property
     def bytes_per_row(self):
@@ -903,22 +915,31 @@ cdef class Table:
         return self._views
 
     def stats(self):
-        """The common statistics as a dict."""
+        """The statistics as a dict: first the shared keys of every owner
+        (CONVENTIONS.md), counted in rows since a table holds rows, not
+        bytes: ``capacity``, ``used`` (live rows), ``available``, ``peak``,
+        ``allocations`` (rows inserted), ``failed`` (inserts refused: full);
+        then the table's own: ``rows`` (= used), ``bytes_per_row``,
+        ``nbytes`` (bytes taken from the resource), ``inserts`` (=
+        allocations), ``removes``, ``views`` (live views and exports)."""
         return {
-            "capacity": self.table.capacity,
-            "rows": self.table.count,
+            "capacity": self.engine.capacity,
+            "used": self.engine.count,
+            "available": self.engine.capacity - self.engine.count,
             "peak": self.peak,
+            "allocations": self.engine.inserts,
+            "failed": self.engine.failed,
+            "rows": self.engine.count,
             "bytes_per_row": self.schema._row_bytes,
             "nbytes": self._nbytes,
-            "inserts": self.table.inserts,
-            "removes": self.table.removes,
-            "failed": self.table.failed,
+            "inserts": self.engine.inserts,
+            "removes": self.engine.removes,
             "views": self._views,
         }
 
     def __repr__(self):
         return (f"<dod.Table {len(self.schema.columns)} columns ({', '.join(self.schema.names)}) "
-                f"rows={self.table.count}/{self.table.capacity} peak={self.peak} "
+                f"rows={self.engine.count}/{self.engine.capacity} peak={self.peak} "
                 f"bytes_per_row={self.schema._row_bytes} memory={fmt_bytes(self._nbytes)} "
                 f"views={self._views}>")
 

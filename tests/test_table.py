@@ -625,7 +625,7 @@ from dod.table cimport (Table, dod_table, dod_table_insert, dod_table_insert_zer
 
 def scan(Table tracks):
     # Sum state[0] over live rows, nogil, through raw column pointers.
-    cdef dod_table* t = &tracks.table
+    cdef dod_table* t = &tracks.engine
     cdef const double* state = <const double*>t.columns[tracks.column_index("state")]
     cdef double total = 0
     cdef Py_ssize_t r
@@ -637,7 +637,7 @@ def scan(Table tracks):
 
 def births_and_deaths(Table tracks, int births, uint32_t kill_mod):
     # One nogil tick: insert rows, write columns by handle, remove some while scanning.
-    cdef dod_table* t = &tracks.table
+    cdef dod_table* t = &tracks.engine
     cdef double* state = <double*>t.columns[tracks.column_index("state")]
     cdef uint32_t* ids = <uint32_t*>t.columns[tracks.column_index("id")]
     cdef uint8_t* hits = <uint8_t*>t.columns[tracks.column_index("hits")]
@@ -660,7 +660,7 @@ def births_and_deaths(Table tracks, int births, uint32_t kill_mod):
 
 
 def nil_lookup(Table tracks, dod_handle h):
-    cdef dod_table* t = &tracks.table
+    cdef dod_table* t = &tracks.engine
     cdef const double* state = <const double*>t.columns[0]
     cdef Py_ssize_t r
     cdef double first
@@ -673,7 +673,7 @@ def nil_lookup(Table tracks, dod_handle h):
 def remove_handle(Table tracks, dod_handle h):
     cdef bint ok
     with nogil:
-        ok = dod_table_remove(&tracks.table, h)
+        ok = dod_table_remove(&tracks.engine, h)
     return ok
 
 
