@@ -130,11 +130,6 @@ cdef inline dod_handle dod_table_handle(const dod_table* t, size_t row) noexcept
     return dod_handle_make(slot, t.slot_gen[slot])
 
 
-cdef inline void* dod_table_column(const dod_table* t, size_t column) noexcept nogil:
-    """Base pointer of column `column` (< ncols): row r is at + r * row_bytes[column]."""
-    return t.columns[column]
-
-
 cdef inline void* dod_table_cell(const dod_table* t, size_t column, Py_ssize_t row) noexcept nogil:
     """Address of row `row` of column `column`; row -1 (DOD_TABLE_NIL) is the
     zeroed nil row (read it, never write it). Valid until the next remove."""

@@ -87,6 +87,19 @@ def lsa(cost):
     return rows, col4row
 
 
+def cv_model(d, dt, q):
+    """(F, Q) of the constant-velocity model in d dimensions: the transition
+    and the process noise of white acceleration with spectral density q."""
+    n = 2 * d
+    F = np.eye(n)
+    F[:d, d:] = dt * np.eye(d)
+    Q = np.zeros((n, n))
+    Q[:d, :d] = q * dt**3 / 3 * np.eye(d)
+    Q[:d, d:] = Q[d:, :d] = q * dt**2 / 2 * np.eye(d)
+    Q[d:, d:] = q * dt * np.eye(d)
+    return F, Q
+
+
 def _popcount32(v):
     """Bits set in each uint32 (vectorised SWAR)."""
     v = v.astype(np.uint32)
@@ -162,14 +175,7 @@ class ReferenceTracker:
     # ------------------------------------------------------------ pieces
 
     def _model(self, dt):
-        d, n, q = self.dim, self.n, self.config.q
-        F = np.eye(n)
-        F[:d, d:] = dt * np.eye(d)
-        Q = np.zeros((n, n))
-        Q[:d, :d] = q * dt**3 / 3 * np.eye(d)
-        Q[:d, d:] = Q[d:, :d] = q * dt**2 / 2 * np.eye(d)
-        Q[d:, d:] = q * dt * np.eye(d)
-        return F, Q
+        return cv_model(self.dim, dt, self.config.q)
 
     def _gate(self, rows, z, free, xp, Si, hw):
         """Gated pairs (track row, detection, d2) of `rows` against the free detections."""
