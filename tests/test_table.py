@@ -746,3 +746,27 @@ def test_exclusive_pass_ends_on_exception():
             1 / 0
     t.insert(x=1.0)
     assert len(t) == 1
+
+
+CORRUPT_SOURCE = """
+from dod.table cimport Table
+
+def write_nil_row(Table t, int column):
+    # what no Python caller can do: write the zeroed nil row before a column
+    t.engine.columns[column][-1] = 1
+
+def unwrite_nil_row(Table t, int column):
+    t.engine.columns[column][-1] = 0
+"""
+
+
+def test_check_raises_invariant_error_on_a_written_nil_row(compile_cython):
+    mod = compile_cython(CORRUPT_SOURCE)
+    t = Table(Schema(x="float64", n="uint8"), 4)
+    t.insert(x=1.0)
+    t.check()
+    mod.write_nil_row(t, 1)
+    with pytest.raises(dod.InvariantError, match="nil row of column 1"):
+        t.check()
+    mod.unwrite_nil_row(t, 1)
+    t.check()
