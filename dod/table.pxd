@@ -4,7 +4,7 @@
 #
 #     from dod.table cimport Table, dod_table, dod_table_insert, dod_table_remove, dod_table_row
 #     cdef Table tracks = Table(schema, 1024)
-#     cdef dod_table* t = &tracks.table
+#     cdef dod_table* t = &tracks.engine
 #     cdef double* state = <double*>t.columns[tracks.column_index("state")]
 #     with nogil:
 #         h = dod_table_insert(t)              # 0 when the table is full
@@ -54,7 +54,7 @@
 #     the Python face refuses such removes while views are alive.
 #
 # Engine contract (checks the caller owns on this fast path): `t` points to a
-# table's struct (&owner.table) that the owner keeps alive; row arguments
+# table's struct (&owner.engine) that the owner keeps alive; row arguments
 # are < count; one thread mutates a table at a time (readers only while no
 # one mutates); no Python view of a column is alive across a remove unless
 # you accept that it now shows moved rows. Failure is a nil handle (0) / -1 /
@@ -66,11 +66,13 @@ from dod._core cimport DOD_DEBUG, dod_poison
 from dod._types cimport (dod_handle, dod_index, dod_generation, dod_handle_make,
                          dod_handle_index, dod_handle_generation)
 from dod.resource cimport dod_resource, Resource
+# Re-exported, so that `from dod.table cimport Schema, Column` keeps working.
+from dod.schema cimport Column, Schema, dod_column_info, DOD_SCHEMA_MAX_NDIM
 
 
 cdef enum:
     DOD_TABLE_NIL = -1              # row index of the nil row (all zeros)
-    DOD_TABLE_MAX_NDIM = 8          # dimensions of a per-row shape
+    DOD_TABLE_MAX_NDIM = DOD_SCHEMA_MAX_NDIM    # dimensions of a per-row shape
 
 # High bit of slot_row for free slots (capacity is below 2**31).
 cdef extern from *:
@@ -126,11 +128,6 @@ cdef inline dod_handle dod_table_handle(const dod_table* t, size_t row) noexcept
     """Handle of live row `row` (< count)."""
     cdef dod_index slot = t.row_slot[row]
     return dod_handle_make(slot, t.slot_gen[slot])
-
-
-cdef inline void* dod_table_column(const dod_table* t, size_t column) noexcept nogil:
-    """Base pointer of column `column` (< ncols): row r is at + r * row_bytes[column]."""
-    return t.columns[column]
 
 
 cdef inline void* dod_table_cell(const dod_table* t, size_t column, Py_ssize_t row) noexcept nogil:
@@ -246,43 +243,8 @@ cdef inline bint dod_table_remove(dod_table* t, dod_handle h) noexcept nogil:
     return True
 
 
-# The Schema's C description of one column (what Arrow export reads nogil).
-ctypedef struct dod_column_info:
-    size_t row_bytes          # itemsize * product of dims
-    size_t itemsize
-    int ndim                  # per-row dimensions (0: scalar column)
-    int64_t dims[8]           # DOD_TABLE_MAX_NDIM
-    size_t name_off           # offset of the NUL-terminated UTF-8 name in the strings blob
-    size_t fmt_off[9]         # Arrow format per nesting level (ndim lists, then the leaf)
-    bint exportable           # False: Arrow has no zero-copy type for the dtype
-
-
-cdef class Column:
-    cdef readonly str name
-    cdef readonly object dtype        # numpy dtype of one element
-    cdef readonly tuple shape         # per-row shape, () for a scalar column
-    cdef readonly bint zero           # clear on insert when not given (ZII)
-    cdef readonly bint finite         # refuse NaN and infinities from Python
-
-    cdef Column _named(self, str name)
-    cdef str _spec(self)
-
-
-cdef class Schema:
-    cdef readonly tuple columns       # Column objects, in order
-    cdef dict _index                  # name -> position
-    cdef dod_column_info* _info       # ncols entries (owned)
-    cdef bytes _strings               # names and Arrow formats, NUL-terminated
-    cdef size_t _nodes                # ArrowSchema nodes of an export (root included)
-    cdef size_t _links                # child pointers of an export
-    cdef str _unexportable            # why Arrow export is refused (None: it is not)
-    cdef size_t _row_bytes
-
-    cdef int _init_from(self, tuple cols) except -1
-
-
 cdef class Table:
-    cdef dod_table table              # the engine state; run the inline functions on &owner.table
+    cdef dod_table engine             # the engine state; run the inline functions on &owner.engine
     cdef readonly Schema schema
     cdef Resource _resource           # keeps the source of the memory alive
     cdef object _arena                # the table's own arena (default source), or None
@@ -293,12 +255,15 @@ cdef class Table:
     cdef size_t _nbytes               # bytes taken from the source, in all
     cdef uint8_t* _mark               # scratch: one byte per slot, for batch-remove checks
     cdef Py_ssize_t _views            # live column views and Arrow exports
-    cdef int _busy                    # a GIL-free pass over the rows is running (remove_many,
-                                      # a tracker's tick): other threads' inserts/removes are refused
+    cdef int _exclusive               # an exclusive pass is running (begin_exclusive .. end_exclusive)
+    cdef str _exclusive_what          # what holds it, for the refusal message
 
     cpdef Py_ssize_t column_index(self, str name) except -1
     cdef int _check_unpinned(self, bint unchecked, str what) except -1
     cdef int _check_idle(self, str what) except -1
+    # The exclusive-pass protocol (see Table.exclusive): call both with the GIL held.
+    cdef int begin_exclusive(self, str what) except -1
+    cdef void end_exclusive(self) noexcept
     cdef object _new_view(self)
     cdef object _column_array(self, Py_ssize_t c, size_t first, size_t n, object base)
     cdef object _handle_arg(self, object h)

@@ -8,7 +8,7 @@ from dod.table cimport Table, dod_table, dod_table_remove_row
 
 
 def step(Table particles, float dt, float max_age):
-    cdef dod_table* t = &particles.table
+    cdef dod_table* t = &particles.engine
     # Column pointers: fetch once; they never move (rows do, on remove).
     cdef float* pos = <float*>t.columns[particles.column_index("pos")]
     cdef const float* vel = <const float*>t.columns[particles.column_index("vel")]

@@ -10,7 +10,7 @@ import pytest
 import dod
 
 from dod.tracker import demo
-from dod.tracker.metrics import gospa
+from dod.tracker.metrics import gospa, sparse_gospa
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -99,7 +99,7 @@ def test_sparse_gospa_equals_dense_gospa(seed):
     Y = np.concatenate([X[: n // 2] + rng.normal(scale=3.0, size=(min(n // 2, m), dim)),
                         rng.uniform(0, 40, size=(n - min(n // 2, m), dim))])
     for c in (2.0, 10.0):
-        got = demo.sparse_gospa(X, Y, c=c, details=True)
+        got = sparse_gospa(X, Y, c=c, details=True)
         want = gospa(X, Y, c=c, details=True)
         assert got[0] == pytest.approx(want[0], rel=1e-9, abs=1e-12)
         assert got[2:] == want[2:]
@@ -108,13 +108,13 @@ def test_sparse_gospa_equals_dense_gospa(seed):
 
 def test_sparse_gospa_edge_cases():
     e = np.zeros((0, 2))
-    assert demo.sparse_gospa(e, e) == 0.0
+    assert sparse_gospa(e, e) == 0.0
     X = np.array([[0.0, 0.0], [100.0, 0.0]])
-    assert demo.sparse_gospa(X, e) == pytest.approx(np.sqrt(2 * 10.0**2 / 2))
-    assert demo.sparse_gospa(X, X) == 0.0
+    assert sparse_gospa(X, e) == pytest.approx(np.sqrt(2 * 10.0**2 / 2))
+    assert sparse_gospa(X, X) == 0.0
     # negative coordinates and points exactly c apart (not a pair: d < c)
     Y = X + np.array([10.0, 0.0])
-    assert demo.sparse_gospa(-X, -Y) == pytest.approx(gospa(-X, -Y))
+    assert sparse_gospa(-X, -Y) == pytest.approx(gospa(-X, -Y))
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -127,7 +127,7 @@ def test_sparse_gospa_on_crossing_pairs(seed):
                         centres + rng.normal(scale=2.0, size=(40, 2))])
     Y = X[rng.permutation(80)[:70]] + rng.normal(scale=1.5, size=(70, 2))
     for c in (3.0, 10.0):
-        got = demo.sparse_gospa(X, Y, c=c, details=True)
+        got = sparse_gospa(X, Y, c=c, details=True)
         want = gospa(X, Y, c=c, details=True)
         assert got[0] == pytest.approx(want[0], rel=1e-9)
         assert got[2:] == want[2:]

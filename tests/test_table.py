@@ -625,7 +625,7 @@ from dod.table cimport (Table, dod_table, dod_table_insert, dod_table_insert_zer
 
 def scan(Table tracks):
     # Sum state[0] over live rows, nogil, through raw column pointers.
-    cdef dod_table* t = &tracks.table
+    cdef dod_table* t = &tracks.engine
     cdef const double* state = <const double*>t.columns[tracks.column_index("state")]
     cdef double total = 0
     cdef Py_ssize_t r
@@ -637,7 +637,7 @@ def scan(Table tracks):
 
 def births_and_deaths(Table tracks, int births, uint32_t kill_mod):
     # One nogil tick: insert rows, write columns by handle, remove some while scanning.
-    cdef dod_table* t = &tracks.table
+    cdef dod_table* t = &tracks.engine
     cdef double* state = <double*>t.columns[tracks.column_index("state")]
     cdef uint32_t* ids = <uint32_t*>t.columns[tracks.column_index("id")]
     cdef uint8_t* hits = <uint8_t*>t.columns[tracks.column_index("hits")]
@@ -660,7 +660,7 @@ def births_and_deaths(Table tracks, int births, uint32_t kill_mod):
 
 
 def nil_lookup(Table tracks, dod_handle h):
-    cdef dod_table* t = &tracks.table
+    cdef dod_table* t = &tracks.engine
     cdef const double* state = <const double*>t.columns[0]
     cdef Py_ssize_t r
     cdef double first
@@ -673,7 +673,7 @@ def nil_lookup(Table tracks, dod_handle h):
 def remove_handle(Table tracks, dod_handle h):
     cdef bint ok
     with nogil:
-        ok = dod_table_remove(&tracks.table, h)
+        ok = dod_table_remove(&tracks.engine, h)
     return ok
 
 
@@ -718,4 +718,55 @@ def test_example_nogil_step(compile_cython):
     assert hs[1] not in t and len(t) == 2
     assert t.get(hs[0])["pos"].tolist() == pytest.approx([0.1, 0, 0])
     assert t.get(hs[2])["pos"].tolist() == pytest.approx([0, 0, 0.3])
+    t.check()
+
+
+def test_exclusive_pass_refuses_every_writer_of_rows_and_ends():
+    t = Table(Schema(x="float64"), 8)
+    h = t.insert(x=1.0)
+    with t.exclusive("my batch") as held:
+        assert held is t
+        for call in (lambda: t.insert(x=2.0), lambda: t.insert_many(x=np.zeros(2)),
+                     lambda: t.remove(h), lambda: t.remove_many([h]), lambda: t.clear()):
+            with pytest.raises(RuntimeError, match="my batch"):
+                call()
+        with pytest.raises(RuntimeError, match="my batch"):
+            with t.exclusive("second"):
+                pass
+        assert len(t) == 1 and t.get(h)["x"] == 1.0       # nothing changed
+    t.check()
+    t.insert(x=2.0)                                          # the pass ended
+    assert len(t) == 2
+
+
+def test_exclusive_pass_ends_on_exception():
+    t = Table(Schema(x="float64"), 4)
+    with pytest.raises(ZeroDivisionError):
+        with t.exclusive():
+            1 / 0
+    t.insert(x=1.0)
+    assert len(t) == 1
+
+
+CORRUPT_SOURCE = """
+from dod.table cimport Table
+
+def write_nil_row(Table t, int column):
+    # what no Python caller can do: write the zeroed nil row before a column
+    t.engine.columns[column][-1] = 1
+
+def unwrite_nil_row(Table t, int column):
+    t.engine.columns[column][-1] = 0
+"""
+
+
+def test_check_raises_invariant_error_on_a_written_nil_row(compile_cython):
+    mod = compile_cython(CORRUPT_SOURCE)
+    t = Table(Schema(x="float64", n="uint8"), 4)
+    t.insert(x=1.0)
+    t.check()
+    mod.write_nil_row(t, 1)
+    with pytest.raises(dod.InvariantError, match="nil row of column 1"):
+        t.check()
+    mod.unwrite_nil_row(t, 1)
     t.check()

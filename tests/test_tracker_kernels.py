@@ -5,6 +5,7 @@ from hypothesis import given, strategies as st
 
 from dod.tracker import chi2_ppf, solve_assignment
 from dod.tracker._engine import _kernel_predict, _kernel_update
+from dod.tracker.reference import cv_model
 from dod.tracker.config import TrackerConfig, chi2_cdf
 from dod.tracker.reference import lsa as reference_lsa
 
@@ -36,15 +37,7 @@ def test_config_gate_and_validation():
             TrackerConfig(**bad)
 
 
-def _model(d, dt, q):
-    n = 2 * d
-    F = np.eye(n)
-    F[:d, d:] = dt * np.eye(d)
-    Q = np.zeros((n, n))
-    Q[:d, :d] = q * dt**3 / 3 * np.eye(d)
-    Q[:d, d:] = Q[d:, :d] = q * dt**2 / 2 * np.eye(d)
-    Q[d:, d:] = q * dt * np.eye(d)
-    return F, Q
+_model = cv_model        # the reference tracker's (F, Q): the kernels' oracle
 
 
 def _random_spd(rng, n, scale=1.0):

@@ -70,7 +70,7 @@ cdef inline float _sum_contiguous(const float* x, size_t n) noexcept nogil:
 def scan_table(Table owner, Py_ssize_t column, size_t reps):
     """Sum float32 column `column` over the live rows, `reps` times, nogil through
     the engine struct (SoA). Returns (ns for all reps, the last sum)."""
-    cdef dod_table* t = &owner.table
+    cdef dod_table* t = &owner.engine
     cdef const float* x = <const float*>t.columns[column]
     cdef size_t r
     cdef float s = 0
@@ -129,7 +129,7 @@ cdef inline void _spawn_row(_cols* c, Py_ssize_t row, uint64_t r) noexcept nogil
 
 
 cdef int _columns(Table owner, _cols* c) except -1:
-    cdef dod_table* t = &owner.table
+    cdef dod_table* t = &owner.engine
     c.x = <float*>t.columns[owner.column_index("x")]
     c.y = <float*>t.columns[owner.column_index("y")]
     c.z = <float*>t.columns[owner.column_index("z")]
@@ -154,7 +154,7 @@ def churn_table(Table owner, size_t live0, size_t frames, size_t born, uint64_t 
     (as it would keep pointers) and removes by handle; otherwise a random row
     is removed (a table needs no handle list). Returns (ns for all frames,
     operations, final live count); the initial fill is not timed."""
-    cdef dod_table* t = &owner.table
+    cdef dod_table* t = &owner.engine
     cdef _cols c
     cdef size_t cap = live0 + 4 * born + 16
     cdef dod_handle* live = NULL

@@ -22,7 +22,11 @@ __all__ = ["Tracker", "TrackerConfig", "ReferenceTracker", "chi2_ppf", "solve_as
 
 
 def __getattr__(name):
-    if name in ("Tracker", "solve_assignment", "track_schema", "scratch_bytes"):
+    if name == "solve_assignment":
+        from dod.tracker.assignment import solve_assignment
+
+        return solve_assignment
+    if name in ("Tracker", "track_schema", "scratch_bytes"):
         from dod.tracker import _engine
 
         return getattr(_engine, name)

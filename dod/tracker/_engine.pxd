@@ -1,6 +1,7 @@
 # dod/tracker/_engine.pxd: the tracker's engine: the track columns, the
-# parameters, the per-tick counters, and the owner class. cimport it to run a
-# tick from your own nogil code:
+# parameters, the per-tick counters, and the owner class. Its parts live in
+# kalman.pxd (filter algebra), grid.pxd (spatial index) and assignment.pxd
+# (the solver). cimport it to run a tick from your own nogil code:
 #
 #     from dod.tracker._engine cimport Tracker, dod_tracker_tick
 #     with nogil:
@@ -48,6 +49,10 @@ ctypedef struct dod_track_cols:
     uint8_t* state          # [capacity]        DOD_TRACK_*
 
 
+# The per-tick counters: declared here once. Every field is a size_t; the
+# Python face derives COUNT_NAMES, counts() and read_counts() from this struct
+# (field order is their order), so a new counter is one line here (and one
+# in the reference tracker's tick, which the oracle tests compare).
 ctypedef struct dod_tick_counts:
     size_t detections       # valid detections used this scan
     size_t invalid          # rows with NaN/inf, dropped
@@ -81,7 +86,6 @@ ctypedef struct dod_tracker:
 
 cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, double dt,
                           dod_arena* scratch) noexcept nogil
-cdef int dod_lsa(int nr, int nc, const double* cost, int* col4row, dod_arena* a) noexcept nogil
 
 
 cdef class Tracker:

@@ -1,8 +1,11 @@
-"""The tracker engine: one nogil call per scan.
+"""The tracker's tick and its owner: one nogil call per scan.
 
-Reading order: linear algebra kernels (predict, gate, Joseph update), the
-spatial index, the assignment solver, one association stage (gate, cluster,
-solve), the tick, then the owner class and its Python face.
+The tick composes three engines, each in its own module: the Kalman algebra
+(``dod/tracker/kalman.pxd``: predict, innovation inverse, Joseph update),
+the spatial index (``dod/tracker/grid.pxd``: a hashed uniform grid of the
+detections) and the assignment solver (``dod.tracker.assignment``). Reading
+order here: the per-tick scratch layout, one association stage (gate through
+the grid, cluster, solve), the tick, then the owner class and its Python face.
 
 Association is global nearest neighbour on gated pairs: within each cluster
 of tracks and detections linked by gated pairs it minimises
@@ -14,14 +17,17 @@ states the same rules in numpy.
 """
 cimport cython
 cimport numpy as cnp
-from libc.math cimport sqrt, floor, isfinite, INFINITY
+from libc.math cimport sqrt, isfinite, INFINITY
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.string cimport memset, memcpy
 
 from dod.arena cimport (dod_arena, Arena, dod_arena_push, dod_arena_mark,
                         dod_arena_rewind)
-from dod.table cimport (dod_table, Table, dod_table_insert, dod_table_remove_row,
-                        dod_table_handle)
+from dod.table cimport dod_table, Table, dod_table_insert, dod_table_remove_row
+from dod.tracker.assignment cimport dod_assignment_solve
+from dod.tracker.grid cimport dod_grid, dod_grid_build, dod_grid_bucket, dod_grid_cell_of, dod_grid_holds
+from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse,
+                                 dod_kalman_mahalanobis2, dod_kalman_update)
 
 import numpy as np
 
@@ -36,140 +42,15 @@ cdef inline uint32_t _popcount(uint32_t v) noexcept nogil:
 
 cdef enum:
     _ALIGN = 64
-    _MAXN = 6
     _PAIRS_PER_NODE = 16
 
-cdef double _CELL_LIMIT = 1099511627776.0      # 2**40: clamp of grid coordinates
 
-
-# ---------------------------------------------------------------- kernels
-
-cdef inline void _predict(double* x, double* P, int d, double dt, double q) noexcept nogil:
-    """x = F x, P = F P F' + Q for the constant-velocity model (blocks of size d)."""
-    cdef int n = 2 * d, i, j
-    cdef double a, b, bt, c
-    cdef double q11 = q * dt * dt * dt / 3.0, q12 = q * dt * dt / 2.0, q22 = q * dt
-    for i in range(d):
-        x[i] += dt * x[d + i]
-    # A' = A + dt (B + B') + dt^2 C + Q11; B' = B + dt C + Q12; C' = C + Q22.
-    # P is kept symmetric, so compute the upper blocks and mirror them.
-    for i in range(d):
-        for j in range(d):
-            a = P[i * n + j]
-            b = P[i * n + d + j]
-            bt = P[(d + i) * n + j]
-            c = P[(d + i) * n + d + j]
-            P[i * n + j] = a + dt * (b + bt) + dt * dt * c
-            P[i * n + d + j] = b + dt * c
-    for i in range(d):
-        P[i * n + i] += q11
-        P[i * n + d + i] += q12
-        P[(d + i) * n + d + i] += q22
-    for i in range(d):
-        for j in range(d):
-            P[(d + i) * n + j] = P[j * n + d + i]
-    for i in range(n):                  # exact symmetry of the A and C blocks
-        for j in range(i + 1, n):
-            a = 0.5 * (P[i * n + j] + P[j * n + i])
-            P[i * n + j] = a
-            P[j * n + i] = a
-
-
-cdef inline bint _innovation_inverse(const double* P, int d, double r2, double* Si) noexcept nogil:
-    """Si = (H P H' + R)^-1 (d x d, symmetric); False when S is not positive definite."""
-    cdef int n = 2 * d
-    cdef double a, b, c, det, e, f, g, h, k
-    if d == 2:
-        a = P[0] + r2
-        b = 0.5 * (P[1] + P[n])
-        c = P[n + 1] + r2
-        det = a * c - b * b
-        if not (det > 0.0 and a > 0.0):
-            return False
-        Si[0] = c / det
-        Si[1] = -b / det
-        Si[2] = -b / det
-        Si[3] = a / det
-        return True
-    a = P[0] + r2
-    b = 0.5 * (P[1] + P[n])
-    c = 0.5 * (P[2] + P[2 * n])
-    e = P[n + 1] + r2
-    f = 0.5 * (P[n + 2] + P[2 * n + 1])
-    k = P[2 * n + 2] + r2
-    # cofactors of [[a b c] [b e f] [c f k]]
-    g = e * k - f * f
-    h = c * f - b * k
-    det = a * g + b * h + c * (b * f - c * e)
-    if not (det > 0.0 and a > 0.0 and a * e - b * b > 0.0):
-        return False
-    Si[0] = g / det
-    Si[1] = h / det
-    Si[2] = (b * f - c * e) / det
-    Si[3] = Si[1]
-    Si[4] = (a * k - c * c) / det
-    Si[5] = (b * c - a * f) / det
-    Si[6] = Si[2]
-    Si[7] = Si[5]
-    Si[8] = (a * e - b * b) / det
-    return True
-
-
-cdef inline double _mahalanobis2(const double* y, const double* Si, int d) noexcept nogil:
-    cdef double s = 0.0
-    cdef int i, j
-    for i in range(d):
-        for j in range(d):
-            s += y[i] * Si[i * d + j] * y[j]
-    return s
-
-
-cdef inline void _update(double* x, double* P, const double* z, const double* Si, int d,
-                         double r2) noexcept nogil:
-    """Kalman update, Joseph form: P = (I-KH) P (I-KH)' + K R K', then symmetrised."""
-    cdef int n = 2 * d, i, j, k
-    cdef double K[_MAXN * 3]
-    cdef double M[_MAXN * _MAXN]
-    cdef double y[3]
-    cdef double s
-    for i in range(d):
-        y[i] = z[i] - x[i]
-    # K = P H' Si: the first d columns of P times Si.
-    for i in range(n):
-        for j in range(d):
-            s = 0.0
-            for k in range(d):
-                s += P[i * n + k] * Si[k * d + j]
-            K[i * d + j] = s
-    for i in range(n):
-        s = 0.0
-        for j in range(d):
-            s += K[i * d + j] * y[j]
-        x[i] += s
-    # Joseph form with A = I - K H, using that A differs from I only in its
-    # first d columns (H = [I 0]): A P = P - K P[:d, :] and
-    # M A' = M - M[:, :d] K', so each product costs n*n*d, not n^3.
-    for i in range(n):                  # M = A P
-        for j in range(n):
-            s = P[i * n + j]
-            for k in range(d):
-                s -= K[i * d + k] * P[k * n + j]
-            M[i * n + j] = s
-    for i in range(n):                  # P = M A' + r2 K K' (upper triangle)
-        for j in range(i, n):
-            s = M[i * n + j]
-            for k in range(d):
-                s += (r2 * K[i * d + k] - M[i * n + k]) * K[j * d + k]
-            P[i * n + j] = s
-    for i in range(n):                  # the lower triangle mirrors the upper one
-        for j in range(i):
-            P[i * n + j] = P[j * n + i]
-
+# ---------------------------------------------------------------- test hooks of the Kalman kernels
 
 def _kernel_predict(double[::1] x, double[:, ::1] P, double dt, double q):
     """Test hook: predict one state in place."""
     cdef int d = x.shape[0] // 2
-    _predict(&x[0], &P[0, 0], d, dt, q)
+    dod_kalman_predict(&x[0], &P[0, 0], d, dt, q)
 
 
 def _kernel_update(double[::1] x, double[:, ::1] P, double[::1] z, double r):
@@ -178,133 +59,13 @@ def _kernel_update(double[::1] x, double[:, ::1] P, double[::1] z, double r):
     cdef double Si[9]
     cdef double y[3]
     cdef int i
-    if not _innovation_inverse(&P[0, 0], d, r * r, Si):
+    if not dod_kalman_innovation_inverse(&P[0, 0], d, r * r, Si):
         return float("nan")
     for i in range(d):
         y[i] = z[i] - x[i]
-    d2 = _mahalanobis2(y, Si, d)
-    _update(&x[0], &P[0, 0], &z[0], Si, d, r * r)
+    d2 = dod_kalman_mahalanobis2(y, Si, d)
+    dod_kalman_update(&x[0], &P[0, 0], &z[0], Si, d, r * r)
     return d2
-
-
-# ---------------------------------------------------------------- assignment
-
-cdef int dod_lsa(int nr, int nc, const double* cost, int* col4row, dod_arena* a) noexcept nogil:
-    """Exact rectangular assignment (nr <= nc): shortest augmenting paths
-    (Jonker-Volgenant, in Crouse's rectangular form). Every row gets a column;
-    col4row[i] is row i's column. 0, or -1 without scratch memory, -2 when no
-    complete assignment has finite cost."""
-    cdef size_t mark = dod_arena_mark(a)
-    cdef double* u = <double*>dod_arena_push(a, nr * sizeof(double), 8)
-    cdef double* v = <double*>dod_arena_push(a, nc * sizeof(double), 8)
-    cdef double* shortest = <double*>dod_arena_push(a, nc * sizeof(double), 8)
-    cdef int* path = <int*>dod_arena_push(a, nc * sizeof(int), 8)
-    cdef int* row4col = <int*>dod_arena_push(a, nc * sizeof(int), 8)
-    cdef int* remaining = <int*>dod_arena_push(a, nc * sizeof(int), 8)
-    cdef uint8_t* SR = <uint8_t*>dod_arena_push(a, nr, 8)
-    cdef uint8_t* SC = <uint8_t*>dod_arena_push(a, nc, 8)
-    cdef int cur, i, j, it, index, sink, nrem, tmp
-    cdef double minval, lowest, rc
-    if SC == NULL:
-        dod_arena_rewind(a, mark)
-        return -1
-    for i in range(nr):
-        u[i] = 0.0
-        col4row[i] = -1
-    for j in range(nc):
-        v[j] = 0.0
-        row4col[j] = -1
-        path[j] = -1
-    for cur in range(nr):
-        # Dijkstra from row `cur` over reduced costs to the nearest free column.
-        minval = 0.0
-        i = cur
-        nrem = nc
-        for it in range(nc):
-            remaining[it] = nc - it - 1
-            shortest[it] = INFINITY
-            SC[it] = 0
-        for it in range(nr):
-            SR[it] = 0
-        sink = -1
-        while sink == -1:
-            index = -1
-            lowest = INFINITY
-            SR[i] = 1
-            for it in range(nrem):
-                j = remaining[it]
-                rc = minval + cost[<size_t>i * nc + j] - u[i] - v[j]
-                if rc < shortest[j]:
-                    path[j] = i
-                    shortest[j] = rc
-                if shortest[j] < lowest or (shortest[j] == lowest and row4col[j] == -1):
-                    lowest = shortest[j]
-                    index = it
-            minval = lowest
-            if minval == INFINITY or index < 0:
-                dod_arena_rewind(a, mark)
-                return -2
-            j = remaining[index]
-            if row4col[j] == -1:
-                sink = j
-            else:
-                i = row4col[j]
-            SC[j] = 1
-            nrem -= 1
-            remaining[index] = remaining[nrem]
-        # Update the dual variables, then augment along the path.
-        u[cur] += minval
-        for i in range(nr):
-            if SR[i] and i != cur:
-                u[i] += minval - shortest[col4row[i]]
-        for j in range(nc):
-            if SC[j]:
-                v[j] -= minval - shortest[j]
-        j = sink
-        while True:
-            i = path[j]
-            row4col[j] = i
-            tmp = col4row[i]
-            col4row[i] = j
-            j = tmp
-            if i == cur:
-                break
-    dod_arena_rewind(a, mark)
-    return 0
-
-
-def solve_assignment(cost):
-    """Exact minimum-cost assignment of a dense (rows, cols) float64 matrix.
-
-    Returns (row_ind, col_ind) as scipy.optimize.linear_sum_assignment does
-    (every row of the smaller side assigned; rows sorted). Raises ValueError
-    for non-finite costs. A test and reference hook for the nogil solver.
-    """
-    c = np.ascontiguousarray(cost, dtype=np.float64)
-    if c.ndim != 2:
-        raise ValueError("cost must be 2-D")
-    if not np.isfinite(c).all():
-        raise ValueError("cost must be finite")
-    transposed = c.shape[0] > c.shape[1]
-    if transposed:
-        c = np.ascontiguousarray(c.T)
-    cdef int nr = c.shape[0], nc = c.shape[1]
-    cdef cnp.ndarray[cnp.float64_t, ndim=2, mode="c"] cc = c
-    cdef cnp.ndarray[cnp.int32_t, ndim=1] out = np.empty(nr, dtype=np.int32)
-    cdef Arena scratch = Arena(max(4096, 64 * (nr + nc) + 4096))
-    cdef int rc
-    if nr == 0:
-        return np.empty(0, np.intp), np.empty(0, np.intp)
-    with nogil:
-        rc = dod_lsa(nr, nc, &cc[0, 0], <int*>&out[0], &scratch.arena)
-    if rc != 0:
-        raise MemoryError("assignment scratch")
-    rows = np.arange(nr, dtype=np.intp)
-    cols = out.astype(np.intp)
-    if transposed:
-        order = np.argsort(cols)
-        return cols[order], rows[order]
-    return rows, cols
 
 
 # ---------------------------------------------------------------- per-tick scratch layout
@@ -312,13 +73,8 @@ def solve_assignment(cost):
 ctypedef struct _tick:
     # detections
     double* z               # [D, dim] valid detections
-    int64_t* cell           # [D, 3] grid cell of each detection
-    uint32_t* bucket        # [nb + 1] start of each hash bucket in `order`
-    uint32_t* order         # [D] detections sorted by bucket
-    int64_t* scell          # [D, 3] cell of order[s]: the query reads one cache line
     size_t D
-    size_t nb               # buckets (power of two)
-    double h                # cell size
+    dod_grid grid           # spatial index of z (dod/tracker/grid.pxd)
     # tracks
     double* Si              # [T, dim, dim] innovation inverse after predict
     double* hw              # [T, dim] gate half-widths
@@ -348,52 +104,6 @@ cdef inline void* _push(dod_arena* a, size_t n, size_t size, bint* ok) noexcept 
     return p
 
 
-cdef inline int64_t _cell_of(double v, double h) noexcept nogil:
-    cdef double c = floor(v / h)
-    if c > _CELL_LIMIT:
-        c = _CELL_LIMIT
-    if c < -_CELL_LIMIT:
-        c = -_CELL_LIMIT
-    return <int64_t>c
-
-
-cdef inline size_t _hash3(int64_t a, int64_t b, int64_t c, size_t mask) noexcept nogil:
-    cdef uint64_t h = (<uint64_t>a * 0x9E3779B97F4A7C15ULL) ^ (<uint64_t>b * 0xC2B2AE3D27D4EB4FULL) \
-        ^ (<uint64_t>c * 0x165667B19E3779F9ULL)
-    h ^= h >> 29
-    return <size_t>(h & mask)
-
-
-cdef void _build_index(_tick* k, int dim) noexcept nogil:
-    """Counting sort of the detections into hash buckets of a uniform grid."""
-    cdef size_t j, b, mask = k.nb - 1, acc, c
-    cdef int a
-    memset(k.bucket, 0, (k.nb + 1) * sizeof(uint32_t))
-    for j in range(k.D):
-        for a in range(3):
-            k.cell[j * 3 + a] = _cell_of(k.z[j * dim + a], k.h) if a < dim else 0
-        b = _hash3(k.cell[j * 3], k.cell[j * 3 + 1], k.cell[j * 3 + 2], mask)
-        k.bucket[b + 1] += 1
-    acc = 0
-    for b in range(k.nb + 1):
-        acc += k.bucket[b]
-        k.bucket[b] = <uint32_t>acc
-    # bucket[b] is now the end of bucket b-1 == start of bucket b; fill using
-    # bucket[b] as a cursor, then restore starts by shifting.
-    for j in range(k.D):
-        b = _hash3(k.cell[j * 3], k.cell[j * 3 + 1], k.cell[j * 3 + 2], mask)
-        k.order[k.bucket[b]] = <uint32_t>j
-        k.bucket[b] += 1
-    for j in range(k.D):
-        memcpy(k.scell + j * 3, k.cell + <size_t>k.order[j] * 3, 3 * sizeof(int64_t))
-    # now bucket[b] == end of bucket b; start of b is bucket[b-1] (0 for b = 0)
-    c = k.nb
-    while c > 0:
-        k.bucket[c] = k.bucket[c - 1]
-        c -= 1
-    k.bucket[0] = 0
-
-
 cdef inline void _try_pair(dod_tracker* t, _tick* k, dod_tick_counts* cnt, size_t ti, size_t j,
                            bint free_only) noexcept nogil:
     cdef int dim = t.dim, a
@@ -407,9 +117,9 @@ cdef inline void _try_pair(dod_tracker* t, _tick* k, dod_tick_counts* cnt, size_
             return
     # constant dimension at each call site: gcc unrolls the inlined kernels
     if dim == 2:
-        d2 = _mahalanobis2(y, k.Si + ti * 4, 2)
+        d2 = dod_kalman_mahalanobis2(y, k.Si + ti * 4, 2)
     else:
-        d2 = _mahalanobis2(y, k.Si + ti * 9, 3)
+        d2 = dod_kalman_mahalanobis2(y, k.Si + ti * 9, 3)
     if not d2 <= t.gate:
         return
     if k.npairs >= k.pair_cap:
@@ -424,7 +134,8 @@ cdef inline void _try_pair(dod_tracker* t, _tick* k, dod_tick_counts* cnt, size_
 cdef void _gate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t stage) noexcept nogil:
     """Gated pairs of the tracks in `stage` (and, for tentative, free detections)."""
     cdef int dim = t.dim, a
-    cdef size_t ti, j, b, s, mask = k.nb - 1
+    cdef size_t ti, j, b, s
+    cdef const dod_grid* g = &k.grid
     cdef int64_t lo[3]
     cdef int64_t hi[3]
     cdef int64_t cx, cy, cz
@@ -439,8 +150,8 @@ cdef void _gate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t stage) n
         ncells = 1.0
         for a in range(3):
             if a < dim:
-                lo[a] = _cell_of(t.cols.x[ti * t.n + a] - k.hw[ti * dim + a], k.h)
-                hi[a] = _cell_of(t.cols.x[ti * t.n + a] + k.hw[ti * dim + a], k.h)
+                lo[a] = dod_grid_cell_of(t.cols.x[ti * t.n + a] - k.hw[ti * dim + a], g.h)
+                hi[a] = dod_grid_cell_of(t.cols.x[ti * t.n + a] + k.hw[ti * dim + a], g.h)
             else:
                 lo[a] = 0
                 hi[a] = 0
@@ -456,11 +167,11 @@ cdef void _gate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t stage) n
             while cy <= hi[1]:
                 cz = lo[2]
                 while cz <= hi[2]:
-                    b = _hash3(cx, cy, cz, mask)
-                    for s in range(k.bucket[b], k.bucket[b + 1]):
+                    b = dod_grid_bucket(g, cx, cy, cz)
+                    for s in range(g.bucket[b], g.bucket[b + 1]):
                         # Other cells may share this bucket: keep this cell's only.
-                        if k.scell[s * 3] == cx and k.scell[s * 3 + 1] == cy and k.scell[s * 3 + 2] == cz:
-                            _try_pair(t, k, cnt, ti, k.order[s], free_only)
+                        if dod_grid_holds(g, s, cx, cy, cz):
+                            _try_pair(t, k, cnt, ti, g.order[s], free_only)
                     cz += 1
                 cy += 1
             cx += 1
@@ -536,7 +247,7 @@ cdef void _solve_cluster(dod_tracker* t, _tick* k, dod_tick_counts* cnt, int32_t
                 i = k.loc_d[k.pd[p]] * nc + k.loc_t[k.pt[p]]
             cost[i] = k.pc[p] - t.gate
             gated[i] = 1
-        rc = dod_lsa(nr, nc, cost, col4row, scratch)
+        rc = dod_assignment_solve(nr, nc, cost, col4row, scratch)
     if rc == 0:
         for i in range(nr):
             if gated[i * nc + col4row[i]]:
@@ -621,14 +332,14 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     nb = 1
     while nb < 2 * n_dets:
         nb <<= 1
-    k.nb = nb
+    k.grid.nb = nb
     k.T = T
     k.pair_cap = _PAIRS_PER_NODE * (T + n_dets) + 64
     k.z = <double*>_push(scratch, n_dets * dim, sizeof(double), &ok)
-    k.cell = <int64_t*>_push(scratch, n_dets * 3, sizeof(int64_t), &ok)
-    k.bucket = <uint32_t*>_push(scratch, nb + 1, sizeof(uint32_t), &ok)
-    k.order = <uint32_t*>_push(scratch, n_dets, sizeof(uint32_t), &ok)
-    k.scell = <int64_t*>_push(scratch, n_dets * 3, sizeof(int64_t), &ok)
+    k.grid.cell = <int64_t*>_push(scratch, n_dets * 3, sizeof(int64_t), &ok)
+    k.grid.bucket = <uint32_t*>_push(scratch, nb + 1, sizeof(uint32_t), &ok)
+    k.grid.order = <uint32_t*>_push(scratch, n_dets, sizeof(uint32_t), &ok)
+    k.grid.scell = <int64_t*>_push(scratch, n_dets * 3, sizeof(int64_t), &ok)
     k.Si = <double*>_push(scratch, T * dim * dim, sizeof(double), &ok)
     k.hw = <double*>_push(scratch, T * dim, sizeof(double), &ok)
     k.gateable = <uint8_t*>_push(scratch, T, 1, &ok)
@@ -667,16 +378,16 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     # 3. Predict every track; innovation inverse and gate half-widths.
     for ti in range(T):
         if dim == 2:
-            _predict(c.x + ti * 4, c.P + ti * 16, 2, dt, t.q)
+            dod_kalman_predict(c.x + ti * 4, c.P + ti * 16, 2, dt, t.q)
         else:
-            _predict(c.x + ti * 6, c.P + ti * 36, 3, dt, t.q)
+            dod_kalman_predict(c.x + ti * 6, c.P + ti * 36, 3, dt, t.q)
         c.age[ti] += 1
         k.track_det[ti] = -1
         k.loc_t[ti] = -1
         if dim == 2:
-            k.gateable[ti] = _innovation_inverse(c.P + ti * 16, 2, r2, k.Si + ti * 4)
+            k.gateable[ti] = dod_kalman_innovation_inverse(c.P + ti * 16, 2, r2, k.Si + ti * 4)
         else:
-            k.gateable[ti] = _innovation_inverse(c.P + ti * 36, 3, r2, k.Si + ti * 9)
+            k.gateable[ti] = dod_kalman_innovation_inverse(c.P + ti * 36, 3, r2, k.Si + ti * 9)
         hmax = 0.0
         for a in range(dim):
             # |y_a| <= sqrt(gate * S_aa) bounds the ellipse d2 <= gate.
@@ -690,10 +401,10 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     if T > 0 and k.D > 0:
         # Cells twice the mean gate width: a typical gate box touches 1-2
         # cells per axis, and sparse scenes keep few detections per cell.
-        k.h = 4.0 * hsum / <double>T
-        if not (k.h > 0.0 and isfinite(k.h)):
-            k.h = 1.0
-        _build_index(&k, dim)
+        k.grid.h = 4.0 * hsum / <double>T
+        if not (k.grid.h > 0.0 and isfinite(k.grid.h)):
+            k.grid.h = 1.0
+        dod_grid_build(&k.grid, k.z, k.D, dim)
         _associate(t, &k, &cnt, DOD_TRACK_CONFIRMED, scratch)
         _associate(t, &k, &cnt, DOD_TRACK_TENTATIVE, scratch)
 
@@ -703,9 +414,9 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
         hist = c.history[ti] << 1
         if k.track_det[ti] >= 0:
             if dim == 2:
-                _update(c.x + ti * 4, c.P + ti * 16, k.z + k.track_det[ti] * 2, k.Si + ti * 4, 2, r2)
+                dod_kalman_update(c.x + ti * 4, c.P + ti * 16, k.z + k.track_det[ti] * 2, k.Si + ti * 4, 2, r2)
             else:
-                _update(c.x + ti * 6, c.P + ti * 36, k.z + k.track_det[ti] * 3, k.Si + ti * 9, 3, r2)
+                dod_kalman_update(c.x + ti * 6, c.P + ti * 36, k.z + k.track_det[ti] * 3, k.Si + ti * 9, 3, r2)
             c.hits[ti] += 1
             c.misses[ti] = 0
             hist |= 1
@@ -809,10 +520,18 @@ def track_schema(int dim):
 
 _COLUMNS = ("id", "x", "P", "hits", "misses", "age", "history", "state")
 
-# Order of Tracker.read_counts; the keys of Tracker.counts().
-COUNT_NAMES = ("detections", "invalid", "overflow", "associations", "births", "births_dropped",
-               "deaths", "confirmed", "tentative", "pairs", "pairs_dropped", "clusters",
-               "largest_cluster", "greedy_clusters")
+
+cdef dod_tick_counts _zero_counts
+
+
+# The names of the per-tick counters, in the order of their one declaration
+# (the dod_tick_counts struct in _engine.pxd): the keys of Tracker.counts()
+# and the order of Tracker.read_counts.
+COUNT_NAMES = tuple(_zero_counts)
+
+# read_counts copies the struct as an array of uint64: every field is a size_t.
+if sizeof(dod_tick_counts) != len(COUNT_NAMES) * sizeof(uint64_t) or sizeof(size_t) != sizeof(uint64_t):
+    raise ImportError("dod_tick_counts must hold only 64-bit size_t fields")
 
 
 @cython.final
@@ -853,15 +572,15 @@ cdef class Tracker:
         cdef Table table = Table(track_schema(dim), config.capacity)
         cdef dod_tracker* e = &self.engine
         self.table = table
-        e.table = &table.table
-        e.cols.id = <uint64_t*>table.table.columns[table.column_index("id")]
-        e.cols.x = <double*>table.table.columns[table.column_index("x")]
-        e.cols.P = <double*>table.table.columns[table.column_index("P")]
-        e.cols.hits = <uint32_t*>table.table.columns[table.column_index("hits")]
-        e.cols.misses = <uint32_t*>table.table.columns[table.column_index("misses")]
-        e.cols.age = <uint32_t*>table.table.columns[table.column_index("age")]
-        e.cols.history = <uint32_t*>table.table.columns[table.column_index("history")]
-        e.cols.state = <uint8_t*>table.table.columns[table.column_index("state")]
+        e.table = &table.engine
+        e.cols.id = <uint64_t*>table.engine.columns[table.column_index("id")]
+        e.cols.x = <double*>table.engine.columns[table.column_index("x")]
+        e.cols.P = <double*>table.engine.columns[table.column_index("P")]
+        e.cols.hits = <uint32_t*>table.engine.columns[table.column_index("hits")]
+        e.cols.misses = <uint32_t*>table.engine.columns[table.column_index("misses")]
+        e.cols.age = <uint32_t*>table.engine.columns[table.column_index("age")]
+        e.cols.history = <uint32_t*>table.engine.columns[table.column_index("history")]
+        e.cols.state = <uint8_t*>table.engine.columns[table.column_index("state")]
         e.max_detections = config.max_detections
         e.dim = dim
         e.n = 2 * dim
@@ -915,19 +634,18 @@ cdef class Tracker:
         data = <const double*>cnp.PyArray_DATA(detections)
         if self._busy:
             raise RuntimeError("a tick of this tracker is already running in another thread")
-        # The table's Python face refuses inserts and removes while the tick
-        # moves rows without the GIL (another thread's insert raced the
-        # tick's births past the capacity); and a tick waits for its own
-        # table's remove_many.
-        self.table._check_idle("tick")
+        # The tick moves the table's rows without the GIL: it holds the
+        # table's exclusive pass, so another thread's insert cannot race the
+        # tick's births past the capacity (and a tick waits for its own
+        # table's remove_many).
+        self.table.begin_exclusive("a Tracker tick")
         self._busy = True
-        self.table._busy = 1
         try:
             with nogil:
                 rc = dod_tracker_tick(&self.engine, data, k, dt, &self.scratch.arena)
         finally:
             self._busy = False
-            self.table._busy = 0
+            self.table.end_exclusive()
         if rc != 0:
             raise MemoryError(
                 f"the scratch arena ({self.scratch.available} bytes available) cannot hold this "
@@ -1005,39 +723,16 @@ cdef class Tracker:
         """Write the latest tick's counters into `out` (uint64, at least
         len(COUNT_NAMES) elements, contiguous) in COUNT_NAMES order: reading
         them allocates nothing. Raises TypeError/ValueError otherwise."""
-        cdef uint64_t* o
-        cdef dod_tick_counts* c = &self.engine.last
         if cnp.PyArray_TYPE(out) != cnp.NPY_UINT64 or not cnp.PyArray_IS_C_CONTIGUOUS(out):
             raise TypeError("out must be a contiguous uint64 array")
-        if cnp.PyArray_SIZE(out) < 14 or not cnp.PyArray_ISWRITEABLE(out):
-            raise ValueError("out must be writable with at least 14 elements")
-        o = <uint64_t*>cnp.PyArray_DATA(out)
-        o[0] = c.detections
-        o[1] = c.invalid
-        o[2] = c.overflow
-        o[3] = c.associations
-        o[4] = c.births
-        o[5] = c.births_dropped
-        o[6] = c.deaths
-        o[7] = c.confirmed
-        o[8] = c.tentative
-        o[9] = c.pairs
-        o[10] = c.pairs_dropped
-        o[11] = c.clusters
-        o[12] = c.largest_cluster
-        o[13] = c.greedy_clusters
+        if <size_t>cnp.PyArray_SIZE(out) < sizeof(dod_tick_counts) // sizeof(uint64_t) \
+                or not cnp.PyArray_ISWRITEABLE(out):
+            raise ValueError(f"out must be writable with at least {len(COUNT_NAMES)} elements")
+        memcpy(cnp.PyArray_DATA(out), &self.engine.last, sizeof(dod_tick_counts))
 
     def counts(self):
-        """The latest tick's counters as a dict (see COUNT_NAMES)."""
-        c = self.engine.last
-        return {
-            "detections": c.detections, "invalid": c.invalid, "overflow": c.overflow,
-            "associations": c.associations, "births": c.births,
-            "births_dropped": c.births_dropped, "deaths": c.deaths,
-            "confirmed": c.confirmed, "tentative": c.tentative, "pairs": c.pairs,
-            "pairs_dropped": c.pairs_dropped, "clusters": c.clusters,
-            "largest_cluster": c.largest_cluster, "greedy_clusters": c.greedy_clusters,
-        }
+        """The latest tick's counters as a dict (keys: COUNT_NAMES, in order)."""
+        return self.engine.last
 
     def confirmed_tracks(self):
         """(ids, positions) of the confirmed tracks (copies)."""

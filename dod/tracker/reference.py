@@ -21,6 +21,7 @@ compacts); compare with the fast tracker by id.
 import numpy as np
 
 from dod.tracker.config import TrackerConfig
+from dod.tracker._engine import COUNT_NAMES
 
 NONE, TENTATIVE, CONFIRMED = 0, 1, 2
 _CLAMP = 1 << 20
@@ -84,6 +85,19 @@ def lsa(cost):
         order = np.argsort(col4row)
         return col4row[order], rows[order]
     return rows, col4row
+
+
+def cv_model(d, dt, q):
+    """(F, Q) of the constant-velocity model in d dimensions: the transition
+    and the process noise of white acceleration with spectral density q."""
+    n = 2 * d
+    F = np.eye(n)
+    F[:d, d:] = dt * np.eye(d)
+    Q = np.zeros((n, n))
+    Q[:d, :d] = q * dt**3 / 3 * np.eye(d)
+    Q[:d, d:] = Q[d:, :d] = q * dt**2 / 2 * np.eye(d)
+    Q[d:, d:] = q * dt * np.eye(d)
+    return F, Q
 
 
 def _popcount32(v):
@@ -161,14 +175,7 @@ class ReferenceTracker:
     # ------------------------------------------------------------ pieces
 
     def _model(self, dt):
-        d, n, q = self.dim, self.n, self.config.q
-        F = np.eye(n)
-        F[:d, d:] = dt * np.eye(d)
-        Q = np.zeros((n, n))
-        Q[:d, :d] = q * dt**3 / 3 * np.eye(d)
-        Q[:d, d:] = Q[d:, :d] = q * dt**2 / 2 * np.eye(d)
-        Q[d:, d:] = q * dt * np.eye(d)
-        return F, Q
+        return cv_model(self.dim, dt, self.config.q)
 
     def _gate(self, rows, z, free, xp, Si, hw):
         """Gated pairs (track row, detection, d2) of `rows` against the free detections."""
@@ -260,10 +267,8 @@ class ReferenceTracker:
             detections = detections[: cfg.max_detections]
         finite = np.isfinite(detections).all(axis=1)
         z = detections[finite]
-        counts = dict(detections=int(z.shape[0]), invalid=int((~finite).sum()), overflow=over,
-                      associations=0, births=0, births_dropped=0, deaths=0, confirmed=0,
-                      tentative=0, pairs=0, pairs_dropped=0, clusters=0, largest_cluster=0,
-                      greedy_clusters=0)
+        counts = dict.fromkeys(COUNT_NAMES, 0)      # the engine's one list of counters
+        counts.update(detections=int(z.shape[0]), invalid=int((~finite).sum()), overflow=over)
         T = self.x.shape[0]
         F, Q = self._model(dt)
         # predict

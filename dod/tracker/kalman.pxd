@@ -1,0 +1,141 @@
+# dod/tracker/kalman.pxd: the constant-velocity Kalman filter's algebra, as
+# inline nogil kernels on one track's state (no allocation, no GIL, no checks).
+#
+#     from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse,
+#                                      dod_kalman_mahalanobis2, dod_kalman_update)
+#
+# Layout: a state of dimension d (2 or 3) is x[2d] (position then velocity)
+# and its covariance P[2d * 2d], row-major and symmetric. The measurement is
+# the position (H = [I 0]) with noise r2 * I. Si is the d x d inverse of the
+# innovation covariance S = H P H' + R, row-major.
+#
+# Contract (checks the caller owns): d is 2 or 3; P is symmetric (every kernel
+# keeps it so, exactly); the arrays do not overlap. The tracker's tick
+# (dod/tracker/_engine.pyx) calls each kernel with a constant d so that gcc
+# unrolls the inlined loops. Thread-safety: pure functions of their arguments.
+
+cdef enum:
+    DOD_KALMAN_MAXN = 6         # largest state dimension (3-D: position and velocity)
+
+
+cdef inline void dod_kalman_predict(double* x, double* P, int d, double dt, double q) noexcept nogil:
+    """x = F x, P = F P F' + Q for the constant-velocity model (blocks of size d)."""
+    cdef int n = 2 * d, i, j
+    cdef double a, b, bt, c
+    cdef double q11 = q * dt * dt * dt / 3.0, q12 = q * dt * dt / 2.0, q22 = q * dt
+    for i in range(d):
+        x[i] += dt * x[d + i]
+    # A' = A + dt (B + B') + dt^2 C + Q11; B' = B + dt C + Q12; C' = C + Q22.
+    # P is kept symmetric, so compute the upper blocks and mirror them.
+    for i in range(d):
+        for j in range(d):
+            a = P[i * n + j]
+            b = P[i * n + d + j]
+            bt = P[(d + i) * n + j]
+            c = P[(d + i) * n + d + j]
+            P[i * n + j] = a + dt * (b + bt) + dt * dt * c
+            P[i * n + d + j] = b + dt * c
+    for i in range(d):
+        P[i * n + i] += q11
+        P[i * n + d + i] += q12
+        P[(d + i) * n + d + i] += q22
+    for i in range(d):
+        for j in range(d):
+            P[(d + i) * n + j] = P[j * n + d + i]
+    for i in range(n):                  # exact symmetry of the A and C blocks
+        for j in range(i + 1, n):
+            a = 0.5 * (P[i * n + j] + P[j * n + i])
+            P[i * n + j] = a
+            P[j * n + i] = a
+
+
+cdef inline bint dod_kalman_innovation_inverse(const double* P, int d, double r2, double* Si) noexcept nogil:
+    """Si = (H P H' + R)^-1 (d x d, symmetric); False when S is not positive definite."""
+    cdef int n = 2 * d
+    cdef double a, b, c, det, e, f, g, h, k
+    if d == 2:
+        a = P[0] + r2
+        b = 0.5 * (P[1] + P[n])
+        c = P[n + 1] + r2
+        det = a * c - b * b
+        if not (det > 0.0 and a > 0.0):
+            return False
+        Si[0] = c / det
+        Si[1] = -b / det
+        Si[2] = -b / det
+        Si[3] = a / det
+        return True
+    a = P[0] + r2
+    b = 0.5 * (P[1] + P[n])
+    c = 0.5 * (P[2] + P[2 * n])
+    e = P[n + 1] + r2
+    f = 0.5 * (P[n + 2] + P[2 * n + 1])
+    k = P[2 * n + 2] + r2
+    # cofactors of [[a b c] [b e f] [c f k]]
+    g = e * k - f * f
+    h = c * f - b * k
+    det = a * g + b * h + c * (b * f - c * e)
+    if not (det > 0.0 and a > 0.0 and a * e - b * b > 0.0):
+        return False
+    Si[0] = g / det
+    Si[1] = h / det
+    Si[2] = (b * f - c * e) / det
+    Si[3] = Si[1]
+    Si[4] = (a * k - c * c) / det
+    Si[5] = (b * c - a * f) / det
+    Si[6] = Si[2]
+    Si[7] = Si[5]
+    Si[8] = (a * e - b * b) / det
+    return True
+
+
+cdef inline double dod_kalman_mahalanobis2(const double* y, const double* Si, int d) noexcept nogil:
+    """y' Si y: the squared Mahalanobis distance of innovation y (d values)."""
+    cdef double s = 0.0
+    cdef int i, j
+    for i in range(d):
+        for j in range(d):
+            s += y[i] * Si[i * d + j] * y[j]
+    return s
+
+
+cdef inline void dod_kalman_update(double* x, double* P, const double* z, const double* Si, int d,
+                         double r2) noexcept nogil:
+    """Kalman update, Joseph form: P = (I-KH) P (I-KH)' + K R K', then symmetrised."""
+    cdef int n = 2 * d, i, j, k
+    cdef double K[DOD_KALMAN_MAXN * 3]
+    cdef double M[DOD_KALMAN_MAXN * DOD_KALMAN_MAXN]
+    cdef double y[3]
+    cdef double s
+    for i in range(d):
+        y[i] = z[i] - x[i]
+    # K = P H' Si: the first d columns of P times Si.
+    for i in range(n):
+        for j in range(d):
+            s = 0.0
+            for k in range(d):
+                s += P[i * n + k] * Si[k * d + j]
+            K[i * d + j] = s
+    for i in range(n):
+        s = 0.0
+        for j in range(d):
+            s += K[i * d + j] * y[j]
+        x[i] += s
+    # Joseph form with A = I - K H, using that A differs from I only in its
+    # first d columns (H = [I 0]): A P = P - K P[:d, :] and
+    # M A' = M - M[:, :d] K', so each product costs n*n*d, not n^3.
+    for i in range(n):                  # M = A P
+        for j in range(n):
+            s = P[i * n + j]
+            for k in range(d):
+                s -= K[i * d + k] * P[k * n + j]
+            M[i * n + j] = s
+    for i in range(n):                  # P = M A' + r2 K K' (upper triangle)
+        for j in range(i, n):
+            s = M[i * n + j]
+            for k in range(d):
+                s += (r2 * K[i * d + k] - M[i * n + k]) * K[j * d + k]
+            P[i * n + j] = s
+    for i in range(n):                  # the lower triangle mirrors the upper one
+        for j in range(i):
+            P[i * n + j] = P[j * n + i]
