@@ -614,6 +614,17 @@ cdef void _free_uncapsuled(dod_npmem* s) noexcept:
     PyMem_RawFree(s)
 
 
+cdef extern from "numpy/arrayobject.h":
+    # The raw call: NULL restores numpy's default handler for this context.
+    object _set_handler_raw "PyDataMem_SetHandler"(PyObject* handler)
+
+
+def install_default():
+    """Install numpy's default data handler in the current context; returns the
+    one that was in force. For recovery after blocks ended out of order."""
+    return _set_handler_raw(NULL)
+
+
 def handler_name(arr=None):
     """numpy's name for the handler of `arr` (or the current one): ``"dod_arena"``
     inside a block. A thin wrapper of ``numpy._core.multiarray.get_handler_name``."""
