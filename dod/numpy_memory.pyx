@@ -165,6 +165,12 @@ cdef bint _reserve(dod_npmem* s) noexcept nogil:
     return True
 
 
+cdef inline size_t _start_of(const dod_npmem_record* r) noexcept nogil:
+    """Arena position of the record's first byte (after its alignment padding)."""
+    cdef size_t want = r.size if r.size > 0 else 1
+    return r.end - ((want + (DOD_ARENA_GRAIN - 1)) & ~(<size_t>DOD_ARENA_GRAIN - 1))
+
+
 cdef inline void _set_pin(dod_npmem* s) noexcept nogil:
     s.pin[0] = s.rec[s.n - 1].end if s.n > 0 else 0
 
@@ -469,7 +475,7 @@ cdef class NumpyHandler:
             dod_mutex_lock(&s.lock)
             for k in range(s.n):
                 if s.rec[k].live and s.rec[k].use == self.started:
-                    escaped.append((s.rec[k].before, s.rec[k].size))
+                    escaped.append((_start_of(&s.rec[k]), s.rec[k].size))
             dod_mutex_unlock(&s.lock)
             self.escaped = escaped
         # Everything above the highest live thing (ours, carved arrays, pins) is dead.

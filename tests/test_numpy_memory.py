@@ -555,6 +555,7 @@ class HandlerWalk(RuleBasedStateMachine):
         old = arr.size
         if max(n, 1) == max(old, 1):
             arr.resize(n, refcheck=False)      # same bytes: numpy does not call realloc
+            arr[old:] = tag
             return
         active, floor = self._active(recs)
         in_place = active and recs and recs[-1] is rec and self.pos == rec["end"]
