@@ -60,7 +60,7 @@ ctypedef struct dod_npmem:
     dod_arena* arena           # the engine it pushes into (its owner is kept alive)
     PyDataMemAllocator prev    # where requests that do not fit go
     size_t align               # alignment of every array served (power of two, >= 16)
-    size_t floor               # lowest arena position seen in the current use
+    size_t floor               # arena position when the current use began
     size_t use                 # uses begun so far
     bint active
     dod_npmem_record* rec

@@ -177,11 +177,12 @@ cdef inline void _set_pin(dod_npmem* s) noexcept nogil:
 
 cdef void _pop_dead(dod_npmem* s) noexcept nogil:
     """Forget dead records at the top; while active, rewind the arena over each
-    one that nothing was pushed after (its bytes are dead)."""
+    one that nothing was pushed after (its bytes are dead). After the block a
+    free never rewinds: the arena may have handed those bytes out again."""
     cdef dod_npmem_record* r
     while s.n > 0 and not s.rec[s.n - 1].live:
         r = &s.rec[s.n - 1]
-        if s.active and r.before >= s.floor and dod_arena_mark(s.arena) == r.end:
+        if s.active and dod_arena_mark(s.arena) == r.end:
             dod_arena_rewind(s.arena, r.before)
         s.n -= 1
     _set_pin(s)
@@ -195,8 +196,6 @@ cdef void* _push(dod_npmem* s, size_t size) noexcept nogil:
     if not s.active or not _reserve(s):
         return NULL
     before = dod_arena_mark(s.arena)
-    if before < s.floor:
-        s.floor = before            # a rewind below the block's start happened inside it
     p = <char*>dod_arena_push(s.arena, want, s.align)
     if p == NULL:
         return NULL

@@ -418,9 +418,6 @@ class HandlerWalk(RuleBasedStateMachine):
     def _push(self, recs, n):
         start = _up(self.pos, ALIGN)
         n = max(n, 1)                         # numpy asks one byte for an empty array
-        for block in self.blocks:
-            if block[2] is recs and self.pos < block[1]:
-                block[1] = self.pos
         rec = {"before": self.pos, "end": start + _up(n, GRAIN), "live": True, "n": n}
         self.pos = rec["end"]
         recs.append(rec)
@@ -430,7 +427,7 @@ class HandlerWalk(RuleBasedStateMachine):
         rec["live"] = False
         while recs and not recs[-1]["live"]:
             r = recs.pop()
-            if active and r["before"] >= floor and self.pos == r["end"]:
+            if active and self.pos == r["end"]:
                 self.pos = r["before"]
 
     def _active(self, recs):
@@ -553,8 +550,8 @@ class HandlerWalk(RuleBasedStateMachine):
         if recs is None or not rec["live"] or any(v[1] is rec for v in self.views.values()):
             return
         old = arr.size
-        if max(n, 1) == max(old, 1):
-            arr.resize(n, refcheck=False)      # same bytes: numpy does not call realloc
+        if n == old:
+            arr.resize(n, refcheck=False)      # same size: numpy does not call realloc
             arr[old:] = tag
             return
         active, floor = self._active(recs)
