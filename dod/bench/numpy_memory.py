@@ -6,9 +6,11 @@ Workloads, each timed per tick (median) in one run:
 * synthetic: a step making 50 temporaries from 8 KB to 4 MB (geometric
   sizes), each written, all alive until the step ends;
 * 4 MB temporaries: 10 per tick, each dying at once (glibc maps and faults
-  them afresh);
-* the numpy reference tracker's tick at N = 1,000 (``dod.tracker.reference``)
-  inside ``Loop(numpy_scratch=True)`` against a plain ``Loop``.
+  them afresh).
+
+The numpy reference tracker inside ``Loop(numpy_scratch=True)`` is measured
+by ``python -m dod.tracker.bench_numpy`` (this package sits below the
+tracker), with the same counter.
 
 Per tick it reports minor page faults (``getrusage``) and the numpy data
 allocations that reached a malloc-backed handler (the default handler's
@@ -61,11 +63,11 @@ void *mmap(void *a, size_t n, int p, int f, int fd, off_t o) {
 """
 
 
-def _faults():
+def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-class _Counter:
+class Counter:
     """The LD_PRELOAD counter when loaded in this process, else None counts."""
 
     def __init__(self):
@@ -103,7 +105,7 @@ def _measure(step, arenas, ticks, counter):
     None = numpy's default handler, else a pair of arenas used in turn (the
     step's results live one tick, as in Loop(numpy_scratch=True))."""
     times = []
-    f0, (m0, p0) = _faults(), counter.read()
+    f0, (m0, p0) = faults(), counter.read()
     handlers = []
     for k in range(ticks):
         t0 = time.perf_counter_ns()
@@ -117,7 +119,7 @@ def _measure(step, arenas, ticks, counter):
             arenas[1 - (k & 1)].reset()
             handlers.append(h.stats()["fallbacks"])
         times.append(time.perf_counter_ns() - t0)
-    f1, (m1, p1) = _faults(), counter.read()
+    f1, (m1, p1) = faults(), counter.read()
     return {"ns": float(np.median(times)), "faults": (f1 - f0) / ticks, "malloc": (m1 - m0) / ticks,
             "mmap": (p1 - p0) / ticks, "fallbacks": sum(handlers) / ticks if handlers else None}
 
@@ -135,39 +137,9 @@ def _counting_default(step, ticks):
     return (s["fallbacks"] + s["allocations"]) / ticks
 
 
-def _tracker(ticks, numpy_scratch, counter):
-    from dod.loop import Loop
-    from dod.tracker import ReferenceTracker, TrackerConfig
-    from dod.tracker.scenario import generate
-
-    warm = 30
-    sc = generate(1000, warm + ticks + 2, seed=0, pd=0.9)
-    t = ReferenceTracker(TrackerConfig(capacity=4000, max_detections=2064))
-    it = iter(sc.detections)
-
-    def step():
-        t.tick(next(it), sc.dt)
-
-    loop = Loop(step, rate=1e6, numpy_scratch=numpy_scratch, scratch_bytes=32 << 20, gc="disable")
-    loop.run(warm)
-    loop.reset_stats()
-    s0 = loop.numpy_stats
-    f0, (m0, p0) = _faults(), counter.read()
-    loop.run(ticks)
-    f1, (m1, p1) = _faults(), counter.read()
-    s1 = loop.numpy_stats
-    st = loop.stats()
-    out = {"ns": st["p50"] * 1e9, "faults": (f1 - f0) / ticks, "malloc": (m1 - m0) / ticks,
-           "mmap": (p1 - p0) / ticks}
-    if s1 is not None:
-        out["fallbacks"] = (s1["fallbacks"] - s0["fallbacks"]) / ticks
-        out["served"] = (s1["allocations"] - s0["allocations"]) / ticks
-    return out
-
-
 def measure(quick=False):
     """All rows as a dict (what the child process prints)."""
-    counter = _Counter()
+    counter = Counter()
     ticks = 20 if quick else 100
     src = np.ones(BIG // 8)
     arenas = [Arena(64 << 20), Arena(64 << 20)]
@@ -179,14 +151,13 @@ def measure(quick=False):
         res[name] = {"default": _measure(step, None, ticks, counter),
                      "dod": _measure(step, arenas, ticks, counter),
                      "numpy_allocations": _counting_default(step, 3)}
-    tticks = 20 if quick else 100
-    res["tracker"] = {"default": _tracker(tticks, False, counter), "dod": _tracker(tticks, True, counter)}
     res["counted"] = counter.lib is not None
     return res
 
 
-def _with_counter(quick):
-    """Run measure() in a child with the LD_PRELOAD counter; None without a compiler."""
+def with_counter(module, quick):
+    """Run ``module.measure(quick)`` in a child with the LD_PRELOAD counter and
+    return its dict; None without a compiler (or when the child fails)."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None or sys.platform != "linux":
         return None
@@ -199,14 +170,14 @@ def _with_counter(quick):
                           capture_output=True).returncode != 0:
             return None
         env = dict(os.environ, LD_PRELOAD=lib, DOD_NPMEM_COUNTER=lib)
-        code = f"import json, dod.bench.numpy_memory as m; print(json.dumps(m.measure({quick!r})))"
+        code = f"import json, {module} as m; print(json.dumps(m.measure({quick!r})))"
         p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
         if p.returncode != 0:
             return None
         return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def _note(r, counted):
+def note(r, counted):
     parts = [f"{r['faults']:.1f} page faults/tick"]
     if counted:
         parts.append(f"{r['malloc']:.0f} malloc calls/tick, {r['mmap']:.1f} mmap/tick")
@@ -218,7 +189,7 @@ def _note(r, counted):
 
 
 def run(quick=False):
-    res = _with_counter(quick)
+    res = with_counter("dod.bench.numpy_memory", quick)
     if res is None:
         res = measure(quick)
     counted = res["counted"]
@@ -232,13 +203,7 @@ def run(quick=False):
         sec = Section(titles[name], baseline="numpy default handler", per="tick",
                       goal="zero malloc/mmap calls per tick inside the handler; not slower than the default")
         sec.add("numpy default handler", r["default"]["ns"] / 1e3, "us",
-                _note(r["default"], counted) + f"; {r['numpy_allocations']:.0f} numpy data allocations/tick")
-        sec.add("with arena.numpy() (two arenas in turn)", r["dod"]["ns"] / 1e3, "us", _note(r["dod"], counted))
+                note(r["default"], counted) + f"; {r['numpy_allocations']:.0f} numpy data allocations/tick")
+        sec.add("with arena.numpy() (two arenas in turn)", r["dod"]["ns"] / 1e3, "us", note(r["dod"], counted))
         out.append(sec)
-    r = res["tracker"]
-    sec = Section("numpy reference tracker, N = 1,000, one tick in a Loop", baseline="Loop()", per="tick",
-                  goal="Loop(numpy_scratch=True): 0 allocations per tick")
-    sec.add("Loop()", r["default"]["ns"] / 1e3, "us", _note(r["default"], counted))
-    sec.add("Loop(numpy_scratch=True)", r["dod"]["ns"] / 1e3, "us", _note(r["dod"], counted))
-    out.append(sec)
     return out
