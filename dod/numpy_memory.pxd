@@ -9,6 +9,9 @@
 #   * Every allocation served from the arena has one record in rec[0:n], in
 #     push order, with the positions [before, end) the push took; live
 #     records are exactly the entries of the hash `slots` (index + 1, 0 empty).
+#   * A dead record below the top keeps its bytes [ptr, ptr + room): they lie
+#     under a live record, so no checked rewind releases them, and a request
+#     that fits reuses them (the few records nearest the top are looked at).
 #   * rec[n - 1] is live (dead records are popped from the top at each free),
 #     and *pin == rec[n - 1].end (0 when n == 0): the arena lease that *pin
 #     belongs to keeps every checked rewind above the highest live array.
@@ -50,6 +53,7 @@ ctypedef struct dod_npmem_record:
     size_t size                # bytes numpy asked for (what its free passes back)
     size_t before              # arena position before the push
     size_t end                 # arena position after the push
+    size_t room                # bytes from ptr to end (what a later request may reuse)
     size_t use                 # which begin..end made it (escape reports)
     bint live
 

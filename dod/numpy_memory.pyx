@@ -82,6 +82,10 @@ HANDLER_NAME = "dod_arena"
 """The name numpy reports for dod's handler (``numpy._core.multiarray.get_handler_name()``)."""
 
 cdef enum:
+    # Dead records this close to the top are offered to a new request before
+    # the arena is pushed: a temporary that dies after the next one is made
+    # (t = src * 2 in a loop) leaves a hole the one after reuses.
+    _REUSE_DEPTH = 8
     _FIRST_RECORDS = 64
     _FIRST_SLOTS = 128          # twice the records: the hash stays at most half full
 
@@ -167,8 +171,7 @@ cdef bint _reserve(dod_npmem* s) noexcept nogil:
 
 cdef inline size_t _start_of(const dod_npmem_record* r) noexcept nogil:
     """Arena position of the record's first byte (after its alignment padding)."""
-    cdef size_t want = r.size if r.size > 0 else 1
-    return r.end - ((want + (DOD_ARENA_GRAIN - 1)) & ~(<size_t>DOD_ARENA_GRAIN - 1))
+    return r.end - r.room
 
 
 cdef inline void _set_pin(dod_npmem* s) noexcept nogil:
@@ -190,11 +193,28 @@ cdef void _pop_dead(dod_npmem* s) noexcept nogil:
 
 cdef void* _push(dod_npmem* s, size_t size) noexcept nogil:
     """An arena allocation with its record (lock held), or NULL: the caller falls back."""
-    cdef size_t before, want = size if size > 0 else 1
+    cdef size_t before, want = size if size > 0 else 1, k, lo
+    cdef size_t rounded = (want + (DOD_ARENA_GRAIN - 1)) & ~(<size_t>DOD_ARENA_GRAIN - 1)
     cdef char* p
     cdef dod_npmem_record* r
     if not s.active or not _reserve(s):
         return NULL
+    k = s.n
+    lo = s.n - _REUSE_DEPTH if s.n > _REUSE_DEPTH else 0
+    while k > lo:
+        k -= 1
+        r = &s.rec[k]
+        if not r.live and r.room >= rounded:
+            r.size = size
+            r.use = s.use
+            r.live = True
+            _hash(s, k)
+            s.allocations += 1
+            s.live += 1
+            s.live_bytes += size
+            if s.live_bytes > s.peak_bytes:
+                s.peak_bytes = s.live_bytes
+            return r.ptr
     before = dod_arena_mark(s.arena)
     p = <char*>dod_arena_push(s.arena, want, s.align)
     if p == NULL:
@@ -204,6 +224,7 @@ cdef void* _push(dod_npmem* s, size_t size) noexcept nogil:
     r.size = size
     r.before = before
     r.end = dod_arena_mark(s.arena)
+    r.room = rounded                # the push took exactly this after its padding
     r.use = s.use
     r.live = True
     _hash(s, s.n)
@@ -308,6 +329,7 @@ cdef void* _np_realloc(void* ctx, void* ptr, size_t new_size) noexcept nogil:
                 dod_poison(a.base + used, a.used - used)
             a.used = used
             r.end = a.prior + used
+            r.room = used - <size_t>(p - a.base)
             s.live_bytes = s.live_bytes - old_size + new_size
             if s.live_bytes > s.peak_bytes:
                 s.peak_bytes = s.live_bytes

@@ -418,7 +418,11 @@ class HandlerWalk(RuleBasedStateMachine):
     def _push(self, recs, n):
         start = _up(self.pos, ALIGN)
         n = max(n, 1)                         # numpy asks one byte for an empty array
-        rec = {"before": self.pos, "end": start + _up(n, GRAIN), "live": True, "n": n}
+        for rec in reversed(recs[-8:]):       # a dead hole near the top that fits is reused
+            if not rec["live"] and rec["room"] >= _up(n, GRAIN):
+                rec["live"], rec["n"] = True, n
+                return rec
+        rec = {"before": self.pos, "end": start + _up(n, GRAIN), "room": _up(n, GRAIN), "live": True, "n": n}
         self.pos = rec["end"]
         recs.append(rec)
         return rec
@@ -559,6 +563,7 @@ class HandlerWalk(RuleBasedStateMachine):
         arr.resize(n, refcheck=False)
         if in_place:
             rec["end"] = _up(rec["before"], ALIGN) + _up(n, GRAIN)
+            rec["room"] = _up(n, GRAIN)
             self.pos = rec["end"]
             rec["n"] = n
         else:
