@@ -59,6 +59,10 @@ cdef void* dod_arena_push_slow(dod_arena* a, size_t size, size_t alignment) noex
 cdef void dod_arena_rewind_blocks(dod_arena* a, size_t mark) noexcept nogil
 cdef void dod_arena_reset_zeroed_blocks(dod_arena* a) noexcept nogil
 
+# The end word of a lease from Arena._new_lease, for an owner that moves its
+# pin in place (dod.numpy_memory: its frees may come without the GIL).
+cdef size_t* dod_arena_lease_end(object lease) except NULL
+
 
 cdef enum:
     # Every push is rounded up to the grain and the position stays a multiple

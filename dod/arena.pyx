@@ -177,6 +177,13 @@ cdef class _Lease:
             self.arena._forget_lease(<void*>self)
 
 
+cdef size_t* dod_arena_lease_end(object lease) except NULL:
+    """&lease.end, valid while the caller holds the lease; TypeError for anything else."""
+    if type(lease) is not _Lease:
+        raise TypeError("not an arena lease")
+    return &(<_Lease>lease).end
+
+
 @cython.final
 cdef class Mark:
     """A position in an :class:`Arena`, from :meth:`Arena.mark`."""
@@ -492,6 +499,19 @@ cdef class Arena:
         cdef Scope s = Scope.__new__(Scope)
         s.arena = self
         return s
+
+    def numpy(self, *, align=64):
+        """numpy's own data allocations from this arena for a ``with`` block (NEP 49).
+
+        ``with arena.numpy():`` installs a numpy data-memory handler for the
+        current context (thread / contextvar) and restores the previous one
+        on exit. Arrays still alive at the end keep valid memory (the arena
+        rewinds only above them) and are reported; see
+        :class:`dod.numpy_memory.NumpyHandler` for the rules. Same
+        thread-safety as the arena: one owner at a time.
+        """
+        from dod.numpy_memory import NumpyHandler
+        return NumpyHandler(self, align=align)
 
     # -------------------------------------------------------- composition
 

@@ -9,3 +9,12 @@ class InvariantError(AssertionError, RuntimeError):
     AssertionError and RuntimeError, so code written against the older,
     per-module exceptions keeps catching it.
     """
+
+
+class EscapeWarning(UserWarning):
+    """Arrays allocated inside a dod allocator scope were still alive at its end.
+
+    Their memory stays valid (the scope rewound only above them) and returns
+    at a later rewind or reset once they are gone. Issued by
+    ``Arena.numpy()`` blocks and by ``dod.cuda``'s allocator scope.
+    """

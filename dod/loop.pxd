@@ -58,6 +58,7 @@ cdef class Loop:
     cdef readonly Arena scratch
     cdef bint catch_up
     cdef bint check_scratch
+    cdef object numpy_handler          # dod.numpy_memory.NumpyHandler over scratch, or None
     cdef object gc_mode
     cdef object clock                  # fake clock (tests) or None: CLOCK_MONOTONIC
     cdef readonly bint running

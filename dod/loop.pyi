@@ -29,8 +29,13 @@ class Loop:
         overrun: Literal["skip", "catch_up"] = "skip",
         gc: Literal["freeze", "disable"] | None = "freeze",
         check_scratch: bool = True,
+        numpy_scratch: bool = False,
         clock: Clock | None = None,
     ) -> None: ...
+    @property
+    def numpy_scratch(self) -> bool: ...
+    @property
+    def numpy_stats(self) -> dict[str, int] | None: ...
     @property
     def period(self) -> float: ...
     @property

@@ -33,6 +33,15 @@ Scratch
     ticks, the reset raises BufferError (and the loop stops) instead of
     handing that memory out again. ``check_scratch=False`` makes it one store,
     and the caller owns the aliasing risk (wrong values, never a crash).
+    ``numpy_scratch=True`` also puts numpy's own allocations of the step
+    (results and temporaries) in scratch, through a NEP 49 handler installed
+    for the step's context (:mod:`dod.numpy_memory`). numpy code replaces
+    its state arrays every tick (``self.x = F @ self.x``), so those arrays
+    live one tick longer than the temporaries: the numpy scratch is a pair
+    of arenas of ``scratch_bytes``, tick k allocating from arena k % 2, which
+    is reset (checked, as above) at the end of tick k + 1. Temporaries
+    vanish at that reset; an array kept longer is an escape the checked
+    reset refuses with BufferError.
 
 Statistics
     :meth:`Loop.stats` reports tick time p50/p99/p99.9/max (histogram bins of
@@ -53,6 +62,7 @@ from libc.stdint cimport uint64_t, int64_t
 from libc.string cimport memset
 
 from dod.arena cimport Arena, dod_arena_reset
+from dod.numpy_memory cimport NumpyHandler
 
 import gc as _gc
 
@@ -142,12 +152,39 @@ cdef double _hist_quantile(const dod_histogram* h, double q) noexcept nogil:
     return <double>h.max
 
 
+cdef int _numpy_step(Loop self, object step) except -1:
+    # Tick k's numpy arrays come from arena k % 2; arrays still alive at its
+    # end (the step's new state: numpy code replaces its arrays every tick)
+    # must be gone by the end of tick k + 1, when that arena is reset again.
+    # Two handler objects serve every tick (nothing allocated per tick); a
+    # new one only when the handler around the loop changed while the old
+    # one still owns arrays of the previous handler.
+    cdef list pair = <list>self.numpy_handler
+    cdef int k = <int>(self.ticks & 1)
+    cdef NumpyHandler h = <NumpyHandler>pair[k]
+    cdef Arena previous
+    if h._begin() != 0:
+        h = NumpyHandler(h.arena)
+        pair[k] = h
+        h._begin()
+    try:
+        step()
+    finally:
+        h._end(False)
+    previous = (<NumpyHandler>pair[1 - k]).arena
+    if self.check_scratch:
+        previous._release_to(0, False)
+    else:
+        dod_arena_reset(&previous.arena)
+    return 0
+
+
 @cython.final
 cdef class Loop:
     """A fixed-rate loop.
 
     Loop(step, rate=50.0, *, scratch=None, scratch_bytes=1 << 20, spin=0.0,
-         overrun="skip", gc="freeze", check_scratch=True, clock=None)
+         overrun="skip", gc="freeze", check_scratch=True, numpy_scratch=False, clock=None)
 
     Parameters
     ----------
@@ -170,6 +207,11 @@ cdef class Loop:
     check_scratch : bool
         Checked reset of scratch (BufferError if an array of it outlives the
         tick); False: the unchecked one-store reset.
+    numpy_scratch : bool
+        numpy's data allocations in the step come from a pair of scratch
+        arenas (module docstring); requests that do not fit go to the
+        handler in force when the loop runs (counted in
+        :attr:`numpy_stats`).
     clock : object, optional
         For tests: an object with ``now() -> int`` (ns) and
         ``sleep_until(t: int)``; the step may advance it. Default: the
@@ -181,7 +223,7 @@ cdef class Loop:
 
     def __cinit__(self, step, double rate=50.0, *, Arena scratch=None, scratch_bytes=1 << 20,
                   double spin=0.0, overrun="skip", gc="freeze", bint check_scratch=True,
-                  clock=None):
+                  bint numpy_scratch=False, clock=None):
         if not callable(step):
             raise TypeError("step must be callable")
         if not (rate > 0.0 and rate <= 1e9):
@@ -206,6 +248,8 @@ cdef class Loop:
         self.check_scratch = check_scratch
         self.clock = clock
         self.scratch = scratch if scratch is not None else Arena(scratch_bytes)
+        if numpy_scratch:
+            self.numpy_handler = [NumpyHandler(Arena(scratch_bytes)), NumpyHandler(Arena(scratch_bytes))]
         self.hist.counts = <uint64_t*>PyMem_Calloc(DOD_HIST_BINS, sizeof(uint64_t))
         if self.hist.counts == NULL:
             raise MemoryError()
@@ -231,6 +275,26 @@ cdef class Loop:
             # raises KeyboardInterrupt), then sleep on if it did not raise.
             PyErr_CheckSignals()
         return 0
+
+    @property
+    def numpy_scratch(self):
+        """True when numpy's allocations in the step come from scratch."""
+        return self.numpy_handler is not None
+
+    @property
+    def numpy_stats(self):
+        """Sum of the two numpy scratch handlers' counts (allocations, fallbacks,
+        frees, reallocs, live) and their arenas' peak, or None without
+        numpy_scratch."""
+        if self.numpy_handler is None:
+            return None
+        total = dict.fromkeys(("allocations", "fallbacks", "frees", "reallocs", "live"), 0)
+        for h in self.numpy_handler:
+            st = h.stats()
+            for key in total:
+                total[key] += st[key]
+        total["peak"] = max(h.arena.peak for h in self.numpy_handler)
+        return total
 
     @property
     def period(self):
@@ -291,7 +355,10 @@ cdef class Loop:
                 t0 = self._now()
                 if t_limit >= 0 and t0 >= end_at:
                     break
-                step()
+                if self.numpy_handler is None:
+                    step()
+                else:
+                    _numpy_step(self, step)
                 if self.check_scratch:
                     scratch._release_to(0, False)
                 else:

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 # Section modules, in the order the table prints them.
-SECTIONS = ["arena", "pool", "freelist", "table", "atomic", "concurrent"]
+SECTIONS = ["arena", "pool", "freelist", "table", "atomic", "concurrent", "numpy_memory"]
 
 
 @dataclass

@@ -42,6 +42,7 @@ import weakref
 import numpy as np
 
 from dod.cuda import require_device
+from dod.errors import EscapeWarning  # noqa: F401  (re-exported as dod.cuda.EscapeWarning)
 from dod.cuda._bump import Bump, array_request, check_align, check_capacity
 from dod.cuda.kernels import HEADER_BYTES, PUSH_GRANULE
 
@@ -84,10 +85,6 @@ def read_pushes(buffer, dtype, push_capacity):
     room = min(push_capacity, raw.nbytes - HEADER_BYTES)
     count = min(asked, room) // dt.itemsize
     return raw[HEADER_BYTES:HEADER_BYTES + count * dt.itemsize].view(dt), asked
-
-
-class EscapeWarning(UserWarning):
-    """CuPy arrays allocated inside :meth:`DeviceArena.scope` were still alive at its exit."""
 
 
 class DeviceMark:
