@@ -84,8 +84,9 @@ def scaling(pattern="random", threads=(1, 2), iterations=400_000, repeat=5, l1d=
     return out
 
 
-def overhead(count=1_000_000, size=64):
-    """{kernel: (metadata bytes per live allocation, ns per allocation)} at `count` x `size`."""
+def overhead(count=1_000_000, size=64, only=None):
+    """{kernel: (metadata bytes per live allocation, ns per allocation)} at `count` x `size`
+    (every kernel, or only the one named)."""
     from dod.bench import _atomic_kernels as A
     from dod.bench import _concurrent_kernels as K
 
@@ -97,7 +98,7 @@ def overhead(count=1_000_000, size=64):
            "segfit_shared": lambda: K.overhead_segfit(count, size, False),
            "segfit_cached": lambda: K.overhead_segfit(count, size, True)}
     out = {}
-    for name in KERNELS:
+    for name in KERNELS if only is None else [only]:
         nbytes, ns = fns[name]()
         out[name] = ((nbytes - count * size) / count, ns)
     return out
