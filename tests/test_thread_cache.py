@@ -436,12 +436,13 @@ SIZES[:] = [24, 64, 64, 100, 256, 1000, 5000, 40000]
 cdef inline uint64_t* W(void* b) noexcept nogil:
     return <uint64_t*>b
 
-# A held block: word 0 a stamp, word 1 a held flag set by CAS from 0 (a block handed
-# out twice at once fails it), word 2 its size, every further word the stamp.
+# A held block: word 0 a stamp, word 1 a held flag set to 1 by CAS from whatever
+# else it holds (0, or the debug poison of a free), so a block handed out twice at
+# once fails it; word 2 its size, every further word the stamp.
 cdef bint take(Shared* s, void* b, uint64_t stamp, size_t size) noexcept nogil:
-    cdef uint64_t zero = 0
+    cdef uint64_t was = dod_atomic_load_u64(&W(b)[1])
     cdef size_t k
-    if not dod_atomic_cas_u64(&W(b)[1], &zero, 1):
+    if was == 1 or not dod_atomic_cas_u64(&W(b)[1], &was, 1):
         dod_atomic_fetch_add_u64(&s.errors, 1)
         return False
     W(b)[0] = stamp
