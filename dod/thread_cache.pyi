@@ -2,7 +2,7 @@ from dod.lfpool import LockFreePool
 from dod.segfit import SegFit
 
 class LockFreePoolCache:
-    pool: LockFreePool
+    owner: LockFreePool
     thread_id: int
     def __init__(self, pool: LockFreePool, limit: int | None = ...) -> None: ...
     def acquire(self) -> int: ...
@@ -21,7 +21,7 @@ class LockFreePoolCache:
     def spills(self) -> int: ...
 
 class SegFitCache:
-    heap: SegFit
+    owner: SegFit
     thread_id: int
     def __init__(self, heap: SegFit, class_bytes: int | None = ...) -> None: ...
     def allocate(self, nbytes: int, align: int | None = ...) -> int: ...

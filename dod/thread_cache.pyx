@@ -79,18 +79,18 @@ cdef class LockFreePoolCache:
     alive; flushes when closed or collected.
     """
     cdef dod_lfpool_cache cache
-    cdef readonly LockFreePool pool
+    cdef readonly LockFreePool owner     # the pool (kept alive by the cache)
     cdef readonly object thread_id      # the thread allowed to use it
     cdef bint _closed
 
     def __cinit__(self, LockFreePool pool not None, limit=None):
         cdef size_t n = 0 if limit is None else _arg(limit, "limit", 1, _MAX_LIMIT)
-        self.pool = pool
+        self.owner = pool
         dod_lfpool_cache_init(&self.cache, &pool.pool, n)
         self.thread_id = threading.get_ident()
 
     def __dealloc__(self):
-        if self.pool is not None:
+        if self.owner is not None:
             dod_lfpool_cache_flush(&self.cache)
 
     cdef int _mine(self) except -1:
@@ -100,7 +100,7 @@ cdef class LockFreePoolCache:
         """A block's handle (a handle of the pool), from the cache; refills or grows the
         pool when the cache is empty. MemoryError when the pool cannot grow (nothing
         changes but the pool's ``failed`` counter)."""
-        cdef LockFreePool p = self.pool
+        cdef LockFreePool p = self.owner
         cdef void* b
         self._mine()
         p._handles.reserve()            # so that add() below cannot fail with a block in hand
@@ -119,7 +119,7 @@ cdef class LockFreePoolCache:
         """Free a block of the pool (whichever cache or call handed it out) into this cache.
         ValueError for a stale, foreign or already released handle, BufferError while a
         view of the block is alive; nothing changes then."""
-        cdef LockFreePool p = self.pool
+        cdef LockFreePool p = self.owner
         cdef Py_ssize_t slot
         cdef void* b
         self._mine()
@@ -152,7 +152,7 @@ cdef class LockFreePoolCache:
     @property
     def max_slack(self):
         """Most bytes the cache keeps from other threads: limit x block size."""
-        return self.cache.bin.limit * self.pool.pool.block_size
+        return self.cache.bin.limit * self.owner.pool.block_size
 
     @property
     def refills(self):
@@ -182,18 +182,18 @@ cdef class SegFitCache:
     keeps the allocator alive; flushes when closed or collected.
     """
     cdef dod_segfit_cache cache
-    cdef readonly SegFit heap
+    cdef readonly SegFit owner          # the allocator (kept alive by the cache)
     cdef readonly object thread_id
     cdef bint _closed
 
     def __cinit__(self, SegFit heap not None, class_bytes=None):
         cdef size_t n = 0 if class_bytes is None else _arg(class_bytes, "class_bytes", 64, 1 << 30)
-        self.heap = heap
+        self.owner = heap
         dod_segfit_cache_init(&self.cache, &heap.segfit, n)
         self.thread_id = threading.get_ident()
 
     def __dealloc__(self):
-        if self.heap is not None:
+        if self.owner is not None:
             dod_segfit_cache_flush(&self.cache)
 
     cdef int _mine(self) except -1:
@@ -208,7 +208,7 @@ cdef class SegFitCache:
         to `align` (a power of two, default 16), from this thread's bin of its class.
         ValueError for a bad size or alignment, MemoryError when memory is refused; the
         allocator is then unchanged but for its ``failed`` counter."""
-        cdef SegFit s = self.heap
+        cdef SegFit s = self.owner
         cdef object n = PyNumber_Index(nbytes)
         cdef size_t size, a, k
         cdef void* p
@@ -233,7 +233,7 @@ cdef class SegFitCache:
         """Free a block of the allocator (whichever cache or call made it) into this cache.
         ValueError for a stale, foreign or already freed handle, BufferError while a view
         of it is alive; nothing changes then."""
-        cdef SegFit s = self.heap
+        cdef SegFit s = self.owner
         cdef Py_ssize_t slot
         cdef size_t size, a
         cdef void* p

@@ -134,14 +134,14 @@ def test_cache_keeps_its_owner_alive():
     gc.collect()                                      # the owners have no other reference
     hs = [c.acquire() for _ in range(100)]
     gs = [s.allocate(n) for n in range(1, 3000, 29)]
-    assert c.pool.view(hs[-1]).nbytes == 48 and s.heap.size(gs[-1]) == list(range(1, 3000, 29))[-1]
+    assert c.owner.view(hs[-1]).nbytes == 48 and s.owner.size(gs[-1]) == list(range(1, 3000, 29))[-1]
     for h in hs:
         c.release(h)
     for g in gs:
         s.free(g)
-    c.pool.check()
-    s.heap.check()
-    pool, heap = c.pool, s.heap
+    c.owner.check()
+    s.owner.check()
+    pool, heap = c.owner, s.owner
     del c, s
     gc.collect()
     assert pool.cached_blocks == 0 and heap.cached_blocks == 0
