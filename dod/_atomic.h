@@ -74,5 +74,7 @@ static inline void dod_mutex_unlock(dod_mutex *m) { pthread_mutex_unlock(m); }
 static inline int dod_mutex_trylock(dod_mutex *m) { return pthread_mutex_trylock(m) == 0; }
 
 static inline void dod_thread_yield(void) { sched_yield(); }
+/* The calling thread, as a number (debug checks that a thread cache stays on one thread). */
+static inline uintptr_t dod_thread_self(void) { return (uintptr_t)pthread_self(); }
 
 #endif

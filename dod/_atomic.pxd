@@ -1,6 +1,6 @@
 # dod/_atomic.pxd: the declarations of dod/_atomic.h, the one place where
 # atomics and locks are spelled. See the header for memory orders.
-from libc.stdint cimport uint64_t
+from libc.stdint cimport uint64_t, uintptr_t
 
 cdef extern from "_atomic.h" nogil:
     uint64_t dod_atomic_load_u64(const uint64_t* p)
@@ -31,3 +31,4 @@ cdef extern from "_atomic.h" nogil:
     void dod_mutex_unlock(dod_mutex* m)
     bint dod_mutex_trylock(dod_mutex* m)
     void dod_thread_yield()
+    uintptr_t dod_thread_self()

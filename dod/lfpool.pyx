@@ -30,13 +30,15 @@ Cython
     checks the caller owns there.
 """
 cimport cython
-from libc.stdint cimport uintptr_t, uint64_t
+from libc.stdint cimport uintptr_t, uint64_t, uint32_t, int64_t
+from libc.stdio cimport fprintf, stderr
+from libc.stdlib cimport abort
 from cpython.number cimport PyNumber_Index
 
-from dod._core cimport dod_add_overflow, dod_mul_overflow, dod_is_pow2
+from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_mul_overflow, dod_is_pow2, dod_poison
 from dod._atomic cimport (dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod_mutex_unlock,
                           dod_atomic_load_ptr, dod_atomic_store_ptr, dod_atomic_load_u64,
-                          dod_atomic_fetch_add_relaxed_u64)
+                          dod_atomic_fetch_add_relaxed_u64, dod_thread_self)
 from dod._types cimport dod_handle
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
                            dod_resource_deallocate, dod_pages_resource)
@@ -96,7 +98,7 @@ cdef bint dod_lfpool_grow(dod_lfpool* p) noexcept nogil:
             want = p.max_blocks - p.capacity
     # The list is (nearly) empty when we grow: the walk is short, and the
     # pool is about as full as it has been.
-    used = p.capacity - dod_lfpool_free_count(p)
+    used = p.capacity - dod_lfpool_free_count(p) - <size_t>dod_atomic_load_u64(&p.cached)
     if used > p.peak:
         p.peak = used
     if dod_mul_overflow(want, p.block_size, &nbytes) or \
@@ -263,6 +265,10 @@ cdef class LockFreePool:
         cdef char* base
         cdef size_t size
         cdef size_t align = self.pool.alignment if self.pool.alignment > _CHUNK_ALIGN else _CHUNK_ALIGN
+        if DOD_DEBUG and self.pool.cached:
+            fprintf(stderr, b"dod.lfpool: pool %p destroyed while thread caches hold %llu of its blocks "
+                    b"(a Cython dod_lfpool_cache was not flushed)\n", &self.pool, <unsigned long long>self.pool.cached)
+            abort()
         while c != NULL:
             nxt = c.next
             base = c.base               # the record lives inside the chunk: read it first
@@ -276,7 +282,7 @@ cdef class LockFreePool:
     # -------------------------------------------------------- blocks
 
     cdef size_t _in_use(self) noexcept nogil:
-        return self.pool.capacity - dod_lfpool_free_count(&self.pool)
+        return self.pool.capacity - dod_lfpool_free_count(&self.pool) - <size_t>dod_atomic_load_u64(&self.pool.cached)
 
     cdef object _acquire(self, bint grow):
         cdef void* b
@@ -438,7 +444,7 @@ cdef class LockFreePool:
 
     @property
     def available(self):
-        """Blocks on the free list (walks it)."""
+        """Blocks on the shared free list (walks it; blocks in thread caches are not counted)."""
         return dod_lfpool_free_count(&self.pool)
 
     @property
@@ -486,6 +492,25 @@ cdef class LockFreePool:
         """Blocks held through Python handles."""
         return self._handles.live
 
+    def thread_cache(self, limit=None):
+        """A :class:`dod.thread_cache.LockFreePoolCache` for the calling thread: it keeps at
+        most `limit` free blocks (default: 16 KiB worth, 1 to 64) and exchanges whole chains
+        with the pool, one CAS each. It keeps the pool alive and flushes when collected."""
+        from dod.thread_cache import LockFreePoolCache
+        return LockFreePoolCache(self, limit)
+
+    @property
+    def cached_blocks(self):
+        """Free blocks held by thread caches (not on the shared list, not in use), as the
+        caches last published: exact for Python caches, as of their last exchange for
+        Cython ones, and 0 once every cache has flushed."""
+        return <size_t>dod_atomic_load_u64(&self.pool.cached)
+
+    @property
+    def cache_slack(self):
+        """Bytes of :attr:`cached_blocks` (the slack thread caches keep from other threads)."""
+        return <size_t>dod_atomic_load_u64(&self.pool.cached) * self.pool.block_size
+
     def stats(self):
         """The common statistics as a dict (block counts; ``nbytes`` in bytes)."""
         return {
@@ -499,9 +524,173 @@ cdef class LockFreePool:
             "grows": self.grows,
             "cas_retries": self.cas_retries,
             "nbytes": self.nbytes,
+            "cached_blocks": self.cached_blocks,
+            "cache_slack": self.cache_slack,
         }
 
     def __repr__(self):
         return (f"<dod.LockFreePool block_size={self.pool.block_size} capacity={self.capacity} "
                 f"in_use={self.in_use} peak={self.peak} allocations={self.allocations} "
                 f"failed={self.failed} grows={self.grows} cas_retries={self.cas_retries}>")
+
+
+# ================================================================ thread caches: slow paths (issue 13)
+# The bins and caches are described at the end of lfpool.pxd; these are the
+# exchanges with the shared stack (one CAS each) and the debug checks.
+
+cdef uint32_t dod_lfpool_bin_limit(size_t block_size, size_t budget) noexcept nogil:
+    """Blocks a bin of `block_size` keeps at most for a slack budget of `budget` bytes:
+    budget // block_size, clamped to 1..DOD_LFPOOL_CACHE_MAX."""
+    cdef size_t n = budget // block_size if block_size else 1
+    if n > DOD_LFPOOL_CACHE_MAX:
+        n = DOD_LFPOOL_CACHE_MAX
+    return <uint32_t>(n if n else 1)
+
+
+cdef size_t dod_lfpool_take(dod_lfpool* p, size_t n, void** first, void** last) noexcept nogil:
+    """Pop up to `n` (>= 1) blocks as one chain first..last with one CAS; the count taken
+    (0 when the shared stack is empty). Never grows, never locks.
+
+    The walk follows links of blocks that are on the stack when `old` was read.
+    A link is trusted only after the head's tag is seen unchanged AFTER reading
+    it: no CAS happened in between, so the stack was frozen and the link is a
+    real free block (mapped: nothing is unmapped while the pool lives). A
+    changed tag restarts the walk, so a block that another thread popped and
+    scribbled on is never followed."""
+    cdef dod_tagged_ptr old = dod_tagged_load(&p.head)
+    cdef dod_tagged_ptr new
+    cdef void* b
+    cdef void* nxt
+    cdef size_t k
+    while old.ptr != NULL:
+        b = old.ptr
+        k = 1
+        while k < n:
+            nxt = dod_atomic_load_ptr(<void**>b)      # acquire: the tag load below stays after it
+            if dod_atomic_load_u64(&p.head.tag) != old.tag:
+                break
+            if nxt == NULL:
+                break
+            b = nxt
+            k += 1
+        else:
+            nxt = dod_atomic_load_ptr(<void**>b)
+        if dod_atomic_load_u64(&p.head.tag) == old.tag:
+            new.ptr = nxt
+            new.tag = old.tag + 1
+            if dod_tagged_cas(&p.head, &old, new):
+                first[0] = old.ptr
+                last[0] = b
+                return k
+        else:
+            old = dod_tagged_load(&p.head)
+        dod_atomic_fetch_add_relaxed_u64(&p.cas_retries, 1)
+    return 0
+
+
+cdef void dod_lfpool_bin_publish(dod_lfpool* p, dod_lfpool_bin* b) noexcept nogil:
+    """Add the bin's change in count since its last publication to p.cached."""
+    cdef int64_t d = <int64_t>b.count - <int64_t>b.published
+    if d != 0 and p != NULL:
+        dod_atomic_fetch_add_relaxed_u64(&p.cached, <uint64_t>d)
+        b.published = b.count
+
+
+cdef void* dod_lfpool_bin_refill(dod_lfpool* p, dod_lfpool_bin* b) noexcept nogil:
+    """The bin is empty: take up to limit/2 blocks (one CAS) and hand out the first; grow
+    the pool when the shared stack is empty. NULL when the pool cannot grow."""
+    cdef void* first
+    cdef void* last
+    cdef size_t want = b.limit // 2
+    cdef size_t k
+    if p == NULL:
+        return NULL
+    k = dod_lfpool_take(p, want if want else 1, &first, &last)
+    if k == 0:
+        return dod_lfpool_acquire_slow(p)         # grows under the lock (the rest of the chunk stays shared)
+    if k > 1:
+        b.head = dod_atomic_load_ptr(<void**>first)
+        b.tail = last
+        dod_atomic_store_ptr(<void**>last, NULL)
+        b.count = <uint32_t>(k - 1)
+        dod_lfpool_bin_publish(p, b)
+    return first
+
+
+cdef void dod_lfpool_bin_spill(dod_lfpool* p, dod_lfpool_bin* b) noexcept nogil:
+    """The bin is full: give its older count - limit/2 blocks back with one CAS."""
+    cdef uint32_t keep = b.limit // 2
+    cdef uint32_t i
+    cdef void* m
+    cdef void* first
+    if p == NULL or b.count == 0:
+        return
+    if keep == 0 or keep >= b.count:
+        dod_lfpool_bin_flush(p, b)
+        return
+    m = b.head                                    # the newest `keep` blocks stay: they are hot
+    for i in range(keep - 1):
+        m = dod_atomic_load_ptr(<void**>m)
+    first = dod_atomic_load_ptr(<void**>m)
+    dod_atomic_store_ptr(<void**>m, NULL)
+    dod_lfpool_release_chain(p, first, b.tail)
+    b.tail = m
+    b.count = keep
+    dod_lfpool_bin_publish(p, b)
+
+
+cdef void dod_lfpool_bin_flush(dod_lfpool* p, dod_lfpool_bin* b) noexcept nogil:
+    """Give every block of the bin back with one CAS."""
+    if p == NULL:
+        return
+    if b.count:
+        dod_lfpool_release_chain(p, b.head, b.tail)
+        b.head = NULL
+        b.tail = NULL
+        b.count = 0
+    dod_lfpool_bin_publish(p, b)
+
+
+cdef void dod_lfpool_bin_debug(dod_lfpool* p, dod_lfpool_bin* b, uintptr_t* thread,
+                               void* block) noexcept nogil:
+    """Debug builds: the cache stays on one thread between flushes; a block freed into it
+    belongs to `p` and is not already in the bin (then it is poisoned past its link)."""
+    cdef uintptr_t me = dod_thread_self()
+    cdef void* q
+    cdef uint32_t n = 0
+    if thread[0] == 0:
+        thread[0] = me
+    elif thread[0] != me:
+        fprintf(stderr, b"dod.lfpool: a thread cache (bin %p) used by a second thread before a flush\n", b)
+        abort()
+    if block == NULL:
+        return
+    if p == NULL or not dod_lfpool_owns(p, block):
+        fprintf(stderr, b"dod.lfpool: free of %p into a thread cache of pool %p, which does not own it\n",
+                block, p)
+        abort()
+    q = b.head
+    while q != NULL and n <= b.count:
+        if q == block:
+            fprintf(stderr, b"dod.lfpool: double free of %p into a thread cache\n", block)
+            abort()
+        q = (<void**>q)[0]
+        n += 1
+    dod_poison(<char*>block + sizeof(void*), p.block_size - sizeof(void*))
+
+
+cdef void* dod_lfpool_cache_refill(dod_lfpool_cache* c) noexcept nogil:
+    c.refills += 1
+    return dod_lfpool_bin_refill(c.pool, &c.bin)
+
+
+cdef void dod_lfpool_cache_spill(dod_lfpool_cache* c) noexcept nogil:
+    c.spills += 1
+    dod_lfpool_bin_spill(c.pool, &c.bin)
+
+
+cdef void dod_lfpool_cache_flush(dod_lfpool_cache* c) noexcept nogil:
+    """Give every cached block back (one CAS) and unbind the cache from its thread.
+    Any thread may flush a cache that no thread is using."""
+    dod_lfpool_bin_flush(c.pool, &c.bin)
+    c.thread = 0

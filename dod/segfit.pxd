@@ -39,11 +39,14 @@
 # with, once. The owner object outlives every
 # thread that runs the engine on it (its __dealloc__ returns all memory). Debug builds check on each free that the block belongs to the
 # class the size names (O(spans of that class)).
-from libc.stdint cimport uint64_t
+from libc.stdint cimport uint64_t, uintptr_t
 
 from dod._atomic cimport dod_atomic_fetch_add_relaxed_u64
 from dod.lfpool cimport (dod_lfpool, dod_lfpool_acquire, dod_lfpool_try_acquire,
-                         dod_lfpool_release, dod_lfpool_release_chain, dod_lfpool_link)
+                         dod_lfpool_release, dod_lfpool_release_chain, dod_lfpool_link,
+                         dod_lfpool_bin, dod_lfpool_bin_push, dod_lfpool_bin_publish)
+from dod._core cimport DOD_DEBUG
+from dod._atomic cimport dod_atomic_load_ptr
 from dod.resource cimport dod_resource, Resource
 from dod._blocks cimport BlockTable
 
@@ -162,3 +165,84 @@ cdef class SegFit:
     cdef int _ready                   # class locks initialised
 
     cdef object _allocate(self, object nbytes, object align, bint grow)
+    cdef size_t _cached_blocks(self) noexcept nogil
+
+
+# ================================================================ thread caches (issue 13)
+#
+# A SegFit thread cache is one lfpool bin per size class up to 32 KiB (see
+# "thread caches" at the end of lfpool.pxd: the bin, its refill and spill,
+# one CAS per exchange with the class's shared stack, and what a free of a
+# block from another thread's cache costs). Allocation and free of a cached
+# class touch only the calling thread's bin: no atomic. Larger classes and
+# large blocks go to the shared allocator directly (their cost is dominated
+# by touching the memory).
+#
+# Slack: bin k keeps at most clamp(class_bytes / size_k, 1, 64) blocks
+# (class_bytes = 16 KiB by default), so one cache holds at most about
+# 1.1 MiB however many classes it uses (dod.thread_cache.SegFitCache.max_slack
+# gives the exact bound); the owner's stats() report what caches hold
+# (cache_slack, cached_blocks).
+#
+# Cython contract: as for dod_lfpool_cache (one thread at a time between
+# flushes; dod_segfit_cache_flush before it goes out of scope and before the
+# owner dies; debug builds check the thread, the class of every free, double
+# frees into a bin, and that every cache flushed when the owner dies).
+
+cdef enum:
+    DOD_SEGFIT_CACHED = 73               # classes 0..72 (up to 32 KiB) have a bin
+    DOD_SEGFIT_CACHE_BYTES = 16384       # default slack budget per class
+
+ctypedef struct dod_segfit_cache:
+    dod_segfit* segfit                   # NULL (ZII): every allocation returns NULL
+    dod_lfpool_bin bins[73]              # one per cached class (DOD_SEGFIT_CACHED)
+    uintptr_t thread                     # debug builds: the thread using it since its last flush
+    size_t refills                       # chains taken from a class (one CAS each) or growths
+    size_t spills                        # chains given back from a full bin (one CAS each)
+
+
+cdef void dod_segfit_cache_init(dod_segfit_cache* c, dod_segfit* s, size_t class_bytes) noexcept nogil
+cdef void* dod_segfit_cache_refill(dod_segfit_cache* c, size_t k) noexcept nogil
+cdef void dod_segfit_cache_spill(dod_segfit_cache* c, size_t k) noexcept nogil
+cdef void dod_segfit_cache_flush(dod_segfit_cache* c) noexcept nogil
+cdef void* dod_segfit_cache_allocate_direct(dod_segfit_cache* c, size_t size, size_t alignment) noexcept nogil
+cdef void dod_segfit_cache_free_direct(dod_segfit_cache* c, void* ptr, size_t size, size_t alignment) noexcept nogil
+cdef void dod_segfit_cache_debug(dod_segfit_cache* c, size_t k, void* ptr) noexcept nogil
+
+
+cdef inline void* dod_segfit_cache_allocate(dod_segfit_cache* c, size_t size, size_t alignment) noexcept nogil:
+    """As dod_segfit_allocate, from the calling thread's cache: no atomic unless the
+    class's bin is empty (one CAS refills it) or the class is not cached."""
+    cdef size_t k = dod_segfit_class_for(size, alignment)
+    cdef void* b
+    if k < DOD_SEGFIT_CACHED:
+        if DOD_DEBUG:
+            dod_segfit_cache_debug(c, k, NULL)
+        b = c.bins[k].head
+        if b != NULL:
+            c.bins[k].head = dod_atomic_load_ptr(<void**>b)
+            c.bins[k].count -= 1
+            if DOD_DEBUG:
+                dod_lfpool_bin_publish(&c.segfit.classes[k], &c.bins[k])
+            return b
+        return dod_segfit_cache_refill(c, k)
+    return dod_segfit_cache_allocate_direct(c, size, alignment)
+
+
+cdef inline void dod_segfit_cache_free(dod_segfit_cache* c, void* ptr, size_t size, size_t alignment) noexcept nogil:
+    """Free `ptr` (allocated with this size and alignment, by any thread, cached or not)
+    into the cache: no atomic unless its bin is full (one CAS spills the older half)."""
+    cdef size_t k
+    if ptr == NULL:
+        return
+    k = dod_segfit_class_for(size, alignment)
+    if k < DOD_SEGFIT_CACHED:
+        if DOD_DEBUG:
+            dod_segfit_cache_debug(c, k, ptr)
+        if c.bins[k].count >= c.bins[k].limit:
+            dod_segfit_cache_spill(c, k)
+        dod_lfpool_bin_push(&c.bins[k], ptr)
+        if DOD_DEBUG:
+            dod_lfpool_bin_publish(&c.segfit.classes[k], &c.bins[k])
+    else:
+        dod_segfit_cache_free_direct(c, ptr, size, alignment)

@@ -35,7 +35,10 @@ from cpython.number cimport PyNumber_Index
 from dod._core cimport DOD_DEBUG, dod_is_pow2
 from dod._atomic cimport (dod_mutex_init, dod_mutex_destroy, dod_atomic_load_u64,
                           dod_atomic_fetch_add_relaxed_u64, dod_atomic_fetch_sub_u64)
-from dod.lfpool cimport (dod_lfpool_chunk, dod_lfpool_owns, dod_lfpool_free_count)
+from dod.lfpool cimport (dod_lfpool_chunk, dod_lfpool_owns, dod_lfpool_free_count,
+                         dod_lfpool_bin_limit, dod_lfpool_bin_refill, dod_lfpool_bin_spill,
+                         dod_lfpool_bin_flush, dod_lfpool_bin_debug)
+from libc.string cimport memset
 from dod._ndarray cimport parse_alignment
 from dod.resource cimport (dod_resource_allocate, dod_resource_deallocate, dod_pages_resource)
 
@@ -153,6 +156,10 @@ cdef class SegFit:
         cdef dod_lfpool_chunk* nxt
         cdef char* base
         cdef size_t size
+        if DOD_DEBUG and self._cached_blocks():
+            fprintf(stderr, b"dod.segfit: allocator %p destroyed while thread caches hold %zu of its blocks "
+                    b"(a Cython dod_segfit_cache was not flushed)\n", &self.segfit, self._cached_blocks())
+            abort()
         for i in range(DOD_SEGFIT_CLASSES):
             align = self.segfit.classes[i].alignment
             if align < _CHUNK_ALIGN:
@@ -367,7 +374,7 @@ cdef class SegFit:
         cdef dod_lfpool* p
         for i in range(DOD_SEGFIT_CLASSES):
             p = &self.segfit.classes[i]
-            total += (p.capacity - dod_lfpool_free_count(p)) * p.block_size
+            total += (p.capacity - dod_lfpool_free_count(p) - <size_t>dod_atomic_load_u64(&p.cached)) * p.block_size
         return total + dod_atomic_load_u64(&self.segfit.large_bytes)
 
     @property
@@ -431,6 +438,34 @@ cdef class SegFit:
     def live_handles(self):
         return self._handles.live
 
+    def thread_cache(self, class_bytes=None):
+        """A :class:`dod.thread_cache.SegFitCache` for the calling thread: one bin per class
+        up to 32 KiB, each keeping at most `class_bytes` (default 16 KiB; 1 to 64 blocks),
+        exchanging whole chains with the class, one CAS each. It keeps this allocator
+        alive and flushes when collected."""
+        from dod.thread_cache import SegFitCache
+        return SegFitCache(self, class_bytes)
+
+    cdef size_t _cached_blocks(self) noexcept nogil:
+        cdef size_t i, total = 0
+        for i in range(DOD_SEGFIT_CLASSES):
+            total += <size_t>dod_atomic_load_u64(&self.segfit.classes[i].cached)
+        return total
+
+    @property
+    def cached_blocks(self):
+        """Free blocks held by thread caches, all classes, as the caches last published
+        (exact for Python caches; 0 once every cache has flushed)."""
+        return self._cached_blocks()
+
+    @property
+    def cache_slack(self):
+        """Bytes of :attr:`cached_blocks` (class sizes): the slack thread caches keep."""
+        cdef size_t i, total = 0
+        for i in range(DOD_SEGFIT_CLASSES):
+            total += <size_t>dod_atomic_load_u64(&self.segfit.classes[i].cached) * self.segfit.classes[i].block_size
+        return total
+
     def class_stats(self):
         """{class size: (blocks carved, blocks free)} for every class that has spans."""
         cdef size_t i
@@ -455,9 +490,80 @@ cdef class SegFit:
             "large": self.large,
             "cas_retries": self.cas_retries,
             "nbytes": self.nbytes,
+            "cached_blocks": self.cached_blocks,
+            "cache_slack": self.cache_slack,
         }
 
     def __repr__(self):
         return (f"<dod.SegFit capacity={self.capacity} in_use={self.in_use} "
                 f"requested={self.requested} peak={self.peak} allocations={self.allocations} "
                 f"failed={self.failed} spans={self.spans} large={self.large}>")
+
+
+# ================================================================ thread caches: slow paths (issue 13)
+# The cache is described at the end of segfit.pxd; each bin's exchanges are
+# the lfpool bin functions run on the class's pool.
+
+cdef void dod_segfit_cache_init(dod_segfit_cache* c, dod_segfit* s, size_t class_bytes) noexcept nogil:
+    """Set up an unused (or flushed) cache over `s`: bin k keeps at most
+    clamp(class_bytes / size_k, 1, 64) blocks (class_bytes 0: DOD_SEGFIT_CACHE_BYTES)."""
+    cdef size_t k
+    memset(c, 0, sizeof(dod_segfit_cache))
+    c.segfit = s
+    if s == NULL:
+        return
+    if class_bytes == 0:
+        class_bytes = DOD_SEGFIT_CACHE_BYTES
+    for k in range(DOD_SEGFIT_CACHED):
+        c.bins[k].limit = dod_lfpool_bin_limit(dod_segfit_class_size(k), class_bytes)
+
+
+cdef void* dod_segfit_cache_refill(dod_segfit_cache* c, size_t k) noexcept nogil:
+    if c.segfit == NULL:
+        return NULL
+    c.refills += 1
+    return dod_lfpool_bin_refill(&c.segfit.classes[k], &c.bins[k])
+
+
+cdef void dod_segfit_cache_spill(dod_segfit_cache* c, size_t k) noexcept nogil:
+    if c.segfit == NULL:
+        return
+    c.spills += 1
+    dod_lfpool_bin_spill(&c.segfit.classes[k], &c.bins[k])
+
+
+cdef void dod_segfit_cache_flush(dod_segfit_cache* c) noexcept nogil:
+    """Give every cached block back to its class (one CAS per non-empty bin) and unbind the
+    cache from its thread. Any thread may flush a cache that no thread is using."""
+    cdef size_t k
+    c.thread = 0
+    if c.segfit == NULL:
+        return
+    for k in range(DOD_SEGFIT_CACHED):
+        if c.bins[k].count or c.bins[k].published:
+            dod_lfpool_bin_flush(&c.segfit.classes[k], &c.bins[k])
+
+
+cdef void* dod_segfit_cache_allocate_direct(dod_segfit_cache* c, size_t size, size_t alignment) noexcept nogil:
+    """An uncached class or a large block: the shared allocator (NULL for a ZII cache)."""
+    if c.segfit == NULL:
+        return NULL
+    return dod_segfit_allocate(c.segfit, size, alignment)
+
+
+cdef void dod_segfit_cache_free_direct(dod_segfit_cache* c, void* ptr, size_t size, size_t alignment) noexcept nogil:
+    if c.segfit != NULL:
+        dod_segfit_free(c.segfit, ptr, size, alignment)
+
+
+cdef void dod_segfit_cache_debug(dod_segfit_cache* c, size_t k, void* ptr) noexcept nogil:
+    """Debug builds: one thread between flushes; a freed block belongs to class k and is
+    not already in its bin (then it is poisoned past its link)."""
+    if c.segfit == NULL:
+        if ptr != NULL:
+            fprintf(stderr, b"dod.segfit: free of %p into a thread cache with no allocator\n", ptr)
+            abort()
+        return
+    if ptr != NULL:
+        dod_segfit_check_class(c.segfit, k, ptr)
+    dod_lfpool_bin_debug(&c.segfit.classes[k], &c.bins[k], &c.thread, ptr)

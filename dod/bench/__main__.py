@@ -1,4 +1,4 @@
-"""Print dod's benchmark table: python -m dod.bench [--quick] [--only NAME ...] [--markdown]."""
+"""Print dod's benchmark table: python -m dod.bench [--quick] [--only NAME ...] [--markdown] [--threads 1,2,4]."""
 import argparse
 import datetime
 import importlib
@@ -51,7 +51,11 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="fewer repetitions (noisier)")
     p.add_argument("--only", nargs="*", choices=SECTIONS, help="run only these sections")
     p.add_argument("--markdown", action="store_true", help="print Markdown tables (for the README)")
+    p.add_argument("--threads", help="thread counts of the scaling rows, e.g. 1,2,4,8,16 "
+                                     "(sets DOD_BENCH_THREADS; default 1,2)")
     args = p.parse_args(argv)
+    if args.threads:
+        os.environ["DOD_BENCH_THREADS"] = args.threads
     names = args.only or SECTIONS
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"dod.bench  {stamp}\n{machine_line()}\ncommand: python -m dod.bench {' '.join(argv or sys.argv[1:])}\n")

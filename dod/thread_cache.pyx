@@ -1,0 +1,298 @@
+"""Thread caches for the lock-free pool and segregated fit, from Python.
+
+A thread cache keeps a bounded chain of free blocks (one per size class for
+SegFit) that its thread allocates from and frees into without atomics; it
+exchanges whole chains with the shared allocator, one compare-and-swap each
+(refill when empty, spill of the older half when full, everything at flush).
+The engines, their invariants and the cost of a free that crosses threads
+are described at the end of ``dod/lfpool.pxd`` (the one place the fast path
+lives); this module is their Python face.
+
+    >>> pool = LockFreePool(64)
+    >>> cache = pool.thread_cache()        # LockFreePoolCache, for this thread
+    >>> h = cache.acquire()                # a handle of the pool: pool.view(h) works
+    >>> cache.release(h)                   # back into the cache, not the shared stack
+    >>> cache.flush()                      # everything back to the pool
+
+Safety contract
+    Handles are the owner's handles (the owner's handle table is the one
+    lifetime rule; see ``dod._blocks``): a cache hands out handles that the
+    owner's ``view``/``release``/``free`` accept, and it accepts any live
+    handle of its owner, whichever cache or call produced it. A stale,
+    foreign or doubly freed handle raises ValueError, a block with a live
+    view BufferError; nothing changes then. A cache keeps its owner alive, so
+    using it after the owner's last other reference is gone is safe; it
+    flushes when it is closed or collected, so nothing is lost when a thread
+    ends without flushing.
+
+Thread-safety
+    A cache belongs to the thread that made it: its methods raise
+    RuntimeError from any other thread (make one cache per thread). Other
+    threads may use the owner and their own caches at the same time. Its
+    collection may run on any thread (the flush is a handover).
+"""
+cimport cython
+from cpython.number cimport PyNumber_Index
+
+from dod.lfpool cimport (LockFreePool, dod_lfpool_cache, dod_lfpool_cache_init,
+                         dod_lfpool_cache_acquire, dod_lfpool_cache_release,
+                         dod_lfpool_cache_flush, dod_lfpool_bin_publish)
+from dod.segfit cimport (SegFit, dod_segfit_cache, dod_segfit_cache_init,
+                         dod_segfit_cache_allocate, dod_segfit_cache_free, dod_segfit_cache_flush,
+                         dod_segfit_class_for, dod_segfit_class_size, DOD_SEGFIT_CACHED,
+                         DOD_SEGFIT_MIN_ALIGN)
+from dod._ndarray cimport parse_alignment
+
+import threading
+
+cdef size_t _MAX_LIMIT = 1 << 20
+cdef size_t _MAX_REQUEST = (<size_t>1) << 48
+
+
+cdef size_t _arg(object value, str name, size_t lo, size_t hi) except? 0:
+    cdef object v = PyNumber_Index(value)
+    if v < lo or v > hi:
+        raise ValueError(f"{name} must be between {lo} and {hi}, got {value!r}")
+    return <size_t>v
+
+
+cdef int _bound(object thread_id, bint closed, str what) except -1:
+    if threading.get_ident() != thread_id:
+        raise RuntimeError(f"this {what} belongs to another thread; make one per thread "
+                           f"with thread_cache()")
+    if closed:
+        raise RuntimeError(f"this {what} is closed")
+    return 0
+
+
+@cython.no_gc_clear
+cdef class LockFreePoolCache:
+    """A thread cache over a :class:`~dod.lfpool.LockFreePool`.
+
+    LockFreePoolCache(pool, limit=None), or ``pool.thread_cache(limit)``.
+
+    Keeps at most `limit` free blocks (1 to 2**20; default 16 KiB worth,
+    1 to 64 blocks); an acquire that finds it empty takes up to limit/2
+    blocks from the pool with one CAS (growing the pool when it has none), a
+    release that finds it full gives the older half back with one CAS.
+    Bound to the calling thread (RuntimeError elsewhere); keeps the pool
+    alive; flushes when closed or collected.
+    """
+    cdef dod_lfpool_cache cache
+    cdef readonly LockFreePool owner     # the pool (kept alive by the cache)
+    cdef readonly object thread_id      # the thread allowed to use it
+    cdef bint _closed
+
+    def __cinit__(self, LockFreePool pool not None, limit=None):
+        cdef size_t n = 0 if limit is None else _arg(limit, "limit", 1, _MAX_LIMIT)
+        self.owner = pool
+        dod_lfpool_cache_init(&self.cache, &pool.pool, n)
+        self.thread_id = threading.get_ident()
+
+    def __dealloc__(self):
+        if self.owner is not None:
+            dod_lfpool_cache_flush(&self.cache)
+
+    cdef int _mine(self) except -1:
+        return _bound(self.thread_id, self._closed, "LockFreePoolCache")
+
+    def acquire(self):
+        """A block's handle (a handle of the pool), from the cache; refills or grows the
+        pool when the cache is empty. MemoryError when the pool cannot grow (nothing
+        changes but the pool's ``failed`` counter)."""
+        cdef LockFreePool p = self.owner
+        cdef void* b
+        self._mine()
+        p._handles.reserve()            # so that add() below cannot fail with a block in hand
+        b = dod_lfpool_cache_acquire(&self.cache)
+        dod_lfpool_bin_publish(self.cache.pool, &self.cache.bin)    # the owner's stats stay exact
+        if b == NULL:
+            raise MemoryError(f"lock-free pool cannot grow: {p.pool.capacity} blocks of "
+                              f"{p.pool.block_size} bytes")
+        p._allocations += 1
+        h = p._handles.add(b, p.pool.block_size)
+        if p._handles.live > p._handle_peak:
+            p._handle_peak = p._handles.live
+        return h
+
+    def release(self, handle):
+        """Free a block of the pool (whichever cache or call handed it out) into this cache.
+        ValueError for a stale, foreign or already released handle, BufferError while a
+        view of the block is alive; nothing changes then."""
+        cdef LockFreePool p = self.owner
+        cdef Py_ssize_t slot
+        cdef void* b
+        self._mine()
+        slot = p._handles.find(handle)
+        p._handles.check_free(slot)
+        b = p._handles.remove(slot)
+        dod_lfpool_cache_release(&self.cache, b)
+        dod_lfpool_bin_publish(self.cache.pool, &self.cache.bin)
+
+    def flush(self):
+        """Give every cached block back to the pool (one CAS)."""
+        self._mine()
+        dod_lfpool_cache_flush(&self.cache)
+
+    def close(self):
+        """Flush and refuse further use (RuntimeError)."""
+        self.flush()
+        self._closed = True
+
+    @property
+    def held(self):
+        """Free blocks in the cache now."""
+        return self.cache.bin.count
+
+    @property
+    def limit(self):
+        """Most free blocks the cache keeps (its slack bound, in blocks)."""
+        return self.cache.bin.limit
+
+    @property
+    def max_slack(self):
+        """Most bytes the cache keeps from other threads: limit x block size."""
+        return self.cache.bin.limit * self.owner.pool.block_size
+
+    @property
+    def refills(self):
+        """Chains taken from the pool (one CAS each) or growths."""
+        return self.cache.refills
+
+    @property
+    def spills(self):
+        """Chains given back because the cache was full (one CAS each)."""
+        return self.cache.spills
+
+    def __repr__(self):
+        return (f"<dod.thread_cache.LockFreePoolCache held={self.held} limit={self.limit} "
+                f"refills={self.refills} spills={self.spills} thread={self.thread_id}>")
+
+
+@cython.no_gc_clear
+cdef class SegFitCache:
+    """A thread cache over a :class:`~dod.segfit.SegFit`: one bin per size class up to
+    32 KiB; larger requests go to the allocator directly.
+
+    SegFitCache(heap, class_bytes=None), or ``heap.thread_cache(class_bytes)``.
+
+    Bin k keeps at most clamp(class_bytes / size_k, 1, 64) blocks (class_bytes
+    64 to 2**30, default 16 KiB); refills and spills move half a bin with one
+    CAS on the class. Bound to the calling thread (RuntimeError elsewhere);
+    keeps the allocator alive; flushes when closed or collected.
+    """
+    cdef dod_segfit_cache cache
+    cdef readonly SegFit owner          # the allocator (kept alive by the cache)
+    cdef readonly object thread_id
+    cdef bint _closed
+
+    def __cinit__(self, SegFit heap not None, class_bytes=None):
+        cdef size_t n = 0 if class_bytes is None else _arg(class_bytes, "class_bytes", 64, 1 << 30)
+        self.owner = heap
+        dod_segfit_cache_init(&self.cache, &heap.segfit, n)
+        self.thread_id = threading.get_ident()
+
+    def __dealloc__(self):
+        if self.owner is not None:
+            dod_segfit_cache_flush(&self.cache)
+
+    cdef int _mine(self) except -1:
+        return _bound(self.thread_id, self._closed, "SegFitCache")
+
+    cdef void _publish(self, size_t k) noexcept:
+        if k < DOD_SEGFIT_CACHED:
+            dod_lfpool_bin_publish(&self.cache.segfit.classes[k], &self.cache.bins[k])
+
+    def allocate(self, nbytes, align=None):
+        """A handle (a handle of the allocator) to a block of at least `nbytes` bytes aligned
+        to `align` (a power of two, default 16), from this thread's bin of its class.
+        ValueError for a bad size or alignment, MemoryError when memory is refused; the
+        allocator is then unchanged but for its ``failed`` counter."""
+        cdef SegFit s = self.owner
+        cdef object n = PyNumber_Index(nbytes)
+        cdef size_t size, a, k
+        cdef void* p
+        self._mine()
+        if n < 0 or n > <object>_MAX_REQUEST:
+            raise ValueError(f"nbytes must be between 0 and 2**48, got {nbytes!r}")
+        size = <size_t>n
+        a = parse_alignment(align, DOD_SEGFIT_MIN_ALIGN)
+        s._handles.reserve()
+        p = dod_segfit_cache_allocate(&self.cache, size, a)
+        k = dod_segfit_class_for(size, a)
+        self._publish(k)
+        if p == NULL:
+            raise MemoryError(f"segregated fit could not obtain {size} bytes (alignment {a})")
+        s._allocations += 1
+        s._bytes_live += size
+        if s._bytes_live > s._bytes_peak:
+            s._bytes_peak = s._bytes_live
+        return s._handles.add(p, size, a)
+
+    def free(self, handle):
+        """Free a block of the allocator (whichever cache or call made it) into this cache.
+        ValueError for a stale, foreign or already freed handle, BufferError while a view
+        of it is alive; nothing changes then."""
+        cdef SegFit s = self.owner
+        cdef Py_ssize_t slot
+        cdef size_t size, a
+        cdef void* p
+        self._mine()
+        slot = s._handles.find(handle)
+        s._handles.check_free(slot)
+        size = s._handles.sizes[slot]
+        a = s._handles.aux[slot]
+        p = s._handles.remove(slot)
+        s._bytes_live -= size
+        dod_segfit_cache_free(&self.cache, p, size, a)
+        self._publish(dod_segfit_class_for(size, a))
+
+    def flush(self):
+        """Give every cached block back to its class (one CAS per non-empty bin)."""
+        self._mine()
+        dod_segfit_cache_flush(&self.cache)
+
+    def close(self):
+        """Flush and refuse further use (RuntimeError)."""
+        self.flush()
+        self._closed = True
+
+    @property
+    def held(self):
+        """Free blocks in the cache now, all classes."""
+        cdef size_t k, total = 0
+        for k in range(DOD_SEGFIT_CACHED):
+            total += self.cache.bins[k].count
+        return total
+
+    @property
+    def held_bytes(self):
+        """Bytes of :attr:`held` (class sizes)."""
+        cdef size_t k, total = 0
+        for k in range(DOD_SEGFIT_CACHED):
+            total += self.cache.bins[k].count * dod_segfit_class_size(k)
+        return total
+
+    def limits(self):
+        """{class size: most blocks its bin keeps} for every cached class."""
+        return {dod_segfit_class_size(k): self.cache.bins[k].limit for k in range(DOD_SEGFIT_CACHED)}
+
+    @property
+    def max_slack(self):
+        """Most bytes the cache can keep, all bins full: sum of limit x class size."""
+        cdef size_t k, total = 0
+        for k in range(DOD_SEGFIT_CACHED):
+            total += self.cache.bins[k].limit * dod_segfit_class_size(k)
+        return total
+
+    @property
+    def refills(self):
+        return self.cache.refills
+
+    @property
+    def spills(self):
+        return self.cache.spills
+
+    def __repr__(self):
+        return (f"<dod.thread_cache.SegFitCache held={self.held} held_bytes={self.held_bytes} "
+                f"refills={self.refills} spills={self.spills} thread={self.thread_id}>")
