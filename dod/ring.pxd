@@ -187,7 +187,7 @@ cdef class Slot:
     cdef dod_ring_slot* header
     cdef readonly bint writable
     cdef bint active                 # held through the Python face right now
-    cdef readonly object data        # ndarray (max_rows, *row_shape)
+    cdef object _data                # ndarray (max_rows, *row_shape)
     cdef object _rows                # ndarray (count, *row_shape): its length is set while no one else sees it
     cdef object _lease               # the base of both arrays (and of every view derived from them)
     cdef readonly Py_ssize_t index

@@ -242,7 +242,7 @@ cdef class Slot:
         # The face holds one reference to each array and to the lease, which
         # the two arrays reference too (numpy points every derived view at
         # the lease); any more is a view (or an export) still alive.
-        return (_refs(<PyObject*>self.data) != 1 or _refs(<PyObject*>self._rows) != 1
+        return (_refs(<PyObject*>self._data) != 1 or _refs(<PyObject*>self._rows) != 1
                 or _refs(<PyObject*>self._lease) != 3)
 
     cdef int _set_length(self, size_t n) except -1:
@@ -255,6 +255,12 @@ cdef class Slot:
         cnp.PyArray_DIMS(a)[0] = <cnp.npy_intp>n
         cnp.PyArray_UpdateFlags(a, cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_F_CONTIGUOUS)
         return 0
+
+    @property
+    def data(self):
+        """ndarray (ring.rows, *row_shape): every row of the slot (read-only for the consumer)."""
+        self._need_active()
+        return self._data
 
     @property
     def rows(self):
@@ -342,7 +348,7 @@ cdef class Slot:
         if not self.writable:
             raise AttributeError("the consumer's slot is read-only")
         cdef cnp.ndarray a = array if isinstance(array, cnp.ndarray) else np.asarray(array)
-        cdef cnp.ndarray d = <cnp.ndarray>self.data
+        cdef cnp.ndarray d = <cnp.ndarray>self._data
         cdef int nd = cnp.PyArray_NDIM(d), i
         cdef cnp.npy_intp n
         cdef int64_t tag_value = 0
@@ -356,14 +362,15 @@ cdef class Slot:
         n = cnp.PyArray_DIMS(a)[0]
         if <size_t>n > self.max_rows:
             raise ValueError(f"{n} rows do not fit in a slot of {self.max_rows} rows")
-        if cnp.PyArray_DESCR(a) is not cnp.PyArray_DESCR(d) and not np.can_cast(a.dtype, d.dtype, "same_kind"):
+        cdef bint same = cnp.PyArray_EquivTypes(a.descr, d.descr)
+        if not same and not np.can_cast(a.dtype, d.dtype, "same_kind"):
             raise TypeError(f"cannot cast {a.dtype} to the ring's {d.dtype} (same_kind)")
         if tag is not None:
             tag_value = <int64_t>tag          # OverflowError/TypeError before anything changes
         t_value = float(time) if time is not None else None
         dt_value = float(dt) if dt is not None else None
         self._set_length(<size_t>n)
-        if (cnp.PyArray_IS_C_CONTIGUOUS(a) and a.dtype == d.dtype):
+        if same and cnp.PyArray_IS_C_CONTIGUOUS(a):
             memcpy(cnp.PyArray_DATA(d), cnp.PyArray_DATA(a), <size_t>cnp.PyArray_NBYTES(a))
         else:
             np.copyto(self._rows, a, casting="same_kind")
@@ -512,12 +519,12 @@ cdef class Ring:
                 face.writable = writable
                 face.index = <Py_ssize_t>i
                 face.max_rows = nrows
-                face.data = wrap_memory(dod_ring_rows(face.header), &req, dt, lease)
+                face._data = wrap_memory(dod_ring_rows(face.header), &req, dt, lease)
                 req.dims[0] = 0
                 face._rows = wrap_memory(dod_ring_rows(face.header), &req, dt, lease)
                 req.dims[0] = <cnp.npy_intp>nrows
                 if not writable:
-                    face.data.flags.writeable = False
+                    face._data.flags.writeable = False
                     face._rows.flags.writeable = False
                 face._lease = lease
                 (self._writers if writable else self._readers).append(face)
