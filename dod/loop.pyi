@@ -30,7 +30,13 @@ class Loop:
         gc: Literal["freeze", "disable"] | None = "freeze",
         check_scratch: bool = True,
         clock: Clock | None = None,
+        lock_memory: bool | Literal["onfault"] = False,
+        cpu: int | None = None,
+        realtime_priority: int | None = None,
+        strict: bool = True,
     ) -> None: ...
+    @property
+    def realtime(self) -> dict[str, Any]: ...
     @property
     def period(self) -> float: ...
     @property
