@@ -42,6 +42,8 @@ static inline void *dod_atomic_exchange_ptr(void **p, void *v) { return __atomic
 static inline uint32_t dod_atomic_load_u32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 static inline uint32_t dod_atomic_fetch_add_u32(uint32_t *p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 static inline uint32_t dod_atomic_fetch_sub_u32(uint32_t *p, uint32_t v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
+static inline uint32_t dod_atomic_exchange_u32(uint32_t *p, uint32_t v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+static inline void dod_atomic_store_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 
 static inline void dod_atomic_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 

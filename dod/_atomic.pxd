@@ -17,6 +17,8 @@ cdef extern from "_atomic.h" nogil:
     uint32_t dod_atomic_load_u32(const uint32_t* p)
     uint32_t dod_atomic_fetch_add_u32(uint32_t* p, uint32_t v)
     uint32_t dod_atomic_fetch_sub_u32(uint32_t* p, uint32_t v)
+    uint32_t dod_atomic_exchange_u32(uint32_t* p, uint32_t v)
+    void dod_atomic_store_u32(uint32_t* p, uint32_t v)
     void dod_atomic_fence()
     void dod_cpu_relax()
 

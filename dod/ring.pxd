@@ -28,10 +28,13 @@
 #   * closed goes 0 -> 1 once. After it: acquire_write fails (CLOSED); the
 #     consumer still reads every slot committed before, then gets CLOSED
 #     (end of stream).
-#   * A waiter increments `waiters`, reads `epoch`, re-checks its condition
-#     and sleeps on epoch (futex). Commit, release and close publish, fence,
-#     and bump epoch + wake when waiters != 0: with the fences on both sides
-#     no wake-up is lost.
+#   * A waiting side raises its flag (wait_read: the consumer, on empty;
+#     wait_write: the producer, on full) with a seq_cst exchange, reads
+#     `epoch`, re-checks its condition and sleeps on epoch (futex). Commit
+#     (release) publishes, fences, and when wait_read (wait_write) is up,
+#     takes it down with an exchange, bumps epoch and wakes: with the fences
+#     on both sides no wake-up is lost, and a side that is already being
+#     woken costs the other side no further system call. close wakes both.
 #   * All bytes zero (ZII) is a ring of no slots: every try fails cleanly.
 #
 # Engine contract (checks the caller owns on this fast path): exactly one
@@ -44,7 +47,7 @@
 from libc.stdint cimport uint32_t, uint64_t, int64_t
 
 from dod._atomic cimport (dod_atomic_load_u64, dod_atomic_store_u64, dod_atomic_load_u32,
-                          dod_atomic_fence)
+                          dod_atomic_exchange_u32, dod_atomic_fence)
 
 
 cdef enum:
@@ -82,9 +85,11 @@ ctypedef struct dod_ring:
     char _pad_consumer[88]
     # waiting (slow path only)
     uint32_t epoch              # futex word: bumped on every wake
-    uint32_t waiters            # threads inside a wait
+    uint32_t wait_write         # 1: the producer is (about to be) asleep on a full ring
+    uint32_t wait_read          # 1: the consumer is (about to be) asleep on an empty ring
+    uint32_t _spare
     uint64_t closed             # 1 after dod_ring_close
-    char _pad_wait[112]
+    char _pad_wait[104]
     # read-only after construction
     char* base                  # slot 0
     size_t stride               # bytes from one slot to the next (multiple of 64)
@@ -96,7 +101,7 @@ ctypedef struct dod_ring:
 # Slow paths: named functions in ring.pyx, never inlined into the fast path.
 cdef int dod_ring_wait_write(dod_ring* r, int64_t timeout_ns, dod_ring_slot** out) noexcept nogil
 cdef int dod_ring_wait_read(dod_ring* r, int64_t timeout_ns, dod_ring_slot** out) noexcept nogil
-cdef void dod_ring_wake(dod_ring* r) noexcept nogil
+cdef void dod_ring_wake(dod_ring* r) noexcept nogil          # bump epoch, wake every waiter
 cdef void dod_ring_close(dod_ring* r) noexcept nogil
 
 
@@ -129,11 +134,11 @@ cdef inline dod_ring_slot* dod_ring_try_read(dod_ring* r) noexcept nogil:
     return dod_ring_slot_at(r, r.ridx)
 
 
-cdef inline void dod_ring_notify(dod_ring* r) noexcept nogil:
-    # The fence orders the store just published before the read of waiters
-    # (a waiter orders its increment of waiters before its re-check).
+cdef inline void dod_ring_notify(dod_ring* r, uint32_t* flag) noexcept nogil:
+    # The fence orders the counter just published before the read of the
+    # other side's flag (a waiter orders raising it before its re-check).
     dod_atomic_fence()
-    if dod_atomic_load_u32(&r.waiters) != 0:
+    if dod_atomic_load_u32(flag) != 0 and dod_atomic_exchange_u32(flag, 0) != 0:
         dod_ring_wake(r)
 
 
@@ -154,7 +159,7 @@ cdef inline void dod_ring_commit(dod_ring* r) noexcept nogil:
     if r.widx == r.nslots:
         r.widx = 0
     dod_atomic_store_u64(&r.head, h + 1)
-    dod_ring_notify(r)
+    dod_ring_notify(r, &r.wait_read)
 
 
 cdef inline int dod_ring_acquire_read(dod_ring* r, int64_t timeout_ns, dod_ring_slot** out) noexcept nogil:
@@ -174,7 +179,7 @@ cdef inline void dod_ring_release(dod_ring* r) noexcept nogil:
     if r.ridx == r.nslots:
         r.ridx = 0
     dod_atomic_store_u64(&r.tail, t + 1)
-    dod_ring_notify(r)
+    dod_ring_notify(r, &r.wait_write)
 
 
 cdef inline uint64_t dod_ring_size(dod_ring* r) noexcept nogil:

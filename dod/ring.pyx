@@ -55,7 +55,8 @@ from libc.stdint cimport uint32_t, uint64_t, int64_t, uintptr_t
 from libc.string cimport memcpy, memset
 
 from dod._atomic cimport (dod_atomic_load_u64, dod_atomic_store_u64, dod_atomic_load_u32,
-                          dod_atomic_fetch_add_u32, dod_atomic_fetch_sub_u32, dod_atomic_fence,
+                          dod_atomic_fetch_add_u32, dod_atomic_exchange_u32, dod_atomic_store_u32,
+                          dod_atomic_fence,
                           dod_atomic_wait_u32, dod_atomic_wake_all_u32, dod_cpu_relax)
 from dod._core cimport DOD_CACHE_LINE, dod_add_overflow, dod_mul_overflow
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
@@ -122,6 +123,7 @@ cdef int _wait(dod_ring* r, bint writer, int64_t timeout_ns, dod_ring_slot** out
     cdef int64_t deadline = 0, left = -1
     cdef uint32_t e
     cdef int spins = 0, rc
+    cdef uint32_t* flag
     cdef dod_ring_slot* s
     if timeout_ns > 0:
         deadline = _now_ns() + timeout_ns
@@ -150,7 +152,8 @@ cdef int _wait(dod_ring* r, bint writer, int64_t timeout_ns, dod_ring_slot** out
             spins += 1
             dod_cpu_relax()
             continue
-        dod_atomic_fetch_add_u32(&r.waiters, 1)
+        flag = &r.wait_write if writer else &r.wait_read
+        dod_atomic_exchange_u32(flag, 1)
         e = dod_atomic_load_u32(&r.epoch)
         dod_atomic_fence()
         s = dod_ring_try_write(r) if writer else dod_ring_try_read(r)
@@ -161,7 +164,7 @@ cdef int _wait(dod_ring* r, bint writer, int64_t timeout_ns, dod_ring_slot** out
                 if left < 0:
                     left = 0
             rc = dod_atomic_wait_u32(&r.epoch, e, left)
-        dod_atomic_fetch_sub_u32(&r.waiters, 1)
+        dod_atomic_store_u32(flag, 0)
         if s != NULL:
             out[0] = s
             return DOD_RING_OK
