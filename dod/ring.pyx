@@ -53,6 +53,7 @@ from cpython.object cimport PyObject
 from libc.errno cimport EINTR, ETIMEDOUT
 from libc.stdint cimport uint32_t, uint64_t, int64_t, uintptr_t
 from libc.string cimport memcpy, memset
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from dod._atomic cimport (dod_atomic_load_u64, dod_atomic_store_u64, dod_atomic_load_u32,
                           dod_atomic_fetch_add_u32, dod_atomic_exchange_u32, dod_atomic_store_u32,
@@ -73,16 +74,6 @@ cnp.import_array()
 cdef extern from "Python.h":
     # The macro on a borrowed pointer: Cython's Py_REFCNT(object) would count its own temporary.
     Py_ssize_t _refs "Py_REFCNT"(PyObject* o)
-
-cdef extern from "<time.h>" nogil:
-    ctypedef long time_t
-    cdef struct timespec:
-        time_t tv_sec
-        long tv_nsec
-    ctypedef int clockid_t
-    const clockid_t CLOCK_MONOTONIC
-    int clock_gettime(clockid_t clk, timespec* tp)
-
 
 class RingClosed(RuntimeError):
     """The ring was closed: no more slots can be written."""
