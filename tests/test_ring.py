@@ -436,6 +436,12 @@ def consume(Ring ring):
             expect += 1
             dod_ring_release(r)
     return expect, errors
+
+def corrupt_index(Ring ring):
+    ring.engine.widx = (ring.engine.widx + 1) % ring.engine.nslots
+
+def corrupt_seq(Ring ring):
+    (<dod_ring_slot*>ring.engine.base).seq += 5
 """
 
 
@@ -489,6 +495,22 @@ def test_nogil_producer_feeds_python_consumer(engine_module):
         got += 1
     t.join(60)
     assert got == n_items
+    r.check()
+    # check() sees a broken invariant (and raises InvariantError, not assert)
+    from dod import InvariantError
+    engine_module.corrupt_index(r)
+    with pytest.raises(InvariantError, match="indices"):
+        r.check()
+    engine_module.corrupt_index(r)
+    engine_module.corrupt_index(r)
+    engine_module.corrupt_index(r)             # back in step (4 slots)
+    r.check()
+    r2 = Ring(2, 1)
+    with r2.write():
+        pass
+    engine_module.corrupt_seq(r2)
+    with pytest.raises(InvariantError, match="seq"):
+        r2.check()
 
 
 # ---------------------------------------------------------------- allocation
