@@ -551,3 +551,14 @@ def test_python_face_hand_off_allocates_nothing_per_item():
 def test_slot_objects_cannot_be_made_from_python():
     with pytest.raises(TypeError):
         Slot()
+
+
+def test_bench_workload_runs_and_the_ring_allocates_nothing():
+    # The workload of `python -m dod.bench --only ring` and the asv suite, tiny.
+    from dod.bench.ring import allocated_bytes_per_item, handoff_ns
+
+    for kind in ("engine", "ring", "queue", "deque"):
+        for threads in (1, 2):
+            assert handoff_ns(kind, threads, 300) > 0
+    assert allocated_bytes_per_item("ring", 300) == 0
+    assert allocated_bytes_per_item("queue", 300) > 0      # the baseline does allocate: the probe works
