@@ -32,6 +32,8 @@ _EXPORTS = {
     "Pool": "dod.pool",
     "FreeList": "dod.freelist",
     "Loop": "dod.loop",
+    "Ring": "dod.ring",
+    "Realtime": "dod.realtime",
     "Resource": "dod.resource",
     "AtomicArena": "dod.atomic_arena",
     "ThreadCache": "dod.atomic_arena",

@@ -12,6 +12,13 @@
 #include <stddef.h>
 #include <pthread.h>
 #include <sched.h>
+#include <errno.h>
+#include <time.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 /* ---- word-sized atomics ------------------------------------------------ */
 
@@ -31,6 +38,12 @@ static inline int dod_atomic_cas_ptr(void **p, void **expected, void *desired) {
     return __atomic_compare_exchange_n(p, expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 static inline void *dod_atomic_exchange_ptr(void **p, void *v) { return __atomic_exchange_n(p, v, __ATOMIC_ACQ_REL); }
+
+static inline uint32_t dod_atomic_load_u32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline uint32_t dod_atomic_fetch_add_u32(uint32_t *p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static inline uint32_t dod_atomic_fetch_sub_u32(uint32_t *p, uint32_t v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
+static inline uint32_t dod_atomic_exchange_u32(uint32_t *p, uint32_t v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+static inline void dod_atomic_store_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 
 static inline void dod_atomic_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
@@ -76,5 +89,44 @@ static inline int dod_mutex_trylock(dod_mutex *m) { return pthread_mutex_trylock
 static inline void dod_thread_yield(void) { sched_yield(); }
 /* The calling thread, as a number (debug checks that a thread cache stays on one thread). */
 static inline uintptr_t dod_thread_self(void) { return (uintptr_t)pthread_self(); }
+
+/* ---- waiting on a 32-bit word (futex) ------------------------------------
+ * dod_atomic_wait_u32 sleeps while *p == expected, at most timeout_ns (< 0:
+ * no limit). Returns 0 when woken or when *p already differed, ETIMEDOUT,
+ * or EINTR (a signal: the caller runs its handlers and waits again).
+ * Spurious returns happen: callers re-check their condition in a loop.
+ * dod_atomic_wake_all_u32 wakes every thread waiting on p. Without futexes
+ * (not Linux) the wait is a short sleep, so waiters poll every 50 us.
+ */
+static inline int dod_atomic_wait_u32(uint32_t *p, uint32_t expected, int64_t timeout_ns) {
+#ifdef __linux__
+    struct timespec ts, *tsp = NULL;
+    long rc;
+    if (timeout_ns >= 0) {
+        ts.tv_sec = (time_t)(timeout_ns / 1000000000);
+        ts.tv_nsec = (long)(timeout_ns % 1000000000);
+        tsp = &ts;
+    }
+    rc = syscall(SYS_futex, p, FUTEX_WAIT_PRIVATE, expected, tsp, NULL, 0);
+    if (rc == 0) return 0;
+    if (errno == EAGAIN) return 0;
+    return errno == ETIMEDOUT ? ETIMEDOUT : (errno == EINTR ? EINTR : 0);
+#else
+    struct timespec ts;
+    if (__atomic_load_n(p, __ATOMIC_ACQUIRE) != expected) return 0;
+    if (timeout_ns == 0) return ETIMEDOUT;
+    ts.tv_sec = 0;
+    ts.tv_nsec = (timeout_ns > 0 && timeout_ns < 50000) ? (long)timeout_ns : 50000;
+    return nanosleep(&ts, NULL) == 0 ? 0 : EINTR;
+#endif
+}
+
+static inline void dod_atomic_wake_all_u32(uint32_t *p) {
+#ifdef __linux__
+    syscall(SYS_futex, p, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+#else
+    (void)p;
+#endif
+}
 
 #endif

@@ -1,6 +1,6 @@
 # dod/_atomic.pxd: the declarations of dod/_atomic.h, the one place where
 # atomics and locks are spelled. See the header for memory orders.
-from libc.stdint cimport uint64_t, uintptr_t
+from libc.stdint cimport uint32_t, uint64_t, int64_t, uintptr_t
 
 cdef extern from "_atomic.h" nogil:
     uint64_t dod_atomic_load_u64(const uint64_t* p)
@@ -14,6 +14,11 @@ cdef extern from "_atomic.h" nogil:
     void dod_atomic_store_ptr(void** p, void* v)
     bint dod_atomic_cas_ptr(void** p, void** expected, void* desired)
     void* dod_atomic_exchange_ptr(void** p, void* v)
+    uint32_t dod_atomic_load_u32(const uint32_t* p)
+    uint32_t dod_atomic_fetch_add_u32(uint32_t* p, uint32_t v)
+    uint32_t dod_atomic_fetch_sub_u32(uint32_t* p, uint32_t v)
+    uint32_t dod_atomic_exchange_u32(uint32_t* p, uint32_t v)
+    void dod_atomic_store_u32(uint32_t* p, uint32_t v)
     void dod_atomic_fence()
     void dod_cpu_relax()
 
@@ -32,3 +37,5 @@ cdef extern from "_atomic.h" nogil:
     bint dod_mutex_trylock(dod_mutex* m)
     void dod_thread_yield()
     uintptr_t dod_thread_self()
+    int dod_atomic_wait_u32(uint32_t* p, uint32_t expected, int64_t timeout_ns)
+    void dod_atomic_wake_all_u32(uint32_t* p)

@@ -72,6 +72,7 @@ cdef class Loop:
     cdef double late_sum               # start lateness (actual start - scheduled), ns
     cdef double late_sumsq
     cdef readonly int64_t late_max_ns
+    cdef object _realtime              # dod.realtime.Realtime: applied while running
 
     cdef int64_t _now(self) except? -1
     cdef int _sleep_until(self, int64_t t) except -1

@@ -31,11 +31,17 @@ class Loop:
         check_scratch: bool = True,
         numpy_scratch: bool = False,
         clock: Clock | None = None,
+        lock_memory: bool | Literal["onfault"] = False,
+        cpu: int | None = None,
+        realtime_priority: int | None = None,
+        strict: bool = True,
     ) -> None: ...
     @property
     def numpy_scratch(self) -> bool: ...
     @property
     def numpy_stats(self) -> dict[str, int] | None: ...
+    @property
+    def realtime(self) -> dict[str, Any]: ...
     @property
     def period(self) -> float: ...
     @property

@@ -49,6 +49,15 @@ Statistics
     deviation of start lateness), misses, skipped slots and the longest run
     of consecutive misses.
 
+Real-time deployment (``lock_memory``, ``cpu``, ``realtime_priority``, ``strict``)
+    Each optional: lock the process's memory in RAM (mlockall), pin the loop
+    thread to one CPU, run it at a SCHED_FIFO priority. Applied on the loop's
+    thread when run() starts and undone when it ends, on any exit (see
+    :mod:`dod.realtime`). Bad values raise ValueError when the loop is made;
+    an OS refusal raises OSError from run() before the first tick
+    (``strict=True``, default) or warns and runs without it
+    (``strict=False``). :attr:`Loop.realtime` says which are active.
+
 Thread-safety
     A loop runs on one thread at a time; :meth:`Loop.stop` may be called from
     the step or from another thread (it sets a flag read once per tick).
@@ -65,6 +74,8 @@ from dod.arena cimport Arena, dod_arena_reset
 from dod.numpy_memory cimport NumpyHandler
 
 import gc as _gc
+
+from dod.realtime import Realtime as _Realtime
 
 cdef extern from "<time.h>" nogil:
     ctypedef long time_t
@@ -184,7 +195,8 @@ cdef class Loop:
     """A fixed-rate loop.
 
     Loop(step, rate=50.0, *, scratch=None, scratch_bytes=1 << 20, spin=0.0,
-         overrun="skip", gc="freeze", check_scratch=True, numpy_scratch=False, clock=None)
+         overrun="skip", gc="freeze", check_scratch=True, numpy_scratch=False, clock=None,
+         lock_memory=False, cpu=None, realtime_priority=None, strict=True)
 
     Parameters
     ----------
@@ -216,14 +228,26 @@ cdef class Loop:
         For tests: an object with ``now() -> int`` (ns) and
         ``sleep_until(t: int)``; the step may advance it. Default: the
         monotonic clock and ``clock_nanosleep`` without the GIL.
+    lock_memory : False, True or "onfault"
+        mlockall(MCL_CURRENT | MCL_FUTURE) while running ("onfault": pages are
+        locked as first touched, MCL_ONFAULT); munlockall after, only if this
+        loop locked.
+    cpu : int, optional
+        Pin the loop thread to this CPU while running (previous affinity restored).
+    realtime_priority : int, optional
+        Run the loop thread at SCHED_FIFO with this priority
+        (``os.sched_get_priority_min/max(os.SCHED_FIFO)``); previous policy restored.
+    strict : bool
+        An OS refusal of any of the three raises OSError (True) or warns (False).
 
-    Raises ValueError for a bad rate, spin, overrun or gc value, TypeError
-    for a step that is not callable.
+    Raises ValueError for a bad rate, spin, overrun, gc, cpu, priority or
+    lock_memory value, TypeError for a step that is not callable.
     """
 
     def __cinit__(self, step, double rate=50.0, *, Arena scratch=None, scratch_bytes=1 << 20,
                   double spin=0.0, overrun="skip", gc="freeze", bint check_scratch=True,
-                  bint numpy_scratch=False, clock=None):
+                  bint numpy_scratch=False, clock=None, lock_memory=False, cpu=None,
+                  realtime_priority=None, strict=True):
         if not callable(step):
             raise TypeError("step must be callable")
         if not (rate > 0.0 and rate <= 1e9):
@@ -237,6 +261,7 @@ cdef class Loop:
         if clock is not None and not (callable(getattr(clock, "now", None))
                                       and callable(getattr(clock, "sleep_until", None))):
             raise TypeError("clock must have now() and sleep_until(t) methods")
+        self._realtime = _Realtime(lock_memory, cpu, realtime_priority, strict=strict)
         self.step = step
         self.rate = rate
         self.period_ns = <int64_t>(1e9 / rate + 0.5)
@@ -306,6 +331,14 @@ cdef class Loop:
         """Ticks run so far (the number of the tick in progress, from 0)."""
         return self.ticks
 
+    @property
+    def realtime(self):
+        """Real-time options: {"lock_memory", "cpu", "realtime_priority"} as
+        active while running (or during the last run: False/None when not
+        asked for or refused), "refused" ({option: the OS's reason}) and
+        "applied" (in force now)."""
+        return self._realtime.report()
+
     def stop(self):
         """End the loop after the tick in progress (or before the next one)."""
         self.stop_requested = True
@@ -342,6 +375,8 @@ cdef class Loop:
         self.running = True
         self.stop_requested = False
         try:
+            if self._realtime.requested:
+                self._realtime.apply()
             if freeze:
                 _gc.freeze()
                 froze = True
@@ -393,6 +428,7 @@ cdef class Loop:
                 self._sleep_until(sched)
         finally:
             self.running = False
+            self._realtime.undo()
             if froze:
                 _gc.unfreeze()
             if self.gc_mode is not None and was_enabled:

@@ -6,14 +6,14 @@ around whole loops, so the numbers are the engine's, not the interpreter's.
 Every row is compared against the section's baseline measured in the same
 run (malloc/free, numpy, plain Python objects).
 
-Sections live in floors 1-2 only; the tracker has its own
+Sections live in floors 1-3 only; the tracker has its own
 ``python -m dod.tracker.bench``.
 """
 import os
 from dataclasses import dataclass, field
 
 # Section modules, in the order the table prints them.
-SECTIONS = ["arena", "pool", "freelist", "table", "atomic", "concurrent", "numpy_memory"]
+SECTIONS = ["arena", "pool", "freelist", "table", "atomic", "concurrent", "numpy_memory", "ring"]
 
 
 @dataclass

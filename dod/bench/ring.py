@@ -1,0 +1,166 @@
+"""Ring section of ``python -m dod.bench``: hand-off cost per item of dod.ring
+against queue.Queue and collections.deque with a lock, same run, and the
+bytes each allocates per item.
+
+One item is a scan of ROWS x 2 float64: the ring copies it into a slot
+allocated once (Python face: ``slot.write(z)``; engine: a nogil loop), the
+queues pass a reference to a ready-made array (they would need a fresh
+array per scan in a real pipeline, which is not counted here). Kernels:
+dod/bench/_ring_kernels.pyx.
+"""
+import collections
+import queue
+import threading
+import time
+import tracemalloc
+
+import numpy as np
+
+from dod.bench import Section, median_of
+
+ROWS = 32
+SLOTS = 8
+
+
+def _ring():
+    from dod.ring import Ring
+    return Ring(SLOTS, ROWS, 2)
+
+
+class _DequeLock:
+    """What one writes without dod: a bounded deque behind a Condition."""
+
+    def __init__(self, maxlen):
+        self.items = collections.deque()
+        self.maxlen = maxlen
+        self.cond = threading.Condition(threading.Lock())
+
+    def put(self, x):
+        with self.cond:
+            while len(self.items) >= self.maxlen:
+                self.cond.wait()
+            self.items.append(x)
+            self.cond.notify()
+
+    def get(self):
+        with self.cond:
+            while not self.items:
+                self.cond.wait()
+            x = self.items.popleft()
+            self.cond.notify()
+            return x
+
+
+def _python_pair(kind):
+    """(put(z), get() -> something) for one of the Python-level hand-offs."""
+    if kind == "ring":
+        r = _ring()
+
+        def put(z):
+            s = r.acquire_write()
+            s.write(z)
+            r.commit()
+
+        def get():
+            s = r.acquire_read()
+            s.count
+            r.release()
+        return put, get, r
+    if kind == "queue":
+        q = queue.Queue(SLOTS)
+        return q.put, q.get, q
+    if kind == "deque":
+        d = _DequeLock(SLOTS)
+        return d.put, d.get, d
+    raise ValueError(kind)
+
+
+def handoff_ns(kind, threads, n, slots=SLOTS):
+    """ns per item for `kind` in ("engine", "ring", "queue", "deque"), on 1
+    thread (put then get) or 2 (a producer thread and this one)."""
+    z = np.ones((ROWS, 2))
+    if kind == "engine":
+        from dod.bench import _ring_kernels as K
+        from dod.ring import Ring
+        r = Ring(slots, ROWS, 2)
+        if threads == 1:
+            return K.one_thread(r, n, ROWS * 2)[0] / n
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault("ns", K.produce(r, n, ROWS * 2)))
+        t0 = time.perf_counter_ns()
+        t.start()
+        got, _, _ = K.consume(r, ROWS * 2)
+        t.join()
+        assert got == n
+        return (time.perf_counter_ns() - t0) / n
+    put, get, _ = _python_pair(kind)
+    if threads == 1:
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            put(z)
+            get()
+        return (time.perf_counter_ns() - t0) / n
+
+    def producer():
+        for _ in range(n):
+            put(z)
+    t = threading.Thread(target=producer)
+    t0 = time.perf_counter_ns()
+    t.start()
+    for _ in range(n):
+        get()
+    t.join()
+    return (time.perf_counter_ns() - t0) / n
+
+
+def allocated_bytes_per_item(kind, n=2000):
+    """Traced bytes allocated (peak above the start, summed over items) per
+    item, one thread, after a warm-up: 0 means nothing is allocated at all."""
+    z = np.ones((ROWS, 2))
+    put, get, _ = _python_pair(kind)
+    for _ in range(100):
+        put(z)
+        get()
+    rises = [0] * n
+    tracemalloc.start()
+    try:
+        for i in range(n):
+            cur, _ = tracemalloc.get_traced_memory()
+            tracemalloc.reset_peak()
+            put(z)
+            get()
+            _, peak = tracemalloc.get_traced_memory()
+            rises[i] = peak - cur
+    finally:
+        tracemalloc.stop()
+    return sum(rises[10:]) / (n - 10)
+
+
+def run(quick=False):
+    rep = 3 if quick else 5
+    n_py = 5_000 if quick else 20_000
+    n_c = 200_000 if quick else 1_000_000
+    sections = []
+    for threads in (1, 2):
+        where = "one thread, put then get" if threads == 1 else "producer thread -> consumer thread"
+        s = Section(f"ring hand-off of a {ROWS}x2 float64 scan, {SLOTS} slots, {where}", "queue.Queue",
+                    per="item", goal="hand-off without the GIL and without allocation per item")
+        s.add("dod.ring engine (cimport, nogil)", median_of(lambda: handoff_ns("engine", threads, n_c), rep),
+              note="copies the scan into the slot")
+        if threads == 2:
+            s.add("dod.ring engine, 64 slots", median_of(lambda: handoff_ns("engine", 2, n_c, 64), rep),
+                  note="fewer sleeps: each wake costs a context switch")
+        s.add("dod.ring Python face", median_of(lambda: handoff_ns("ring", threads, n_py), rep),
+              note="slot.write(z) copies the scan")
+        s.add("queue.Queue", median_of(lambda: handoff_ns("queue", threads, n_py), rep),
+              note="passes a reference")
+        s.add("collections.deque + Condition", median_of(lambda: handoff_ns("deque", threads, n_py), rep),
+              note="passes a reference")
+        sections.append(s)
+    s = Section("bytes allocated per item (tracemalloc, one thread)", "queue.Queue", per="item",
+                goal="0 for the ring")
+    for kind, name in (("ring", "dod.ring Python face"), ("queue", "queue.Queue"),
+                       ("deque", "collections.deque + Condition")):
+        s.add(name, allocated_bytes_per_item(kind), "B")
+    sections.append(s)
+    return sections

@@ -1,0 +1,812 @@
+"""A bounded single-producer single-consumer ring of fixed slots: input that streams.
+
+A :class:`Ring` holds ``slots`` records allocated once, each a fixed-capacity
+array of ``rows`` rows of ``row_shape`` and ``dtype`` (a scan of detections,
+a batch of samples, a frame) plus a row count and a few scalars (``time``,
+``dt``, ``tag``, and ``seq`` set on commit). A producer (a scenario
+generator, a file reader, a socket thread) fills the next free slot and
+commits it; a consumer (a tick) reads the oldest committed slot and releases
+it. Nothing is allocated per item and the hand-off is two atomic counters
+(acquire/release ordering from ``dod/_atomic.h``): with the GIL released
+on both sides when they are Cython.
+
+Producer: ``slot = ring.acquire_write()`` -> fill ``slot.data`` / ``slot.write(a)``
+-> ``ring.commit()``. Consumer: ``slot = ring.acquire_read()`` -> use
+``slot.rows`` -> ``ring.release()``. Or ``with ring.write() as slot:`` and
+``with ring.read() as slot:``, or ``for slot in ring:``. ``ring.close()``
+(either side) ends the stream: writes then raise :class:`RingClosed`; reads
+drain what was committed, then ``acquire_read`` returns None.
+
+Waiting
+    When the ring is full (producer) or empty (consumer), acquire waits up
+    to ``timeout`` seconds (None: no limit; 0: do not wait) with the GIL
+    released: a short spin, then a futex sleep that commit/release/close
+    wake. Ctrl-C interrupts a wait in the main thread.
+
+Lifetime rule (the one place it lives for the ring)
+    The arrays of a slot (``slot.data``, ``slot.rows`` and every view taken
+    from them) may be used only while the slot is held. Handing the slot on
+    (``commit``, ``abort``, ``release``) while any such array is still
+    referenced raises BufferError and changes nothing: delete the views (or
+    copy what you keep) and call again. Memory itself is never freed under a
+    view: every array's base keeps the slot block alive. Accessing a Slot
+    that is not held raises RuntimeError. The arrays are made once per slot,
+    so the Python face allocates nothing per item either.
+
+Fast path
+    ``dod/ring.pxd``: ``dod_ring_acquire_write`` / ``dod_ring_commit`` /
+    ``dod_ring_acquire_read`` / ``dod_ring_release`` (inline, nogil), with the
+    checks the caller owns listed there.
+
+Thread-safety
+    One producer thread and one consumer thread at a time, each on its own
+    side, through the Python face or the engine. The Python face refuses a
+    second producer (or consumer) while one is waiting or holding a slot
+    (RuntimeError). ``close()``, ``closed``, ``len()`` and ``stats()`` may be
+    called from any thread.
+"""
+cimport cython
+cimport numpy as cnp
+from cpython.exc cimport PyErr_CheckSignals
+from cpython.number cimport PyNumber_Index
+from cpython.object cimport PyObject
+from libc.errno cimport EINTR, ETIMEDOUT
+from libc.stdint cimport uint32_t, uint64_t, int64_t, uintptr_t
+from libc.string cimport memcpy, memset
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+
+from dod._atomic cimport (dod_atomic_load_u64, dod_atomic_store_u64, dod_atomic_load_u32,
+                          dod_atomic_fetch_add_u32, dod_atomic_exchange_u32, dod_atomic_store_u32,
+                          dod_atomic_fence,
+                          dod_atomic_wait_u32, dod_atomic_wake_all_u32, dod_cpu_relax)
+from dod._core cimport DOD_CACHE_LINE, dod_add_overflow, dod_mul_overflow
+from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
+from dod.resource cimport (Resource, dod_resource, dod_resource_allocate_from_python,
+                           dod_resource_deallocate)
+
+import numpy as np
+
+from dod.errors import InvariantError
+from dod.resource import pages as _pages
+
+cnp.import_array()
+
+cdef extern from "Python.h":
+    # The macro on a borrowed pointer: Cython's Py_REFCNT(object) would count its own temporary.
+    Py_ssize_t _refs "Py_REFCNT"(PyObject* o)
+
+class RingClosed(RuntimeError):
+    """The ring was closed: no more slots can be written."""
+
+
+cdef enum:
+    _SPINS = 256                 # polls before a waiter sleeps (a hand-off often lands in this window)
+    _MAX_SLOTS = 1 << 24
+    _IDLE = 0
+    _WAITING = 1
+    _HOLDING = 2
+
+cdef int64_t _PY_WAIT_CHUNK_NS = 100000000    # the Python face checks for signals at least every 100 ms
+
+
+cdef inline int64_t _now_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
+
+
+# ---------------------------------------------------------------- engine slow paths
+
+cdef void dod_ring_wake(dod_ring* r) noexcept nogil:
+    dod_atomic_fetch_add_u32(&r.epoch, 1)
+    dod_atomic_wake_all_u32(&r.epoch)
+
+
+cdef void dod_ring_close(dod_ring* r) noexcept nogil:
+    """Any thread: end the stream (idempotent) and wake both sides."""
+    dod_atomic_store_u64(&r.closed, 1)
+    dod_atomic_fence()
+    dod_ring_wake(r)
+
+
+cdef int _wait(dod_ring* r, bint writer, int64_t timeout_ns, dod_ring_slot** out) noexcept nogil:
+    """The slow path of both acquires: spin, then sleep on the epoch word."""
+    cdef int64_t deadline = 0, left = -1
+    cdef uint32_t e
+    cdef int spins = 0, rc
+    cdef uint32_t* flag
+    cdef dod_ring_slot* s
+    if timeout_ns > 0:
+        deadline = _now_ns() + timeout_ns
+    while True:
+        s = dod_ring_try_write(r) if writer else dod_ring_try_read(r)
+        if s != NULL:
+            out[0] = s
+            return DOD_RING_OK
+        if dod_atomic_load_u64(&r.closed):
+            # closed is set after the producer's last commit: one more look
+            # at head drains a slot committed just before the close.
+            s = NULL if writer else dod_ring_try_read(r)
+            if s != NULL:
+                out[0] = s
+                return DOD_RING_OK
+            if writer:
+                r.write_failed += 1
+            return DOD_RING_CLOSED
+        if timeout_ns == 0 or (timeout_ns > 0 and _now_ns() >= deadline):
+            if writer:
+                r.write_failed += 1
+            else:
+                r.read_failed += 1
+            return DOD_RING_TIMEOUT
+        if spins < _SPINS:
+            spins += 1
+            dod_cpu_relax()
+            continue
+        flag = &r.wait_write if writer else &r.wait_read
+        dod_atomic_exchange_u32(flag, 1)
+        e = dod_atomic_load_u32(&r.epoch)
+        dod_atomic_fence()
+        s = dod_ring_try_write(r) if writer else dod_ring_try_read(r)
+        rc = 0
+        if s == NULL and not dod_atomic_load_u64(&r.closed):
+            if timeout_ns > 0:
+                left = deadline - _now_ns()
+                if left < 0:
+                    left = 0
+            rc = dod_atomic_wait_u32(&r.epoch, e, left)
+        dod_atomic_store_u32(flag, 0)
+        if s != NULL:
+            out[0] = s
+            return DOD_RING_OK
+        if rc == EINTR:
+            return DOD_RING_INTERRUPTED
+
+
+cdef int dod_ring_wait_write(dod_ring* r, int64_t timeout_ns, dod_ring_slot** out) noexcept nogil:
+    out[0] = NULL
+    r.write_waits += 1
+    return _wait(r, True, timeout_ns, out)
+
+
+cdef int dod_ring_wait_read(dod_ring* r, int64_t timeout_ns, dod_ring_slot** out) noexcept nogil:
+    out[0] = NULL
+    r.read_waits += 1
+    return _wait(r, False, timeout_ns, out)
+
+
+# ---------------------------------------------------------------- owner
+
+cdef inline size_t _round_line(size_t n) noexcept nogil:
+    return (n + DOD_CACHE_LINE - 1) & ~(<size_t>DOD_CACHE_LINE - 1)
+
+
+@cython.no_gc_clear
+cdef class _SlotMemory:
+    """The one block of slots, taken from a Resource and given back to it."""
+    cdef void* ptr
+    cdef size_t size
+    cdef Resource resource
+
+    def __dealloc__(self):
+        if self.ptr != NULL:
+            dod_resource_deallocate(&self.resource.resource, self.ptr, self.size, DOD_CACHE_LINE)
+            self.ptr = NULL
+
+
+@cython.final
+cdef class _SlotLease:
+    """Base object of a slot's arrays: keeps the block alive; its reference
+    count tells whether a view of the slot is still around."""
+    cdef _SlotMemory memory
+
+
+cdef int64_t _timeout_ns(object timeout) except? -2:
+    if timeout is None:
+        return -1
+    t = float(timeout)
+    if not (t >= 0.0 and t < 1e9):
+        raise ValueError(f"timeout must be None or a number of seconds >= 0, not {timeout!r}")
+    return <int64_t>(t * 1e9)
+
+
+@cython.final
+cdef class Slot:
+    """One slot of a :class:`Ring`, as the producer (writable) or the consumer
+    (read-only) sees it while holding it.
+
+    Attributes: ``data`` (all ``rows`` rows), ``rows`` (the first ``count``
+    rows), ``count``, ``time``, ``dt``, ``tag`` (settable by the producer) and
+    ``seq`` (the slot's number in the stream, set on commit). Slot objects
+    are made once per slot and handed out again each time round; touching
+    one that is not held raises RuntimeError. Thread-safety: use a slot only
+    from the thread that acquired it.
+    """
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("Slot objects come from Ring.acquire_write() / acquire_read()")
+
+    cdef int _need_active(self) except -1:
+        if not self.active:
+            raise RuntimeError("this slot is not held: acquire it first (its memory now belongs "
+                               "to the other side of the ring)")
+        return 0
+
+    cdef bint _shared(self) noexcept:
+        # The face holds one reference to each array and to the lease, which
+        # the two arrays reference too (numpy points every derived view at
+        # the lease); any more is a view (or an export) still alive.
+        return (_refs(<PyObject*>self._data) != 1 or _refs(<PyObject*>self._rows) != 1
+                or _refs(<PyObject*>self._lease) != 3)
+
+    cdef int _set_length(self, size_t n) except -1:
+        cdef cnp.ndarray a = <cnp.ndarray>self._rows
+        if <size_t>cnp.PyArray_DIMS(a)[0] == n:
+            return 0
+        # Two references here: the face's and the local `a`'s.
+        if _refs(<PyObject*>a) != 2:
+            raise BufferError("slot.rows is still referenced: delete it before changing count")
+        cnp.PyArray_DIMS(a)[0] = <cnp.npy_intp>n
+        cnp.PyArray_UpdateFlags(a, cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_F_CONTIGUOUS)
+        return 0
+
+    @property
+    def data(self):
+        """ndarray (ring.rows, *row_shape): every row of the slot (read-only for the consumer)."""
+        self._need_active()
+        return self._data
+
+    @property
+    def rows(self):
+        """ndarray (count, *row_shape): the filled rows (read-only for the consumer)."""
+        self._need_active()
+        return self._rows
+
+    @property
+    def held(self):
+        """True while this slot is held through the Python face."""
+        return self.active
+
+    @property
+    def count(self):
+        """Rows filled, 0 .. ring.rows (the producer sets it; write() does)."""
+        self._need_active()
+        return self.header.count
+
+    @count.setter
+    def count(self, value):
+        self._need_active()
+        if not self.writable:
+            raise AttributeError("the consumer's slot is read-only")
+        n = PyNumber_Index(value)
+        if n < 0 or n > self.max_rows:
+            raise ValueError(f"count must be between 0 and {self.max_rows}, not {value!r}")
+        self._set_length(<size_t>n)
+        self.header.count = <uint64_t>n
+
+    @property
+    def time(self):
+        """Timestamp (seconds, float)."""
+        self._need_active()
+        return self.header.time
+
+    @time.setter
+    def time(self, double value):
+        self._need_active()
+        if not self.writable:
+            raise AttributeError("the consumer's slot is read-only")
+        self.header.time = value
+
+    @property
+    def dt(self):
+        """Time step (seconds, float)."""
+        self._need_active()
+        return self.header.dt
+
+    @dt.setter
+    def dt(self, double value):
+        self._need_active()
+        if not self.writable:
+            raise AttributeError("the consumer's slot is read-only")
+        self.header.dt = value
+
+    @property
+    def tag(self):
+        """A free int64 for the pipeline (sensor id, flags)."""
+        self._need_active()
+        return self.header.tag
+
+    @tag.setter
+    def tag(self, int64_t value):
+        self._need_active()
+        if not self.writable:
+            raise AttributeError("the consumer's slot is read-only")
+        self.header.tag = value
+
+    @property
+    def seq(self):
+        """The slot's number in the stream (0, 1, 2, ...), set on commit."""
+        self._need_active()
+        return self.header.seq
+
+    def write(self, array, time=None, dt=None, tag=None):
+        """Producer: copy `array` (n, *row_shape) into the first n rows, set count = n
+        (and time, dt, tag when given).
+
+        Raises ValueError for a wrong shape or n > ring.rows, TypeError for a
+        dtype that does not cast safely ("same_kind"); the slot is unchanged
+        on failure. No allocation when `array` is C-contiguous of the ring's
+        dtype.
+        """
+        self._need_active()
+        if not self.writable:
+            raise AttributeError("the consumer's slot is read-only")
+        cdef cnp.ndarray a = array if isinstance(array, cnp.ndarray) else np.asarray(array)
+        cdef cnp.ndarray d = <cnp.ndarray>self._data
+        cdef int nd = cnp.PyArray_NDIM(d), i
+        cdef cnp.npy_intp n
+        cdef int64_t tag_value = 0
+        cdef bint fits = cnp.PyArray_NDIM(a) == nd
+        for i in range(1, nd):
+            if fits and cnp.PyArray_DIMS(a)[i] != cnp.PyArray_DIMS(d)[i]:
+                fits = False
+        if not fits:
+            raise ValueError(f"array of shape {(<object>a).shape} does not match rows of shape "
+                             f"{(<object>d).shape[1:]}: expected (n,) + {(<object>d).shape[1:]}")
+        n = cnp.PyArray_DIMS(a)[0]
+        if <size_t>n > self.max_rows:
+            raise ValueError(f"{n} rows do not fit in a slot of {self.max_rows} rows")
+        cdef bint same = cnp.PyArray_EquivTypes(a.descr, d.descr)
+        if not same and not np.can_cast(a.dtype, d.dtype, "same_kind"):
+            raise TypeError(f"cannot cast {a.dtype} to the ring's {d.dtype} (same_kind)")
+        if tag is not None:
+            tag_value = <int64_t>tag          # OverflowError/TypeError before anything changes
+        t_value = float(time) if time is not None else None
+        dt_value = float(dt) if dt is not None else None
+        self._set_length(<size_t>n)
+        if same and cnp.PyArray_IS_C_CONTIGUOUS(a):
+            memcpy(cnp.PyArray_DATA(d), cnp.PyArray_DATA(a), <size_t>cnp.PyArray_NBYTES(a))
+        else:
+            np.copyto(self._rows, a, casting="same_kind")
+        self.header.count = <uint64_t>n
+        if t_value is not None:
+            self.header.time = t_value
+        if dt_value is not None:
+            self.header.dt = dt_value
+        if tag is not None:
+            self.header.tag = tag_value
+
+    def __repr__(self):
+        side = "producer" if self.writable else "consumer"
+        if not self.active:
+            return f"<dod.ring.Slot {self.index} ({side}, not held)>"
+        return (f"<dod.ring.Slot {self.index} ({side}) seq={self.header.seq} count={self.header.count} "
+                f"time={self.header.time:g} dt={self.header.dt:g} tag={self.header.tag}>")
+
+
+@cython.final
+cdef class _WriteBlock:
+    cdef Ring ring
+    cdef object timeout
+
+    def __enter__(self):
+        return self.ring.acquire_write(self.timeout)
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.ring.commit()
+            return False
+        try:
+            self.ring.abort()
+        except BufferError:
+            pass        # a traceback still holds a view: the slot stays held; abort() later
+        return False
+
+
+@cython.final
+cdef class _ReadBlock:
+    cdef Ring ring
+    cdef object timeout
+
+    def __enter__(self):
+        return self.ring.acquire_read(self.timeout)
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.ring._rstate != _HOLDING:
+            return False        # end of stream: __enter__ returned None
+        if exc_type is None:
+            self.ring.release()
+            return False
+        try:
+            self.ring.release()
+        except BufferError:
+            pass        # a traceback still holds a view: the slot stays held; release() later
+        return False
+
+
+@cython.final
+@cython.no_gc_clear
+cdef class Ring:
+    """A bounded single-producer single-consumer ring of fixed slots.
+
+    Ring(slots, rows, row_shape=(), dtype=numpy.float64, *, resource=None)
+
+    Parameters
+    ----------
+    slots : int
+        Number of slots (1 .. 2**24): how far the producer may run ahead.
+    rows : int
+        Row capacity of each slot (>= 1), e.g. the most detections a scan holds.
+    row_shape : int or tuple of int
+        Shape of one row, e.g. ``2`` for (x, y).
+    dtype : numpy dtype
+        Element type (no object dtypes).
+    resource : Resource, optional
+        Where the one block of slots comes from (any allocator's
+        ``.resource()``, e.g. ``Arena(n).resource()``). Default
+        ``dod.resource.pages``: fresh zeroed pages. Memory from another
+        resource is zeroed once here.
+
+    Raises ValueError for bad sizes or shapes, TypeError for an object
+    dtype, MemoryError when the block cannot be obtained. See the module
+    docstring for the hand-off, the lifetime rule and thread-safety.
+    """
+
+    def __cinit__(self, slots, rows, row_shape=(), dtype=np.float64, *, Resource resource=None):
+        cdef dod_array_request req
+        cdef cnp.dtype dt = as_dtype(dtype)
+        cdef size_t nslots, nrows, row_bytes, data_bytes, stride, total, i
+        cdef void* p
+        cdef _SlotMemory mem
+        cdef Slot face
+        cdef _SlotLease lease
+        ns = PyNumber_Index(slots)
+        if ns < 1 or ns > _MAX_SLOTS:
+            raise ValueError(f"slots must be between 1 and {_MAX_SLOTS}, not {slots!r}")
+        nr = PyNumber_Index(rows)
+        if nr < 1 or nr > (1 << 40):
+            raise ValueError(f"rows must be between 1 and 2**40, not {rows!r}")
+        shape = (row_shape,) if not isinstance(row_shape, (tuple, list)) else tuple(row_shape)
+        shape = tuple(PyNumber_Index(x) for x in shape)
+        if any(x < 1 for x in shape):
+            raise ValueError(f"row_shape must be positive sizes, not {row_shape!r}")
+        parse_request((nr,) + shape, dt, None, DOD_CACHE_LINE, &req)   # overflow checks
+        nslots = <size_t>ns
+        nrows = <size_t>nr
+        data_bytes = req.nbytes
+        row_bytes = data_bytes // nrows
+        stride = _round_line(data_bytes)
+        if (stride < data_bytes or dod_add_overflow(stride, DOD_RING_HEADER, &stride)
+                or dod_mul_overflow(stride, nslots, &total) or total > (<size_t>1 << 46)):
+            raise MemoryError(f"{slots} slots of {rows} rows of {dt} {shape} do not fit in memory")
+        if resource is None:
+            resource = _pages
+        mem = _SlotMemory.__new__(_SlotMemory)
+        mem.resource = resource
+        p = dod_resource_allocate_from_python(resource, &resource.resource, total, DOD_CACHE_LINE)
+        if p == NULL:
+            raise MemoryError(f"could not obtain {total} bytes for a ring of {slots} slots from {resource!r}")
+        mem.ptr = p
+        mem.size = total
+        if (<uintptr_t>p) & (DOD_CACHE_LINE - 1):
+            raise MemoryError(f"{resource!r} returned memory that is not 64-byte aligned")
+        if resource is not _pages:
+            memset(p, 0, total)
+        self._memory = mem
+        self.slots = nslots
+        self.rows = nrows
+        self.row_shape = shape
+        self.dtype = dt
+        self.engine.base = <char*>p
+        self.engine.stride = stride
+        self.engine.nslots = nslots
+        self.engine.max_rows = nrows
+        self.engine.row_bytes = row_bytes
+        self._writers = []
+        self._readers = []
+        for i in range(nslots):
+            for writable in (True, False):
+                lease = _SlotLease.__new__(_SlotLease)
+                lease.memory = mem
+                face = Slot.__new__(Slot)
+                face.header = dod_ring_slot_at(&self.engine, i)
+                face.writable = writable
+                face.index = <Py_ssize_t>i
+                face.max_rows = nrows
+                face._data = wrap_memory(dod_ring_rows(face.header), &req, dt, lease)
+                req.dims[0] = 0
+                face._rows = wrap_memory(dod_ring_rows(face.header), &req, dt, lease)
+                req.dims[0] = <cnp.npy_intp>nrows
+                if not writable:
+                    face._data.flags.writeable = False
+                    face._rows.flags.writeable = False
+                face._lease = lease
+                (self._writers if writable else self._readers).append(face)
+        cdef _WriteBlock w = _WriteBlock.__new__(_WriteBlock)
+        w.ring = self
+        self._wctx = w
+        cdef _ReadBlock r = _ReadBlock.__new__(_ReadBlock)
+        r.ring = self
+        self._rctx = r
+
+    def __dealloc__(self):
+        # Slot faces may outlive the ring: they must refuse access from now on.
+        cdef Slot face
+        if self._writers is not None:
+            for face in self._writers:
+                face.active = False
+        if self._readers is not None:
+            for face in self._readers:
+                face.active = False
+
+    # -------------------------------------------------------- producer
+
+    cdef int _acquire(self, bint writer, object timeout, dod_ring_slot** s) except -1:
+        """Both acquires: try, then wait in chunks with the GIL released,
+        running signal handlers between chunks. Returns the engine's code;
+        counts one wait and at most one failure per call."""
+        cdef int rc
+        cdef int64_t t = _timeout_ns(timeout), left, chunk
+        cdef int64_t deadline = _now_ns() + t if t > 0 else 0
+        cdef dod_ring* r = &self.engine
+        cdef uint64_t failed = r.write_failed if writer else r.read_failed
+        cdef uint64_t waits = r.write_waits if writer else r.read_waits
+        cdef int state = self._wstate if writer else self._rstate
+        side = "writing" if writer else "reading"
+        if state == _HOLDING:
+            raise RuntimeError(f"a slot is already held for {side}: "
+                               + ("commit() or abort() it first" if writer else "release() it first"))
+        if state == _WAITING:
+            raise RuntimeError(f"another thread is waiting for {side}: a Ring has a single "
+                               + ("producer" if writer else "consumer"))
+        s[0] = dod_ring_try_write(r) if writer else dod_ring_try_read(r)
+        if s[0] != NULL:
+            return DOD_RING_OK
+        if writer:
+            self._wstate = _WAITING
+        else:
+            self._rstate = _WAITING
+        try:
+            while True:
+                chunk = _PY_WAIT_CHUNK_NS
+                if t >= 0:
+                    left = deadline - _now_ns() if t > 0 else 0
+                    chunk = left if left < chunk else chunk
+                    if chunk < 0:
+                        chunk = 0
+                with nogil:
+                    if writer:
+                        rc = dod_ring_acquire_write(r, chunk, s)
+                    else:
+                        rc = dod_ring_acquire_read(r, chunk, s)
+                if rc == DOD_RING_OK or rc == DOD_RING_CLOSED:
+                    break
+                if rc == DOD_RING_TIMEOUT and (t == 0 or (t > 0 and _now_ns() >= deadline)):
+                    break
+                PyErr_CheckSignals()
+        finally:
+            if writer:
+                self._wstate = _IDLE
+                r.write_waits = waits + 1
+                r.write_failed = failed + (rc != DOD_RING_OK)
+            else:
+                self._rstate = _IDLE
+                r.read_waits = waits + 1
+                r.read_failed = failed + (rc == DOD_RING_TIMEOUT)
+        return rc
+
+    def acquire_write(self, timeout=None):
+        """Producer: the next free slot (a writable :class:`Slot`), waiting up to
+        `timeout` seconds (None: no limit, 0: do not wait) with the GIL released.
+
+        Its count, time, dt and tag start at 0. Raises TimeoutError when no
+        slot frees in time, RingClosed when the ring is closed, RuntimeError
+        when a slot is already held or another thread is waiting to produce;
+        nothing changes on failure.
+        """
+        cdef dod_ring_slot* s = NULL
+        cdef Slot face
+        cdef int rc = self._acquire(True, timeout, &s)
+        if rc == DOD_RING_CLOSED:
+            raise RingClosed("the ring is closed: no more slots can be written")
+        if rc != DOD_RING_OK:
+            raise TimeoutError(f"no free slot within {timeout} s (the consumer is behind)")
+        memset(s, 0, sizeof(dod_ring_slot))
+        face = <Slot>self._writers[self.engine.widx]
+        face._set_length(0)
+        face.active = True
+        self._wslot = face
+        self._wstate = _HOLDING
+        return face
+
+    def commit(self):
+        """Producer: hand the held slot to the consumer (its seq is set now).
+
+        Raises RuntimeError without a held slot, BufferError while a view of
+        the slot is alive (nothing changes: delete the views, call again).
+        """
+        cdef Slot face = self._held_write("commit")
+        cdef size_t n
+        dod_ring_commit(&self.engine)
+        face.active = False
+        self._wslot = None
+        self._wstate = _IDLE
+        n = <size_t>dod_ring_size(&self.engine)
+        if n > self.peak_slots:
+            self.peak_slots = n
+
+    def abort(self):
+        """Producer: give the held slot back unwritten (the stream skips nothing).
+
+        Raises RuntimeError without a held slot, BufferError while a view of
+        it is alive (nothing changes).
+        """
+        cdef Slot face = self._held_write("abort")
+        face.active = False
+        self._wslot = None
+        self._wstate = _IDLE
+
+    cdef Slot _held_write(self, str what):
+        if self._wstate != _HOLDING:
+            raise RuntimeError(f"{what}() without a slot from acquire_write()")
+        if self._wslot._shared():
+            raise BufferError(f"a view of the slot being written is still alive: delete it "
+                              f"(or copy what you keep) before {what}()")
+        return self._wslot
+
+    def write(self, timeout=None):
+        """Producer: ``with ring.write(timeout) as slot:`` acquires a slot,
+        commits it when the block ends, aborts it when the block raises.
+
+        The arrays of `slot` are valid only inside the block (a view kept
+        past it makes the commit raise BufferError, slot still held).
+        The same context object is returned each time (no allocation).
+        """
+        (<_WriteBlock>self._wctx).timeout = timeout
+        return self._wctx
+
+    # -------------------------------------------------------- consumer
+
+    def acquire_read(self, timeout=None):
+        """Consumer: the oldest committed slot (a read-only :class:`Slot`),
+        waiting up to `timeout` seconds (None: no limit, 0: do not wait) with
+        the GIL released; None at the end of the stream (closed and drained).
+
+        Raises TimeoutError when nothing arrives in time, RuntimeError when a
+        slot is already held or another thread is waiting to consume;
+        nothing changes on failure.
+        """
+        cdef dod_ring_slot* s = NULL
+        cdef Slot face
+        cdef uint64_t n
+        cdef int rc = self._acquire(False, timeout, &s)
+        if rc == DOD_RING_CLOSED:
+            return None
+        if rc != DOD_RING_OK:
+            raise TimeoutError(f"no slot committed within {timeout} s")
+        face = <Slot>self._readers[self.engine.ridx]
+        n = s.count
+        face._set_length(n if n <= self.rows else self.rows)   # a cimport producer owns count <= rows
+        face.active = True
+        self._rslot = face
+        self._rstate = _HOLDING
+        return face
+
+    def release(self):
+        """Consumer: give the held slot back to the producer.
+
+        Raises RuntimeError without a held slot, BufferError while a view of
+        it is alive (nothing changes: delete the views, call again).
+        """
+        if self._rstate != _HOLDING:
+            raise RuntimeError("release() without a slot from acquire_read()")
+        cdef Slot face = self._rslot
+        if face._shared():
+            raise BufferError("a view of the slot being read is still alive: delete it "
+                              "(or copy what you keep) before release()")
+        face.active = False
+        self._rslot = None
+        self._rstate = _IDLE
+        dod_ring_release(&self.engine)
+
+    def read(self, timeout=None):
+        """Consumer: ``with ring.read(timeout) as slot:`` acquires the oldest
+        slot (None at the end of the stream) and releases it when the block
+        ends. The arrays of `slot` are valid only inside the block. The same
+        context object is returned each time (no allocation).
+        """
+        (<_ReadBlock>self._rctx).timeout = timeout
+        return self._rctx
+
+    def __iter__(self):
+        """Consumer: yield each committed slot until the end of the stream,
+        releasing each when the next is asked for (no timeout)."""
+        while True:
+            slot = self.acquire_read()
+            if slot is None:
+                return
+            try:
+                yield slot
+            finally:
+                slot = None
+                self.release()
+
+    # -------------------------------------------------------- either side
+
+    def close(self):
+        """End the stream (any thread, idempotent): writes raise RingClosed from
+        now on, waiting threads wake, the consumer drains then gets None."""
+        dod_ring_close(&self.engine)
+
+    @property
+    def closed(self):
+        """True after close()."""
+        return dod_atomic_load_u64(&self.engine.closed) != 0
+
+    def __len__(self):
+        """Slots committed and not yet released (a snapshot)."""
+        return dod_ring_size(&self.engine)
+
+    @property
+    def slot_bytes(self):
+        """Bytes of one slot: the 64-byte header plus the rows, padded to 64."""
+        return self.engine.stride
+
+    def stats(self):
+        """Statistics as a dict (a snapshot; exact when both sides are quiet).
+
+        capacity, used, available, peak (bytes of slots: all, in flight,
+        free, most in flight seen at a Python commit or a stats() call),
+        allocations (slots committed), failed (acquires that timed out or
+        found the ring closed), then slots, in_flight, committed, released,
+        write_waits / read_waits (acquires that found the ring full / empty),
+        closed.
+        """
+        cdef uint64_t tail = dod_atomic_load_u64(&self.engine.tail)
+        cdef uint64_t head = dod_atomic_load_u64(&self.engine.head)
+        cdef size_t n = <size_t>(head - tail), stride = self.engine.stride
+        if n > self.peak_slots:
+            self.peak_slots = n
+        return {
+            "capacity": self.slots * stride,
+            "used": n * stride,
+            "available": (self.slots - n) * stride,
+            "peak": self.peak_slots * stride,
+            "allocations": head,
+            "failed": self.engine.write_failed + self.engine.read_failed,
+            "slots": self.slots,
+            "in_flight": n,
+            "committed": head,
+            "released": tail,
+            "write_waits": self.engine.write_waits,
+            "read_waits": self.engine.read_waits,
+            "closed": self.closed,
+        }
+
+    def check(self):
+        """Walk the ring's invariants; raise dod.InvariantError on the first
+        broken one. Call it while neither side is inside an acquire."""
+        cdef dod_ring* r = &self.engine
+        cdef uint64_t k
+        if r.head - r.tail > r.nslots:
+            raise InvariantError(f"{r.head - r.tail} slots in flight in a ring of {r.nslots}")
+        if r.widx != r.head % r.nslots or r.ridx != r.tail % r.nslots:
+            raise InvariantError("slot indices out of step with the counters")
+        if r.tail_seen > r.tail or r.head_seen > r.head:
+            raise InvariantError("a side's cached counter is ahead of the real one")
+        if r.stride % DOD_CACHE_LINE or r.stride < DOD_RING_HEADER + r.max_rows * r.row_bytes:
+            raise InvariantError("slot stride too small or not a multiple of 64")
+        for k in range(r.tail, r.head):
+            if dod_ring_slot_at(r, k % r.nslots).seq != k:
+                raise InvariantError(f"slot {k % r.nslots} in flight carries seq "
+                                     f"{dod_ring_slot_at(r, k % r.nslots).seq}, expected {k}")
+            if dod_ring_slot_at(r, k % r.nslots).count > r.max_rows:
+                raise InvariantError(f"slot {k % r.nslots} claims more rows than it holds")
+        if (self._wstate == _HOLDING) != (self._wslot is not None):
+            raise InvariantError("producer state and held slot disagree")
+        if (self._rstate == _HOLDING) != (self._rslot is not None):
+            raise InvariantError("consumer state and held slot disagree")
+
+    def __repr__(self):
+        return (f"<dod.Ring {self.slots} slots x {self.rows} rows of {self.dtype} {self.row_shape} "
+                f"in_flight={len(self)}{' closed' if self.closed else ''}>")
