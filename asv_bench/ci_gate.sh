@@ -6,36 +6,43 @@
 #
 # Benchmarks BASE and HEAD on a small, stable subset (the tracker tick at
 # N = 1,000 and 10,000, the arena frame, the pool pair and its speedup over
-# malloc/free, the arena's speedup, the table's batch insert), each commit
-# built in its own asv environment (asv.conf.json), compares them with asv's
-# statistics and FACTOR (default 1.5), and prints the comparison table. A
-# regression (check_regression.sh decides: speedups read the right way round)
-# is not believed at once: the subset is run again for both commits and only
-# a regression seen both times is confirmed.
+# malloc/free, the arena's speedup, the table's batch insert), compares them
+# with asv's statistics (asv compare: 99 % intervals of recorded samples) and
+# FACTOR (default 1.5), and prints the comparison table. A regression
+# (check_regression.sh decides: speedups read the right way round) is not
+# believed at once: the subset is run again for both commits and only a
+# regression seen both times is confirmed.
 #
 # A confirmed regression fails the gate unless the HEAD commit message
 # declares it with a trailer, one per regressed benchmark (any part of its
-# name, then why):
+# name, a colon, then why):
 #
 #     Benchmark-Regression: TrackerTick.time_tick: the gating pass costs 20 us; issue 12 needs it
 #
 # Exit status: 0 no regression (or every one declared), 1 a confirmed,
 # undeclared regression, 2 the gate could not run (no previous commit in a
-# shallow clone, an asv environment that cannot be built, ...).
-# Environment: ASV (the asv command, default `asv`), FACTOR, GATE_BENCH
-# (asv -b regexes, space-separated, replacing the subset).
-# Offline: asv builds each commit with `pip wheel --no-deps
-# --no-build-isolation` in a virtualenv whose pinned toolchain comes from pip's
-# configured index (a local wheelhouse here); nothing else is fetched.
+# shallow clone, a commit that does not build, ...).
+#
+# Offline by construction: each commit is exported (git archive), built with
+# PYTHON's own toolchain (pip wheel --no-deps --no-build-isolation: numpy,
+# Cython, setuptools must be installed there, as for any build of dod) and
+# installed into a private directory; asv then times it in its `existing`
+# environment (PYTHON, with that directory first on PYTHONPATH) and stores the
+# result under the commit's hash (--set-commit-hash). asv's own virtualenv
+# environments are not used: creating one downloads asv_runner and the pinned
+# toolchain. Environment: PYTHON (default python3), ASV (default
+# "$PYTHON -m asv"), FACTOR, GATE_BENCH (asv -b regexes, space-separated,
+# replacing the subset), DOD_BUILD_JOBS (compile jobs).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
-ASV=${ASV:-asv}
+PYTHON=${PYTHON:-python3}
+ASV=${ASV:-"$PYTHON -m asv"}
 FACTOR=${FACTOR:-1.5}
 t0=$(date +%s)
 
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-    sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
 fi
 base=$(git rev-parse -q --verify "${1:-HEAD~1}^{commit}") || {
@@ -63,17 +70,40 @@ subset=(
 bargs=()
 for b in "${subset[@]}"; do bargs+=(-b "$b"); done
 
-hashes=$(mktemp)
-trap 'rm -f "$hashes"' EXIT
-printf '%s\n%s\n' "$base" "$head" > "$hashes"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+verdict="$work/verdict"
+py=$($PYTHON -c 'import sys; print(sys.executable)') || { echo "ci_gate: no python '$PYTHON'" >&2; exit 2; }
 
-run() {         # $@: extra asv run arguments
-    $ASV run --show-stderr --record-samples "$@" "HASHFILE:$hashes" "${bargs[@]}"
-    local rc=$?
-    if [ $rc -ne 0 ] && [ $rc -ne 2 ]; then     # 2: a benchmark raised; the table still says which
-        echo "ci_gate: asv run failed ($rc): see above (an environment that cannot be built?)" >&2
+build() {       # $1 commit: its dod built and installed into $work/site-$1
+    local c=$1 src="$work/src-$1" t=$(date +%s)
+    mkdir -p "$src" && git archive "$c" | tar -x -C "$src" || { echo "ci_gate: cannot export ${c:0:8}" >&2; exit 2; }
+    if ! $py -m pip wheel -q --no-deps --no-build-isolation -w "$work/wheel-$c" "$src" > "$work/build-$c.log" 2>&1 \
+        || ! $py -m pip install -q --no-deps --no-index --target "$work/site-$c" "$work/wheel-$c"/*.whl \
+            >> "$work/build-$c.log" 2>&1; then
+        tail -30 "$work/build-$c.log" >&2
+        echo "ci_gate: ${c:0:8} does not build with $py (numpy, Cython, setuptools installed there?)" >&2
         exit 2
     fi
+    local where
+    where=$(cd "$work" && PYTHONPATH="$work/site-$c" $py -c 'import dod; print(dod.__file__)' 2>&1)
+    if [[ "$where" != "$work/site-$c/"* ]]; then
+        echo "ci_gate: the build of ${c:0:8} is not the dod imported ($where)" >&2; exit 2
+    fi
+    echo "ci_gate: built ${c:0:8} in $(( $(date +%s) - t )) s" >&2
+}
+
+run() {         # $@: extra asv run arguments; times both commits
+    local c rc
+    for c in "$base" "$head"; do
+        PYTHONPATH="$work/site-$c" $ASV run --environment "existing:$py" --set-commit-hash "$c" \
+            --show-stderr --record-samples "$@" "${bargs[@]}"
+        rc=$?
+        if [ $rc -ne 0 ] && [ $rc -ne 2 ]; then     # 2: a benchmark raised; the table says which
+            echo "ci_gate: asv run failed ($rc) for ${c:0:8}: see above" >&2
+            exit 2
+        fi
+    done
 }
 
 compare() {     # prints the table and the verdict; returns check_regression's verdict (0/1)
@@ -87,11 +117,11 @@ compare() {     # prints the table and the verdict; returns check_regression's v
     return $rc
 }
 
-$ASV machine --yes >/dev/null || { echo "ci_gate: asv machine failed" >&2; exit 2; }
-verdict=$(mktemp)
-trap 'rm -f "$hashes" "$verdict"' EXIT
+$ASV machine --yes >/dev/null || { echo "ci_gate: asv machine failed ($ASV)" >&2; exit 2; }
 echo "ci_gate: ${base:0:8} (base) against ${head:0:8} (HEAD), factor $FACTOR" >&2
-run --skip-existing
+build "$base"
+build "$head"
+run
 if compare; then
     echo "ci_gate: passed ($(( $(date +%s) - t0 )) s)"
     exit 0
