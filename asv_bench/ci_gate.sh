@@ -77,7 +77,7 @@ py=$($PYTHON -c 'import sys; print(sys.executable)') || { echo "ci_gate: no pyth
 
 build() {       # $1 commit: its dod built and installed into $work/site-$1
     local c=$1 src="$work/src-$1" t=$(date +%s)
-    mkdir -p "$src" && git archive "$c" | tar -x -C "$src" || { echo "ci_gate: cannot export ${c:0:8}" >&2; exit 2; }
+    mkdir -p "$src" && git -C "$here/.." archive "$c" | tar -x -C "$src" || { echo "ci_gate: cannot export ${c:0:8}" >&2; exit 2; }
     if ! $py -m pip wheel -q --no-deps --no-build-isolation -w "$work/wheel-$c" "$src" > "$work/build-$c.log" 2>&1 \
         || ! $py -m pip install -q --no-deps --no-index --target "$work/site-$c" "$work/wheel-$c"/*.whl \
             >> "$work/build-$c.log" 2>&1; then
