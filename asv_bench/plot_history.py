@@ -288,7 +288,8 @@ def draw_panel(ax, name, points, benchmarks, goals, order, machines, small=False
                              + (f" ({label})" if label else ""))
     ax.set_title(name.rsplit(".", 1)[-1], fontsize=8 if small else 9)
     ax.set_ylabel(shown, fontsize=8)
-    ax.set_ylim(bottom=0)
+    lows = [v / scale for k in keys for v in points[k].values()]
+    ax.set_ylim(bottom=min([0.0] + lows) * 1.1)      # from zero: ratios and costs read true to scale
     ax.tick_params(labelsize=7)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=6, loc="best")
@@ -424,7 +425,7 @@ def main(argv=None):
         for note in notes:
             print(f"plot_history: {note}", file=sys.stderr)
         table = text_table(points, benchmarks, commits, a.last)
-        print(table)
+        sys.stdout.write(table)
         if len(commits) < 2:
             print(f"plot_history: only one commit ({next(iter(commits))[:8]}) has results: no history "
                   "to draw; benchmark more commits (STEPS=10 asv_bench/history.sh ALL)", file=sys.stderr)
