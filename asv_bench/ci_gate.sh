@@ -45,6 +45,31 @@ if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
     sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
 fi
+trim() { local x="${1#"${1%%[![:space:]]*}"}"; printf '%s' "${x%"${x##*[![:space:]]}"}"; }
+
+undeclared() {  # $1 commit; stdin: check_regression's verdict. Returns 1 if a regressed row is undeclared.
+    local declared name line what why ok missing=0
+    declared=$(git log -1 --format='%(trailers:key=Benchmark-Regression,valueonly,separator=%x0A)' "$1")
+    while IFS= read -r name; do
+        [ -z "$name" ] && continue
+        ok=0
+        while IFS= read -r line; do
+            [[ "$line" == *:* ]] || continue
+            what=$(trim "${line%%:*}"); why=$(trim "${line#*:}")
+            if [ -n "$what" ] && [ -n "$why" ] && [[ "$name" == *"$what"* ]]; then
+                ok=1; echo "ci_gate: declared in ${1:0:8}: $name ($why)"; break
+            fi
+        done <<< "$declared"
+        [ $ok -eq 0 ] && { missing=1; echo "ci_gate: NOT declared: $name"; }
+    done < <(awk -F'|' '/^\|/ { n = $(NF-1); gsub(/^ +| +$/, "", n); print n }')
+    return $missing
+}
+
+if [ "${1:-}" = "--declared" ]; then    # ci_gate.sh --declared COMMIT < verdict: the trailer check alone
+    c=$(git rev-parse -q --verify "${2:-HEAD}^{commit}") || { echo "ci_gate: no commit '${2:-HEAD}'" >&2; exit 2; }
+    undeclared "$c"
+    exit $?
+fi
 base=$(git rev-parse -q --verify "${1:-HEAD~1}^{commit}") || {
     echo "ci_gate: no commit '${1:-HEAD~1}' (a shallow clone? fetch with --depth 2 or more)" >&2; exit 2; }
 head=$(git rev-parse -q --verify "${2:-HEAD}^{commit}") || {
@@ -135,26 +160,11 @@ if compare; then
 fi
 
 # Confirmed: every regressed benchmark must be declared in HEAD's message.
-declared=$(git log -1 --format='%(trailers:key=Benchmark-Regression,valueonly,separator=%x0A)' "$head")
-undeclared=0
-while IFS= read -r name; do
-    [ -z "$name" ] && continue
-    ok=0
-    while IFS= read -r line; do
-        what=${line%%:*}; why=${line#*:}
-        what=$(echo "$what" | xargs); why=$(echo "$why" | xargs)
-        if [ -n "$what" ] && [ -n "$why" ] && [ "$line" != "$what" ] && [[ "$name" == *"$what"* ]]; then
-            ok=1; echo "ci_gate: declared in ${head:0:8}: $name ($why)"; break
-        fi
-    done <<< "$declared"
-    [ $ok -eq 0 ] && { undeclared=$((undeclared + 1)); echo "ci_gate: NOT declared: $name"; }
-done < <(awk -F'|' '/^\|/ { n = $(NF-1); gsub(/^ +| +$/, "", n); print n }' "$verdict")
-
-if [ $undeclared -gt 0 ]; then
-    echo "ci_gate: FAILED: $undeclared confirmed regression(s) beyond ${FACTOR}x not declared;" \
-         "add 'Benchmark-Regression: <benchmark>: <why>' to the commit message if intended" \
-         "($(( $(date +%s) - t0 )) s)"
-    exit 1
+if undeclared "$head" < "$verdict"; then
+    echo "ci_gate: every confirmed regression is declared: passed ($(( $(date +%s) - t0 )) s)"
+    exit 0
 fi
-echo "ci_gate: every confirmed regression is declared: passed ($(( $(date +%s) - t0 )) s)"
-exit 0
+echo "ci_gate: FAILED: confirmed regression(s) beyond ${FACTOR}x not declared; add" \
+     "'Benchmark-Regression: <benchmark>: <why>' to the commit message if intended" \
+     "($(( $(date +%s) - t0 )) s)"
+exit 1
