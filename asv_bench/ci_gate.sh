@@ -100,9 +100,32 @@ trap 'rm -rf "$work"' EXIT
 verdict="$work/verdict"
 py=$($PYTHON -c 'import sys; print(sys.executable)') || { echo "ci_gate: no python '$PYTHON'" >&2; exit 2; }
 
-build() {       # $1 commit: its dod built and installed into $work/site-$1
-    local c=$1 src="$work/src-$1" t=$(date +%s)
+export_tree() {  # $1 commit, $2 an exported and built commit or "": the tree of $1 in $work/src-$1
+    local c=$1 from=$2 src="$work/src-$1" changes
+    if [ -n "$from" ]; then
+        # Incremental: start from $from's built tree (generated C, objects) and
+        # write the files that differ, newer than every build output, so that
+        # cythonize and build_ext redo exactly what they touch. Not when a
+        # header or the build itself changed, or a file went away (stale
+        # modules would stay in build/lib): then from scratch.
+        changes=$(git -C "$here/.." diff --no-renames --name-status "$from" "$c") || changes="D ?"
+        if ! grep -qE '^D|\.h$|(^|/)(setup\.py|pyproject\.toml|setup\.cfg|MANIFEST\.in)$' <<< "$changes"; then
+            cp -a "$work/src-$from" "$src" || exit 2
+            while IFS=$'\t' read -r _ path; do
+                [ -z "$path" ] && continue
+                mkdir -p "$src/$(dirname "$path")"
+                git -C "$here/.." show "$c:$path" > "$src/$path" || exit 2
+            done <<< "$changes"
+            echo "ci_gate: ${c:0:8}: built incrementally on ${from:0:8} ($(grep -c . <<< "$changes") files differ)" >&2
+            return
+        fi
+    fi
     mkdir -p "$src" && git -C "$here/.." archive "$c" | tar -x -C "$src" || { echo "ci_gate: cannot export ${c:0:8}" >&2; exit 2; }
+}
+
+build() {       # $1 commit, $2 a built commit to start from (optional): $1's dod installed into $work/site-$1
+    local c=$1 src="$work/src-$1" t=$(date +%s)
+    export_tree "$c" "${2:-}"
     if ! $py -m pip wheel -q --no-deps --no-build-isolation -w "$work/wheel-$c" "$src" > "$work/build-$c.log" 2>&1 \
         || ! $py -m pip install -q --no-deps --no-index --target "$work/site-$c" "$work/wheel-$c"/*.whl \
             >> "$work/build-$c.log" 2>&1; then
@@ -145,7 +168,7 @@ compare() {     # prints the table and the verdict; returns check_regression's v
 $ASV machine --yes >/dev/null || { echo "ci_gate: asv machine failed ($ASV)" >&2; exit 2; }
 echo "ci_gate: ${base:0:8} (base) against ${head:0:8} (HEAD), factor $FACTOR" >&2
 build "$base"
-build "$head"
+build "$head" "$base"
 run
 if compare; then
     echo "ci_gate: passed ($(( $(date +%s) - t0 )) s)"
