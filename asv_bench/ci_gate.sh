@@ -98,6 +98,7 @@ for b in "${subset[@]}"; do bargs+=(-b "$b"); done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 verdict="$work/verdict"
+conf="$work/asv.conf.json"
 py=$($PYTHON -c 'import sys; print(sys.executable)') || { echo "ci_gate: no python '$PYTHON'" >&2; exit 2; }
 
 export_tree() {  # $1 commit, $2 an exported and built commit or "": the tree of $1 in $work/src-$1
@@ -123,6 +124,21 @@ export_tree() {  # $1 commit, $2 an exported and built commit or "": the tree of
     mkdir -p "$src" && git -C "$here/.." archive "$c" | tar -x -C "$src" || { echo "ci_gate: cannot export ${c:0:8}" >&2; exit 2; }
 }
 
+write_conf() {   # asv.conf.json with absolute paths and branches ["HEAD"]: the gate needs no local "main"
+    $py - "$here" "$conf" <<'PY' || { echo "ci_gate: cannot read asv.conf.json with $py (asv installed?)" >&2; exit 2; }
+import json, os, sys
+from asv import util
+here, out = sys.argv[1:]
+c = util.load_json(os.path.join(here, "asv.conf.json"), js_comments=True)
+for key, default in (("repo", ".."), ("benchmark_dir", "benchmarks"), ("results_dir", "results"),
+                     ("env_dir", "env"), ("html_dir", "html")):
+    c[key] = os.path.normpath(os.path.join(here, c.get(key, default)))
+c["branches"] = ["HEAD"]
+with open(out, "w") as f:
+    json.dump(c, f)
+PY
+}
+
 build() {       # $1 commit, $2 a built commit to start from (optional): $1's dod installed into $work/site-$1
     local c=$1 src="$work/src-$1" t=$(date +%s)
     export_tree "$c" "${2:-}"
@@ -144,7 +160,7 @@ build() {       # $1 commit, $2 a built commit to start from (optional): $1's do
 run() {         # $@: extra asv run arguments; times both commits
     local c rc
     for c in "$base" "$head"; do
-        PYTHONPATH="$work/site-$c" $ASV run --environment "existing:$py" --set-commit-hash "$c" \
+        PYTHONPATH="$work/site-$c" $ASV run --config "$conf" --environment "existing:$py" --set-commit-hash "$c" \
             --show-stderr --record-samples "$@" "${bargs[@]}"
         rc=$?
         if [ $rc -ne 0 ] && [ $rc -ne 2 ]; then     # 2: a benchmark raised; the table says which
@@ -156,7 +172,7 @@ run() {         # $@: extra asv run arguments; times both commits
 
 compare() {     # prints the table and the verdict; returns check_regression's verdict (0/1)
     local out
-    out=$($ASV compare --factor "$FACTOR" --split "$base" "$head") || {
+    out=$($ASV compare --config "$conf" --factor "$FACTOR" --split "$base" "$head") || {
         echo "ci_gate: asv compare failed" >&2; exit 2; }
     echo "$out"
     printf '%s\n' "$out" | "$here/check_regression.sh" --parse "$FACTOR" > "$verdict"
@@ -167,6 +183,7 @@ compare() {     # prints the table and the verdict; returns check_regression's v
 
 $ASV machine --yes >/dev/null || { echo "ci_gate: asv machine failed ($ASV)" >&2; exit 2; }
 echo "ci_gate: ${base:0:8} (base) against ${head:0:8} (HEAD), factor $FACTOR" >&2
+write_conf
 build "$base"
 build "$head" "$base"
 run
