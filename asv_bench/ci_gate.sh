@@ -35,9 +35,10 @@
 # replacing the subset), DOD_BUILD_JOBS (compile jobs).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-cd "$here"
 PYTHON=${PYTHON:-python3}
-ASV=${ASV:-"$PYTHON -m asv"}
+py=$($PYTHON -c 'import sys; print(sys.executable)' 2>/dev/null) || py=""    # absolute, before the cd
+cd "$here"
+ASV=${ASV:-"$py -m asv"}
 FACTOR=${FACTOR:-1.5}
 t0=$(date +%s)
 
@@ -99,7 +100,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 verdict="$work/verdict"
 conf="$work/asv.conf.json"
-py=$($PYTHON -c 'import sys; print(sys.executable)') || { echo "ci_gate: no python '$PYTHON'" >&2; exit 2; }
+[ -n "$py" ] || { echo "ci_gate: no python '$PYTHON' (set PYTHON)" >&2; exit 2; }
 
 export_tree() {  # $1 commit, $2 an exported and built commit or "": the tree of $1 in $work/src-$1
     local c=$1 from=$2 src="$work/src-$1" changes
