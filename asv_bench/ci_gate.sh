@@ -27,7 +27,8 @@
 # PYTHON's own toolchain (pip wheel --no-deps --no-build-isolation: numpy,
 # Cython, setuptools must be installed there, as for any build of dod) and
 # installed into a private directory; asv then times it in its `existing`
-# environment (PYTHON, with that directory first on PYTHONPATH) and stores the
+# environment (PYTHON, with that directory as ASV_PYTHONPATH: asv drops
+# PYTHONPATH and sets it from ASV_PYTHONPATH) and stores the
 # result under the commit's hash (--set-commit-hash). asv's own virtualenv
 # environments are not used: creating one downloads asv_runner and the pinned
 # toolchain. Environment: PYTHON (default python3), ASV (default
@@ -161,7 +162,7 @@ build() {       # $1 commit, $2 a built commit to start from (optional): $1's do
 run() {         # $@: extra asv run arguments; times both commits
     local c rc
     for c in "$base" "$head"; do
-        PYTHONPATH="$work/site-$c" $ASV run --config "$conf" --environment "existing:$py" --set-commit-hash "$c" \
+        ASV_PYTHONPATH="$work/site-$c" $ASV run --config "$conf" --environment "existing:$py" --set-commit-hash "$c" \
             --show-stderr --record-samples "$@" "${bargs[@]}"
         rc=$?
         if [ $rc -ne 0 ] && [ $rc -ne 2 ]; then     # 2: a benchmark raised; the table says which
@@ -175,7 +176,15 @@ compare() {     # prints the table and the verdict; returns check_regression's v
     local out
     out=$($ASV compare --config "$conf" --factor "$FACTOR" --split "$base" "$head") || {
         echo "ci_gate: asv compare failed" >&2; exit 2; }
-    echo "$out"
+    # A gate that measured nothing must not pass: dod not importable, every benchmark skipped.
+    if ! printf '%s\n' "$out" | awk -F'|' '/^\|/ && $4 ~ /[0-9]/ && $4 !~ /n\/a|failed/ { found = 1 }
+                                           END { exit !found }'; then
+        printf '%s\n' "$out"
+        echo "ci_gate: no benchmark of the subset has a result for ${head:0:8}: see the asv output above" >&2
+        exit 2
+    fi
+    # rows of benchmarks not in the subset (other parameters of a selected one) are n/a on both sides
+    printf '%s\n' "$out" | grep -vE '^\| +\| +n/a +\| +n/a +\|'
     printf '%s\n' "$out" | "$here/check_regression.sh" --parse "$FACTOR" > "$verdict"
     local rc=$?
     cat "$verdict"
