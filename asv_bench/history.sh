@@ -15,8 +15,15 @@
 # without build isolation); the benchmark suite itself is read from this
 # working tree, and benchmarks skip (NotImplementedError) on commits that
 # predate what they measure. Environment: ASV (the asv command, default
-# `asv`), STEPS (sample this many commits), NO_PUBLISH=1 (skip the HTML).
-# Exit status: asv run's (2 when a benchmark raised an error), after publishing.
+# `asv`), STEPS (sample this many commits), NO_PUBLISH=1 (skip the HTML),
+# PYTHON (runs plot_history.py, default python3), README=1 (also redraw the
+# README's "Benchmark history" figure and block from these results).
+#
+# After `asv publish`, plot_history.py draws the same results into
+# html/history/ (index.html works offline: asv's own page loads its scripts
+# from the internet) and prints the last commits as a table.
+# Exit status: asv run's (2 when a benchmark raised an error), after publishing;
+# else plot_history.py's when it fails.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
@@ -32,5 +39,14 @@ $ASV run --skip-existing --show-stderr "${steps[@]}" "$range" "$@"
 rc=$?
 if [ -z "${NO_PUBLISH:-}" ]; then
     $ASV publish >&2 && echo "published: $here/html/index.html (serve with: cd $here && $ASV preview)" >&2
+    plot=(--out "$here/html/history")
+    if [ -n "${README:-}" ]; then
+        cmd="${STEPS:+STEPS=$STEPS }asv_bench/history.sh $range"
+        for a in "$@"; do cmd+=" $(printf '%q' "$a")"; done
+        plot+=(--summary "$here/history.png" --readme "$here/../README.md" --command "$cmd")
+    fi
+    ${PYTHON:-python3} "$here/plot_history.py" "${plot[@]}"
+    prc=$?
+    [ $rc -eq 0 ] && rc=$prc
 fi
 exit $rc

@@ -62,3 +62,56 @@ def test_bad_factor_and_missing_arguments_exit_2():
 def test_scripts_parse():
     for name in ("history.sh", "check_regression.sh"):
         assert subprocess.run(["bash", "-n", os.path.join(ROOT, "asv_bench", name)]).returncode == 0
+
+
+GATE = os.path.join(ROOT, "asv_bench", "ci_gate.sh")
+VERDICT = ("REGRESSION: 2 benchmark(s) of HEAD worse than BASE by more than 1.5x:\n"
+           "| +        | 2.22±2ms   | 4.75±2ms   |    2.14 | bench_tracker.TrackerTick.time_tick(10000, 'dod') |\n"
+           "| -        | 40.0   | 20.0   |    0.50 | bench_pool.PoolPair.track_speedup_pool_vs_malloc |\n")
+
+
+def _gate_repo(tmp_path, message):
+    """A repository holding the gate scripts, its HEAD commit carrying `message`."""
+    repo = tmp_path / "repo"
+    (repo / "asv_bench").mkdir(parents=True)
+    for name in ("ci_gate.sh", "check_regression.sh"):
+        shutil.copy(os.path.join(ROOT, "asv_bench", name), repo / "asv_bench" / name)
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@t")
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
+                ["git", "commit", "-q", "-m", "first"], ["git", "commit", "-q", "--allow-empty", "-m", message]):
+        subprocess.run(cmd, cwd=repo, check=True, env=env, capture_output=True)
+    return repo / "asv_bench" / "ci_gate.sh"
+
+
+def gate_declared(tmp_path, message):
+    script = _gate_repo(tmp_path, message)
+    p = subprocess.run(["bash", str(script), "--declared", "HEAD"], input=VERDICT, capture_output=True,
+                       text=True, timeout=30)
+    return p.returncode, p.stdout
+
+
+def test_gate_fails_an_undeclared_regression(tmp_path):
+    rc, out = gate_declared(tmp_path, "faster, I promise")
+    assert rc == 1 and out.count("NOT declared") == 2
+
+
+def test_gate_needs_every_regression_declared_with_a_reason(tmp_path):
+    rc, out = gate_declared(tmp_path, "tick\n\nBenchmark-Regression: TrackerTick.time_tick: gating costs 20 us\n"
+                                      "Benchmark-Regression: PoolPair.track_speedup:\n")
+    assert rc == 1
+    assert "declared in" in out and "NOT declared: bench_pool.PoolPair.track_speedup_pool_vs_malloc" in out
+
+
+def test_gate_passes_declared_regressions(tmp_path):
+    rc, out = gate_declared(tmp_path, "tick\n\nBenchmark-Regression: TrackerTick.time_tick: gating costs 20 us\n"
+                                      "Benchmark-Regression: track_speedup_pool: the pool's check is on, see #12\n")
+    assert rc == 0 and "NOT declared" not in out
+
+
+def test_gate_without_a_previous_commit_exits_2(tmp_path):
+    script = _gate_repo(tmp_path, "second")
+    p = subprocess.run(["bash", str(script), "HEAD~5"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "shallow clone" in p.stderr
+    p = subprocess.run(["bash", str(script), "HEAD", "HEAD"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and "nothing to compare" in p.stdout

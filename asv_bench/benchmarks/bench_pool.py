@@ -56,6 +56,7 @@ class PoolPair:
     def track_ns_per_pair_pool(self):
         return _median(lambda: K.pair_pool_local(self.pool, self.N)) / self.N
     track_ns_per_pair_pool.unit = "ns"
+    track_ns_per_pair_pool.goal = 1.5              # read by asv_bench/plot_history.py
 
     def track_ns_per_pair_resource_indirection(self):
         return _median(lambda: K.pair_resource(self.res, 64, self.N)) / self.N
@@ -65,6 +66,7 @@ class PoolPair:
         pool = _median(lambda: K.pair_pool_local(self.pool, self.N))
         return _median(lambda: K.pair_malloc(64, self.N)) / pool
     track_speedup_pool_vs_malloc.unit = "x"
+    track_speedup_pool_vs_malloc.goal = 3.0
 
 
 class ParticleChurn:
@@ -118,6 +120,7 @@ class ParticleThroughput:
         pool = _median(lambda: K.throughput_local(self.pool, self.COUNT, self.FRAMES))
         return _median(lambda: K.throughput(None, self.COUNT, self.FRAMES)) / pool
     track_speedup_pool_vs_malloc.unit = "x"
+    track_speedup_pool_vs_malloc.goal = 10.0
 
 
 class FreeListMixedChurn:
@@ -152,6 +155,7 @@ class Bookkeeping:
         K.pool_fill(pool, self.N)
         return pool.stats()["bytes"] / self.N - self.SIZE
     track_bytes_pool.unit = "bytes"
+    track_bytes_pool.goal = 0
 
     def track_bytes_freelist(self):
         fl = FreeList(self.N * (self.SIZE + 16) + 64)

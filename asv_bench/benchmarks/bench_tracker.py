@@ -109,10 +109,12 @@ class TrackerWindow:
     def track_median_ms(self, data, n):
         return data[n][0]
     track_median_ms.unit = "ms"
+    track_median_ms.goal = {1000: 0.5}             # read by asv_bench/plot_history.py
 
     def track_p99_ms(self, data, n):
         return data[n][1]
     track_p99_ms.unit = "ms"
+    track_p99_ms.goal = {1000: 1.0, 10000: 10.0}
 
     def track_p99_cpu_ms(self, data, n):
         """p99 of the thread CPU time per tick: the work, without preemption."""
@@ -146,6 +148,7 @@ class TrackerSpeedup:
     def track_speedup_vs_reference(self, data, n):
         return data[n]
     track_speedup_vs_reference.unit = "x"
+    track_speedup_vs_reference.goal = {1000: 5.0}
 
 
 class TrackerAllocations:
@@ -180,6 +183,7 @@ class TrackerAllocations:
         # The same measurement around an empty loop: its own objects cancel out.
         return (blocks(ticks) - blocks(empty)) / len(scans)
     track_blocks_per_tick.unit = "blocks"
+    track_blocks_per_tick.goal = 0
 
     def track_ticks_that_allocate(self):
         """Ticks (of 300) during which the traced peak rose: transient allocations too."""

@@ -8,9 +8,8 @@ from libc.stdlib cimport malloc, free
 
 from dod.bench._particles cimport particle, xorshift64, spawn_particle
 from dod.bench._timing cimport now_ns
-from dod._types cimport dod_handle
-from dod.table cimport (Table, dod_table, dod_table_insert, dod_table_remove, dod_table_remove_row,
-                        dod_table_row)
+from dod.table cimport (Table, dod_handle, dod_table, dod_table_insert, dod_table_remove,
+                        dod_table_remove_row, dod_table_row)
 
 cnp.import_array()
 

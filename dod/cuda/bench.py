@@ -26,13 +26,14 @@ Numbers are medians of repeated runs; all of them include Python's own cost
 (one CuPy call is a few microseconds), which the article's C++ did not pay.
 """
 import argparse
-import datetime
 import platform
 import sys
 import time
 
 import numpy as np
 
+from dod._report import header
+from dod._report import section as render
 from dod.bench import Section
 from dod.cuda import require_device
 from dod.cuda.kernels import get_function, launch
@@ -272,27 +273,6 @@ def bench_columns(quick):
 SECTIONS = {"frame": bench_frame, "in-kernel": bench_in_kernel, "columns": bench_columns}
 
 
-def render(section, markdown):
-    base = section.value(section.baseline)
-    head = f"{section.title} (per {section.per}; ratio = {section.baseline} / row)"
-    lines = []
-    if markdown:
-        lines += [f"**{head}**", "", "| workload | time | vs baseline | note |", "|---|---:|---:|---|"]
-    else:
-        lines += [head, "-" * len(head)]
-    for row in section.rows:
-        ratio = base / row.value if row.value and row.value == row.value and row.value > 0 else float("nan")
-        t = f"{row.value:.2f} {row.unit}"
-        if markdown:
-            lines.append(f"| {row.name} | {t} | {ratio:.2f}x | {row.note} |")
-        else:
-            lines.append(f"  {row.name:<52} {t:>12} {ratio:>8.2f}x  {row.note}")
-    if section.goal:
-        lines.append(("\n" if markdown else "") + f"  goal: {section.goal}")
-    lines.append("")
-    return "\n".join(lines)
-
-
 def device_line():
     cp = require_device()
     rt = cp.cuda.runtime
@@ -315,14 +295,12 @@ def main(argv=None):
     p.add_argument("--only", nargs="*", choices=list(SECTIONS), help="run only these sections")
     p.add_argument("--markdown", action="store_true", help="print Markdown tables (for the README)")
     args = p.parse_args(argv)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     try:
         device = device_line()
     except (ImportError, RuntimeError) as e:
         print(f"python -m dod.cuda.bench: {e}", file=sys.stderr)
         return 2
-    print(f"dod.cuda.bench  {stamp}\n{device}\n"
-          f"command: python -m dod.cuda.bench {' '.join(sys.argv[1:] if argv is None else argv)}\n", flush=True)
+    print(header("dod.cuda.bench", sys.argv[1:] if argv is None else argv, device), flush=True)
     failures = 0
     for name in args.only or list(SECTIONS):
         try:

@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from dod._report import table
 from dod.tracker import ReferenceTracker, Tracker, TrackerConfig
 from dod.tracker.scenario import generate
 
@@ -74,17 +75,16 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
         rows.append(row)
     out(f"dod.tracker tick time (ms), {dim}-D CV, Pd 0.9, clutter 0.2 N, 50 Hz; "
         f"GC {'on' if keep_gc else 'off'} while timing")
-    out(f"{'N':>6} {'confirmed':>9} | {'dod p50':>8} {'p99':>8} {'cpu p99':>8} {'max':>8} | "
-        f"{'ref p50':>8} {'p99':>8} {'max':>8} | {'ref/dod':>7}")
+    heads = ("N", "confirmed", "|", "dod p50", "p99", "cpu p99", "max", "|", "ref p50", "p99", "max", "|",
+             "ref/dod")
+    lines = []
     for r in rows:
-        d = r["dod"]
-        line = f"{r['n']:>6} {r['confirmed']:>9} | {d[0]:8.3f} {d[1]:8.3f} {d[4]:8.3f} {d[2]:8.3f} | "
-        if "reference" in r:
-            f = r["reference"]
-            line += f"{f[0]:8.3f} {f[1]:8.3f} {f[2]:8.3f} | {f[0] / d[0]:6.1f}x"
-        else:
-            line += f"{'-':>8} {'-':>8} {'-':>8} | {'-':>7}"
-        out(line)
+        d, f = r["dod"], r.get("reference")
+        ref = ((f"{f[0]:.3f}", f"{f[1]:.3f}", f"{f[2]:.3f}", "|", f"{f[0] / d[0]:.1f}x") if f
+               else ("-", "-", "-", "|", "-"))
+        lines.append((r["n"], r["confirmed"], "|", f"{d[0]:.3f}", f"{d[1]:.3f}", f"{d[4]:.3f}",
+                      f"{d[2]:.3f}", "|") + ref)
+    out(table(heads, lines, [">"] * len(heads)))
     goals = []
     for r in rows:
         d = r["dod"]

@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# The benchmark regression gate of CI (.ci/run):
+#
+#   asv_bench/ci_gate.sh                 # HEAD~1 (the previous commit on main) against HEAD
+#   asv_bench/ci_gate.sh BASE HEAD       # any two commits
+#
+# Benchmarks BASE and HEAD on a small, stable subset (the tracker tick at
+# N = 1,000 and 10,000, the arena frame, the pool pair and its speedup over
+# malloc/free, the arena's speedup, the table's batch insert), compares them
+# with asv's statistics (asv compare: 99 % intervals of recorded samples) and
+# FACTOR (default 1.5), and prints the comparison table. A regression
+# (check_regression.sh decides: speedups read the right way round) is not
+# believed at once: the subset is run again for both commits and only a
+# regression seen both times is confirmed.
+#
+# A confirmed regression fails the gate unless the HEAD commit message
+# declares it with a trailer, one per regressed benchmark (any part of its
+# name, a colon, then why):
+#
+#     Benchmark-Regression: TrackerTick.time_tick: the gating pass costs 20 us; issue 12 needs it
+#
+# Exit status: 0 no regression (or every one declared), 1 a confirmed,
+# undeclared regression, 2 the gate could not run (no previous commit in a
+# shallow clone, a commit that does not build, ...).
+#
+# Offline by construction: each commit is exported (git archive), built with
+# PYTHON's own toolchain (pip wheel --no-deps --no-build-isolation: numpy,
+# Cython, setuptools must be installed there, as for any build of dod) and
+# installed into a private directory; asv then times it in its `existing`
+# environment (PYTHON, with that directory as ASV_PYTHONPATH: asv drops
+# PYTHONPATH and sets it from ASV_PYTHONPATH) and stores the
+# result under the commit's hash (--set-commit-hash). asv's own virtualenv
+# environments are not used: creating one downloads asv_runner and the pinned
+# toolchain. Environment: PYTHON (default python3), ASV (default
+# "$PYTHON -m asv"), FACTOR, GATE_BENCH (asv -b regexes, space-separated,
+# replacing the subset), DOD_BUILD_JOBS (compile jobs).
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+PYTHON=${PYTHON:-python3}
+py=$($PYTHON -c 'import sys; print(sys.executable)' 2>/dev/null) || py=""    # absolute, before the cd
+cd "$here"
+ASV=${ASV:-"$py -m asv"}
+FACTOR=${FACTOR:-1.5}
+t0=$(date +%s)
+
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+    sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+fi
+trim() { local x="${1#"${1%%[![:space:]]*}"}"; printf '%s' "${x%"${x##*[![:space:]]}"}"; }
+
+undeclared() {  # $1 commit; stdin: check_regression's verdict. Returns 1 if a regressed row is undeclared.
+    local declared name line what why ok missing=0
+    declared=$(git log -1 --format='%(trailers:key=Benchmark-Regression,valueonly,separator=%x0A)' "$1")
+    while IFS= read -r name; do
+        [ -z "$name" ] && continue
+        ok=0
+        while IFS= read -r line; do
+            [[ "$line" == *:* ]] || continue
+            what=$(trim "${line%%:*}"); why=$(trim "${line#*:}")
+            if [ -n "$what" ] && [ -n "$why" ] && [[ "$name" == *"$what"* ]]; then
+                ok=1; echo "ci_gate: declared in ${1:0:8}: $name ($why)"; break
+            fi
+        done <<< "$declared"
+        [ $ok -eq 0 ] && { missing=1; echo "ci_gate: NOT declared: $name"; }
+    done < <(awk -F'|' '/^\|/ { n = $(NF-1); gsub(/^ +| +$/, "", n); print n }')
+    return $missing
+}
+
+if [ "${1:-}" = "--declared" ]; then    # ci_gate.sh --declared COMMIT < verdict: the trailer check alone
+    c=$(git rev-parse -q --verify "${2:-HEAD}^{commit}") || { echo "ci_gate: no commit '${2:-HEAD}'" >&2; exit 2; }
+    undeclared "$c"
+    exit $?
+fi
+base=$(git rev-parse -q --verify "${1:-HEAD~1}^{commit}") || {
+    echo "ci_gate: no commit '${1:-HEAD~1}' (a shallow clone? fetch with --depth 2 or more)" >&2; exit 2; }
+head=$(git rev-parse -q --verify "${2:-HEAD}^{commit}") || {
+    echo "ci_gate: no commit '${2:-HEAD}'" >&2; exit 2; }
+if [ "$base" = "$head" ]; then
+    echo "ci_gate: BASE and HEAD are the same commit (${head:0:8}): nothing to compare"
+    exit 0
+fi
+if [[ ! "$FACTOR" =~ ^[0-9]+([.][0-9]+)?$ ]]; then
+    echo "ci_gate: FACTOR must be a number, not '$FACTOR'" >&2; exit 2
+fi
+
+# The subset: parameterised benchmarks are matched as name(params) by asv -b.
+subset=(
+    'TrackerTick\.time_tick\((1000|10000), .dod.\)'
+    'ArenaFrame\.time_frames\(.arena.\)'
+    'ArenaSpeedup\.track_arena_speedup_vs_malloc'
+    'PoolPair\.time_pool_engine_local'
+    'PoolPair\.track_speedup_pool_vs_malloc'
+    'InsertBatch\.time_table_insert_many'
+)
+[ -n "${GATE_BENCH:-}" ] && read -r -a subset <<< "$GATE_BENCH"
+bargs=()
+for b in "${subset[@]}"; do bargs+=(-b "$b"); done
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+verdict="$work/verdict"
+conf="$work/asv.conf.json"
+[ -n "$py" ] || { echo "ci_gate: no python '$PYTHON' (set PYTHON)" >&2; exit 2; }
+
+export_tree() {  # $1 commit, $2 an exported and built commit or "": the tree of $1 in $work/src-$1
+    local c=$1 from=$2 src="$work/src-$1" changes
+    if [ -n "$from" ]; then
+        # Incremental: start from $from's built tree (generated C, objects) and
+        # write the files that differ, newer than every build output, so that
+        # cythonize and build_ext redo exactly what they touch. Not when a
+        # header or the build itself changed, or a file went away (stale
+        # modules would stay in build/lib): then from scratch.
+        changes=$(git -C "$here/.." diff --no-renames --name-status "$from" "$c") || changes="D ?"
+        if ! grep -qE '^D|\.h$|(^|/)(setup\.py|pyproject\.toml|setup\.cfg|MANIFEST\.in)$' <<< "$changes"; then
+            cp -a "$work/src-$from" "$src" || exit 2
+            while IFS=$'\t' read -r _ path; do
+                [ -z "$path" ] && continue
+                mkdir -p "$src/$(dirname "$path")"
+                git -C "$here/.." show "$c:$path" > "$src/$path" || exit 2
+            done <<< "$changes"
+            echo "ci_gate: ${c:0:8}: built incrementally on ${from:0:8} ($(grep -c . <<< "$changes") files differ)" >&2
+            return
+        fi
+    fi
+    mkdir -p "$src" && git -C "$here/.." archive "$c" | tar -x -C "$src" || { echo "ci_gate: cannot export ${c:0:8}" >&2; exit 2; }
+}
+
+write_conf() {   # asv.conf.json with absolute paths and branches ["HEAD"]: the gate needs no local "main"
+    $py - "$here" "$conf" <<'PY' || { echo "ci_gate: cannot read asv.conf.json with $py (asv installed?)" >&2; exit 2; }
+import json, os, sys
+from asv import util
+here, out = sys.argv[1:]
+c = util.load_json(os.path.join(here, "asv.conf.json"), js_comments=True)
+for key, default in (("repo", ".."), ("benchmark_dir", "benchmarks"), ("results_dir", "results"),
+                     ("env_dir", "env"), ("html_dir", "html")):
+    c[key] = os.path.normpath(os.path.join(here, c.get(key, default)))
+c["branches"] = ["HEAD"]
+with open(out, "w") as f:
+    json.dump(c, f)
+PY
+}
+
+build() {       # $1 commit, $2 a built commit to start from (optional): $1's dod installed into $work/site-$1
+    local c=$1 src="$work/src-$1" t=$(date +%s)
+    export_tree "$c" "${2:-}"
+    if ! $py -m pip wheel -q --no-deps --no-build-isolation -w "$work/wheel-$c" "$src" > "$work/build-$c.log" 2>&1 \
+        || ! $py -m pip install -q --no-deps --no-index --target "$work/site-$c" "$work/wheel-$c"/*.whl \
+            >> "$work/build-$c.log" 2>&1; then
+        tail -30 "$work/build-$c.log" >&2
+        echo "ci_gate: ${c:0:8} does not build with $py (numpy, Cython, setuptools installed there?)" >&2
+        exit 2
+    fi
+    local where
+    where=$(cd "$work" && PYTHONPATH="$work/site-$c" $py -c 'import dod; print(dod.__file__)' 2>&1)
+    if [[ "$where" != "$work/site-$c/"* ]]; then
+        echo "ci_gate: the build of ${c:0:8} is not the dod imported ($where)" >&2; exit 2
+    fi
+    echo "ci_gate: built ${c:0:8} in $(( $(date +%s) - t )) s" >&2
+}
+
+run() {         # $@: extra asv run arguments; times both commits
+    local c rc
+    for c in "$base" "$head"; do
+        ASV_PYTHONPATH="$work/site-$c" $ASV run --config "$conf" --environment "existing:$py" --set-commit-hash "$c" \
+            --show-stderr --record-samples "$@" "${bargs[@]}"
+        rc=$?
+        if [ $rc -ne 0 ] && [ $rc -ne 2 ]; then     # 2: a benchmark raised; the table says which
+            echo "ci_gate: asv run failed ($rc) for ${c:0:8}: see above" >&2
+            exit 2
+        fi
+    done
+}
+
+compare() {     # prints the table and the verdict; returns check_regression's verdict (0/1)
+    local out
+    out=$($ASV compare --config "$conf" --factor "$FACTOR" --split "$base" "$head") || {
+        echo "ci_gate: asv compare failed" >&2; exit 2; }
+    # A gate that measured nothing must not pass: dod not importable, every benchmark skipped.
+    if ! printf '%s\n' "$out" | awk -F'|' '/^\|/ && $4 ~ /[0-9]/ && $4 !~ /n\/a|failed/ { found = 1 }
+                                           END { exit !found }'; then
+        printf '%s\n' "$out"
+        echo "ci_gate: no benchmark of the subset has a result for ${head:0:8}: see the asv output above" >&2
+        exit 2
+    fi
+    # rows of benchmarks not in the subset (other parameters of a selected one) are n/a on both sides
+    printf '%s\n' "$out" | grep -vE '^\| +\| +n/a +\| +n/a +\|'
+    printf '%s\n' "$out" | "$here/check_regression.sh" --parse "$FACTOR" > "$verdict"
+    local rc=$?
+    cat "$verdict"
+    return $rc
+}
+
+$ASV machine --yes >/dev/null || { echo "ci_gate: asv machine failed ($ASV)" >&2; exit 2; }
+echo "ci_gate: ${base:0:8} (base) against ${head:0:8} (HEAD), factor $FACTOR" >&2
+write_conf
+build "$base"
+build "$head" "$base"
+run
+if compare; then
+    echo "ci_gate: passed ($(( $(date +%s) - t0 )) s)"
+    exit 0
+fi
+echo
+echo "ci_gate: a regression: running the subset again for both commits before believing it"
+run
+if compare; then
+    echo "ci_gate: not confirmed by the rerun: passed ($(( $(date +%s) - t0 )) s)"
+    exit 0
+fi
+
+# Confirmed: every regressed benchmark must be declared in HEAD's message.
+if undeclared "$head" < "$verdict"; then
+    echo "ci_gate: every confirmed regression is declared: passed ($(( $(date +%s) - t0 )) s)"
+    exit 0
+fi
+echo "ci_gate: FAILED: confirmed regression(s) beyond ${FACTOR}x not declared; add" \
+     "'Benchmark-Regression: <benchmark>: <why>' to the commit message if intended" \
+     "($(( $(date +%s) - t0 )) s)"
+exit 1
