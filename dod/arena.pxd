@@ -31,6 +31,7 @@ from libc.string cimport memset
 
 from dod._core cimport dod_pad_for, dod_poison
 from dod.resource cimport dod_resource, Resource
+from dod._lease cimport dod_range_pins
 
 
 cdef struct dod_arena_block:
@@ -182,13 +183,9 @@ cdef class Arena:
     cdef const dod_resource* _first_source   # where the first region came from (NULL: caller's buffer)
     cdef Py_buffer _buffer            # the caller's buffer, when the arena lives in one
     cdef bint _has_buffer
-    cdef void* _lease_head            # live leases (borrowed _Lease*): views into this arena
-    cdef void* _lease_open            # the lease that new arrays join until the next mark
-    cdef Py_ssize_t _live_leases
+    cdef dod_range_pins _pins         # live views into this arena (dod._lease.RangePin)
     cdef bint growable_
 
-    cdef void _forget_lease(self, void* lease) noexcept
-    cdef object _new_lease(self, size_t start, size_t end)
     cdef size_t _pinned_above(self, size_t position) noexcept
     cdef int _release_to(self, size_t position, bint unchecked) except -1
     cdef object _carve(self, object shape, object dtype, object align, bint zero)

@@ -34,6 +34,7 @@ from cpython.number cimport PyNumber_Index
 
 from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_pad_for, dod_poison
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
+from dod._lease cimport RangePin, range_pin, range_pin_cover, range_pins_close, range_pins_top_above
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
                            dod_resource_allocate_from_python, dod_resource_deallocate,
                            dod_pages_resource)
@@ -155,28 +156,6 @@ cdef void _arena_deallocate(void* ctx, void* ptr, size_t size, size_t alignment)
     pass                        # arena memory is released by rewind/reset, not piece by piece
 
 
-# ---------------------------------------------------------------- leases: what keeps views safe
-
-@cython.no_gc
-@cython.freelist(16)
-cdef class _Lease:
-    """Base object of arrays carved from an arena: keeps the arena alive and
-    records the positions [start, end) its arrays occupy.
-
-    Arrays carved between two marks share one lease, so a tick that carves
-    eight columns creates one lease, not eight. A lease that is still alive
-    (some array of it is) blocks a checked rewind below its end.
-    """
-    cdef Arena arena
-    cdef size_t start, end
-    cdef void* prev
-    cdef void* next
-
-    def __dealloc__(self):
-        if self.arena is not None:
-            self.arena._forget_lease(<void*>self)
-
-
 @cython.final
 cdef class Mark:
     """A position in an :class:`Arena`, from :meth:`Arena.mark`."""
@@ -206,7 +185,7 @@ cdef class Scope:
         if self.entered:
             raise RuntimeError("an arena scope can be entered once")
         self.entered = True
-        self.arena._lease_open = NULL
+        range_pins_close(&self.arena._pins)
         self.position = dod_arena_mark(&self.arena.arena)
         return self.arena
 
@@ -325,41 +304,11 @@ cdef class Arena:
         elif self._region != NULL:
             dod_resource_deallocate(self._first_source, self._region, self._first.size, _BLOCK_ALIGN)
 
-    # -------------------------------------------------------- leases
-
-    cdef void _forget_lease(self, void* lease) noexcept:
-        cdef _Lease L = <_Lease>lease
-        if L.prev != NULL:
-            (<_Lease>L.prev).next = L.next
-        else:
-            self._lease_head = L.next
-        if L.next != NULL:
-            (<_Lease>L.next).prev = L.prev
-        if self._lease_open == lease:
-            self._lease_open = NULL
-        self._live_leases -= 1
-
-    cdef object _new_lease(self, size_t start, size_t end):
-        cdef _Lease L = _Lease.__new__(_Lease)
-        L.arena = self
-        L.start = start
-        L.end = end
-        L.next = self._lease_head
-        if self._lease_head != NULL:
-            (<_Lease>self._lease_head).prev = <void*>L
-        self._lease_head = <void*>L
-        self._live_leases += 1
-        return L
+    # -------------------------------------------------------- pins (dod._lease)
 
     cdef size_t _pinned_above(self, size_t position) noexcept:
-        """Highest end of a live lease above `position` (0 when none)."""
-        cdef void* p = self._lease_head
-        cdef size_t top = 0
-        while p != NULL:
-            if (<_Lease>p).end > position and (<_Lease>p).end > top:
-                top = (<_Lease>p).end
-            p = (<_Lease>p).next
-        return top
+        """Highest end of a live pin above `position` (0 when none)."""
+        return range_pins_top_above(&self._pins, position)
 
     cdef int _release_to(self, size_t position, bint unchecked) except -1:
         cdef size_t pinned
@@ -371,7 +320,7 @@ cdef class Arena:
                     f"above the requested {position}; delete them (del, or let them go out of "
                     "scope) first, or pass unchecked=True if you own the risk of aliasing")
         dod_arena_rewind(&self.arena, position)
-        self._lease_open = NULL
+        range_pins_close(&self._pins)
         return 0
 
     # -------------------------------------------------------- carving arrays
@@ -380,7 +329,7 @@ cdef class Arena:
         cdef dod_array_request req
         cdef cnp.dtype dt = as_dtype(dtype)
         cdef size_t before, end, peak, allocations
-        cdef _Lease L
+        cdef RangePin L
         cdef void* p
         parse_request(shape, dt, align, _DEFAULT_ALIGN, &req)
         before = dod_arena_mark(&self.arena)
@@ -394,12 +343,7 @@ cdef class Arena:
                 + ("" if self.growable_ else "; pass growable=True to chain further blocks"))
         end = dod_arena_mark(&self.arena)
         try:
-            L = <_Lease>self._lease_open if self._lease_open != NULL else None
-            if L is None or end - req.nbytes < L.end:
-                L = <_Lease>self._new_lease(end - req.nbytes, end)
-                self._lease_open = <void*>L
-            else:
-                L.end = end
+            L = range_pin_cover(&self._pins, self, end - req.nbytes, end)
             if zero:
                 memset(p, 0, req.nbytes)
             return wrap_memory(p, &req, dt, L)
@@ -456,7 +400,7 @@ cdef class Arena:
         cdef Mark m = Mark.__new__(Mark)
         m.arena = self
         m.position = dod_arena_mark(&self.arena)
-        self._lease_open = NULL      # arrays after the mark get their own lease
+        range_pins_close(&self._pins)      # arrays after the mark get their own pin
         return m
 
     def rewind(self, Mark mark not None, *, bint unchecked=False):
@@ -507,8 +451,8 @@ cdef class Arena:
         r.allocate = _arena_allocate
         r.deallocate = _arena_deallocate
         r.ctx = <void*>&self.arena
-        pin = self._new_lease(dod_arena_mark(&self.arena), SIZE_MAX)
-        self._lease_open = NULL
+        pin = range_pin(&self._pins, self, dod_arena_mark(&self.arena), SIZE_MAX)
+        range_pins_close(&self._pins)
         return Resource.wrap(&r, pin, "arena")
 
     # -------------------------------------------------------- statistics

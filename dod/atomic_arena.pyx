@@ -64,6 +64,7 @@ from dod._atomic cimport (dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod
                           dod_atomic_fetch_add_relaxed_u64, dod_atomic_fetch_sub_u64,
                           dod_atomic_store_ptr, dod_atomic_load_relaxed_u64)
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
+from dod._lease cimport Owned, owned
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
                            dod_resource_deallocate, dod_pages_resource)
 
@@ -325,23 +326,7 @@ cdef void _aa_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) no
     dod_atomic_arena_free(<dod_atomic_arena*>ctx, ptr, size, alignment)
 
 
-# ---------------------------------------------------------------- leases: one per allocation
-
-@cython.final
-@cython.no_gc
-@cython.freelist(32)
-cdef class _Allocation:
-    """Base object of the arrays viewing one allocation; frees it when the last dies."""
-    cdef AtomicArena arena
-    cdef void* ptr
-    cdef size_t size
-    cdef size_t alignment
-
-    def __dealloc__(self):
-        if self.arena is not None and self.ptr != NULL:
-            dod_atomic_arena_free(&self.arena.engine, self.ptr, self.size, self.alignment)
-            self.ptr = NULL
-
+# ---------------------------------------------------------------- carving (leases: dod._lease.Owned)
 
 cdef object _carve(AtomicArena arena, dod_atomic_cache* cache, object shape, object dtype,
                    object align, bint zero):
@@ -349,7 +334,7 @@ cdef object _carve(AtomicArena arena, dod_atomic_cache* cache, object shape, obj
     cdef dod_array_request req
     cdef cnp.dtype dt = as_dtype(dtype)
     cdef void* p
-    cdef _Allocation L
+    cdef Owned L
     parse_request(shape, dt, align, _DEFAULT_ALIGN, &req)
     if req.alignment > DOD_AA_MAX_ALIGN:
         raise ValueError(f"alignment {req.alignment} is above the atomic arena's limit of {DOD_AA_MAX_ALIGN}")
@@ -357,7 +342,7 @@ cdef object _carve(AtomicArena arena, dod_atomic_cache* cache, object shape, obj
         raise ValueError(
             f"{req.nbytes} bytes (alignment {req.alignment}) is more than one block can hold "
             f"(max_request={arena.max_request}); use a larger block_size")
-    L = _Allocation.__new__(_Allocation)     # made first: nothing to undo if it fails
+    L = owned(arena, _aa_deallocate, <void*>&arena.engine)   # made first: nothing to undo if it fails
     if cache != NULL:
         p = dod_atomic_cache_alloc(cache, req.nbytes, req.alignment)
     else:
@@ -366,7 +351,6 @@ cdef object _carve(AtomicArena arena, dod_atomic_cache* cache, object shape, obj
         raise MemoryError(
             f"atomic arena could not get a block for {req.nbytes} bytes "
             f"({arena.blocks} of {DOD_AA_MAX_BLOCKS} block slots in use, or the resource refused)")
-    L.arena = arena
     L.ptr = p
     L.size = req.nbytes
     L.alignment = req.alignment
@@ -377,13 +361,13 @@ cdef object _carve(AtomicArena arena, dod_atomic_cache* cache, object shape, obj
     return wrap_memory(p, &req, dt, L)
 
 
-cdef _Allocation _lease_of(AtomicArena arena, object arr):
+cdef Owned _lease_of(AtomicArena arena, object arr):
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"expected a numpy array from this arena, got {type(arr).__name__}")
     base = arr.base
-    if type(base) is not _Allocation or (<_Allocation>base).arena is not arena:
+    if type(base) is not Owned or (<Owned>base).owner is not arena:
         raise ValueError("that array was not allocated by this arena (or is a view of one)")
-    return <_Allocation>base
+    return <Owned>base
 
 
 # ---------------------------------------------------------------- the owner and its Python face
@@ -489,7 +473,7 @@ cdef class AtomicArena:
         out again) and `arr` stays valid. Growing allocates anew and copies;
         `arr` keeps its own memory until it dies.
         """
-        cdef _Allocation L = _lease_of(self, arr)
+        cdef Owned L = _lease_of(self, arr)
         cdef dod_array_request req
         cdef cnp.dtype dt = (<cnp.ndarray>arr).dtype
         parse_request(shape, dt, L.alignment, _DEFAULT_ALIGN, &req)

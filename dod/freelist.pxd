@@ -224,6 +224,5 @@ cdef class FreeList:
     cdef Py_ssize_t _exports          # live Resources from resource()
     cdef Py_ssize_t _pending          # allocations freed by the user, still viewed by arrays
 
-    cdef void _release(self, void* p, bint was_freed) noexcept
     cdef object _carve(self, object shape, object dtype, object align, bint zero)
     cdef object _allocation_of(self, object arr)

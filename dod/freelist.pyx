@@ -32,6 +32,7 @@ from libc.string cimport memset
 from cpython.number cimport PyNumber_Index
 
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
+from dod._lease cimport Owned, owned, export_pin
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate, dod_resource_allocate_from_python,
                            dod_resource_deallocate, dod_pages_resource)
 
@@ -58,31 +59,6 @@ cdef void* _fl_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil
 
 cdef void _fl_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
     dod_freelist_free(<dod_freelist*>ctx, ptr)
-
-
-# ---------------------------------------------------------------- leases
-
-@cython.no_gc
-@cython.freelist(32)
-cdef class _Allocation:
-    """Base object of an array from FreeList.alloc: owns the allocation."""
-    cdef FreeList owner
-    cdef void* ptr
-    cdef size_t nbytes
-    cdef bint freed
-
-    def __dealloc__(self):
-        if self.owner is not None:
-            self.owner._release(self.ptr, self.freed)
-
-
-@cython.no_gc
-cdef class _ResourcePin:
-    cdef FreeList owner
-
-    def __dealloc__(self):
-        if self.owner is not None:
-            self.owner._exports -= 1
 
 
 @cython.no_gc_clear
@@ -134,11 +110,6 @@ cdef class FreeList:
         if self._region != NULL:
             dod_resource_deallocate(self._source, self._region, self._region_size, _REGION_ALIGN)
 
-    cdef void _release(self, void* p, bint was_freed) noexcept:
-        dod_freelist_free(&self.fl, p)
-        if was_freed:
-            self._pending -= 1
-
     # -------------------------------------------------------- alloc / free
 
     cdef object _carve(self, object shape, object dtype, object align, bint zero):
@@ -146,7 +117,7 @@ cdef class FreeList:
         cdef cnp.dtype dt = as_dtype(dtype)
         cdef size_t peak, allocations
         cdef void* p
-        cdef _Allocation L
+        cdef Owned L
         parse_request(shape, dt, align, _DEFAULT_ALIGN, &req)
         peak = self.fl.peak
         allocations = self.fl.allocations
@@ -156,9 +127,8 @@ cdef class FreeList:
                 f"free list cannot fit {req.nbytes} bytes (alignment {req.alignment}): "
                 f"{self.available} bytes free, largest free request {self.largest_free()} bytes")
         try:
-            L = _Allocation.__new__(_Allocation)
-            L.ptr = p
-            L.nbytes = req.nbytes
+            L = owned(self, _fl_deallocate, <void*>&self.fl)
+            L.pending = &self._pending
             if zero:
                 memset(p, 0, req.nbytes)
             arr = wrap_memory(p, &req, dt, L)
@@ -167,7 +137,8 @@ cdef class FreeList:
             self.fl.peak = peak
             self.fl.allocations = allocations
             raise
-        L.owner = self
+        L.ptr = p                   # from here on the lease frees the allocation
+        L.size = req.nbytes
         return arr
 
     def alloc(self, shape, dtype=float, *, align=None):
@@ -188,10 +159,10 @@ cdef class FreeList:
         base = arr
         for _ in range(3):
             base = getattr(base, "base", None)
-            if type(base) is _Allocation:
-                if (<_Allocation>base).owner is not self:
+            if type(base) is Owned:
+                if (<Owned>base).owner is not self:
                     raise ValueError("that array belongs to another allocator")
-                return <_Allocation>base
+                return <Owned>base
             if not isinstance(base, np.ndarray):
                 break
         raise ValueError("that array is not an allocation of this free list")
@@ -204,16 +175,16 @@ cdef class FreeList:
         array over it dies (at once when you drop `arr`, if it has no other
         views), never while an array can still read it.
         """
-        cdef _Allocation L = self._allocation_of(arr)
-        if L.freed:
+        cdef Owned L = self._allocation_of(arr)
+        if L.marked:
             raise ValueError("that allocation was already freed (double free)")
-        L.freed = True
+        L.marked = True
         self._pending += 1
 
     def owns(self, arr):
         """True if `arr` views a live (not yet freed) allocation of this free list."""
         try:
-            return not self._allocation_of(arr).freed
+            return not (<Owned>self._allocation_of(arr)).marked
         except ValueError:
             return False
 
@@ -226,9 +197,7 @@ cdef class FreeList:
         returned by the Resource's deallocate, or with the free list.
         """
         cdef dod_resource r
-        cdef _ResourcePin pin = _ResourcePin.__new__(_ResourcePin)
-        pin.owner = self
-        self._exports += 1
+        pin = export_pin(self, &self._exports)
         r.allocate = _fl_allocate
         r.deallocate = _fl_deallocate
         r.ctx = <void*>&self.fl

@@ -36,6 +36,7 @@ from libc.string cimport memset
 from dod._core cimport dod_is_pow2, dod_add_overflow
 from dod._atomic cimport dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod_mutex_unlock
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
+from dod._lease cimport Owned, owned
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
                            dod_resource_deallocate, dod_pages_resource)
 
@@ -182,21 +183,6 @@ cdef void _g_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) noe
     dod_guard_deallocate(<dod_guard*>ctx, ptr, size, alignment)
 
 
-@cython.final
-@cython.no_gc
-cdef class _Guarded:
-    """Base object of an array from a GuardedResource: frees (quarantines) it when it dies."""
-    cdef GuardedResource owner
-    cdef void* ptr
-    cdef size_t size
-    cdef size_t alignment
-
-    def __dealloc__(self):
-        if self.owner is not None and self.ptr != NULL:
-            dod_guard_deallocate(&self.owner.guard, self.ptr, self.size, self.alignment)
-            self.ptr = NULL
-
-
 @cython.no_gc_clear
 cdef class GuardedResource:
     """Every allocation against an inaccessible page; freed ones quarantined inaccessible.
@@ -269,11 +255,11 @@ cdef class GuardedResource:
         cdef dod_array_request req
         cdef cnp.dtype dt = as_dtype(dtype)
         cdef void* p
-        cdef _Guarded L
+        cdef Owned L
         parse_request(shape, dt, align, _DEFAULT_ALIGN, &req)
         if req.alignment > self.guard.page:
             raise ValueError(f"alignment {req.alignment} is above the page size {self.guard.page}")
-        L = _Guarded.__new__(_Guarded)
+        L = owned(self, _g_deallocate, <void*>&self.guard)   # made first: nothing to undo if it fails
         if self._upstream.threadsafe:
             with nogil:
                 p = dod_guard_allocate(&self.guard, req.nbytes, req.alignment)
@@ -281,7 +267,6 @@ cdef class GuardedResource:
             p = dod_guard_allocate(&self.guard, req.nbytes, req.alignment)  # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
         if p == NULL:
             raise MemoryError(f"the resource refused {req.nbytes} bytes plus a guard page")
-        L.owner = self
         L.ptr = p
         L.size = req.nbytes
         L.alignment = req.alignment

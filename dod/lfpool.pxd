@@ -46,7 +46,7 @@ from dod._atomic cimport (dod_tagged_ptr, dod_tagged_load, dod_tagged_cas, dod_m
                           dod_atomic_load_ptr, dod_atomic_store_ptr,
                           dod_atomic_fetch_add_relaxed_u64)
 from dod.resource cimport dod_resource, Resource
-from dod._blocks cimport BlockTable
+from dod._lease cimport dod_slots
 
 
 cdef struct dod_lfpool_chunk:
@@ -134,7 +134,7 @@ cdef inline void dod_lfpool_release(dod_lfpool* p, void* block) noexcept nogil:
 cdef class LockFreePool:
     cdef dod_lfpool pool              # the engine state; run the inline functions on &owner.pool
     cdef Resource _upstream           # keeps the backing resource (and its owner) alive
-    cdef BlockTable _handles          # Python face: handles -> blocks
+    cdef dod_slots _handles           # Python face: handles -> blocks (dod._lease, mapped)
     cdef size_t _allocations          # acquires through the Python face
     cdef size_t _handle_peak          # most blocks held through handles at once
     cdef bint _ready                  # the mutex is initialised

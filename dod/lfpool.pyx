@@ -38,6 +38,8 @@ from dod._atomic cimport (dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod
                           dod_atomic_load_ptr, dod_atomic_store_ptr, dod_atomic_load_u64,
                           dod_atomic_fetch_add_relaxed_u64)
 from dod._types cimport dod_handle
+from dod._lease cimport (slots_init, slots_free, slots_reserve, slots_add, slots_find,
+                         slots_check_unpinned, slots_remove, slots_view, slots_is_live)
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
                            dod_resource_deallocate, dod_pages_resource)
 
@@ -236,7 +238,7 @@ cdef class LockFreePool:
         if dod_mutex_init(&self.pool.lock) != 0:
             raise MemoryError("could not initialise the pool's lock")
         self._ready = True
-        self._handles = BlockTable.__new__(BlockTable)
+        slots_init(&self._handles, True)
         self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages", True)
         self.pool.upstream = &self._upstream.resource
         self.pool.block_size = stride
@@ -272,6 +274,7 @@ cdef class LockFreePool:
         self.pool.chunks = NULL
         if self._ready:
             dod_mutex_destroy(&self.pool.lock)
+        slots_free(&self._handles)
 
     # -------------------------------------------------------- blocks
 
@@ -280,7 +283,7 @@ cdef class LockFreePool:
 
     cdef object _acquire(self, bint grow):
         cdef void* b
-        self._handles.reserve()          # so that add() below cannot fail with a block in hand
+        slots_reserve(&self._handles)          # so that slots_add below cannot fail with a block in hand
         if not grow:
             with nogil:
                 b = dod_lfpool_try_acquire(&self.pool)
@@ -297,7 +300,7 @@ cdef class LockFreePool:
                 + (f" (max_blocks {self.pool.max_blocks})" if self.pool.max_blocks else
                    "; the resource refused more memory"))
         self._allocations += 1
-        h = self._handles.add(b, self.pool.block_size)
+        h = slots_add(&self._handles, b, self.pool.block_size, 0)
         if self._handles.live > self._handle_peak:
             self._handle_peak = self._handles.live
         return h
@@ -318,10 +321,10 @@ cdef class LockFreePool:
     def release(self, handle):
         """Give a block back. ValueError for a stale or foreign handle,
         BufferError while an array view of the block is alive; nothing changes then."""
-        cdef Py_ssize_t slot = self._handles.find(handle)
+        cdef Py_ssize_t slot = slots_find(&self._handles, handle)
         cdef void* b
-        self._handles.check_free(slot)
-        b = self._handles.remove(slot)
+        slots_check_unpinned(&self._handles, slot)
+        b = slots_remove(&self._handles, slot)
         with nogil:
             dod_lfpool_release(&self.pool, b)
 
@@ -338,14 +341,14 @@ cdef class LockFreePool:
         cdef void* last = NULL
         cdef void* b
         for h in handles:
-            slot = self._handles.find(h)
+            slot = slots_find(&self._handles, h)
             if slot in seen:
                 raise ValueError(f"handle {h:#x} appears twice")
-            self._handles.check_free(slot)
+            slots_check_unpinned(&self._handles, slot)
             seen.add(slot)
             slots.append(slot)
         for slot in slots:
-            b = self._handles.remove(slot)
+            b = slots_remove(&self._handles, slot)
             if first == NULL:
                 first = b
             else:
@@ -362,11 +365,11 @@ cdef class LockFreePool:
         (BufferError) while it lives. ValueError for a stale handle or a
         shape/dtype that does not fit the block or its alignment.
         """
-        return self._handles.view(self._handles.find(handle), self, dtype, shape)
+        return slots_view(&self._handles, slots_find(&self._handles, handle), self, dtype, shape)
 
     def address(self, handle):
         """The block's address (an int), for tests and foreign-function calls."""
-        return <uintptr_t>self._handles.ptrs[self._handles.find(handle)]
+        return <uintptr_t>self._handles.ptrs[slots_find(&self._handles, handle)]
 
     # -------------------------------------------------------- composition
 

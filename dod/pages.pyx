@@ -24,6 +24,7 @@ from libc.stdint cimport uint64_t
 from dod._atomic cimport (dod_atomic_fetch_add_relaxed_u64, dod_atomic_fetch_sub_u64,
                           dod_atomic_load_relaxed_u64, dod_atomic_cas_u64)
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
+from dod._lease cimport Owned, owned
 from dod.resource cimport dod_resource, Resource
 
 import numpy as np
@@ -94,22 +95,6 @@ cdef void _ps_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) no
     dod_pages_unmap(<dod_page_source*>ctx, ptr, size)
 
 
-# ---------------------------------------------------------------- leases
-
-@cython.final
-@cython.no_gc
-cdef class _Mapping:
-    """Base object of an array over mapped pages: unmaps them when it dies."""
-    cdef PageSource source
-    cdef void* ptr
-    cdef size_t size
-
-    def __dealloc__(self):
-        if self.source is not None and self.ptr != NULL:
-            dod_pages_unmap(&self.source.source, self.ptr, self.size)
-            self.ptr = NULL
-
-
 @cython.no_gc_clear
 cdef class PageSource:
     """Anonymous pages from the system, counted.
@@ -136,18 +121,17 @@ cdef class PageSource:
         """
         cdef dod_array_request req
         cdef cnp.dtype dt = as_dtype(dtype)
-        cdef _Mapping L
+        cdef Owned L
         cdef void* p
         parse_request(shape, dt, align, dod_os_page_size(), &req)
         if req.alignment < dod_os_page_size():
             req.alignment = dod_os_page_size()
-        L = _Mapping.__new__(_Mapping)
+        L = owned(self, _ps_deallocate, <void*>&self.source)   # made first: nothing to undo if it fails
         size = req.nbytes if req.nbytes else 1
         with nogil:
             p = dod_pages_map(&self.source, size, req.alignment)
         if p == NULL:
             raise MemoryError(f"the system refused {size} bytes of pages")
-        L.source = self
         L.ptr = p
         L.size = size
         return wrap_memory(p, &req, dt, L)
@@ -166,10 +150,10 @@ cdef class PageSource:
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"expected a numpy array, got {type(arr).__name__}")
         base = arr.base
-        if type(base) is not _Mapping or (<_Mapping>base).source is not self \
-                or (<cnp.ndarray>arr).data != <char*>(<_Mapping>base).ptr:
+        if type(base) is not Owned or (<Owned>base).owner is not self \
+                or (<cnp.ndarray>arr).data != <char*>(<Owned>base).ptr:
             raise ValueError("that array was not returned by this PageSource's empty()")
-        if dod_pages_decommit(&self.source, (<_Mapping>base).ptr, (<_Mapping>base).size) != 0:
+        if dod_pages_decommit(&self.source, (<Owned>base).ptr, (<Owned>base).size) != 0:
             raise OSError("madvise(MADV_DONTNEED) failed")
 
     def resource(self):

@@ -57,6 +57,7 @@ from dod._core cimport DOD_DEBUG, dod_poison, dod_debug_fail
 from dod._atomic cimport dod_mutex, dod_mutex_lock, dod_mutex_unlock
 from dod.resource cimport dod_resource, Resource
 from dod._ndarray cimport dod_array_request
+from dod._lease cimport dod_slots
 from libc.stdint cimport uint32_t
 
 
@@ -230,9 +231,8 @@ cdef class Pool:
     cdef char* _region                # the first region (chunk 0)
     cdef size_t _region_size          # bytes obtained from _source
     cdef size_t _region_align
-    cdef uint32_t* _gens              # per slot generation (Python face): odd = live
-    cdef uint32_t* _pins              # per slot count of live array leases (Python face)
-    cdef size_t _slots                # slots the side tables cover (grown with the chunks)
+    cdef dod_slots _table             # Python face: per slot generation (odd = live), live pins and
+                                      # the free list (dod._lease), never inside a block
     cdef object _dtype                # block dtype
     cdef tuple _shape                 # per-block shape
     cdef dod_array_request _req       # one block as an array request
@@ -240,19 +240,13 @@ cdef class Pool:
     cdef readonly size_t alignment
     cdef Py_ssize_t _exports          # live Resources handed out by resource()
     cdef Py_ssize_t _pending          # released blocks still pinned by arrays
-    cdef size_t _repairs              # free-list rebuilds after writes into free blocks
     cdef bint _mutex_ready
-    cdef void* _rctx[2]               # (&pool, &mutex): the context of resource()
-    cdef uint32_t _salt               # per-pool generation offset: foreign handles rarely match
+    cdef void* _rctx[3]               # (&pool, &mutex, &_table): the context of resource()
 
     cdef int _lock(self) except -1
     cdef bint _cover(self, size_t slots) noexcept
     cdef int _covered(self) except -1
     cdef int _grow_for(self, size_t n) noexcept
     cdef void _unlock(self) noexcept
-    cdef Py_ssize_t _checked_pop(self) noexcept
-    cdef bint _rebuild(self) noexcept
-    cdef Py_ssize_t _index_of_handle(self, object handle) except -1
-    cdef void _unpin(self, size_t index) noexcept
+    cdef Py_ssize_t _pop(self) noexcept
     cdef object _view(self, size_t index)
-    cdef object _handle(self, size_t i)

@@ -39,18 +39,18 @@ Safety contract (the Python face)
     (nothing changes). Releasing by passing the array itself is allowed: the
     handle dies at once, and the block returns to the free list when the last
     array over it dies. :meth:`as_array` covers free blocks too, so writing
-    through it into a free block is allowed: the Python face validates each
-    free-list link before following it and rebuilds the list from its
-    generation table when a link was overwritten. (The Cython engine trusts
-    the links: do not write free blocks while Cython code acquires from the
-    same pool, and do not mix engine-level acquires with Python-face
-    acquires on one pool, since the rebuild sees only Python-face blocks.)
+    through it into a free block is allowed and harmless by construction:
+    the Python face (and :meth:`resource`) keep their free list in the side
+    table, never inside a block. (The Cython engine keeps its free list in
+    the blocks, its intrusive links: do not write free blocks while Cython
+    code releases to and acquires from the same pool through the engine, and
+    do not mix engine-level acquires with Python-face acquires on one pool.)
 
 Bookkeeping
     Engine: zero bytes per live block. The Python face adds a side table of
-    8 bytes per slot (32-bit generation, 32-bit count of live arrays), never
-    inside a block; it grows with the chunks. A growable pool adds a chunk
-    table of 16 bytes per chunk.
+    12 bytes per slot (32-bit generation, 32-bit count of live arrays,
+    32-bit free-list link), never inside a block; it grows with the chunks.
+    A growable pool adds a chunk table of 16 bytes per chunk.
 
 Thread-safety
     ``Pool(..., threadsafe=False)`` (default) is for one thread at a time.
@@ -60,8 +60,8 @@ Thread-safety
     ``&owner.mutex``. Cost: one uncontended pthread lock+unlock pair per
     operation (about 15-20 ns, see ``python -m dod.bench --only pool``), and
     serialisation under contention. A growable threadsafe pool grows under
-    the same mutex (the upstream is called with the lock held). The
-    lock-free pool comes later.
+    the same mutex (the upstream is called with the lock held). For many
+    threads without a lock, see :mod:`dod.lfpool`.
 """
 cimport cython
 cimport numpy as cnp
@@ -74,6 +74,9 @@ from cpython.number cimport PyNumber_Index
 from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_mul_overflow, dod_is_pow2, dod_poison
 from dod._types cimport dod_handle, dod_handle_make, dod_handle_index, dod_handle_generation
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, parse_alignment, wrap_memory
+from dod._lease cimport (dod_slots, SlotPin, slot_pin, slots_init, slots_free, slots_cover,
+                         slots_cover_links, slots_pop, slots_push, slots_clear_free, slots_open,
+                         slots_close, slots_is_live, slots_find, export_pin)
 from dod._atomic cimport dod_mutex_init, dod_mutex_destroy, dod_mutex_trylock
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate, dod_resource_allocate_from_python,
                            dod_resource_deallocate, dod_pages_resource)
@@ -81,6 +84,7 @@ from dod.resource cimport (dod_resource, Resource, dod_resource_allocate, dod_re
 import numpy as np
 
 from dod._format import fmt_bytes
+from dod.errors import InvariantError
 
 cnp.import_array()
 
@@ -93,7 +97,6 @@ DEBUG = bool(DOD_DEBUG)
 
 cdef size_t _MAX_BYTES = (<size_t>1) << 48
 cdef size_t _MAX_BLOCKS = 0xFFFFFFFF        # slot index is 32 bits
-cdef uint32_t _next_salt = 0x9E3779B8u       # advanced per pool (even: generations start even)
 
 
 # ---------------------------------------------------------------- engine slow paths
@@ -241,93 +244,119 @@ cdef size_t dod_pool_slot_of(const dod_pool* p, const void* b) noexcept nogil:
     return _chunk_start(c, k) + off // p.stride
 
 
-cdef inline void _push(dod_pool* p, size_t index) noexcept nogil:
-    """The Python face's release of a slot it has validated: no debug walk of
-    the free list (whose links a whole-pool view may have overwritten)."""
-    cdef void* b = dod_pool_block(p, index)
-    dod_poison(b, p.stride)
-    (<void**>b)[0] = p.free
-    p.free = b
+# ---------------------------------------------------------------- the Python face's free list
+# The Python face (and resource()) keep the free blocks on the side table's
+# list (dod._lease.dod_slots), never in the blocks: as_array() lets Python
+# write anything into a free block, and nothing it writes can reach a link.
+# The engine's intrusive list (p.free) stays empty unless Cython code
+# releases through the engine; that is the "do not mix" rule.
+
+cdef inline void _give_back(dod_pool* p, dod_slots* t, size_t index) noexcept nogil:
+    """Lock held: block `index` (validated by the caller, not live) is free again."""
+    dod_poison(dod_pool_block(p, index), p.stride)
+    slots_push(t, index)
     p.in_use -= 1
 
 
-# ---------------------------------------------------------------- the pool as a dod_resource
-
-cdef inline bint _is_free_link(const dod_pool* p, void* b) noexcept nogil:
-    return b == NULL or dod_pool_slot_of(p, b) < dod_pool_touched(p)
-
-
-cdef void* _pool_acquire_checked(dod_pool* p) noexcept nogil:
-    """dod_pool_acquire that refuses (NULL, counted) when the head or its link
-    is not a block of this pool. Python can write into free blocks through
-    as_array(), so the resource path never follows a link it has not checked:
-    a scribbled list makes requests fail, never jump to a wild address."""
-    cdef void* b = p.free
-    if b != NULL and not (_is_free_link(p, b) and _is_free_link(p, (<void**>b)[0])):
+cdef size_t _take(dod_pool* p, dod_slots* t) noexcept nogil:
+    """Lock held: the slot of a block taken for the face or its resource: the
+    side table's first free block, else one from the engine (an untouched
+    block, or a growth). SIZE_MAX when exhausted (counted in `failed`)."""
+    cdef size_t i = slots_pop(t)
+    cdef size_t need
+    cdef dod_pool_chunks* c = p.chunks
+    cdef void* b
+    if i != SIZE_MAX:
+        p.in_use += 1
+        p.allocations += 1
+        return i
+    # Links for every block that can come back, a growth's included.
+    need = dod_pool_capacity(p)
+    if c != NULL and p.free == NULL and p.touched >= p.count and c.current + 1 >= c.n \
+            and need + c.chunk_blocks <= c.max_slots:
+        need += c.chunk_blocks
+    if not slots_cover_links(t, need):
         p.failed += 1
-        return NULL
-    return dod_pool_acquire(p)
+        return SIZE_MAX
+    b = dod_pool_acquire(p)
+    if b == NULL:
+        return SIZE_MAX
+    return dod_pool_index(p, b)
+
+
+# ---------------------------------------------------------------- the pool as a dod_resource
+# ctx is the owner's _rctx: (&pool, &mutex, &table). Blocks come from and go
+# back to the side table's free list, like the Python face's, so a write
+# through as_array() into a free block cannot steer this path either.
+
+cdef inline bint _refuses(const dod_pool* p, size_t size, size_t alignment) noexcept nogil:
+    """A request no block can hold."""
+    return size > p.stride or ((<uintptr_t>p.base | p.stride) & (alignment - 1)) != 0
+
+
+cdef inline void* _resource_take(dod_pool* p, dod_slots* t) noexcept nogil:
+    cdef size_t i = _take(p, t)
+    return NULL if i == SIZE_MAX else <void*>dod_pool_block(p, i)
+
+
+cdef inline void _resource_give_back(dod_pool* p, dod_slots* t, void* ptr) noexcept nogil:
+    cdef size_t i = dod_pool_slot_of(p, ptr), k
+    if DOD_DEBUG:
+        if i >= dod_pool_touched(p):
+            dod_debug_fail("pool resource: deallocate of a pointer that is not a block of this pool", ptr)
+        k = t.free_head
+        while k != 0:
+            if k - 1 == i:
+                dod_debug_fail("pool resource: double deallocate", ptr)
+            k = t.next[k - 1]
+    if i < dod_pool_touched(p):
+        _give_back(p, t, i)
 
 
 cdef void* _pool_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil:
     cdef dod_pool* p = <dod_pool*>(<void**>ctx)[0]
-    if size > p.stride or ((<uintptr_t>p.base | p.stride) & (alignment - 1)) != 0:
-        p.failed += 1           # a request no block can hold
+    if _refuses(p, size, alignment):
+        p.failed += 1
         return NULL
-    return _pool_acquire_checked(p)
+    return _resource_take(p, <dod_slots*>(<void**>ctx)[2])
 
 
 cdef void _pool_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
-    dod_pool_release(<dod_pool*>(<void**>ctx)[0], ptr)
+    if ptr != NULL:
+        _resource_give_back(<dod_pool*>(<void**>ctx)[0], <dod_slots*>(<void**>ctx)[2], ptr)
 
 
 cdef void* _pool_allocate_locked(void* ctx, size_t size, size_t alignment) noexcept nogil:
     cdef dod_pool* p = <dod_pool*>(<void**>ctx)[0]
     cdef dod_mutex* m = <dod_mutex*>(<void**>ctx)[1]
-    if size > p.stride or ((<uintptr_t>p.base | p.stride) & (alignment - 1)) != 0:
-        dod_mutex_lock(m)
-        p.failed += 1           # a request no block can hold
-        dod_mutex_unlock(m)
-        return NULL
     cdef void* b
     dod_mutex_lock(m)
-    b = _pool_acquire_checked(p)
+    if _refuses(p, size, alignment):
+        p.failed += 1
+        b = NULL
+    else:
+        b = _resource_take(p, <dod_slots*>(<void**>ctx)[2])
     dod_mutex_unlock(m)
     return b
 
 
 cdef void _pool_deallocate_locked(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
-    dod_pool_release_locked(<dod_pool*>(<void**>ctx)[0], <dod_mutex*>(<void**>ctx)[1], ptr)
+    cdef dod_mutex* m = <dod_mutex*>(<void**>ctx)[1]
+    if ptr != NULL:
+        dod_mutex_lock(m)
+        _resource_give_back(<dod_pool*>(<void**>ctx)[0], <dod_slots*>(<void**>ctx)[2], ptr)
+        dod_mutex_unlock(m)
 
 
-# ---------------------------------------------------------------- leases
-
-@cython.no_gc
-@cython.freelist(32)
-cdef class _BlockLease:
-    """Base object of arrays over one block: keeps the pool alive, pins the block."""
-    cdef Pool pool
-    cdef size_t index
-
-    def __dealloc__(self):
-        if self.pool is not None:
-            self.pool._unpin(self.index)
-
-
-@cython.no_gc
-cdef class _RegionLease:
-    """Base object of the whole-pool view: keeps the pool alive, pins nothing."""
-    cdef Pool pool
-
-
-@cython.no_gc
-cdef class _ResourcePin:
-    """Owner of a Resource from Pool.resource(): keeps the pool alive, counts exports."""
-    cdef Pool pool
-
-    def __dealloc__(self):
-        if self.pool is not None:
-            self.pool._exports -= 1
+cdef void _pool_return(void* owner, size_t index) noexcept:
+    """SlotPin's callback: the last array over a block released by array died."""
+    cdef Pool self = <Pool>owner
+    if self.threadsafe:
+        dod_mutex_lock(&self.mutex)
+    _give_back(&self.pool, &self._table, index)
+    if self.threadsafe:
+        dod_mutex_unlock(&self.mutex)
+    self._pending -= 1
 
 
 # ---------------------------------------------------------------- the owner and its Python face
@@ -381,7 +410,6 @@ cdef class Pool:
     def __cinit__(self, block_count, dtype=None, shape=(), *, block_size=None, align=None,
                   Resource resource=None, bint threadsafe=False, bint growable=False,
                   chunk_blocks=None):
-        global _next_salt
         cdef cnp.dtype dt
         cdef size_t count, nbytes, stride, total, alignment, cblocks = 0, cbytes = 0
         cdef object n = PyNumber_Index(block_count)
@@ -424,11 +452,9 @@ cdef class Pool:
         self._source = dod_pages_resource() if resource is None else &resource.resource
         self._upstream = resource
         self._region_align = alignment if alignment > _REGION_ALIGN else _REGION_ALIGN
-        self._gens = <uint32_t*>calloc(count, sizeof(uint32_t))
-        self._pins = <uint32_t*>calloc(count, sizeof(uint32_t))
-        if self._gens == NULL or self._pins == NULL:
+        slots_init(&self._table, False)
+        if not slots_cover(&self._table, count):
             raise MemoryError(f"could not obtain the side table of a {count}-block pool")
-        self._slots = count
         if growable:
             self._chunks.bases = <char**>malloc(4 * sizeof(char*))
             self._chunks.order = <size_t*>malloc(4 * sizeof(size_t))
@@ -467,8 +493,7 @@ cdef class Pool:
         self.threadsafe = threadsafe
         self._rctx[0] = <void*>&self.pool
         self._rctx[1] = <void*>&self.mutex
-        self._salt = _next_salt if _next_salt else 2
-        _next_salt = (_next_salt + 0x6A09E668u) & 0xFFFFFFFEu
+        self._rctx[2] = <void*>&self._table
 
     def __dealloc__(self):
         cdef size_t k
@@ -480,8 +505,7 @@ cdef class Pool:
         free(self._chunks.order)
         if self._region != NULL:
             dod_resource_deallocate(self._source, self._region, self._region_size, self._region_align)
-        free(self._gens)
-        free(self._pins)
+        slots_free(&self._table)
         if self._mutex_ready:
             dod_mutex_destroy(&self.mutex)
 
@@ -498,145 +522,42 @@ cdef class Pool:
             dod_mutex_unlock(&self.mutex)
 
     cdef bint _cover(self, size_t slots) noexcept:
-        """Grow the side tables (zeroed) to cover `slots` slots. False when
-        memory is short: the tables still cover what they covered."""
-        cdef size_t n
-        cdef uint32_t* t
-        if slots <= self._slots:
-            return True
-        n = self._slots * 2 if self._slots * 2 <= _MAX_BLOCKS else _MAX_BLOCKS
-        if n < slots:
-            n = slots
-        # Both tables are zeroed from _slots up, so a half-done growth is harmless.
-        t = <uint32_t*>realloc(self._gens, n * sizeof(uint32_t))
-        if t == NULL:
-            return False
-        self._gens = t
-        memset(t + self._slots, 0, (n - self._slots) * sizeof(uint32_t))
-        t = <uint32_t*>realloc(self._pins, n * sizeof(uint32_t))
-        if t == NULL:
-            return False
-        self._pins = t
-        memset(t + self._slots, 0, (n - self._slots) * sizeof(uint32_t))
-        self._slots = n
-        return True
+        """Lock held: the side table covers `slots` slots. False when memory
+        is short: the table still covers what it covered."""
+        return slots_cover(&self._table, slots)
 
     cdef int _covered(self) except -1:
-        """The side tables cover every slot (chunks added by engine-level
+        """The side table covers every slot (chunks added by engine-level
         acquires from Cython are not seen by the Python face until here)."""
-        if self._slots < dod_pool_capacity(&self.pool) and not self._cover(dod_pool_capacity(&self.pool)):
+        cdef bint ok = True
+        if self._table.cap < dod_pool_capacity(&self.pool):
+            self._lock()
+            ok = self._cover(dod_pool_capacity(&self.pool))
+            self._unlock()
+        if not ok:
             raise MemoryError("could not grow the pool's side table")
         return 0
 
-    cdef Py_ssize_t _checked_pop(self) noexcept:
-        """Acquire a slot for the Python face (lock held): its index, -1 when
-        exhausted (a fixed pool, or no further chunk could be had), -2 when
-        the free list is corrupt and cannot be rebuilt, -3 when the side
-        table cannot grow. Failures are counted in `failed`.
-
-        Every free-list link is validated before it is followed: a write
-        through the whole-pool view into a free block must not make the
-        pool hand out a live block or a wild pointer.
-        """
+    cdef Py_ssize_t _pop(self) noexcept:
+        """Lock held: the slot of a newly acquired block; -1 when exhausted (a
+        fixed pool, or no further chunk could be had), -3 when the side table
+        cannot grow. Failures are counted in `failed`. The slot is not live
+        yet (the caller opens it)."""
         cdef dod_pool* p = &self.pool
         cdef dod_pool_chunks* c = p.chunks
-        cdef uintptr_t b
-        cdef size_t i
-        cdef bint repaired = False
-        if self._slots < dod_pool_capacity(p) and not self._cover(dod_pool_capacity(p)):
+        cdef size_t need = dod_pool_capacity(p), i
+        if (c != NULL and self._table.free_head == 0 and p.free == NULL and p.touched >= p.count
+                and c.current + 1 >= c.n and need + c.chunk_blocks <= c.max_slots):
+            need += c.chunk_blocks      # a growth: the side table first, so a failure changes nothing
+        if not self._cover(need):
             p.failed += 1
             return -3
-        while True:
-            b = <uintptr_t>p.free
-            if b != 0:
-                i = dod_pool_slot_of(p, <void*>b)        # SIZE_MAX: not a block
-                if (i < dod_pool_touched(p) and (self._gens[i] & 1) == 0 and self._pins[i] == 0
-                        and _is_free_link(p, (<void**>b)[0])):     # never leave a garbage head behind
-                    p.free = (<void**>b)[0]
-                    p.in_use += 1
-                    p.allocations += 1
-                    return <Py_ssize_t>i
-            elif p.touched < p.count:
-                i = dod_pool_touched(p)
-                if self._gens[i] == 0:      # first touch ever (a reset keeps generations)
-                    self._gens[i] = self._salt
-                dod_pool_acquire(p)          # takes the untouched block i
-                return <Py_ssize_t>i
-            elif p.in_use >= dod_pool_touched(p):
-                # Every block is in use: a growable pool moves to the next
-                # chunk (the side table first, so a failure changes nothing).
-                if (c != NULL and c.current + 1 >= c.n
-                        and dod_pool_capacity(p) + c.chunk_blocks <= c.max_slots
-                        and not self._cover(dod_pool_capacity(p) + c.chunk_blocks)):
-                    p.failed += 1
-                    return -3
-                if dod_pool_acquire(p) == NULL:          # grows; counts a failure
-                    return -1
-                i = p.prior
-                if self._gens[i] == 0:
-                    self._gens[i] = self._salt
-                return <Py_ssize_t>i
-            # A link was overwritten, or free blocks fell off the list.
-            if repaired or not self._rebuild():
-                return -2
-            repaired = True
-
-    cdef bint _rebuild(self) noexcept:
-        """Relink every free slot from the generation table (lock held)."""
-        cdef dod_pool* p = &self.pool
-        cdef size_t i = dod_pool_touched(p), nfree = 0
-        cdef void* head = NULL
-        cdef void* b
-        if self._exports > 0:
-            return False            # blocks handed out through resource() are invisible here
-        while i > 0:
-            i -= 1
-            if (self._gens[i] & 1) == 0 and self._pins[i] == 0:
-                b = dod_pool_block(p, i)
-                (<void**>b)[0] = head
-                head = b
-                nfree += 1
-        p.free = head
-        p.in_use = dod_pool_touched(p) - nfree
-        self._repairs += 1
-        return True
-
-    cdef Py_ssize_t _index_of_handle(self, object handle) except -1:
-        cdef object h = PyNumber_Index(handle)
-        cdef dod_handle v
-        cdef size_t i
-        if h < 0 or h > 0xFFFFFFFFFFFFFFFF:
-            raise ValueError(f"{handle!r} is not a handle (64-bit unsigned)")
-        v = <dod_handle>h
-        if v == 0:
-            raise ValueError("nil handle (0)")
-        i = dod_handle_index(v)
-        if i >= dod_pool_touched(&self.pool) or i >= self._slots or self._gens[i] != dod_handle_generation(v):
-            raise ValueError(f"handle {v:#x} is not a live block of this pool (released, stale or foreign)")
-        if (self._gens[i] & 1) == 0:
-            raise ValueError(f"handle {v:#x} is not live (even generation)")
-        return <Py_ssize_t>i
-
-    cdef void _unpin(self, size_t index) noexcept:
-        self._pins[index] -= 1
-        if self._pins[index] == 0 and (self._gens[index] & 1) == 0:
-            # Released while arrays were alive: the block returns now.
-            if self.threadsafe:
-                dod_mutex_lock(&self.mutex)
-            _push(&self.pool, index)
-            if self.threadsafe:
-                dod_mutex_unlock(&self.mutex)
-            self._pending -= 1
+        i = _take(p, &self._table)
+        return -1 if i == SIZE_MAX else <Py_ssize_t>i
 
     cdef object _view(self, size_t index):
-        cdef _BlockLease L = _BlockLease.__new__(_BlockLease)
-        L.pool = self
-        L.index = index
-        self._pins[index] += 1
+        L = slot_pin(self, &self._table, index, _pool_return)
         return wrap_memory(dod_pool_block(&self.pool, index), &self._req, <cnp.dtype>self._dtype, L)
-
-    cdef object _handle(self, size_t i):
-        return dod_handle_make(<uint32_t>i, self._gens[i])
 
     # -------------------------------------------------------- acquire / release
 
@@ -650,18 +571,13 @@ cdef class Pool:
         """
         cdef Py_ssize_t i
         self._lock()
-        i = self._checked_pop()
+        i = self._pop()
         self._unlock()
         if i < 0:
             self._raise_exhausted(i)
-        self._gens[i] += 1
-        return self._handle(<size_t>i)
+        return slots_open(&self._table, <size_t>i)
 
     def _raise_exhausted(self, code):
-        if code == -2:
-            raise RuntimeError(
-                "this pool's free list was overwritten (a write into a free block through "
-                "as_array()) while a Resource from resource() is alive, so it cannot be rebuilt")
         if code == -3:
             raise MemoryError("could not grow the pool's side table")
         cdef size_t cap = dod_pool_capacity(&self.pool)
@@ -682,17 +598,17 @@ cdef class Pool:
         """
         cdef Py_ssize_t i
         self._lock()
-        i = self._checked_pop()
+        i = self._pop()
         self._unlock()
         if i < 0:
             self._raise_exhausted(i)
-        self._gens[i] += 1
+        slots_open(&self._table, <size_t>i)
         try:
             return self._view(<size_t>i)
         except BaseException:
-            self._gens[i] += 1
+            slots_close(&self._table, <size_t>i)
             self._lock()
-            _push(&self.pool, <size_t>i)
+            _give_back(&self.pool, &self._table, <size_t>i)
             self._unlock()
             raise
 
@@ -703,22 +619,22 @@ cdef class Pool:
         handle raises BufferError. Raises ValueError for nil, stale or
         foreign handles, TypeError for non-integers.
         """
-        return self._view(<size_t>self._index_of_handle(handle))
+        return self._view(<size_t>slots_find(&self._table, handle))
 
     def handle_of(self, arr):
         """The handle of the live block that array `arr` (from :meth:`view` or
         :meth:`acquire_array`) views. ValueError if it is not one, or released."""
-        cdef _BlockLease L = self._lease_of(arr)
-        if (self._gens[L.index] & 1) == 0:
+        cdef SlotPin L = self._lease_of(arr)
+        if not slots_is_live(&self._table, L.slot):
             raise ValueError("that block was released")
-        return self._handle(L.index)
+        return dod_handle_make(<uint32_t>L.slot, self._table.gens[L.slot])
 
     def _lease_of(self, arr):
         base = arr
         for _ in range(3):
             base = getattr(base, "base", None)
-            if type(base) is _BlockLease:
-                if (<_BlockLease>base).pool is not self:
+            if type(base) is SlotPin:
+                if (<SlotPin>base).owner is not self:
                     raise ValueError("that array views a block of another pool")
                 return base
             if not isinstance(base, np.ndarray):
@@ -736,23 +652,23 @@ cdef class Pool:
         Nothing changes when it raises.
         """
         cdef Py_ssize_t i
-        cdef _BlockLease L
+        cdef SlotPin L
         if isinstance(obj, np.ndarray):
             L = self._lease_of(obj)
-            i = <Py_ssize_t>L.index
-            if (self._gens[i] & 1) == 0:
+            i = <Py_ssize_t>L.slot
+            if not slots_is_live(&self._table, <size_t>i):
                 raise ValueError("that block was already released (double release)")
-            self._gens[i] += 1
-            self._pending += 1      # the array pins it: it returns in _unpin
+            slots_close(&self._table, <size_t>i)
+            self._pending += 1      # the array pins it: it returns in _pool_return
             return
-        i = self._index_of_handle(obj)
-        if self._pins[i]:
+        i = slots_find(&self._table, obj)
+        if self._table.pins[i]:
             raise BufferError(
-                f"{self._pins[i]} array(s) over block {i} are still alive; delete them first, "
+                f"{self._table.pins[i]} array(s) over block {i} are still alive; delete them first, "
                 "or release by passing the array (the block then returns when it dies)")
-        self._gens[i] += 1
+        slots_close(&self._table, <size_t>i)
         self._lock()
-        _push(&self.pool, <size_t>i)
+        _give_back(&self.pool, &self._table, <size_t>i)
         self._unlock()
 
     def reset(self):
@@ -768,22 +684,23 @@ cdef class Pool:
         self._covered()
         touched = dod_pool_touched(&self.pool)
         for i in range(touched):
-            if self._pins[i]:
+            if self._table.pins[i]:
                 raise BufferError(f"an array over block {i} is still alive; delete it before reset()")
         if self._exports:
             raise RuntimeError("a Resource from resource() is alive: its blocks cannot be reset")
         for i in range(touched):
-            if self._gens[i] & 1:
-                self._gens[i] += 1
+            if slots_is_live(&self._table, i):
+                slots_close(&self._table, i)
         self._lock()
         dod_pool_reset(&self.pool)
+        slots_clear_free(&self._table)
         self._unlock()
 
     cdef int _grow_for(self, size_t n) noexcept:
         """Lock held: make sure `n` blocks can be acquired without growing
         (a growable pool adds whole chunks as spares). 0, or the code of
-        _checked_pop (-1: no chunk, -3: side table); on failure the chunks
-        added here are given back, so nothing changes."""
+        _pop (-1: no chunk, -3: side table); on failure the chunks added
+        here are given back, so nothing changes."""
         cdef dod_pool* p = &self.pool
         cdef dod_pool_chunks* c = p.chunks
         cdef size_t keep
@@ -853,16 +770,15 @@ cdef class Pool:
                 raise MemoryError("could not grow the pool's side table")
             raise MemoryError(f"pool has {self.available} free blocks, {n} requested")
         for k in range(count):
-            i = self._checked_pop()
-            if i < 0:           # only a corrupt, unrepairable list gets here: undo
+            i = self._pop()     # cannot fail: _grow_for made room and covered the side table
+            if i < 0:           # defensive: undo, leaving the pool as it was
                 while k > 0:
                     k -= 1
-                    _push(&self.pool, dod_handle_index(o[k]))
-                    self._gens[dod_handle_index(o[k])] += 1
+                    slots_close(&self._table, dod_handle_index(o[k]))
+                    _give_back(&self.pool, &self._table, dod_handle_index(o[k]))
                 self._unlock()
                 self._raise_exhausted(i)
-            self._gens[i] += 1
-            o[k] = dod_handle_make(<uint32_t>i, self._gens[i])
+            o[k] = slots_open(&self._table, <size_t>i)
         self._unlock()
         return out
 
@@ -882,33 +798,35 @@ cdef class Pool:
         # Validate everything first. A handle that passes is marked (its
         # generation advanced), so a repeat of it fails the same check; any
         # failure undoes the marks, leaving the pool as it was.
+        cdef dod_slots* t = &self._table
         cdef size_t touched = dod_pool_touched(&self.pool)
-        if touched > self._slots:
-            touched = self._slots
+        if touched > t.cap:
+            touched = t.cap
         for k in range(n):
             v = hv[k]
             i = dod_handle_index(v)
-            if v == 0 or i >= touched or self._gens[i] != dod_handle_generation(v) \
-                    or (self._gens[i] & 1) == 0 or self._pins[i]:
-                pinned = v != 0 and i < touched and self._gens[i] == dod_handle_generation(v) \
-                    and (self._gens[i] & 1) == 1 and self._pins[i] != 0
+            if v == 0 or i >= touched or t.gens[i] != dod_handle_generation(v) \
+                    or (t.gens[i] & 1) == 0 or t.pins[i]:
+                pinned = v != 0 and i < touched and t.gens[i] == dod_handle_generation(v) \
+                    and (t.gens[i] & 1) == 1 and t.pins[i] != 0
                 msg = (f"handles[{k}]: an array over block {i} is still alive" if pinned else
                        f"handles[{k}] = {v:#x} is not a live block of this pool "
                        "(nil, released, repeated, stale or foreign)")
                 while k > 0:
                     k -= 1
-                    self._gens[dod_handle_index(hv[k])] -= 1
+                    t.gens[dod_handle_index(hv[k])] -= 1
                 raise (BufferError if pinned else ValueError)(msg)
-            self._gens[i] += 1
+            t.gens[i] += 1          # marked: now stale, so a repeat fails the check
+        t.live -= <size_t>n
         self._lock()
         for k in range(n):
-            _push(&self.pool, dod_handle_index(hv[k]))
+            _give_back(&self.pool, t, dod_handle_index(hv[k]))
         self._unlock()
 
     def is_live(self, handle):
         """True if `handle` names a live block of this pool (never raises for ints)."""
         try:
-            self._index_of_handle(handle)
+            slots_find(&self._table, handle)
         except ValueError:
             return False
         return True
@@ -918,7 +836,6 @@ cdef class Pool:
     def _chunk_array(self, size_t k):
         """Chunk k's blocks as one array of shape ``(blocks, *shape)``."""
         cdef dod_array_request req
-        cdef _RegionLease L
         cdef char* base = self._region
         cdef size_t blocks = self.pool.count
         if self.pool.chunks != NULL:
@@ -927,8 +844,7 @@ cdef class Pool:
         # Made per call, not cached: a cached view would be a reference cycle
         # (pool -> array -> lease -> pool) that no collector can see. The
         # lease keeps the pool, hence every chunk, alive.
-        L = _RegionLease.__new__(_RegionLease)
-        L.pool = self
+        L = export_pin(self, NULL)          # pins nothing: releases stay allowed
         req.nd = 1
         req.dims[0] = <cnp.npy_intp>(blocks * self.pool.stride)
         req.nbytes = blocks * self.pool.stride
@@ -996,7 +912,7 @@ cdef class Pool:
         out = np.empty(<cnp.npy_intp>cap, dtype=np.uint32)
         cdef uint32_t[::1] o = out
         for i in range(cap):
-            o[i] = self._gens[i]
+            o[i] = self._table.gens[i]
         return out
 
     def handles(self):
@@ -1007,7 +923,7 @@ cdef class Pool:
 
     def index_of(self, handle):
         """The slot index of a live handle (the row in :meth:`as_array`)."""
-        return self._index_of_handle(handle)
+        return slots_find(&self._table, handle)
 
     # -------------------------------------------------------- composition
 
@@ -1016,20 +932,13 @@ cdef class Pool:
         ``block_size`` bytes and at most ``alignment``; larger requests get NULL).
 
         It takes the mutex when the pool is threadsafe. Blocks handed out
-        through it are invisible to the Python face (no handles); while such
-        a Resource is alive the free-list repair is disabled.
+        through it are invisible to the Python face (no handles); they come
+        from and return to the same side-table free list, so writes through
+        :meth:`as_array` into free blocks cannot steer it. While such a
+        Resource is alive, :meth:`reset` raises RuntimeError.
         """
         cdef dod_resource r
-        cdef _ResourcePin pin = _ResourcePin.__new__(_ResourcePin)
-        if self._exports == 0:
-            # Relink the free list from the generation table first: writes
-            # through as_array() may have left garbage links, which the
-            # resource path (no repair while exported) would refuse to follow.
-            self._lock()
-            self._rebuild()
-            self._unlock()
-        pin.pool = self
-        self._exports += 1
+        pin = export_pin(self, &self._exports)
         r.allocate = _pool_allocate_locked if self.threadsafe else _pool_allocate
         r.deallocate = _pool_deallocate_locked if self.threadsafe else _pool_deallocate
         r.ctx = <void*>self._rctx
@@ -1038,58 +947,70 @@ cdef class Pool:
     # -------------------------------------------------------- checks and statistics
 
     def check(self):
-        """Walk the free list and verify every invariant; AssertionError names the first broken one."""
+        """Walk the free lists and the side table and verify every invariant;
+        raises :class:`dod.InvariantError` naming the first broken one."""
         cdef dod_pool* p = &self.pool
         cdef dod_pool_chunks* c = p.chunks
+        cdef dod_slots* t = &self._table
         cdef uintptr_t b
-        cdef size_t i, k, n = 0, pinned_free = 0, touched = dod_pool_touched(p)
+        cdef size_t i, k, n = 0, touched = dod_pool_touched(p)
         self._covered()
         if c != NULL:
             if c.n == 0 or c.n > c.cap or c.current >= c.n or c.bases[0] != self._region:
-                raise AssertionError(f"chunk table broken: n={c.n} cap={c.cap} current={c.current}")
+                raise InvariantError(f"chunk table broken: n={c.n} cap={c.cap} current={c.current}")
             if (p.base != c.bases[c.current] or p.prior != _chunk_start(c, c.current)
                     or p.count != _chunk_len(c, c.current)):
-                raise AssertionError(f"current chunk {c.current} does not match base/prior/count")
+                raise InvariantError(f"current chunk {c.current} does not match base/prior/count")
             for k in range(c.n):
                 if k + 1 < c.n and (<uintptr_t>c.bases[c.order[k]] + _chunk_len(c, c.order[k]) * p.stride
                                     > <uintptr_t>c.bases[c.order[k + 1]]):
-                    raise AssertionError(f"chunks {c.order[k]} and {c.order[k + 1]} overlap or are out of address order")
+                    raise InvariantError(f"chunks {c.order[k]} and {c.order[k + 1]} overlap or are out of address order")
                 if dod_pool_slot_of(p, c.bases[k]) != _chunk_start(c, k):
-                    raise AssertionError(f"chunk {k}'s first block does not map to slot {_chunk_start(c, k)}")
+                    raise InvariantError(f"chunk {k}'s first block does not map to slot {_chunk_start(c, k)}")
         elif p.prior != 0:
-            raise AssertionError("a fixed pool has slots before its only chunk")
+            raise InvariantError("a fixed pool has slots before its only chunk")
         if p.touched > p.count:
-            raise AssertionError(f"touched {p.touched} beyond the current chunk's {p.count} blocks")
+            raise InvariantError(f"touched {p.touched} beyond the current chunk's {p.count} blocks")
+        if touched > dod_pool_capacity(p) or p.in_use > touched:
+            raise InvariantError("counters beyond the capacity")
+        if t.link_cap < t.cap:
+            raise InvariantError(f"side table links cover {t.link_cap} slots, fewer than its {t.cap}")
         seen = bytearray(touched)
+        # The Python face's free list, in the side table.
+        k = t.free_head
+        while k != 0:
+            i = k - 1
+            if i >= touched:
+                raise InvariantError(f"free slot {i} is not a touched block of this pool")
+            if seen[i]:
+                raise InvariantError(f"the side table's free list has a cycle at block {i}")
+            seen[i] = 1
+            if t.gens[i] & 1:
+                raise InvariantError(f"block {i} is on the free list but live")
+            if t.pins[i]:
+                raise InvariantError(f"block {i} is on the free list but pinned by arrays")
+            n += 1
+            k = t.next[i]
+        if n != t.free_count:
+            raise InvariantError(f"the side table counts {t.free_count} free blocks, its list holds {n}")
+        # The engine's intrusive list: empty unless Cython code released through the engine.
         b = <uintptr_t>p.free
         while b != 0:
             i = dod_pool_slot_of(p, <void*>b)
             if i >= touched:
-                raise AssertionError(f"free-list link {b:#x} is not a touched block of this pool")
+                raise InvariantError(f"free-list link {b:#x} is not a touched block of this pool")
             if seen[i]:
-                raise AssertionError(f"free list has a cycle at block {i}")
+                raise InvariantError(f"free list has a cycle at block {i} (or the block is on both lists)")
             seen[i] = 1
-            if self._gens[i] & 1:
-                raise AssertionError(f"block {i} is on the free list but live")
-            if self._pins[i]:
-                raise AssertionError(f"block {i} is on the free list but pinned by arrays")
+            if t.gens[i] & 1:
+                raise InvariantError(f"block {i} is on the free list but live")
             n += 1
             b = <uintptr_t>(<void**>b)[0]
         if n + p.in_use != touched:
-            raise AssertionError(f"free {n} + in_use {p.in_use} != touched {touched}")
-        live = 0
-        for i in range(touched):
-            if self._gens[i] & 1:
-                live += 1
-                if seen[i]:
-                    raise AssertionError(f"live block {i} on the free list")
-            elif not seen[i]:
-                pinned_free += 1
+            raise InvariantError(f"free {n} + in_use {p.in_use} != touched {touched}")
         for i in range(touched, dod_pool_capacity(p)):
-            if self._gens[i] & 1:
-                raise AssertionError(f"untouched block {i} is live")
-        if touched > dod_pool_capacity(p) or p.in_use > dod_pool_capacity(p):
-            raise AssertionError("counters beyond the capacity")
+            if t.gens[i] & 1:
+                raise InvariantError(f"untouched block {i} is live")
         return True
 
     @property
@@ -1156,11 +1077,6 @@ cdef class Pool:
         return self.pool.failed
 
     @property
-    def repairs(self):
-        """Times the Python face rebuilt the free list after writes into free blocks."""
-        return self._repairs
-
-    @property
     def nbytes(self):
         """Bytes obtained from the resource (every chunk)."""
         if self.pool.chunks == NULL:
@@ -1182,7 +1098,6 @@ cdef class Pool:
             "bytes_in_use": self.pool.in_use * self.pool.stride,
             "chunks": self.chunk_count,
             "pending": self._pending,
-            "repairs": self._repairs,
         }
 
     def __len__(self):

@@ -45,7 +45,7 @@ from dod._atomic cimport dod_atomic_fetch_add_relaxed_u64
 from dod.lfpool cimport (dod_lfpool, dod_lfpool_acquire, dod_lfpool_try_acquire,
                          dod_lfpool_release, dod_lfpool_release_chain, dod_lfpool_link)
 from dod.resource cimport dod_resource, Resource
-from dod._blocks cimport BlockTable
+from dod._lease cimport dod_slots
 
 cdef extern from *:
     """
@@ -155,7 +155,7 @@ cdef inline void dod_segfit_free_chain(dod_segfit* s, void* first, void* last, s
 cdef class SegFit:
     cdef dod_segfit segfit            # the engine state; run the inline functions on &owner.segfit
     cdef Resource _upstream           # keeps the backing resource (and its owner) alive
-    cdef BlockTable _handles          # Python face: handles -> blocks
+    cdef dod_slots _handles           # Python face: handles -> blocks (dod._lease, mapped)
     cdef size_t _allocations          # allocations through the Python face
     cdef size_t _bytes_peak           # peak of the bytes held through handles
     cdef size_t _bytes_live           # bytes held through handles (as asked for)

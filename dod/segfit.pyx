@@ -37,6 +37,8 @@ from dod._atomic cimport (dod_mutex_init, dod_mutex_destroy, dod_atomic_load_u64
                           dod_atomic_fetch_add_relaxed_u64, dod_atomic_fetch_sub_u64)
 from dod.lfpool cimport (dod_lfpool_chunk, dod_lfpool_owns, dod_lfpool_free_count)
 from dod._ndarray cimport parse_alignment
+from dod._lease cimport (slots_init, slots_free, slots_reserve, slots_add, slots_find,
+                         slots_check_unpinned, slots_remove, slots_view, slots_is_live)
 from dod.resource cimport (dod_resource_allocate, dod_resource_deallocate, dod_pages_resource)
 
 import numpy as np
@@ -128,7 +130,7 @@ cdef class SegFit:
         cdef size_t i, cs, align, per
         if (<uintptr_t>&self.segfit.classes[0].head) % 16:
             raise SystemError("SegFit object is not 16-byte aligned (cmpxchg16b needs it)")
-        self._handles = BlockTable.__new__(BlockTable)
+        slots_init(&self._handles, True)
         self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages", True)
         self.segfit.upstream = &self._upstream.resource
         for i in range(DOD_SEGFIT_CLASSES):
@@ -168,12 +170,12 @@ cdef class SegFit:
         for i in range(<size_t>self._ready):
             dod_mutex_destroy(&self.segfit.classes[i].lock)
         # Large blocks still held through Python handles go back too.
-        if self._handles is not None:
-            for i in range(self._handles.nslots):
-                if self._handles.ptrs[i] != NULL and dod_segfit_class_for(
-                        self._handles.sizes[i], self._handles.aux[i]) >= DOD_SEGFIT_CLASSES:
-                    dod_segfit_free_large(&self.segfit, self._handles.ptrs[i],
-                                          self._handles.sizes[i], self._handles.aux[i])
+        for i in range(self._handles.nslots):
+            if self._handles.ptrs[i] != NULL and dod_segfit_class_for(
+                    self._handles.sizes[i], self._handles.aux[i]) >= DOD_SEGFIT_CLASSES:
+                dod_segfit_free_large(&self.segfit, self._handles.ptrs[i],
+                                      self._handles.sizes[i], self._handles.aux[i])
+        slots_free(&self._handles)
 
     # -------------------------------------------------------- blocks
 
@@ -185,7 +187,7 @@ cdef class SegFit:
             raise ValueError(f"nbytes must be between 0 and 2**48, got {nbytes!r}")
         size = <size_t>n
         a = parse_alignment(align, DOD_SEGFIT_MIN_ALIGN)
-        self._handles.reserve()
+        slots_reserve(&self._handles)
         if not grow:
             with nogil:
                 p = dod_segfit_try_allocate(&self.segfit, size, a)
@@ -202,7 +204,7 @@ cdef class SegFit:
         self._bytes_live += size
         if self._bytes_live > self._bytes_peak:
             self._bytes_peak = self._bytes_live
-        return self._handles.add(p, size, a)
+        return slots_add(&self._handles, p, size, a)
 
     def allocate(self, nbytes, align=None):
         """A handle (non-zero int) to a new block of at least `nbytes` bytes, aligned to
@@ -221,13 +223,13 @@ cdef class SegFit:
     def free(self, handle):
         """Free a block. ValueError for a stale or foreign handle, BufferError while an
         array view of it is alive; nothing changes then."""
-        cdef Py_ssize_t slot = self._handles.find(handle)
+        cdef Py_ssize_t slot = slots_find(&self._handles, handle)
         cdef size_t size, a
         cdef void* p
-        self._handles.check_free(slot)
+        slots_check_unpinned(&self._handles, slot)
         size = self._handles.sizes[slot]
         a = self._handles.aux[slot]
-        p = self._handles.remove(slot)
+        p = slots_remove(&self._handles, slot)
         self._bytes_live -= size
         if self._upstream.threadsafe:
             with nogil:
@@ -249,10 +251,10 @@ cdef class SegFit:
         cdef void* firsts[97]
         cdef void* lasts[97]
         for h in handles:
-            slot = self._handles.find(h)
+            slot = slots_find(&self._handles, h)
             if slot in seen:
                 raise ValueError(f"handle {h:#x} appears twice")
-            self._handles.check_free(slot)
+            slots_check_unpinned(&self._handles, slot)
             seen.add(slot)
             slots.append(slot)
         for c in range(DOD_SEGFIT_CLASSES):
@@ -261,7 +263,7 @@ cdef class SegFit:
         for slot in slots:
             size = self._handles.sizes[slot]
             a = self._handles.aux[slot]
-            p = self._handles.remove(slot)
+            p = slots_remove(&self._handles, slot)
             self._bytes_live -= size
             c = dod_segfit_class_for(size, a)
             if c >= DOD_SEGFIT_CLASSES:
@@ -285,15 +287,15 @@ cdef class SegFit:
         The array keeps the allocator alive and blocks :meth:`free` of the
         block (BufferError) while it lives.
         """
-        return self._handles.view(self._handles.find(handle), self, dtype, shape)
+        return slots_view(&self._handles, slots_find(&self._handles, handle), self, dtype, shape)
 
     def address(self, handle):
         """The block's address (an int)."""
-        return <uintptr_t>self._handles.ptrs[self._handles.find(handle)]
+        return <uintptr_t>self._handles.ptrs[slots_find(&self._handles, handle)]
 
     def size(self, handle):
         """The bytes asked for when the block was allocated."""
-        return self._handles.sizes[self._handles.find(handle)]
+        return self._handles.sizes[slots_find(&self._handles, handle)]
 
     # -------------------------------------------------------- composition
 
