@@ -120,6 +120,7 @@ cdef int slots_reserve(dod_slots* t) except -1
 cdef dod_handle slots_add(dod_slots* t, void* ptr, size_t size, size_t aux) except 0
 cdef Py_ssize_t slots_find(const dod_slots* t, object handle) except -1
 cdef int slots_check_unpinned(const dod_slots* t, Py_ssize_t slot) except -1
+cdef list slots_find_many(const dod_slots* t, object handles)
 cdef void* slots_remove(dod_slots* t, Py_ssize_t slot) noexcept
 cdef SlotPin slot_pin(object owner, dod_slots* t, size_t slot, dod_slot_return_fn on_return)
 cdef object slots_view(dod_slots* t, Py_ssize_t slot, object owner, object dtype, object shape)

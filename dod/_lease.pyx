@@ -252,6 +252,22 @@ cdef int slots_check_unpinned(const dod_slots* t, Py_ssize_t slot) except -1:
     return 0
 
 
+cdef list slots_find_many(const dod_slots* t, object handles):
+    """The slots of `handles`, each live, unpinned and named once; raises
+    (ValueError, BufferError) on the first that is not, with nothing changed."""
+    cdef list slots = []
+    cdef set seen = set()
+    cdef Py_ssize_t slot
+    for h in handles:
+        slot = slots_find(t, h)
+        if slot in seen:
+            raise ValueError(f"handle {h:#x} appears twice")
+        slots_check_unpinned(t, slot)
+        seen.add(slot)
+        slots.append(slot)
+    return slots
+
+
 cdef void* slots_remove(dod_slots* t, Py_ssize_t slot) noexcept:
     """Mapped tables: forget a live, unpinned slot; its handle goes stale. The block."""
     cdef void* p = t.ptrs[slot]

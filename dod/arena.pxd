@@ -5,7 +5,7 @@
 #     from dod.arena cimport Arena, dod_arena_push, dod_arena_reset
 #     cdef Arena owner = Arena(1 << 20)
 #     with nogil:
-#         p = dod_arena_push(&owner.arena, 32, 16)
+#         p = dod_arena_push(&owner.engine, 32, 16)
 #
 # Invariants
 #   * The live region of the current block is base[0:used]; used <= capacity.
@@ -176,7 +176,7 @@ cdef inline void* dod_cursor_push(dod_arena_cursor* c, dod_arena* a, size_t size
 
 
 cdef class Arena:
-    cdef dod_arena arena              # the engine state; run the inline functions on &owner.arena
+    cdef dod_arena engine             # the engine state; run the inline functions on &owner.engine
     cdef dod_arena_block _first       # record of the first region (the head of the block chain)
     cdef void* _region                # the first region as obtained (before grain alignment)
     cdef Resource _upstream           # keeps the upstream resource (and its owner) alive

@@ -5,8 +5,8 @@
 #     from dod.lfpool cimport LockFreePool, dod_lfpool_acquire, dod_lfpool_release
 #     cdef LockFreePool owner = LockFreePool(64)
 #     with nogil:
-#         p = dod_lfpool_acquire(&owner.pool)
-#         dod_lfpool_release(&owner.pool, p)
+#         p = dod_lfpool_acquire(&owner.engine)
+#         dod_lfpool_release(&owner.engine, p)
 #
 # Invariants
 #   * Free blocks form a Treiber stack: `head` is (top block, tag), each free
@@ -132,7 +132,7 @@ cdef inline void dod_lfpool_release(dod_lfpool* p, void* block) noexcept nogil:
 
 
 cdef class LockFreePool:
-    cdef dod_lfpool pool              # the engine state; run the inline functions on &owner.pool
+    cdef dod_lfpool engine             # the engine state; run the inline functions on &owner.engine
     cdef Resource _upstream           # keeps the backing resource (and its owner) alive
     cdef dod_slots _handles           # Python face: handles -> blocks (dod._lease, mapped)
     cdef size_t _allocations          # acquires through the Python face

@@ -4,8 +4,8 @@
 #     from dod.pool cimport Pool, dod_pool_acquire, dod_pool_release
 #     cdef Pool owner = Pool(100_000, block_size=64)
 #     with nogil:
-#         p = dod_pool_acquire(&owner.pool)
-#         dod_pool_release(&owner.pool, p)
+#         p = dod_pool_acquire(&owner.engine)
+#         dod_pool_release(&owner.engine, p)
 #
 # Invariants
 #   * A pool is one or more chunks; a fixed pool is exactly one (chunks ==
@@ -221,7 +221,7 @@ cdef inline size_t dod_pool_touched(const dod_pool* p) noexcept nogil:
 
 
 cdef class Pool:
-    cdef dod_pool pool                # the engine state; run the inline functions on &owner.pool
+    cdef dod_pool engine               # the engine state; run the inline functions on &owner.engine
     cdef dod_mutex mutex              # taken by the *_locked functions and the threadsafe Python face
     cdef dod_pool_chunks _chunks      # growth state (pool.chunks points here when growable)
     cdef readonly bint threadsafe     # the Python face takes `mutex` around every engine call

@@ -62,18 +62,25 @@ Thread-safety
     serialisation under contention. A growable threadsafe pool grows under
     the same mutex (the upstream is called with the lock held). For many
     threads without a lock, see :mod:`dod.lfpool`.
+
+Where things live
+    Lifetime rule: ``dod._lease``: ``SlotPin`` on the side table
+    ``dod_slots`` (generations, pins and the Python face's free list),
+    ``ExportPin`` for whole-pool views and resources.
+    Fast path: ``dod_pool_acquire`` / ``dod_pool_release``, inline in
+    ``dod/pool.pxd`` (growth: ``dod_pool_grow`` here).
 """
 cimport cython
 cimport numpy as cnp
 from libc.stdint cimport uint32_t, uint64_t, uintptr_t
 from libc.stdint cimport SIZE_MAX
-from libc.stdlib cimport calloc, malloc, realloc, free
-from libc.string cimport memcpy, memmove, memset
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy, memmove
 from cpython.number cimport PyNumber_Index
 
-from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_mul_overflow, dod_is_pow2, dod_poison
+from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_mul_overflow, dod_poison, dod_debug_fail
 from dod._types cimport dod_handle, dod_handle_make, dod_handle_index, dod_handle_generation
-from dod._ndarray cimport dod_array_request, as_dtype, parse_request, parse_alignment, wrap_memory
+from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
 from dod._lease cimport (dod_slots, SlotPin, slot_pin, slots_init, slots_free, slots_cover,
                          slots_cover_links, slots_pop, slots_push, slots_clear_free, slots_open,
                          slots_close, slots_is_live, slots_find, export_pin)
@@ -348,12 +355,27 @@ cdef void _pool_deallocate_locked(void* ctx, void* ptr, size_t size, size_t alig
         dod_mutex_unlock(m)
 
 
+cdef int _check_free_block(const dod_slots* t, size_t i, bytearray seen, str where) except -1:
+    """Pool.check(): block i, found on a free list, is a touched block seen
+    once on all free lists, not live and not pinned."""
+    if i >= <size_t>len(seen):
+        raise InvariantError(f"{where} holds slot {i}, which is not a touched block of this pool")
+    if seen[i]:
+        raise InvariantError(f"{where} has a cycle at block {i} (or the block is on both lists)")
+    seen[i] = 1
+    if t.gens[i] & 1:
+        raise InvariantError(f"block {i} is on {where} but live")
+    if t.pins[i]:
+        raise InvariantError(f"block {i} is on {where} but pinned by arrays")
+    return 0
+
+
 cdef void _pool_return(void* owner, size_t index) noexcept:
     """SlotPin's callback: the last array over a block released by array died."""
     cdef Pool self = <Pool>owner
     if self.threadsafe:
         dod_mutex_lock(&self.mutex)
-    _give_back(&self.pool, &self._table, index)
+    _give_back(&self.engine, &self._table, index)
     if self.threadsafe:
         dod_mutex_unlock(&self.mutex)
     self._pending -= 1
@@ -470,7 +492,7 @@ cdef class Pool:
         self._mutex_ready = True
         self._region = base
         self._region_size = total
-        self.pool.base = base
+        self.engine.base = base
         if growable:
             self._chunks.bases[0] = base
             self._chunks.order[0] = 0
@@ -482,22 +504,22 @@ cdef class Pool:
             self._chunks.chunk_align = self._region_align
             self._chunks.max_slots = _MAX_BLOCKS
             self._chunks.upstream = self._source
-            self.pool.chunks = &self._chunks
+            self.engine.chunks = &self._chunks
         self.growable = growable
-        self.pool.stride = stride
-        self.pool.count = count
+        self.engine.stride = stride
+        self.engine.count = count
         self._block_bytes = nbytes
         self._dtype = dt
         self._shape = tuple(int(self._req.dims[i]) for i in range(self._req.nd))
         self.alignment = alignment
         self.threadsafe = threadsafe
-        self._rctx[0] = <void*>&self.pool
+        self._rctx[0] = <void*>&self.engine
         self._rctx[1] = <void*>&self.mutex
         self._rctx[2] = <void*>&self._table
 
     def __dealloc__(self):
         cdef size_t k
-        if self.pool.chunks != NULL:        # every further chunk (the first is the region)
+        if self.engine.chunks != NULL:        # every further chunk (the first is the region)
             for k in range(1, self._chunks.n):
                 dod_resource_deallocate(self._chunks.upstream, self._chunks.bases[k],
                                         self._chunks.chunk_bytes, self._chunks.chunk_align)
@@ -530,9 +552,9 @@ cdef class Pool:
         """The side table covers every slot (chunks added by engine-level
         acquires from Cython are not seen by the Python face until here)."""
         cdef bint ok = True
-        if self._table.cap < dod_pool_capacity(&self.pool):
+        if self._table.cap < dod_pool_capacity(&self.engine):
             self._lock()
-            ok = self._cover(dod_pool_capacity(&self.pool))
+            ok = self._cover(dod_pool_capacity(&self.engine))
             self._unlock()
         if not ok:
             raise MemoryError("could not grow the pool's side table")
@@ -543,7 +565,7 @@ cdef class Pool:
         fixed pool, or no further chunk could be had), -3 when the side table
         cannot grow. Failures are counted in `failed`. The slot is not live
         yet (the caller opens it)."""
-        cdef dod_pool* p = &self.pool
+        cdef dod_pool* p = &self.engine
         cdef dod_pool_chunks* c = p.chunks
         cdef size_t need = dod_pool_capacity(p), i
         if (c != NULL and self._table.free_head == 0 and p.free == NULL and p.touched >= p.count
@@ -557,7 +579,7 @@ cdef class Pool:
 
     cdef object _view(self, size_t index):
         L = slot_pin(self, &self._table, index, _pool_return)
-        return wrap_memory(dod_pool_block(&self.pool, index), &self._req, <cnp.dtype>self._dtype, L)
+        return wrap_memory(dod_pool_block(&self.engine, index), &self._req, <cnp.dtype>self._dtype, L)
 
     # -------------------------------------------------------- acquire / release
 
@@ -580,7 +602,7 @@ cdef class Pool:
     def _raise_exhausted(self, code):
         if code == -3:
             raise MemoryError("could not grow the pool's side table")
-        cdef size_t cap = dod_pool_capacity(&self.pool)
+        cdef size_t cap = dod_pool_capacity(&self.engine)
         if self.growable:
             if cap + self._chunks.chunk_blocks > self._chunks.max_slots:
                 raise MemoryError(f"pool exhausted: all {cap} blocks are in use and another chunk "
@@ -608,7 +630,7 @@ cdef class Pool:
         except BaseException:
             slots_close(&self._table, <size_t>i)
             self._lock()
-            _give_back(&self.pool, &self._table, <size_t>i)
+            _give_back(&self.engine, &self._table, <size_t>i)
             self._unlock()
             raise
 
@@ -668,7 +690,7 @@ cdef class Pool:
                 "or release by passing the array (the block then returns when it dies)")
         slots_close(&self._table, <size_t>i)
         self._lock()
-        _give_back(&self.pool, &self._table, <size_t>i)
+        _give_back(&self.engine, &self._table, <size_t>i)
         self._unlock()
 
     def reset(self):
@@ -682,7 +704,7 @@ cdef class Pool:
         """
         cdef size_t i, touched
         self._covered()
-        touched = dod_pool_touched(&self.pool)
+        touched = dod_pool_touched(&self.engine)
         for i in range(touched):
             if self._table.pins[i]:
                 raise BufferError(f"an array over block {i} is still alive; delete it before reset()")
@@ -692,7 +714,7 @@ cdef class Pool:
             if slots_is_live(&self._table, i):
                 slots_close(&self._table, i)
         self._lock()
-        dod_pool_reset(&self.pool)
+        dod_pool_reset(&self.engine)
         slots_clear_free(&self._table)
         self._unlock()
 
@@ -701,7 +723,7 @@ cdef class Pool:
         (a growable pool adds whole chunks as spares). 0, or the code of
         _pop (-1: no chunk, -3: side table); on failure the chunks added
         here are given back, so nothing changes."""
-        cdef dod_pool* p = &self.pool
+        cdef dod_pool* p = &self.engine
         cdef dod_pool_chunks* c = p.chunks
         cdef size_t keep
         cdef int code = 0
@@ -756,7 +778,7 @@ cdef class Pool:
         if nn < 0:
             raise ValueError(f"n must be non-negative, got {n!r}")
         if nn > <object>_MAX_BLOCKS:
-            self.pool.failed += 1
+            self.engine.failed += 1
             raise MemoryError(f"{n} blocks are more than a pool holds (2**32 - 1)")
         count = <Py_ssize_t>nn
         out = np.empty(count, dtype=np.uint64)
@@ -764,7 +786,7 @@ cdef class Pool:
         self._lock()
         code = self._grow_for(<size_t>count)
         if code != 0:
-            self.pool.failed += 1
+            self.engine.failed += 1
             self._unlock()
             if code == -3:
                 raise MemoryError("could not grow the pool's side table")
@@ -775,7 +797,7 @@ cdef class Pool:
                 while k > 0:
                     k -= 1
                     slots_close(&self._table, dod_handle_index(o[k]))
-                    _give_back(&self.pool, &self._table, dod_handle_index(o[k]))
+                    _give_back(&self.engine, &self._table, dod_handle_index(o[k]))
                 self._unlock()
                 self._raise_exhausted(i)
             o[k] = slots_open(&self._table, <size_t>i)
@@ -799,7 +821,7 @@ cdef class Pool:
         # generation advanced), so a repeat of it fails the same check; any
         # failure undoes the marks, leaving the pool as it was.
         cdef dod_slots* t = &self._table
-        cdef size_t touched = dod_pool_touched(&self.pool)
+        cdef size_t touched = dod_pool_touched(&self.engine)
         if touched > t.cap:
             touched = t.cap
         for k in range(n):
@@ -820,7 +842,7 @@ cdef class Pool:
         t.live -= <size_t>n
         self._lock()
         for k in range(n):
-            _give_back(&self.pool, t, dod_handle_index(hv[k]))
+            _give_back(&self.engine, t, dod_handle_index(hv[k]))
         self._unlock()
 
     def is_live(self, handle):
@@ -837,8 +859,8 @@ cdef class Pool:
         """Chunk k's blocks as one array of shape ``(blocks, *shape)``."""
         cdef dod_array_request req
         cdef char* base = self._region
-        cdef size_t blocks = self.pool.count
-        if self.pool.chunks != NULL:
+        cdef size_t blocks = self.engine.count
+        if self.engine.chunks != NULL:
             base = self._chunks.bases[k]
             blocks = _chunk_len(&self._chunks, k)
         # Made per call, not cached: a cached view would be a reference cycle
@@ -846,8 +868,8 @@ cdef class Pool:
         # lease keeps the pool, hence every chunk, alive.
         L = export_pin(self, NULL)          # pins nothing: releases stay allowed
         req.nd = 1
-        req.dims[0] = <cnp.npy_intp>(blocks * self.pool.stride)
-        req.nbytes = blocks * self.pool.stride
+        req.dims[0] = <cnp.npy_intp>(blocks * self.engine.stride)
+        req.nbytes = blocks * self.engine.stride
         req.alignment = 1
         raw = wrap_memory(base, &req, as_dtype(np.uint8), L)
         dt = <cnp.dtype>self._dtype
@@ -857,7 +879,7 @@ cdef class Pool:
             inner.insert(0, s)
             s *= d
         return np.ndarray((int(blocks),) + self._shape, dtype=dt, buffer=raw,
-                          strides=(int(self.pool.stride),) + tuple(inner))
+                          strides=(int(self.engine.stride),) + tuple(inner))
 
     def as_array(self):
         """All blocks as one array of shape ``(block_count, *shape)``, no copy.
@@ -870,7 +892,7 @@ cdef class Pool:
         then covers that chunk and not the chunks added later); with more
         chunks this raises ValueError: use :meth:`chunks`.
         """
-        if self.pool.chunks != NULL and self._chunks.n > 1:
+        if self.engine.chunks != NULL and self._chunks.n > 1:
             raise ValueError(f"this pool has {self._chunks.n} chunks, which are not one array; "
                              "use chunks() to get one (rows, live) pair per chunk")
         return self._chunk_array(0)
@@ -894,7 +916,7 @@ cdef class Pool:
         """
         mask = self.live_mask()
         out = []
-        cdef size_t k, start = 0, n = self._chunks.n if self.pool.chunks != NULL else 1
+        cdef size_t k, start = 0, n = self._chunks.n if self.engine.chunks != NULL else 1
         for k in range(n):
             rows = self._chunk_array(k)
             out.append((rows, mask[start:start + len(rows)]))
@@ -908,7 +930,7 @@ cdef class Pool:
 
     def _gen_array(self):
         self._covered()
-        cdef size_t i, cap = dod_pool_capacity(&self.pool)
+        cdef size_t i, cap = dod_pool_capacity(&self.engine)
         out = np.empty(<cnp.npy_intp>cap, dtype=np.uint32)
         cdef uint32_t[::1] o = out
         for i in range(cap):
@@ -949,7 +971,7 @@ cdef class Pool:
     def check(self):
         """Walk the free lists and the side table and verify every invariant;
         raises :class:`dod.InvariantError` naming the first broken one."""
-        cdef dod_pool* p = &self.pool
+        cdef dod_pool* p = &self.engine
         cdef dod_pool_chunks* c = p.chunks
         cdef dod_slots* t = &self._table
         cdef uintptr_t b
@@ -979,31 +1001,15 @@ cdef class Pool:
         # The Python face's free list, in the side table.
         k = t.free_head
         while k != 0:
-            i = k - 1
-            if i >= touched:
-                raise InvariantError(f"free slot {i} is not a touched block of this pool")
-            if seen[i]:
-                raise InvariantError(f"the side table's free list has a cycle at block {i}")
-            seen[i] = 1
-            if t.gens[i] & 1:
-                raise InvariantError(f"block {i} is on the free list but live")
-            if t.pins[i]:
-                raise InvariantError(f"block {i} is on the free list but pinned by arrays")
+            _check_free_block(t, k - 1, seen, "the side table's free list")
             n += 1
-            k = t.next[i]
+            k = t.next[k - 1]
         if n != t.free_count:
             raise InvariantError(f"the side table counts {t.free_count} free blocks, its list holds {n}")
         # The engine's intrusive list: empty unless Cython code released through the engine.
         b = <uintptr_t>p.free
         while b != 0:
-            i = dod_pool_slot_of(p, <void*>b)
-            if i >= touched:
-                raise InvariantError(f"free-list link {b:#x} is not a touched block of this pool")
-            if seen[i]:
-                raise InvariantError(f"free list has a cycle at block {i} (or the block is on both lists)")
-            seen[i] = 1
-            if t.gens[i] & 1:
-                raise InvariantError(f"block {i} is on the free list but live")
+            _check_free_block(t, dod_pool_slot_of(p, <void*>b), seen, "the engine's free list")
             n += 1
             b = <uintptr_t>(<void**>b)[0]
         if n + p.in_use != touched:
@@ -1016,27 +1022,27 @@ cdef class Pool:
     @property
     def capacity(self):
         """Number of blocks (all chunks of a growable pool)."""
-        return dod_pool_capacity(&self.pool)
+        return dod_pool_capacity(&self.engine)
 
     @property
     def block_count(self):
         """Number of blocks, as :attr:`capacity`."""
-        return dod_pool_capacity(&self.pool)
+        return dod_pool_capacity(&self.engine)
 
     @property
     def chunk_count(self):
         """Chunks obtained: 1 for a fixed pool (spares of a growable pool included)."""
-        return self._chunks.n if self.pool.chunks != NULL else 1
+        return self._chunks.n if self.engine.chunks != NULL else 1
 
     @property
     def chunk_blocks(self):
         """Blocks per further chunk of a growable pool; 0 for a fixed pool."""
-        return self._chunks.chunk_blocks if self.pool.chunks != NULL else 0
+        return self._chunks.chunk_blocks if self.engine.chunks != NULL else 0
 
     @property
     def block_size(self):
         """Bytes one block occupies (the stride, padding included)."""
-        return self.pool.stride
+        return self.engine.stride
 
     @property
     def dtype(self):
@@ -1050,67 +1056,73 @@ cdef class Pool:
     @property
     def in_use(self):
         """Blocks acquired and not yet returned (released blocks pinned by arrays included)."""
-        return self.pool.in_use
+        return self.engine.in_use
 
     @property
     def live(self):
         """Blocks with a live handle."""
-        return self.pool.in_use - <size_t>self._pending
+        return self.engine.in_use - <size_t>self._pending
 
     @property
     def available(self):
         """Blocks that can be acquired without growing."""
-        return dod_pool_capacity(&self.pool) - self.pool.in_use
+        return dod_pool_capacity(&self.engine) - self.engine.in_use
 
     @property
     def peak(self):
         """Highest number of blocks in use at once (blocks ever touched)."""
-        cdef size_t t = dod_pool_touched(&self.pool)
-        return t if t > self.pool.peak else self.pool.peak
+        cdef size_t t = dod_pool_touched(&self.engine)
+        return t if t > self.engine.peak else self.engine.peak
 
     @property
     def allocations(self):
-        return self.pool.allocations
+        return self.engine.allocations
 
     @property
     def failed(self):
-        return self.pool.failed
+        return self.engine.failed
 
     @property
     def nbytes(self):
         """Bytes obtained from the resource (every chunk)."""
-        if self.pool.chunks == NULL:
+        if self.engine.chunks == NULL:
             return self._region_size
         return self._region_size + (self._chunks.n - 1) * self._chunks.chunk_bytes
 
     def stats(self):
-        """The common statistics as a dict (block counts, and bytes)."""
-        cdef size_t cap = dod_pool_capacity(&self.pool)
+        """The shared statistics (bytes: blocks times the stride), then the
+        pool's own: ``block_size`` (the stride), block counts (``blocks``,
+        ``blocks_in_use``, ``blocks_available``, ``blocks_peak``), ``chunks``
+        and ``pending`` (released blocks still pinned by arrays)."""
+        cdef size_t cap = dod_pool_capacity(&self.engine), stride = self.engine.stride
+        cdef size_t peak = self.peak
         return {
-            "capacity": cap,
-            "in_use": self.pool.in_use,
-            "available": cap - self.pool.in_use,
-            "peak": self.peak,
-            "allocations": self.pool.allocations,
-            "failed": self.pool.failed,
-            "block_size": self.pool.stride,
-            "bytes": self.nbytes,
-            "bytes_in_use": self.pool.in_use * self.pool.stride,
+            "capacity": cap * stride,
+            "used": self.engine.in_use * stride,
+            "available": (cap - self.engine.in_use) * stride,
+            "peak": peak * stride,
+            "allocations": self.engine.allocations,
+            "failed": self.engine.failed,
+            "block_size": stride,
+            "blocks": cap,
+            "blocks_in_use": self.engine.in_use,
+            "blocks_available": cap - self.engine.in_use,
+            "blocks_peak": peak,
             "chunks": self.chunk_count,
             "pending": self._pending,
         }
 
     def __len__(self):
-        return self.pool.in_use - <size_t>self._pending
+        return self.engine.in_use - <size_t>self._pending
 
     def __repr__(self):
-        cdef size_t cap = dod_pool_capacity(&self.pool)
+        cdef size_t cap = dod_pool_capacity(&self.engine)
         chunks = ""
-        if self.pool.chunks != NULL:
+        if self.engine.chunks != NULL:
             chunks = (f" in {self._chunks.n} chunk{'s' if self._chunks.n > 1 else ''} "
                       f"(+{self._chunks.chunk_blocks} blocks a chunk; ")
         return (f"<dod.Pool{' growable' if self.growable else ''}{' threadsafe' if self.threadsafe else ''} "
                 f"{cap} x {self._dtype}{list(self._shape) if self._shape else ''}"
-                f"{chunks if chunks else ' ('}stride {self.pool.stride} B, {fmt_bytes(self.nbytes)}) "
-                f"in_use={self.pool.in_use} peak={self.peak} "
-                f"allocations={self.pool.allocations} failed={self.pool.failed}>")
+                f"{chunks if chunks else ' ('}stride {self.engine.stride} B, {fmt_bytes(self.nbytes)}) "
+                f"in_use={self.engine.in_use} peak={self.peak} "
+                f"allocations={self.engine.allocations} failed={self.engine.failed}>")

@@ -4,8 +4,8 @@
 #     from dod.segfit cimport SegFit, dod_segfit_allocate, dod_segfit_free
 #     cdef SegFit owner = SegFit()
 #     with nogil:
-#         p = dod_segfit_allocate(&owner.segfit, 100, 16)
-#         dod_segfit_free(&owner.segfit, p, 100, 16)
+#         p = dod_segfit_allocate(&owner.engine, 100, 16)
+#         dod_segfit_free(&owner.engine, p, 100, 16)
 #
 # Size classes (a two-level index, as in TLSF)
 #   level 0: 8, then 16 to 256 in steps of 16 (17 classes: index = ceil(size/16));
@@ -153,7 +153,7 @@ cdef inline void dod_segfit_free_chain(dod_segfit* s, void* first, void* last, s
 
 
 cdef class SegFit:
-    cdef dod_segfit segfit            # the engine state; run the inline functions on &owner.segfit
+    cdef dod_segfit engine           # the engine state; run the inline functions on &owner.engine
     cdef Resource _upstream           # keeps the backing resource (and its owner) alive
     cdef dod_slots _handles           # Python face: handles -> blocks (dod._lease, mapped)
     cdef size_t _allocations          # allocations through the Python face

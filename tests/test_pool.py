@@ -332,7 +332,7 @@ def test_check_after_walk_without_scribbles():
     for h in hs[::2]:
         pool.release(h)
     assert pool.check()
-    assert pool.stats()["in_use"] == 2 and pool.peak == 5
+    assert pool.stats()["blocks_in_use"] == 2 and pool.peak == 5
 
 
 # ---------------------------------------------------------------- views, leases, whole-pool arrays
@@ -493,7 +493,7 @@ def test_repr_and_stats():
     r = repr(pool)
     assert "threadsafe" in r and "in_use=1" in r
     s = pool.stats()
-    assert s["capacity"] == 10 and s["in_use"] == 1 and s["peak"] == 1 and s["allocations"] == 1
+    assert s["blocks"] == 10 and s["blocks_in_use"] == 1 and s["blocks_peak"] == 1 and s["allocations"] == 1
 
 
 # ---------------------------------------------------------------- threads
@@ -567,17 +567,17 @@ def engine_roundtrip(Pool pool, size_t n):
     '''Acquire n blocks through the inline engine, check them, release them.'''
     cdef size_t i, k
     cdef void* ps[64]
-    cdef uintptr_t stride = pool.pool.stride
+    cdef uintptr_t stride = pool.engine.stride
     out = []
     with nogil:
         for i in range(n):
-            ps[i] = dod_pool_acquire(&pool.pool)
+            ps[i] = dod_pool_acquire(&pool.engine)
     for i in range(n):
-        out.append(0 if ps[i] == NULL else dod_pool_index(&pool.pool, ps[i]))
+        out.append(0 if ps[i] == NULL else dod_pool_index(&pool.engine, ps[i]))
     with nogil:
         for i in range(n):
             if ps[i] != NULL:
-                dod_pool_release(&pool.pool, ps[i])
+                dod_pool_release(&pool.engine, ps[i])
     return out
 
 def engine_grow(Pool pool, size_t n, bint keep):
@@ -590,7 +590,7 @@ def engine_grow(Pool pool, size_t n, bint keep):
     cdef size_t* idx = <size_t*>PyMem_Malloc(n * sizeof(size_t))
     with nogil:
         for i in range(n):
-            ps[i] = dod_pool_acquire(&pool.pool)
+            ps[i] = dod_pool_acquire(&pool.engine)
             if ps[i] != NULL:
                 got += 1
                 (<uint64_t*>ps[i])[0] = <uintptr_t>ps[i] ^ MAGIC
@@ -598,13 +598,13 @@ def engine_grow(Pool pool, size_t n, bint keep):
             if ps[i] == NULL:
                 idx[i] = <size_t>-1
                 continue
-            idx[i] = dod_pool_index(&pool.pool, ps[i])
-            if (<uint64_t*>ps[i])[0] != (<uintptr_t>ps[i] ^ MAGIC) or <void*>dod_pool_block(&pool.pool, idx[i]) != ps[i]:
+            idx[i] = dod_pool_index(&pool.engine, ps[i])
+            if (<uint64_t*>ps[i])[0] != (<uintptr_t>ps[i] ^ MAGIC) or <void*>dod_pool_block(&pool.engine, idx[i]) != ps[i]:
                 bad += 1
         if not keep:
             for i in range(n):
                 if ps[i] != NULL:
-                    dod_pool_release(&pool.pool, ps[i])
+                    dod_pool_release(&pool.engine, ps[i])
     out = [idx[i] for i in range(n)]
     PyMem_Free(ps)
     PyMem_Free(idx)
@@ -636,7 +636,7 @@ def worker(Pool pool, uintptr_t slots_addr, size_t nslots, size_t iters, uint64_
             i = x % nslots
             old = dod_atomic_exchange_ptr(&slots[i], NULL)
             if old == NULL:
-                p = dod_pool_acquire_locked(&pool.pool, &pool.mutex)
+                p = dod_pool_acquire_locked(&pool.engine, &pool.mutex)
                 if p == NULL:
                     failed += 1
                     continue
@@ -647,7 +647,7 @@ def worker(Pool pool, uintptr_t slots_addr, size_t nslots, size_t iters, uint64_
                 if (<uint64_t*>old)[1] != (<uintptr_t>old ^ MAGIC):
                     bad += 1
                 (<uint64_t*>old)[1] = 0
-                dod_pool_release_locked(&pool.pool, &pool.mutex, old)
+                dod_pool_release_locked(&pool.engine, &pool.mutex, old)
                 released += 1
     return acquired, released, bad, failed
 
@@ -659,7 +659,7 @@ def release_all(Pool pool, uintptr_t slots_addr, size_t nslots):
     cdef size_t i
     for i in range(nslots):
         if slots[i] != NULL:
-            dod_pool_release_locked(&pool.pool, &pool.mutex, slots[i])
+            dod_pool_release_locked(&pool.engine, &pool.mutex, slots[i])
             slots[i] = NULL
 """
 
@@ -763,42 +763,42 @@ DEATH = r"""
 # The engine is inlined into this module, so its debug checks follow this
 # module's DOD_DEBUG, whatever the build of dod itself.
 from dod.pool cimport Pool, dod_pool_acquire, dod_pool_release
-from dod.freelist cimport FreeList, dod_freelist_alloc, dod_freelist_free
+from dod.freelist cimport FreeList, dod_freelist_allocate, dod_freelist_free
 
 def double_release(Pool pool):
-    cdef void* p = dod_pool_acquire(&pool.pool)
-    dod_pool_release(&pool.pool, p)
-    dod_pool_release(&pool.pool, p)
+    cdef void* p = dod_pool_acquire(&pool.engine)
+    dod_pool_release(&pool.engine, p)
+    dod_pool_release(&pool.engine, p)
 
 def foreign_release(Pool pool):
     cdef char buf[64]
-    dod_pool_release(&pool.pool, <void*>buf)
+    dod_pool_release(&pool.engine, <void*>buf)
 
 def double_release_after_growth(Pool pool, size_t n):
     cdef size_t i
     cdef void* p = NULL
     for i in range(n):
-        p = dod_pool_acquire(&pool.pool)
-    dod_pool_release(&pool.pool, p)
-    dod_pool_release(&pool.pool, p)
+        p = dod_pool_acquire(&pool.engine)
+    dod_pool_release(&pool.engine, p)
+    dod_pool_release(&pool.engine, p)
 
 def good_pairs(Pool pool, size_t n):
     cdef size_t i
     cdef void* p
     for i in range(n):
-        p = dod_pool_acquire(&pool.pool)
-        dod_pool_release(&pool.pool, p)
-    return pool.pool.in_use
+        p = dod_pool_acquire(&pool.engine)
+        dod_pool_release(&pool.engine, p)
+    return pool.engine.in_use
 
 def double_free(FreeList owner):
-    cdef void* p = dod_freelist_alloc(&owner.fl, 64, 16)
-    cdef void* q = dod_freelist_alloc(&owner.fl, 64, 16)
-    dod_freelist_free(&owner.fl, p)
-    dod_freelist_free(&owner.fl, p)
+    cdef void* p = dod_freelist_allocate(&owner.engine, 64, 16)
+    cdef void* q = dod_freelist_allocate(&owner.engine, 64, 16)
+    dod_freelist_free(&owner.engine, p)
+    dod_freelist_free(&owner.engine, p)
 
 def foreign_free(FreeList owner):
     cdef char buf[64]
-    dod_freelist_free(&owner.fl, <void*>(buf + 16))
+    dod_freelist_free(&owner.engine, <void*>(buf + 16))
 """
 
 
@@ -1050,7 +1050,7 @@ def test_growable_repr_stats_and_resource():
     r = repr(pool)
     assert "growable" in r and "threadsafe" in r and "2 chunks" in r and "7 x" in r, r
     s = pool.stats()
-    assert s["capacity"] == 7 and s["chunks"] == 2 and s["in_use"] == 3 and s["bytes"] == 7 * 16
+    assert s["blocks"] == 7 and s["chunks"] == 2 and s["blocks_in_use"] == 3 and s["capacity"] == 7 * 16
     # As a resource the pool grows too: three free lists, one block each.
     raw = Pool(1, block_size=4096, growable=True)
     fls = [FreeList(4096, resource=raw.resource()) for _ in range(3)]

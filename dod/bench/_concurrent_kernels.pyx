@@ -69,8 +69,8 @@ cdef class Bench:
     def __init__(self, size_t size=64):
         self.pool = LockFreePool(size)
         self.segfit = SegFit()
-        self.ctx.pool = &self.pool.pool
-        self.ctx.segfit = &self.segfit.segfit
+        self.ctx.pool = &self.pool.engine
+        self.ctx.segfit = &self.segfit.engine
         self.ctx.size = size
 
     def kernel(self, str name):
@@ -134,7 +134,7 @@ def overhead_malloc(size_t count, size_t size):
 def overhead_segfit(size_t count, size_t size):
     """(bytes a fresh SegFit obtained for `count` blocks of `size`, ns per allocation)."""
     cdef SegFit s = SegFit()
-    cdef dod_segfit* sf = &s.segfit
+    cdef dod_segfit* sf = &s.engine
     cdef void** ptrs = <void**>malloc(count * sizeof(void*))
     cdef size_t i
     cdef uint64_t t0, t1
@@ -157,7 +157,7 @@ def overhead_segfit(size_t count, size_t size):
 def overhead_lfpool(size_t count, size_t size):
     """(bytes a fresh LockFreePool(size) obtained for `count` blocks, ns per acquire)."""
     cdef LockFreePool p = LockFreePool(size)
-    cdef dod_lfpool* e = &p.pool
+    cdef dod_lfpool* e = &p.engine
     cdef void** ptrs = <void**>malloc(count * sizeof(void*))
     cdef size_t i
     cdef uint64_t t0, t1

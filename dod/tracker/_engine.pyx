@@ -296,7 +296,7 @@ def solve_assignment(cost):
     if nr == 0:
         return np.empty(0, np.intp), np.empty(0, np.intp)
     with nogil:
-        rc = dod_lsa(nr, nc, &cc[0, 0], <int*>&out[0], &scratch.arena)
+        rc = dod_lsa(nr, nc, &cc[0, 0], <int*>&out[0], &scratch.engine)
     if rc != 0:
         raise MemoryError("assignment scratch")
     rows = np.arange(nr, dtype=np.intp)
@@ -924,7 +924,7 @@ cdef class Tracker:
         self.table._busy = 1
         try:
             with nogil:
-                rc = dod_tracker_tick(&self.engine, data, k, dt, &self.scratch.arena)
+                rc = dod_tracker_tick(&self.engine, data, k, dt, &self.scratch.engine)
         finally:
             self._busy = False
             self.table._busy = 0
