@@ -5,7 +5,7 @@
 #     from dod.arena cimport Arena, dod_arena_push, dod_arena_reset
 #     cdef Arena owner = Arena(1 << 20)
 #     with nogil:
-#         p = dod_arena_push(&owner.arena, 32, 16)
+#         p = dod_arena_push(&owner.engine, 32, 16)
 #
 # Invariants
 #   * The live region of the current block is base[0:used]; used <= capacity.
@@ -31,6 +31,7 @@ from libc.string cimport memset
 
 from dod._core cimport dod_pad_for, dod_poison
 from dod.resource cimport dod_resource, Resource
+from dod._lease cimport dod_range_pins
 
 
 cdef struct dod_arena_block:
@@ -58,10 +59,6 @@ ctypedef struct dod_arena:
 cdef void* dod_arena_push_slow(dod_arena* a, size_t size, size_t alignment) noexcept nogil
 cdef void dod_arena_rewind_blocks(dod_arena* a, size_t mark) noexcept nogil
 cdef void dod_arena_reset_zeroed_blocks(dod_arena* a) noexcept nogil
-
-# The end word of a lease from Arena._new_lease, for an owner that moves its
-# pin in place (dod.numpy_memory: its frees may come without the GIL).
-cdef size_t* dod_arena_lease_end(object lease) except NULL
 
 
 cdef enum:
@@ -179,20 +176,16 @@ cdef inline void* dod_cursor_push(dod_arena_cursor* c, dod_arena* a, size_t size
 
 
 cdef class Arena:
-    cdef dod_arena arena              # the engine state; run the inline functions on &owner.arena
+    cdef dod_arena engine             # the engine state; run the inline functions on &owner.engine
     cdef dod_arena_block _first       # record of the first region (the head of the block chain)
     cdef void* _region                # the first region as obtained (before grain alignment)
     cdef Resource _upstream           # keeps the upstream resource (and its owner) alive
     cdef const dod_resource* _first_source   # where the first region came from (NULL: caller's buffer)
     cdef Py_buffer _buffer            # the caller's buffer, when the arena lives in one
     cdef bint _has_buffer
-    cdef void* _lease_head            # live leases (borrowed _Lease*): views into this arena
-    cdef void* _lease_open            # the lease that new arrays join until the next mark
-    cdef Py_ssize_t _live_leases
+    cdef dod_range_pins _pins         # live views into this arena (dod._lease.RangePin)
     cdef bint growable_
 
-    cdef void _forget_lease(self, void* lease) noexcept
-    cdef object _new_lease(self, size_t start, size_t end)
     cdef size_t _pinned_above(self, size_t position) noexcept
     cdef int _release_to(self, size_t position, bint unchecked) except -1
     cdef object _carve(self, object shape, object dtype, object align, bint zero)

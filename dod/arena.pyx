@@ -22,8 +22,15 @@ Thread-safety
 
 Cython
     ``from dod.arena cimport Arena, dod_arena_push, dod_arena_reset`` and run
-    the engine on ``&owner.arena`` without the GIL; see ``dod/arena.pxd`` for
+    the engine on ``&owner.engine`` without the GIL; see ``dod/arena.pxd`` for
     the checks the caller owns there.
+
+Where things live
+    Lifetime rule: ``dod._lease.RangePin`` (one pin per mark interval;
+    ``Arena._release_to`` asks it before every rewind/reset).
+    Fast path: ``dod_arena_push`` / ``dod_arena_rewind`` and the cursor,
+    inline in ``dod/arena.pxd`` (slow paths ``dod_arena_push_slow`` and
+    ``dod_arena_rewind_blocks`` in this file).
 """
 cimport cython
 cimport numpy as cnp
@@ -34,6 +41,7 @@ from cpython.number cimport PyNumber_Index
 
 from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_pad_for, dod_poison
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
+from dod._lease cimport RangePin, range_pin, range_pin_cover, range_pins_close, range_pins_top_above
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
                            dod_resource_allocate_from_python, dod_resource_deallocate,
                            dod_pages_resource)
@@ -41,6 +49,7 @@ from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
 import numpy as np
 
 from dod._format import fmt_bytes
+from dod.errors import InvariantError
 
 cnp.import_array()
 
@@ -155,35 +164,6 @@ cdef void _arena_deallocate(void* ctx, void* ptr, size_t size, size_t alignment)
     pass                        # arena memory is released by rewind/reset, not piece by piece
 
 
-# ---------------------------------------------------------------- leases: what keeps views safe
-
-@cython.no_gc
-@cython.freelist(16)
-cdef class _Lease:
-    """Base object of arrays carved from an arena: keeps the arena alive and
-    records the positions [start, end) its arrays occupy.
-
-    Arrays carved between two marks share one lease, so a tick that carves
-    eight columns creates one lease, not eight. A lease that is still alive
-    (some array of it is) blocks a checked rewind below its end.
-    """
-    cdef Arena arena
-    cdef size_t start, end
-    cdef void* prev
-    cdef void* next
-
-    def __dealloc__(self):
-        if self.arena is not None:
-            self.arena._forget_lease(<void*>self)
-
-
-cdef size_t* dod_arena_lease_end(object lease) except NULL:
-    """&lease.end, valid while the caller holds the lease; TypeError for anything else."""
-    if type(lease) is not _Lease:
-        raise TypeError("not an arena lease")
-    return &(<_Lease>lease).end
-
-
 @cython.final
 cdef class Mark:
     """A position in an :class:`Arena`, from :meth:`Arena.mark`."""
@@ -213,15 +193,15 @@ cdef class Scope:
         if self.entered:
             raise RuntimeError("an arena scope can be entered once")
         self.entered = True
-        self.arena._lease_open = NULL
-        self.position = dod_arena_mark(&self.arena.arena)
+        range_pins_close(&self.arena._pins)
+        self.position = dod_arena_mark(&self.arena.engine)
         return self.arena
 
     def __exit__(self, exc_type, exc, tb):
         cdef Arena arena = self.arena
         if arena is None or not self.entered:
             return False
-        if self.position > dod_arena_mark(&arena.arena):
+        if self.position > dod_arena_mark(&arena.engine):
             return False        # an unchecked rewind inside the scope went below it
         if exc_type is None:
             arena._release_to(self.position, False)
@@ -309,14 +289,14 @@ cdef class Arena:
         usable = (cap - skip) & ~(<size_t>DOD_ARENA_GRAIN - 1)
         self._first.base = <char*>region + skip
         self._first.capacity = usable
-        self.arena.base = self._first.base
-        self.arena.capacity = usable
-        self.arena.block = &self._first
+        self.engine.base = self._first.base
+        self.engine.capacity = usable
+        self.engine.block = &self._first
         self.growable_ = growable
         if growable:
             self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages", True)
-            self.arena.upstream = &self._upstream.resource
-            self.arena.block_size = cap
+            self.engine.upstream = &self._upstream.resource
+            self.engine.block_size = cap
         elif resource is not None:
             self._upstream = resource       # keep the first region's source alive
 
@@ -325,48 +305,18 @@ cdef class Arena:
         cdef dod_arena_block* nxt
         while b != NULL:
             nxt = b.next
-            dod_resource_deallocate(self.arena.upstream, b, b.size, _BLOCK_ALIGN)
+            dod_resource_deallocate(self.engine.upstream, b, b.size, _BLOCK_ALIGN)
             b = nxt
         if self._has_buffer:
             PyBuffer_Release(&self._buffer)
         elif self._region != NULL:
             dod_resource_deallocate(self._first_source, self._region, self._first.size, _BLOCK_ALIGN)
 
-    # -------------------------------------------------------- leases
-
-    cdef void _forget_lease(self, void* lease) noexcept:
-        cdef _Lease L = <_Lease>lease
-        if L.prev != NULL:
-            (<_Lease>L.prev).next = L.next
-        else:
-            self._lease_head = L.next
-        if L.next != NULL:
-            (<_Lease>L.next).prev = L.prev
-        if self._lease_open == lease:
-            self._lease_open = NULL
-        self._live_leases -= 1
-
-    cdef object _new_lease(self, size_t start, size_t end):
-        cdef _Lease L = _Lease.__new__(_Lease)
-        L.arena = self
-        L.start = start
-        L.end = end
-        L.next = self._lease_head
-        if self._lease_head != NULL:
-            (<_Lease>self._lease_head).prev = <void*>L
-        self._lease_head = <void*>L
-        self._live_leases += 1
-        return L
+    # -------------------------------------------------------- pins (dod._lease)
 
     cdef size_t _pinned_above(self, size_t position) noexcept:
-        """Highest end of a live lease above `position` (0 when none)."""
-        cdef void* p = self._lease_head
-        cdef size_t top = 0
-        while p != NULL:
-            if (<_Lease>p).end > position and (<_Lease>p).end > top:
-                top = (<_Lease>p).end
-            p = (<_Lease>p).next
-        return top
+        """Highest end of a live pin above `position` (0 when none)."""
+        return range_pins_top_above(&self._pins, position)
 
     cdef int _release_to(self, size_t position, bint unchecked) except -1:
         cdef size_t pinned
@@ -377,8 +327,8 @@ cdef class Arena:
                     f"arrays carved from this arena are still alive up to position {pinned}, "
                     f"above the requested {position}; delete them (del, or let them go out of "
                     "scope) first, or pass unchecked=True if you own the risk of aliasing")
-        dod_arena_rewind(&self.arena, position)
-        self._lease_open = NULL
+        dod_arena_rewind(&self.engine, position)
+        range_pins_close(&self._pins)
         return 0
 
     # -------------------------------------------------------- carving arrays
@@ -387,33 +337,28 @@ cdef class Arena:
         cdef dod_array_request req
         cdef cnp.dtype dt = as_dtype(dtype)
         cdef size_t before, end, peak, allocations
-        cdef _Lease L
+        cdef RangePin L
         cdef void* p
         parse_request(shape, dt, align, _DEFAULT_ALIGN, &req)
-        before = dod_arena_mark(&self.arena)
-        peak = self.arena.peak
-        allocations = self.arena.allocations
-        p = dod_arena_push(&self.arena, req.nbytes, req.alignment)
+        before = dod_arena_mark(&self.engine)
+        peak = self.engine.peak
+        allocations = self.engine.allocations
+        p = dod_arena_push(&self.engine, req.nbytes, req.alignment)
         if p == NULL:
             raise MemoryError(
                 f"arena exhausted: {req.nbytes} bytes (alignment {req.alignment}) requested, "
                 f"{self.available} available of {self.capacity}"
                 + ("" if self.growable_ else "; pass growable=True to chain further blocks"))
-        end = dod_arena_mark(&self.arena)
+        end = dod_arena_mark(&self.engine)
         try:
-            L = <_Lease>self._lease_open if self._lease_open != NULL else None
-            if L is None or end - req.nbytes < L.end:
-                L = <_Lease>self._new_lease(end - req.nbytes, end)
-                self._lease_open = <void*>L
-            else:
-                L.end = end
+            L = range_pin_cover(&self._pins, self, end - req.nbytes, end)
             if zero:
                 memset(p, 0, req.nbytes)
             return wrap_memory(p, &req, dt, L)
         except BaseException:
-            dod_arena_rewind(&self.arena, before)
-            self.arena.peak = peak
-            self.arena.allocations = allocations
+            dod_arena_rewind(&self.engine, before)
+            self.engine.peak = peak
+            self.engine.allocations = allocations
             raise
 
     def empty(self, shape, dtype=float, *, align=None):
@@ -462,8 +407,8 @@ cdef class Arena:
         """The current position, to :meth:`rewind` to later."""
         cdef Mark m = Mark.__new__(Mark)
         m.arena = self
-        m.position = dod_arena_mark(&self.arena)
-        self._lease_open = NULL      # arrays after the mark get their own lease
+        m.position = dod_arena_mark(&self.engine)
+        range_pins_close(&self._pins)      # arrays after the mark get their own pin
         return m
 
     def rewind(self, Mark mark not None, *, bint unchecked=False):
@@ -476,10 +421,10 @@ cdef class Arena:
         """
         if mark.arena is not self:
             raise ValueError("that mark belongs to another arena")
-        if mark.position > dod_arena_mark(&self.arena):
+        if mark.position > dod_arena_mark(&self.engine):
             raise ValueError(
                 f"mark at position {mark.position} is beyond the current position "
-                f"{dod_arena_mark(&self.arena)} (it was taken before a rewind or reset)")
+                f"{dod_arena_mark(&self.engine)} (it was taken before a rewind or reset)")
         self._release_to(mark.position, unchecked)
 
     def reset(self, *, bint unchecked=False):
@@ -526,9 +471,9 @@ cdef class Arena:
         cdef dod_resource r
         r.allocate = _arena_allocate
         r.deallocate = _arena_deallocate
-        r.ctx = <void*>&self.arena
-        pin = self._new_lease(dod_arena_mark(&self.arena), SIZE_MAX)
-        self._lease_open = NULL
+        r.ctx = <void*>&self.engine
+        pin = range_pin(&self._pins, self, dod_arena_mark(&self.engine), SIZE_MAX)
+        range_pins_close(&self._pins)
         return Resource.wrap(&r, pin, "arena")
 
     # -------------------------------------------------------- statistics
@@ -546,28 +491,28 @@ cdef class Arena:
     @property
     def used(self):
         """Position: bytes pushed, alignment padding (and stranded block tails) included."""
-        return dod_arena_mark(&self.arena)
+        return dod_arena_mark(&self.engine)
 
     @property
     def available(self):
         """Bytes that can still be pushed without growing (before padding)."""
-        return self.capacity - dod_arena_mark(&self.arena)
+        return self.capacity - dod_arena_mark(&self.engine)
 
     @property
     def peak(self):
         """Highest position reached."""
-        cdef size_t pos = dod_arena_mark(&self.arena)
-        return pos if pos > self.arena.peak else self.arena.peak
+        cdef size_t pos = dod_arena_mark(&self.engine)
+        return pos if pos > self.engine.peak else self.engine.peak
 
     @property
     def allocations(self):
         """Successful pushes since creation."""
-        return self.arena.allocations
+        return self.engine.allocations
 
     @property
     def failed(self):
         """Pushes that did not fit."""
-        return self.arena.failed
+        return self.engine.failed
 
     @property
     def growable(self):
@@ -588,8 +533,52 @@ cdef class Arena:
         """Lowest position a checked rewind can reach now (live arrays sit below it)."""
         return self._pinned_above(0)
 
+    def check(self):
+        """Walk the block chain and the live pins and verify every invariant;
+        raises :class:`dod.InvariantError` naming the first broken one."""
+        cdef dod_arena* a = &self.engine
+        cdef dod_arena_block* b = &self._first
+        cdef dod_arena_block* prev = NULL
+        cdef size_t prior = 0, n = 0
+        cdef bint current_seen = False
+        cdef void* p
+        if <uintptr_t>a.base % DOD_ARENA_GRAIN or a.capacity % DOD_ARENA_GRAIN or a.used % DOD_ARENA_GRAIN:
+            raise InvariantError("base, capacity or used is off the 16-byte grain")
+        if a.used > a.capacity:
+            raise InvariantError(f"used {a.used} beyond the current block's capacity {a.capacity}")
+        while b != NULL:
+            if b.prev != prev:
+                raise InvariantError(f"block {n} has a broken back link")
+            if b == a.block:
+                current_seen = True
+                if b.base != a.base or b.capacity != a.capacity or b.prior != a.prior:
+                    raise InvariantError(f"the current block ({n}) disagrees with base/capacity/prior")
+            elif not current_seen and b.prior != prior:
+                raise InvariantError(f"block {n} starts at position {b.prior}, not {prior}")
+            if b.capacity % DOD_ARENA_GRAIN:
+                raise InvariantError(f"block {n}'s capacity is off the grain")
+            if not current_seen or b == a.block:
+                prior = b.prior + b.capacity
+            prev = b
+            b = b.next
+            n += 1
+        if not current_seen:
+            raise InvariantError("the current block is not in the chain")
+        if a.upstream == NULL and n != 1:
+            raise InvariantError(f"a fixed arena has {n} blocks")
+        n = 0
+        p = self._pins.head
+        while p != NULL:
+            if (<RangePin>p).owner is not self or (<RangePin>p).start > (<RangePin>p).end:
+                raise InvariantError("a live pin belongs to another arena or has start > end")
+            n += 1
+            p = (<RangePin>p).next
+        if <Py_ssize_t>n != self._pins.live:
+            raise InvariantError(f"{n} pins on the list, {self._pins.live} counted")
+        return True
+
     def stats(self):
-        """The common statistics as a dict."""
+        """The shared statistics as a dict (bytes)."""
         return {
             "capacity": self.capacity,
             "used": self.used,

@@ -2,13 +2,13 @@
 # nogil functions), its per-thread cache, and the owner class. cimport this to
 # allocate from many threads without the GIL:
 #
-#     from dod.atomic_arena cimport (AtomicArena, dod_atomic_arena_alloc,
-#                                    dod_atomic_arena_free)
+#     from dod.atomic_arena cimport (AtomicArena, dod_aa_allocate,
+#                                    dod_aa_free)
 #     cdef AtomicArena owner = AtomicArena()
 #     with nogil:                           # from any number of threads
-#         p = dod_atomic_arena_alloc(&owner.engine, 64, 16)
+#         p = dod_aa_allocate(&owner.engine, 64, 16)
 #         ...
-#         dod_atomic_arena_free(&owner.engine, p, 64, 16)
+#         dod_aa_free(&owner.engine, p, 64, 16)
 #
 # The word
 #   All shared state of the fast path is one 64-bit word:
@@ -109,7 +109,7 @@ cdef struct dod_aa_block:
     char _pad[8]
 
 
-ctypedef struct dod_atomic_arena:
+ctypedef struct dod_aa:
     uint64_t word                         # THE shared word (alone on its cache line)
     char _pad0[56]
     size_t block_size                     # bytes of a factor-0 block (power of two)
@@ -133,16 +133,16 @@ ctypedef struct dod_atomic_arena:
 
 
 # Slow paths: named functions in atomic_arena.pyx.
-cdef void* dod_atomic_arena_alloc_slow(dod_atomic_arena* a, uint64_t old, size_t need,
+cdef void* dod_aa_allocate_slow(dod_aa* a, uint64_t old, size_t need,
                                         size_t alignment) noexcept nogil
-cdef void dod_atomic_arena_drained(dod_atomic_arena* a, dod_aa_block* b) noexcept nogil
-cdef void* dod_atomic_arena_refuse(dod_atomic_arena* a) noexcept nogil
-cdef bint dod_atomic_arena_owns(dod_atomic_arena* a, const void* p) noexcept nogil
-cdef void* dod_atomic_arena_realloc(dod_atomic_arena* a, void* p, size_t old_size, size_t new_size,
+cdef void dod_aa_drained(dod_aa* a, dod_aa_block* b) noexcept nogil
+cdef void* dod_aa_refuse(dod_aa* a) noexcept nogil
+cdef bint dod_aa_owns(dod_aa* a, const void* p) noexcept nogil
+cdef void* dod_aa_reallocate(dod_aa* a, void* p, size_t old_size, size_t new_size,
                                     size_t alignment) noexcept nogil
 
 
-cdef inline size_t dod_atomic_arena_need(size_t size, size_t alignment) noexcept nogil:
+cdef inline size_t dod_aa_need(size_t size, size_t alignment) noexcept nogil:
     """Bytes a request reserves: size rounded up to 16 (at least 16), plus alignment slack."""
     cdef size_t n
     if size > (<size_t>1 << 60):
@@ -155,19 +155,19 @@ cdef inline size_t dod_atomic_arena_need(size_t size, size_t alignment) noexcept
     return n
 
 
-cdef inline dod_aa_block* dod_atomic_arena_block_of(const dod_atomic_arena* a, const void* p) noexcept nogil:
+cdef inline dod_aa_block* dod_aa_block_of(const dod_aa* a, const void* p) noexcept nogil:
     """The header of the block holding p (p from this arena): one mask."""
     return <dod_aa_block*>(<uintptr_t>p & ~(<uintptr_t>a.block_align - 1))
 
 
-cdef inline void* dod_atomic_arena_alloc(dod_atomic_arena* a, size_t size, size_t alignment) noexcept nogil:
+cdef inline void* dod_aa_allocate(dod_aa* a, size_t size, size_t alignment) noexcept nogil:
     """size bytes aligned to `alignment` (power of two <= 4096), or NULL. Thread-safe."""
-    cdef size_t need = dod_atomic_arena_need(size, alignment)
+    cdef size_t need = dod_aa_need(size, alignment)
     cdef uint64_t old, pos
     cdef size_t cap
     cdef uintptr_t p
     if need > a.max_need:
-        return dod_atomic_arena_refuse(a)
+        return dod_aa_refuse(a)
     # The one atomic. Acquire (same lock xadd as relaxed on x86-64): a thread
     # that reads a freshly installed word must also see blocks[index].
     old = dod_atomic_fetch_add_u64(&a.word, need)
@@ -176,22 +176,22 @@ cdef inline void* dod_atomic_arena_alloc(dod_atomic_arena* a, size_t size, size_
     if pos + need <= cap:
         p = <uintptr_t>a.blocks[old >> DOD_AA_INDEX_SHIFT].base + pos
         return <void*>((p + alignment - 1) & ~(<uintptr_t>alignment - 1))
-    return dod_atomic_arena_alloc_slow(a, old, need, alignment)
+    return dod_aa_allocate_slow(a, old, need, alignment)
 
 
-cdef inline void dod_atomic_arena_free(dod_atomic_arena* a, void* p, size_t size, size_t alignment) noexcept nogil:
+cdef inline void dod_aa_free(dod_aa* a, void* p, size_t size, size_t alignment) noexcept nogil:
     """Give back p (size and alignment as allocated). One atomic; thread-safe; NULL ignored."""
     cdef dod_aa_block* b
     cdef size_t need
     if p == NULL:
         return
-    b = dod_atomic_arena_block_of(a, p)
-    need = dod_atomic_arena_need(size, alignment)
+    b = dod_aa_block_of(a, p)
+    need = dod_aa_need(size, alignment)
     if dod_atomic_fetch_sub_u64(&b.live, need) == need:
-        dod_atomic_arena_drained(a, b)
+        dod_aa_drained(a, b)
 
 
-cdef inline void* dod_atomic_arena_shrink(dod_atomic_arena* a, void* p, size_t old_size,
+cdef inline void* dod_aa_shrink(dod_aa* a, void* p, size_t old_size,
                                           size_t new_size, size_t alignment) noexcept nogil:
     """Shrink in place: the same pointer, now owning new_size <= old_size bytes.
 
@@ -203,11 +203,11 @@ cdef inline void* dod_atomic_arena_shrink(dod_atomic_arena* a, void* p, size_t o
     cdef dod_aa_block* b
     if new_size > old_size:
         return NULL
-    d = dod_atomic_arena_need(old_size, alignment) - dod_atomic_arena_need(new_size, alignment)
+    d = dod_aa_need(old_size, alignment) - dod_aa_need(new_size, alignment)
     if d:
-        b = dod_atomic_arena_block_of(a, p)
+        b = dod_aa_block_of(a, p)
         if dod_atomic_fetch_sub_u64(&b.live, d) == d:      # cannot drain: p itself is still live
-            dod_atomic_arena_drained(a, b)
+            dod_aa_drained(a, b)
     return p
 
 
@@ -218,63 +218,63 @@ cdef inline void* dod_atomic_arena_shrink(dod_atomic_arena* a, void* p, size_t o
 # word only to refill. Frees through a cache are summed privately while they
 # hit the same block and published with one atomic when the block changes or
 # at flush. A cache belongs to ONE thread at a time; its counters and pending
-# frees are published by dod_atomic_cache_flush (a block cannot drain while a
+# frees are published by dod_aa_cache_flush (a block cannot drain while a
 # cache holds pending frees or an open chunk in it).
 
-ctypedef struct dod_atomic_cache:
-    dod_atomic_arena* arena
+ctypedef struct dod_aa_cache:
+    dod_aa* arena
     char* cursor                  # next byte of the chunk (16-aligned)
     char* end                     # end of the chunk
     dod_aa_block* pending_block   # block that `pending` bytes were freed into
     size_t pending                # freed bytes not yet subtracted from pending_block.live
-    size_t chunk                  # bytes per refill (multiple of 16; see dod_atomic_cache_init)
+    size_t chunk                  # bytes per refill (multiple of 16; see dod_aa_cache_init)
     size_t allocations
     size_t refills                # chunks taken from the shared word (one fetch-add each)
     size_t publishes              # pending frees published (one fetch-sub each)
     size_t failed
 
-cdef inline void dod_atomic_cache_init(dod_atomic_cache* c, dod_atomic_arena* a, size_t chunk) noexcept nogil:
+cdef inline void dod_aa_cache_init(dod_aa_cache* c, dod_aa* a, size_t chunk) noexcept nogil:
     """Set up an (unused or flushed) cache over `a`. Each refill reserves chunk - 64 bytes,
     so that a block's usable bytes (a power of two minus its 64-byte header) hold a whole
     number of chunks when chunk is a power of two: no chunk-sized tail is stranded."""
-    memset(c, 0, sizeof(dod_atomic_cache))
+    memset(c, 0, sizeof(dod_aa_cache))
     c.arena = a
     if chunk > 2 * DOD_AA_HEADER:
         chunk -= DOD_AA_HEADER
     c.chunk = chunk & ~(<size_t>DOD_AA_QUANTUM - 1)
 
 
-cdef void* dod_atomic_cache_refill(dod_atomic_cache* c, size_t size, size_t alignment) noexcept nogil
-cdef void dod_atomic_cache_publish(dod_atomic_cache* c) noexcept nogil
-cdef void dod_atomic_cache_flush(dod_atomic_cache* c) noexcept nogil
+cdef void* dod_aa_cache_refill(dod_aa_cache* c, size_t size, size_t alignment) noexcept nogil
+cdef void dod_aa_cache_publish(dod_aa_cache* c) noexcept nogil
+cdef void dod_aa_cache_flush(dod_aa_cache* c) noexcept nogil
 
 
-cdef inline void* dod_atomic_cache_alloc(dod_atomic_cache* c, size_t size, size_t alignment) noexcept nogil:
-    """As dod_atomic_arena_alloc, from the calling thread's cache: no atomic unless it refills."""
-    cdef size_t need = dod_atomic_arena_need(size, alignment)
+cdef inline void* dod_aa_cache_allocate(dod_aa_cache* c, size_t size, size_t alignment) noexcept nogil:
+    """As dod_aa_allocate, from the calling thread's cache: no atomic unless it refills."""
+    cdef size_t need = dod_aa_need(size, alignment)
     cdef uintptr_t p = <uintptr_t>c.cursor
     if need <= <size_t>(c.end - c.cursor):
         c.cursor += need
         c.allocations += 1
         return <void*>((p + alignment - 1) & ~(<uintptr_t>alignment - 1))
-    return dod_atomic_cache_refill(c, size, alignment)
+    return dod_aa_cache_refill(c, size, alignment)
 
 
-cdef inline void dod_atomic_cache_free(dod_atomic_cache* c, void* p, size_t size, size_t alignment) noexcept nogil:
+cdef inline void dod_aa_cache_free(dod_aa_cache* c, void* p, size_t size, size_t alignment) noexcept nogil:
     """Free p (from this arena, any thread's allocation) through the cache: deferred, no atomic
     while consecutive frees hit the same block."""
     cdef dod_aa_block* b
     if p == NULL:
         return
-    b = dod_atomic_arena_block_of(c.arena, p)
+    b = dod_aa_block_of(c.arena, p)
     if b != c.pending_block:
-        dod_atomic_cache_publish(c)
+        dod_aa_cache_publish(c)
         c.pending_block = b
-    c.pending += dod_atomic_arena_need(size, alignment)
+    c.pending += dod_aa_need(size, alignment)
 
 
 cdef class AtomicArena:
-    cdef dod_atomic_arena engine     # run the inline functions on &owner.engine
+    cdef dod_aa engine     # run the inline functions on &owner.engine
     cdef object _upstream_owner      # the resource's owner, held directly (see the .pyx)
     cdef Resource _upstream          # keeps the block source alive
     cdef bint _lock_ready
@@ -285,7 +285,7 @@ cdef class AtomicArena:
 
 
 cdef class ThreadCache:
-    cdef dod_atomic_cache cache      # run dod_atomic_cache_* on &owner.cache, from one thread
+    cdef dod_aa_cache engine     # run dod_aa_cache_* on &owner.engine, from one thread
     cdef readonly AtomicArena arena
     cdef readonly object thread_id   # the thread allowed to use the Python face
 

@@ -39,18 +39,25 @@ Safety contract (the Python face)
     does can read freed memory.
 
 Thread-safety
-    The engine (``dod_atomic_arena_alloc``/``free``, cimported) is safe from
+    The engine (``dod_aa_allocate``/``free``, cimported) is safe from
     any number of threads without the GIL, within the envelope. The Python
     face may be used from any thread. A ThreadCache belongs to the thread that
     made it: its Python face raises RuntimeError from another thread, and the
-    engine's ``dod_atomic_cache_*`` functions must be called by one thread at
+    engine's ``dod_aa_cache_*`` functions must be called by one thread at
     a time.
 
 Cython
-    ``from dod.atomic_arena cimport AtomicArena, dod_atomic_arena_alloc,
-    dod_atomic_arena_free, dod_atomic_cache, dod_atomic_cache_alloc, ...``;
+    ``from dod.atomic_arena cimport AtomicArena, dod_aa_allocate,
+    dod_aa_free, dod_aa_cache, dod_aa_cache_allocate, ...``;
     see ``dod/atomic_arena.pxd`` for the word layout and the checks the
     caller owns.
+
+Where things live
+    Lifetime rule: ``dod._lease.Owned`` (each array's allocation is freed
+    through ``dod_aa_free`` when its last view dies).
+    Fast path: ``dod_aa_allocate`` / ``dod_aa_free`` and
+    ``dod_aa_cache_allocate``, inline in ``dod/atomic_arena.pxd`` (slow
+    paths ``dod_aa_allocate_slow``, ``dod_aa_cache_refill`` here).
 """
 cimport cython
 cimport numpy as cnp
@@ -64,6 +71,7 @@ from dod._atomic cimport (dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod
                           dod_atomic_fetch_add_relaxed_u64, dod_atomic_fetch_sub_u64,
                           dod_atomic_store_ptr, dod_atomic_load_relaxed_u64)
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
+from dod._lease cimport Owned, owned
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
                            dod_resource_deallocate, dod_pages_resource)
 
@@ -72,6 +80,7 @@ import threading
 import numpy as np
 
 from dod._format import fmt_bytes
+from dod.errors import InvariantError
 
 cnp.import_array()
 
@@ -81,19 +90,19 @@ cdef enum:
 cdef size_t _MIN_BLOCK = 4096
 
 
-cdef inline size_t _cap_of(const dod_atomic_arena* a, uint64_t w) noexcept nogil:
+cdef inline size_t _cap_of(const dod_aa* a, uint64_t w) noexcept nogil:
     return (a.block_size << ((w >> DOD_AA_FACTOR_SHIFT) & 3)) - DOD_AA_HEADER
 
 
 # ---------------------------------------------------------------- engine slow paths
 
-cdef void* dod_atomic_arena_refuse(dod_atomic_arena* a) noexcept nogil:
+cdef void* dod_aa_refuse(dod_aa* a) noexcept nogil:
     """A request the arena can never satisfy (too big, or a ZII arena)."""
     dod_atomic_fetch_add_relaxed_u64(&a.failed, 1)
     return NULL
 
 
-cdef inline void _settle(dod_atomic_arena* a, uint64_t old) noexcept nogil:
+cdef inline void _settle(dod_aa* a, uint64_t old) noexcept nogil:
     """After an add that did not fit: if it was the first such add on its block
     (it started at or below the capacity), it closes the block's counter."""
     cdef uint64_t pos = old & DOD_AA_POS_MASK
@@ -105,10 +114,10 @@ cdef inline void _settle(dod_atomic_arena* a, uint64_t old) noexcept nogil:
     # live = BIAS - freed  ->  handed_out - freed (wrapping arithmetic)
     delta = pos - DOD_AA_BIAS
     if dod_atomic_fetch_add_u64(&b.live, delta) + delta == 0:
-        dod_atomic_arena_drained(a, b)
+        dod_aa_drained(a, b)
 
 
-cdef bint _install(dod_atomic_arena* a, size_t need) noexcept nogil:
+cdef bint _install(dod_aa* a, size_t need) noexcept nogil:
     """Under the lock: install a block with room for `need` (a spare or a new one)."""
     cdef uint64_t f = 0
     cdef dod_aa_block* b
@@ -182,7 +191,7 @@ cdef bint _install(dod_atomic_arena* a, size_t need) noexcept nogil:
     return True
 
 
-cdef void* dod_atomic_arena_alloc_slow(dod_atomic_arena* a, uint64_t old, size_t need,
+cdef void* dod_aa_allocate_slow(dod_aa* a, uint64_t old, size_t need,
                                         size_t alignment) noexcept nogil:
     """The add did not fit: settle the old block, install the next, add again."""
     cdef uint64_t w, pos
@@ -206,7 +215,7 @@ cdef void* dod_atomic_arena_alloc_slow(dod_atomic_arena* a, uint64_t old, size_t
             return <void*>((p + alignment - 1) & ~(<uintptr_t>alignment - 1))
 
 
-cdef void dod_atomic_arena_drained(dod_atomic_arena* a, dod_aa_block* b) noexcept nogil:
+cdef void dod_aa_drained(dod_aa* a, dod_aa_block* b) noexcept nogil:
     """b's counter reached zero: every allocation of the closed block is freed."""
     cdef size_t idx
     dod_mutex_lock(&a.lock)
@@ -224,7 +233,7 @@ cdef void dod_atomic_arena_drained(dod_atomic_arena* a, dod_aa_block* b) noexcep
     dod_mutex_unlock(&a.lock)
 
 
-cdef bint dod_atomic_arena_owns(dod_atomic_arena* a, const void* p) noexcept nogil:
+cdef bint dod_aa_owns(dod_aa* a, const void* p) noexcept nogil:
     """Is p inside one of the arena's blocks? O(blocks): a scan of the slot table.
     Exact unless a block is installed or evicted concurrently."""
     cdef size_t i
@@ -235,65 +244,65 @@ cdef bint dod_atomic_arena_owns(dod_atomic_arena* a, const void* p) noexcept nog
     return False
 
 
-cdef void* dod_atomic_arena_realloc(dod_atomic_arena* a, void* p, size_t old_size, size_t new_size,
+cdef void* dod_aa_reallocate(dod_aa* a, void* p, size_t old_size, size_t new_size,
                                     size_t alignment) noexcept nogil:
     """Shrink in place (same pointer), or move: allocate, copy old_size bytes, free p.
     NULL when the move cannot allocate (p is then untouched and still owned by the caller).
     p NULL behaves as alloc."""
     cdef void* q
     if p == NULL:
-        return dod_atomic_arena_alloc(a, new_size, alignment)
+        return dod_aa_allocate(a, new_size, alignment)
     if new_size <= old_size:
-        return dod_atomic_arena_shrink(a, p, old_size, new_size, alignment)
-    q = dod_atomic_arena_alloc(a, new_size, alignment)
+        return dod_aa_shrink(a, p, old_size, new_size, alignment)
+    q = dod_aa_allocate(a, new_size, alignment)
     if q != NULL:
         memcpy(q, p, old_size)
-        dod_atomic_arena_free(a, p, old_size, alignment)
+        dod_aa_free(a, p, old_size, alignment)
     return q
 
 
 # ---------------------------------------------------------------- thread cache slow paths
 
-cdef void dod_atomic_cache_publish(dod_atomic_cache* c) noexcept nogil:
+cdef void dod_aa_cache_publish(dod_aa_cache* c) noexcept nogil:
     """Subtract the privately summed frees from their block (one atomic)."""
     cdef size_t n = c.pending
     if n:
         c.pending = 0
         c.publishes += 1
         if dod_atomic_fetch_sub_u64(&c.pending_block.live, n) == n:
-            dod_atomic_arena_drained(c.arena, c.pending_block)
+            dod_aa_drained(c.arena, c.pending_block)
 
 
-cdef void _retire_chunk(dod_atomic_cache* c) noexcept nogil:
+cdef void _retire_chunk(dod_aa_cache* c) noexcept nogil:
     """The unused end of the chunk counts as freed (a stranded tail)."""
     cdef dod_aa_block* b
     if c.cursor != NULL and c.cursor < c.end:
-        b = dod_atomic_arena_block_of(c.arena, c.cursor)
+        b = dod_aa_block_of(c.arena, c.cursor)
         if b != c.pending_block:
-            dod_atomic_cache_publish(c)
+            dod_aa_cache_publish(c)
             c.pending_block = b
         c.pending += <size_t>(c.end - c.cursor)
     c.cursor = NULL
     c.end = NULL
 
 
-cdef void* dod_atomic_cache_refill(dod_atomic_cache* c, size_t size, size_t alignment) noexcept nogil:
+cdef void* dod_aa_cache_refill(dod_aa_cache* c, size_t size, size_t alignment) noexcept nogil:
     """The chunk is used up: large requests go to the shared word, others take a new chunk."""
-    cdef size_t need = dod_atomic_arena_need(size, alignment)
+    cdef size_t need = dod_aa_need(size, alignment)
     cdef void* p
     cdef uintptr_t q
     if c.arena == NULL or c.chunk == 0:
         c.failed += 1
         return NULL
     if need > c.chunk // 2:
-        p = dod_atomic_arena_alloc(c.arena, size, alignment)
+        p = dod_aa_allocate(c.arena, size, alignment)
         if p == NULL:
             c.failed += 1
         else:
             c.allocations += 1
         return p
     _retire_chunk(c)
-    p = dod_atomic_arena_alloc(c.arena, c.chunk, DOD_AA_QUANTUM)
+    p = dod_aa_allocate(c.arena, c.chunk, DOD_AA_QUANTUM)
     if p == NULL:
         c.failed += 1
         return NULL
@@ -305,12 +314,12 @@ cdef void* dod_atomic_cache_refill(dod_atomic_cache* c, size_t size, size_t alig
     return <void*>((q + alignment - 1) & ~(<uintptr_t>alignment - 1))
 
 
-cdef void dod_atomic_cache_flush(dod_atomic_cache* c) noexcept nogil:
+cdef void dod_aa_cache_flush(dod_aa_cache* c) noexcept nogil:
     """Give back the open chunk's unused end and publish pending frees."""
     if c.arena == NULL:
         return
     _retire_chunk(c)
-    dod_atomic_cache_publish(c)
+    dod_aa_cache_publish(c)
 
 
 # ---------------------------------------------------------------- the arena as a dod_resource
@@ -318,55 +327,38 @@ cdef void dod_atomic_cache_flush(dod_atomic_cache* c) noexcept nogil:
 cdef void* _aa_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil:
     if alignment > DOD_AA_MAX_ALIGN or not dod_is_pow2(alignment):
         return NULL
-    return dod_atomic_arena_alloc(<dod_atomic_arena*>ctx, size, alignment)
+    return dod_aa_allocate(<dod_aa*>ctx, size, alignment)
 
 
 cdef void _aa_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
-    dod_atomic_arena_free(<dod_atomic_arena*>ctx, ptr, size, alignment)
+    dod_aa_free(<dod_aa*>ctx, ptr, size, alignment)
 
 
-# ---------------------------------------------------------------- leases: one per allocation
+# ---------------------------------------------------------------- carving (leases: dod._lease.Owned)
 
-@cython.final
-@cython.no_gc
-@cython.freelist(32)
-cdef class _Allocation:
-    """Base object of the arrays viewing one allocation; frees it when the last dies."""
-    cdef AtomicArena arena
-    cdef void* ptr
-    cdef size_t size
-    cdef size_t alignment
-
-    def __dealloc__(self):
-        if self.arena is not None and self.ptr != NULL:
-            dod_atomic_arena_free(&self.arena.engine, self.ptr, self.size, self.alignment)
-            self.ptr = NULL
-
-
-cdef object _carve(AtomicArena arena, dod_atomic_cache* cache, object shape, object dtype,
+cdef object _carve(AtomicArena arena, dod_aa_cache* cache, object shape, object dtype,
                    object align, bint zero):
     """Validate, allocate (from the cache when given), wrap. Raises with nothing changed."""
     cdef dod_array_request req
     cdef cnp.dtype dt = as_dtype(dtype)
     cdef void* p
-    cdef _Allocation L
+    cdef Owned L
     parse_request(shape, dt, align, _DEFAULT_ALIGN, &req)
     if req.alignment > DOD_AA_MAX_ALIGN:
         raise ValueError(f"alignment {req.alignment} is above the atomic arena's limit of {DOD_AA_MAX_ALIGN}")
-    if dod_atomic_arena_need(req.nbytes, req.alignment) > arena.engine.max_need:
+    if dod_aa_need(req.nbytes, req.alignment) > arena.engine.max_need:
         raise ValueError(
             f"{req.nbytes} bytes (alignment {req.alignment}) is more than one block can hold "
             f"(max_request={arena.max_request}); use a larger block_size")
-    L = _Allocation.__new__(_Allocation)     # made first: nothing to undo if it fails
+    L = owned(arena, _aa_deallocate, <void*>&arena.engine)   # made first: nothing to undo if it fails
     if cache != NULL:
-        p = dod_atomic_cache_alloc(cache, req.nbytes, req.alignment)
+        p = dod_aa_cache_allocate(cache, req.nbytes, req.alignment)
     else:
-        p = dod_atomic_arena_alloc(&arena.engine, req.nbytes, req.alignment)
+        p = dod_aa_allocate(&arena.engine, req.nbytes, req.alignment)
     if p == NULL:
         raise MemoryError(
             f"atomic arena could not get a block for {req.nbytes} bytes "
             f"({arena.blocks} of {DOD_AA_MAX_BLOCKS} block slots in use, or the resource refused)")
-    L.arena = arena
     L.ptr = p
     L.size = req.nbytes
     L.alignment = req.alignment
@@ -377,13 +369,13 @@ cdef object _carve(AtomicArena arena, dod_atomic_cache* cache, object shape, obj
     return wrap_memory(p, &req, dt, L)
 
 
-cdef _Allocation _lease_of(AtomicArena arena, object arr):
+cdef Owned _lease_of(AtomicArena arena, object arr):
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"expected a numpy array from this arena, got {type(arr).__name__}")
     base = arr.base
-    if type(base) is not _Allocation or (<_Allocation>base).arena is not arena:
+    if type(base) is not Owned or (<Owned>base).owner is not arena:
         raise ValueError("that array was not allocated by this arena (or is a view of one)")
-    return <_Allocation>base
+    return <Owned>base
 
 
 # ---------------------------------------------------------------- the owner and its Python face
@@ -489,14 +481,14 @@ cdef class AtomicArena:
         out again) and `arr` stays valid. Growing allocates anew and copies;
         `arr` keeps its own memory until it dies.
         """
-        cdef _Allocation L = _lease_of(self, arr)
+        cdef Owned L = _lease_of(self, arr)
         cdef dod_array_request req
         cdef cnp.dtype dt = (<cnp.ndarray>arr).dtype
         parse_request(shape, dt, L.alignment, _DEFAULT_ALIGN, &req)
         if (<cnp.ndarray>arr).data != <char*>L.ptr or not (<cnp.ndarray>arr).flags.c_contiguous:
             raise ValueError("resize needs the array that empty()/zeros() returned, not a view of it")
         if req.nbytes <= L.size:
-            dod_atomic_arena_shrink(&self.engine, L.ptr, L.size, req.nbytes, L.alignment)
+            dod_aa_shrink(&self.engine, L.ptr, L.size, req.nbytes, L.alignment)
             L.size = req.nbytes
             return wrap_memory(L.ptr, &req, dt, L)
         out = _carve(self, NULL, shape, dt, L.alignment, False)
@@ -509,7 +501,7 @@ cdef class AtomicArena:
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"expected a numpy array, got {type(arr).__name__}")
         p = <uintptr_t>(<cnp.ndarray>arr).data
-        return bool(dod_atomic_arena_owns(&self.engine, <void*>p))
+        return bool(dod_aa_owns(&self.engine, <void*>p))
 
     def thread_cache(self, chunk=1 << 16):
         """A :class:`ThreadCache` for the calling thread. `chunk` is a power of two from
@@ -602,10 +594,10 @@ cdef class AtomicArena:
 
     def check(self):
         """Walk the blocks and verify every invariant (call it while no thread allocates).
-        Raises AssertionError naming the first broken one; returns the walk's statistics."""
+        Raises :class:`dod.InvariantError` naming every broken one; returns the walk's statistics."""
         d = self._walk()
         if d["problems"]:
-            raise AssertionError("; ".join(d["problems"]))
+            raise InvariantError("; ".join(d["problems"]))
         del d["problems"]
         return d
 
@@ -680,11 +672,15 @@ cdef class AtomicArena:
         return self.engine.installs
 
     def stats(self):
-        """The common statistics as a dict, plus the block counters."""
+        """The shared statistics (bytes; ``peak`` is the most bytes held in
+        blocks at once, ``available`` what the held blocks have not handed
+        out or have had freed), then the block counters: ``blocks``,
+        ``spares``, ``installs``, ``drained``, ``recycled``, ``evicted``."""
         d = self._walk()
         return {
             "capacity": d["capacity"],
-            "in_use": d["in_use"],
+            "used": d["in_use"],
+            "available": d["capacity"] - d["in_use"] if d["capacity"] > d["in_use"] else 0,
             "peak": self.peak,
             "allocations": self.allocations,
             "failed": self.failed,
@@ -724,67 +720,82 @@ cdef class ThreadCache:
     def __cinit__(self, AtomicArena arena not None, chunk=1 << 16):
         cdef size_t c = _parse_pow2(chunk, "chunk", 256, arena.engine.max_need)
         self.arena = arena
-        dod_atomic_cache_init(&self.cache, &arena.engine, c)
+        dod_aa_cache_init(&self.engine, &arena.engine, c)
         self.thread_id = threading.get_ident()
 
     def __dealloc__(self):
         if self.arena is not None:
-            dod_atomic_cache_flush(&self.cache)
-            self.arena._py_allocations += self.cache.allocations
+            dod_aa_cache_flush(&self.engine)
+            self.arena._py_allocations += self.engine.allocations
 
     cdef int _mine(self) except -1:
         if threading.get_ident() != self.thread_id:
             raise RuntimeError("this ThreadCache belongs to another thread; make one per thread "
                                "with arena.thread_cache()")
-        if self.cache.arena == NULL:
+        if self.engine.arena == NULL:
             raise RuntimeError("this ThreadCache is closed")
         return 0
 
     def empty(self, shape, dtype=float, *, align=None):
         """As :meth:`AtomicArena.empty`, from this thread's chunk."""
         self._mine()
-        return _carve(self.arena, &self.cache, shape, dtype, align, False)
+        return _carve(self.arena, &self.engine, shape, dtype, align, False)
 
     def zeros(self, shape, dtype=float, *, align=None):
         """As :meth:`AtomicArena.zeros`, from this thread's chunk."""
         self._mine()
-        return _carve(self.arena, &self.cache, shape, dtype, align, True)
+        return _carve(self.arena, &self.engine, shape, dtype, align, True)
 
     def flush(self):
         """Give back the unused end of the open chunk (it is stranded) and publish counters."""
         self._mine()
-        dod_atomic_cache_flush(&self.cache)
-        self.arena._py_allocations += self.cache.allocations
-        self.cache.allocations = 0
+        dod_aa_cache_flush(&self.engine)
+        self.arena._py_allocations += self.engine.allocations
+        self.engine.allocations = 0
 
     def close(self):
         """Flush and refuse further use."""
         self.flush()
-        self.cache.arena = NULL
+        self.engine.arena = NULL
 
     @property
     def chunk(self):
-        """Bytes reserved per refill: the requested chunk minus 64 (see dod_atomic_cache_init)."""
-        return self.cache.chunk
+        """Bytes reserved per refill: the requested chunk minus 64 (see dod_aa_cache_init)."""
+        return self.engine.chunk
 
     @property
     def refills(self):
-        return self.cache.refills
+        return self.engine.refills
 
     @property
     def publishes(self):
         """Times summed frees were published to a block (one atomic each)."""
-        return self.cache.publishes
+        return self.engine.publishes
 
     @property
     def failed(self):
-        return self.cache.failed
+        return self.engine.failed
 
     @property
     def available(self):
         """Bytes left in the open chunk."""
-        return <size_t>(self.cache.end - self.cache.cursor)
+        return <size_t>(self.engine.end - self.engine.cursor)
+
+    def check(self):
+        """Verify the open chunk and the pending frees (from the owning thread);
+        raises :class:`dod.InvariantError` naming the first broken one."""
+        cdef dod_aa_cache* c = &self.engine
+        self._mine()
+        if (c.cursor == NULL) != (c.end == NULL) or c.cursor > c.end:
+            raise InvariantError("open chunk: cursor and end disagree")
+        if c.cursor != NULL and <size_t>(c.end - c.cursor) > c.chunk:
+            raise InvariantError(f"open chunk holds {<size_t>(c.end - c.cursor)} bytes, more than a chunk")
+        if c.cursor != NULL and not dod_aa_owns(c.arena, c.cursor):
+            raise InvariantError("the open chunk is not inside a block of the arena")
+        if c.pending and c.pending_block == NULL:
+            raise InvariantError(f"{c.pending} pending freed bytes without a block")
+        return True
 
     def __repr__(self):
-        return (f"<dod.atomic_arena.ThreadCache chunk={fmt_bytes(self.cache.chunk)} "
-                f"available={self.available} refills={self.cache.refills} thread={self.thread_id}>")
+        return (f"<dod.atomic_arena.ThreadCache chunk={fmt_bytes(self.engine.chunk)} "
+                f"available={self.available} refills={self.engine.refills} thread={self.thread_id}>")

@@ -1,11 +1,11 @@
 # dod/freelist.pxd: the free-list allocator's engine (C struct + inline nogil
 # functions) and its owner class. cimport this to run the engine inlined:
 #
-#     from dod.freelist cimport FreeList, dod_freelist_alloc, dod_freelist_free
+#     from dod.freelist cimport FreeList, dod_freelist_allocate, dod_freelist_free
 #     cdef FreeList owner = FreeList(1 << 20)
 #     with nogil:
-#         p = dod_freelist_alloc(&owner.fl, 100, 16)
-#         dod_freelist_free(&owner.fl, p)
+#         p = dod_freelist_allocate(&owner.engine, 100, 16)
+#         dod_freelist_free(&owner.engine, p)
 #
 # Block layout (boundary tags)
 #   Every block starts with a 16-byte header {prev_size, size_flags}; the
@@ -159,7 +159,7 @@ cdef inline void* dod_freelist_take(dod_freelist* fl, dod_fl_block* b, size_t le
     return <char*>b + DOD_FL_HEADER
 
 
-cdef inline void* dod_freelist_alloc(dod_freelist* fl, size_t size, size_t alignment) noexcept nogil:
+cdef inline void* dod_freelist_allocate(dod_freelist* fl, size_t size, size_t alignment) noexcept nogil:
     """`size` bytes aligned to `alignment` (a power of two), or NULL. Size 0 gets a minimal block."""
     cdef size_t need = dod_fl_block_size(size)
     cdef dod_fl_block* b = fl.head
@@ -216,14 +216,12 @@ cdef inline void dod_freelist_free(dod_freelist* fl, void* p) noexcept nogil:
 
 
 cdef class FreeList:
-    cdef dod_freelist fl              # the engine state; run the inline functions on &owner.fl
+    cdef dod_freelist engine              # the engine state; run the inline functions on &owner.engine
     cdef Resource _upstream           # keeps the backing resource (and its owner) alive
     cdef const dod_resource* _source  # where the region came from
     cdef void* _region                # what _source returned
     cdef size_t _region_size
-    cdef Py_ssize_t _exports          # live Resources from resource()
     cdef Py_ssize_t _pending          # allocations freed by the user, still viewed by arrays
 
-    cdef void _release(self, void* p, bint was_freed) noexcept
     cdef object _carve(self, object shape, object dtype, object align, bint zero)
     cdef object _allocation_of(self, object arr)

@@ -24,6 +24,13 @@ Safety contract (the Python face)
 Thread-safety
     One owner at a time: not locked. Share it between threads only with your
     own lock.
+
+Where things live
+    Lifetime rule: ``dod._lease.Owned`` (freed through
+    ``dod_freelist_free`` when the last view dies; ``free()`` only marks
+    it).
+    Fast path: ``dod_freelist_allocate`` / ``dod_freelist_free``, inline in
+    ``dod/freelist.pxd``.
 """
 cimport cython
 cimport numpy as cnp
@@ -32,12 +39,14 @@ from libc.string cimport memset
 from cpython.number cimport PyNumber_Index
 
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
+from dod._lease cimport Owned, owned, export_pin
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate, dod_resource_allocate_from_python,
                            dod_resource_deallocate, dod_pages_resource)
 
 import numpy as np
 
 from dod._format import fmt_bytes
+from dod.errors import InvariantError
 
 cnp.import_array()
 
@@ -53,36 +62,11 @@ _STRATEGIES = {"first": DOD_FL_FIRST_FIT, "best": DOD_FL_BEST_FIT}
 # ---------------------------------------------------------------- the free list as a dod_resource
 
 cdef void* _fl_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil:
-    return dod_freelist_alloc(<dod_freelist*>ctx, size, alignment)
+    return dod_freelist_allocate(<dod_freelist*>ctx, size, alignment)
 
 
 cdef void _fl_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
     dod_freelist_free(<dod_freelist*>ctx, ptr)
-
-
-# ---------------------------------------------------------------- leases
-
-@cython.no_gc
-@cython.freelist(32)
-cdef class _Allocation:
-    """Base object of an array from FreeList.alloc: owns the allocation."""
-    cdef FreeList owner
-    cdef void* ptr
-    cdef size_t nbytes
-    cdef bint freed
-
-    def __dealloc__(self):
-        if self.owner is not None:
-            self.owner._release(self.ptr, self.freed)
-
-
-@cython.no_gc
-cdef class _ResourcePin:
-    cdef FreeList owner
-
-    def __dealloc__(self):
-        if self.owner is not None:
-            self.owner._exports -= 1
 
 
 @cython.no_gc_clear
@@ -122,22 +106,17 @@ cdef class FreeList:
             raise MemoryError(f"could not obtain {cap} bytes for a free list")
         self._region = region
         self._region_size = cap
-        self.fl.base = region
-        self.fl.capacity = cap
-        self.fl.strategy = _STRATEGIES[strategy]
+        self.engine.base = region
+        self.engine.capacity = cap
+        self.engine.strategy = _STRATEGIES[strategy]
         # One free block spanning everything before the sentinel.
         sentinel = dod_fl_at(region, cap - DOD_FL_HEADER)
         sentinel.size_flags = DOD_FL_USED
-        dod_fl_make_free(&self.fl, <dod_fl_block*>region, cap - DOD_FL_HEADER, DOD_FL_PREV_USED)
+        dod_fl_make_free(&self.engine, <dod_fl_block*>region, cap - DOD_FL_HEADER, DOD_FL_PREV_USED)
 
     def __dealloc__(self):
         if self._region != NULL:
             dod_resource_deallocate(self._source, self._region, self._region_size, _REGION_ALIGN)
-
-    cdef void _release(self, void* p, bint was_freed) noexcept:
-        dod_freelist_free(&self.fl, p)
-        if was_freed:
-            self._pending -= 1
 
     # -------------------------------------------------------- alloc / free
 
@@ -146,31 +125,31 @@ cdef class FreeList:
         cdef cnp.dtype dt = as_dtype(dtype)
         cdef size_t peak, allocations
         cdef void* p
-        cdef _Allocation L
+        cdef Owned L
         parse_request(shape, dt, align, _DEFAULT_ALIGN, &req)
-        peak = self.fl.peak
-        allocations = self.fl.allocations
-        p = dod_freelist_alloc(&self.fl, req.nbytes, req.alignment)
+        peak = self.engine.peak
+        allocations = self.engine.allocations
+        p = dod_freelist_allocate(&self.engine, req.nbytes, req.alignment)
         if p == NULL:
             raise MemoryError(
                 f"free list cannot fit {req.nbytes} bytes (alignment {req.alignment}): "
                 f"{self.available} bytes free, largest free request {self.largest_free()} bytes")
         try:
-            L = _Allocation.__new__(_Allocation)
-            L.ptr = p
-            L.nbytes = req.nbytes
+            L = owned(self, _fl_deallocate, <void*>&self.engine)
+            L.pending = &self._pending
             if zero:
                 memset(p, 0, req.nbytes)
             arr = wrap_memory(p, &req, dt, L)
         except BaseException:
-            dod_freelist_free(&self.fl, p)
-            self.fl.peak = peak
-            self.fl.allocations = allocations
+            dod_freelist_free(&self.engine, p)
+            self.engine.peak = peak
+            self.engine.allocations = allocations
             raise
-        L.owner = self
+        L.ptr = p                   # from here on the lease frees the allocation
+        L.size = req.nbytes
         return arr
 
-    def alloc(self, shape, dtype=float, *, align=None):
+    def empty(self, shape, dtype=float, *, align=None):
         """A new uninitialised array of `shape` and `dtype` from the free list.
 
         ``align`` is a power of two (default 16, or the dtype's alignment if
@@ -180,18 +159,22 @@ cdef class FreeList:
         """
         return self._carve(shape, dtype, align, False)
 
+    def alloc(self, shape, dtype=float, *, align=None):
+        """The same as :meth:`empty` (its older name, kept as an alias)."""
+        return self._carve(shape, dtype, align, False)
+
     def zeros(self, shape, dtype=float, *, align=None):
-        """As :meth:`alloc`, filled with zeros."""
+        """As :meth:`empty`, filled with zeros."""
         return self._carve(shape, dtype, align, True)
 
     cdef object _allocation_of(self, object arr):
         base = arr
         for _ in range(3):
             base = getattr(base, "base", None)
-            if type(base) is _Allocation:
-                if (<_Allocation>base).owner is not self:
+            if type(base) is Owned:
+                if (<Owned>base).owner is not self:
                     raise ValueError("that array belongs to another allocator")
-                return <_Allocation>base
+                return <Owned>base
             if not isinstance(base, np.ndarray):
                 break
         raise ValueError("that array is not an allocation of this free list")
@@ -204,16 +187,16 @@ cdef class FreeList:
         array over it dies (at once when you drop `arr`, if it has no other
         views), never while an array can still read it.
         """
-        cdef _Allocation L = self._allocation_of(arr)
-        if L.freed:
+        cdef Owned L = self._allocation_of(arr)
+        if L.marked:
             raise ValueError("that allocation was already freed (double free)")
-        L.freed = True
+        L.marked = True
         self._pending += 1
 
     def owns(self, arr):
         """True if `arr` views a live (not yet freed) allocation of this free list."""
         try:
-            return not self._allocation_of(arr).freed
+            return not (<Owned>self._allocation_of(arr)).marked
         except ValueError:
             return False
 
@@ -226,19 +209,17 @@ cdef class FreeList:
         returned by the Resource's deallocate, or with the free list.
         """
         cdef dod_resource r
-        cdef _ResourcePin pin = _ResourcePin.__new__(_ResourcePin)
-        pin.owner = self
-        self._exports += 1
+        pin = export_pin(self, NULL)           # keeps this free list alive; blocks nothing
         r.allocate = _fl_allocate
         r.deallocate = _fl_deallocate
-        r.ctx = <void*>&self.fl
+        r.ctx = <void*>&self.engine
         return Resource.wrap(&r, pin, "freelist")
 
     # -------------------------------------------------------- checks and statistics
 
     def largest_free(self):
         """Payload bytes of the largest request (alignment <= 16) that can succeed now."""
-        cdef dod_fl_block* b = self.fl.head
+        cdef dod_fl_block* b = self.engine.head
         cdef size_t best = 0, s
         while b != NULL:
             s = dod_fl_size(b)
@@ -248,8 +229,9 @@ cdef class FreeList:
         return best - DOD_FL_HEADER if best else 0
 
     def check(self):
-        """Walk the region and the free list, verify every invariant; AssertionError names the first broken one."""
-        cdef char* p = self.fl.base
+        """Walk the region and the free list, verify every invariant; raises
+        :class:`dod.InvariantError` naming the first broken one."""
+        cdef char* p = self.engine.base
         cdef char* end
         cdef dod_fl_block* b
         cdef size_t size, used = 0, live = 0, nfree = 0, prev_size = 0
@@ -257,117 +239,117 @@ cdef class FreeList:
         cdef dod_fl_block* back = NULL
         if p == NULL:
             return True
-        end = p + self.fl.capacity - DOD_FL_HEADER
+        end = p + self.engine.capacity - DOD_FL_HEADER
         free_at = set()
         while p < end:
             b = <dod_fl_block*>p
             size = dod_fl_size(b)
             if size < DOD_FL_MIN_BLOCK or size % 16 or p + size > end:
-                raise AssertionError(f"block at offset {p - self.fl.base} has bad size {size}")
+                raise InvariantError(f"block at offset {p - self.engine.base} has bad size {size}")
             if bool(b.size_flags & DOD_FL_PREV_USED) != prev_used:
-                raise AssertionError(f"PREV_USED of block at offset {p - self.fl.base} is wrong")
+                raise InvariantError(f"PREV_USED of block at offset {p - self.engine.base} is wrong")
             if not prev_used and b.prev_size != prev_size:
-                raise AssertionError(f"prev_size of block at offset {p - self.fl.base} is wrong")
+                raise InvariantError(f"prev_size of block at offset {p - self.engine.base} is wrong")
             if b.size_flags & DOD_FL_USED:
                 used += size
                 live += 1
                 prev_used = True
             else:
                 if not prev_used:
-                    raise AssertionError(f"two adjacent free blocks at offset {p - self.fl.base} (missed coalescing)")
+                    raise InvariantError(f"two adjacent free blocks at offset {p - self.engine.base} (missed coalescing)")
                 nfree += 1
                 free_at.add(<uintptr_t>p)
                 prev_used = False
             prev_size = size
             p += size
         if p != end:
-            raise AssertionError("blocks do not tile the region")
+            raise InvariantError("blocks do not tile the region")
         b = <dod_fl_block*>end
         if not (b.size_flags & DOD_FL_USED) or dod_fl_size(b) != 0:
-            raise AssertionError("end sentinel overwritten")
+            raise InvariantError("end sentinel overwritten")
         if bool(b.size_flags & DOD_FL_PREV_USED) != prev_used:
-            raise AssertionError("PREV_USED of the sentinel is wrong")
+            raise InvariantError("PREV_USED of the sentinel is wrong")
         # The free list holds exactly the free blocks, with consistent links.
         n = 0
-        b = self.fl.head
+        b = self.engine.head
         while b != NULL:
             if <uintptr_t>b not in free_at:
-                raise AssertionError(f"free list holds {<uintptr_t>b:#x}, not a free block")
+                raise InvariantError(f"free list holds {<uintptr_t>b:#x}, not a free block")
             if b.prev != back:
-                raise AssertionError("free-list back link broken")
+                raise InvariantError("free-list back link broken")
             free_at.discard(<uintptr_t>b)
             n += 1
             back = b
             b = b.next
         if free_at:
-            raise AssertionError(f"{len(free_at)} free block(s) missing from the free list")
-        if n != self.fl.free_blocks or nfree != n:
-            raise AssertionError(f"free_blocks {self.fl.free_blocks} != {n} on the list")
-        if used != self.fl.used:
-            raise AssertionError(f"used {self.fl.used} != {used} in used blocks")
-        if live != self.fl.live:
-            raise AssertionError(f"live {self.fl.live} != {live} used blocks")
-        if self.fl.peak < self.fl.used:
-            raise AssertionError("peak below used")
+            raise InvariantError(f"{len(free_at)} free block(s) missing from the free list")
+        if n != self.engine.free_blocks or nfree != n:
+            raise InvariantError(f"free_blocks {self.engine.free_blocks} != {n} on the list")
+        if used != self.engine.used:
+            raise InvariantError(f"used {self.engine.used} != {used} in used blocks")
+        if live != self.engine.live:
+            raise InvariantError(f"live {self.engine.live} != {live} used blocks")
+        if self.engine.peak < self.engine.used:
+            raise InvariantError("peak below used")
         return True
 
     @property
     def capacity(self):
         """Bytes of the region (the 16-byte end sentinel included)."""
-        return self.fl.capacity
+        return self.engine.capacity
 
     @property
     def used(self):
         """Bytes in used blocks: payloads, headers and padding."""
-        return self.fl.used
+        return self.engine.used
 
     @property
     def available(self):
         """Bytes in free blocks (headers of future allocations included): not one request's limit."""
-        return self.fl.capacity - DOD_FL_HEADER - self.fl.used
+        return self.engine.capacity - DOD_FL_HEADER - self.engine.used
 
     @property
     def peak(self):
-        return self.fl.peak
+        return self.engine.peak
 
     @property
     def allocations(self):
-        return self.fl.allocations
+        return self.engine.allocations
 
     @property
     def failed(self):
-        return self.fl.failed
+        return self.engine.failed
 
     @property
     def live(self):
         """Allocations whose memory has not returned yet (freed-but-viewed included)."""
-        return self.fl.live
+        return self.engine.live
 
     @property
     def free_blocks(self):
-        return self.fl.free_blocks
+        return self.engine.free_blocks
 
     @property
     def strategy(self):
-        return "best" if self.fl.strategy == DOD_FL_BEST_FIT else "first"
+        return "best" if self.engine.strategy == DOD_FL_BEST_FIT else "first"
 
     def stats(self):
-        """The common statistics as a dict."""
+        """The shared statistics (bytes), then ``largest_free``, ``live``, ``pending`` and ``free_blocks``."""
         return {
-            "capacity": self.fl.capacity,
-            "used": self.fl.used,
+            "capacity": self.engine.capacity,
+            "used": self.engine.used,
             "available": self.available,
+            "peak": self.engine.peak,
+            "allocations": self.engine.allocations,
+            "failed": self.engine.failed,
             "largest_free": self.largest_free(),
-            "peak": self.fl.peak,
-            "allocations": self.fl.allocations,
-            "failed": self.fl.failed,
-            "live": self.fl.live,
+            "live": self.engine.live,
             "pending": self._pending,
-            "free_blocks": self.fl.free_blocks,
+            "free_blocks": self.engine.free_blocks,
         }
 
     def __repr__(self):
-        return (f"<dod.FreeList {self.strategy}-fit capacity={fmt_bytes(self.fl.capacity)} "
-                f"used={fmt_bytes(self.fl.used)} largest_free={fmt_bytes(self.largest_free())} "
-                f"live={self.fl.live} free_blocks={self.fl.free_blocks} peak={fmt_bytes(self.fl.peak)} "
-                f"allocations={self.fl.allocations} failed={self.fl.failed}>")
+        return (f"<dod.FreeList {self.strategy}-fit capacity={fmt_bytes(self.engine.capacity)} "
+                f"used={fmt_bytes(self.engine.used)} largest_free={fmt_bytes(self.largest_free())} "
+                f"live={self.engine.live} free_blocks={self.engine.free_blocks} peak={fmt_bytes(self.engine.peak)} "
+                f"allocations={self.engine.allocations} failed={self.engine.failed}>")

@@ -4,7 +4,7 @@
 #     from dod.guard cimport GuardedResource, dod_guard_allocate, dod_guard_deallocate
 #     cdef GuardedResource g = GuardedResource()
 #     with nogil:
-#         p = dod_guard_allocate(&g.guard, 100, 16)
+#         p = dod_guard_allocate(&g.engine, 100, 16)
 #         (<char*>p)[100 + 12] = 1     # SIGSEGV: the page after p's end is PROT_NONE
 #
 # Layout of one allocation (right-aligned, the default):
@@ -53,7 +53,7 @@ cdef void dod_guard_flush(dod_guard* g) noexcept nogil
 
 
 cdef class GuardedResource:
-    cdef dod_guard guard             # call dod_guard_* on &owner.guard (any thread)
+    cdef dod_guard engine            # call dod_guard_* on &owner.engine (any thread)
     cdef object _upstream_owner      # the resource's owner, held directly (see the .pyx)
     cdef Resource _upstream
     cdef bint _ready

@@ -26,6 +26,12 @@ Safety contract (the Python face)
 
 Thread-safety
     Safe from any thread (the quarantine ring is under a lock).
+
+Where things live
+    Lifetime rule: ``dod._lease.Owned`` (an array's region is quarantined
+    when its last view dies).
+    Fast path: ``dod_guard_allocate`` / ``dod_guard_deallocate`` in this
+    file (a debugging tool: two system calls a pair).
 """
 cimport cython
 cimport numpy as cnp
@@ -36,10 +42,13 @@ from libc.string cimport memset
 from dod._core cimport dod_is_pow2, dod_add_overflow
 from dod._atomic cimport dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod_mutex_unlock
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
+from dod._lease cimport Owned, owned
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
                            dod_resource_deallocate, dod_pages_resource)
 
 import numpy as np
+
+from dod.errors import InvariantError
 
 cnp.import_array()
 
@@ -182,21 +191,6 @@ cdef void _g_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) noe
     dod_guard_deallocate(<dod_guard*>ctx, ptr, size, alignment)
 
 
-@cython.final
-@cython.no_gc
-cdef class _Guarded:
-    """Base object of an array from a GuardedResource: frees (quarantines) it when it dies."""
-    cdef GuardedResource owner
-    cdef void* ptr
-    cdef size_t size
-    cdef size_t alignment
-
-    def __dealloc__(self):
-        if self.owner is not None and self.ptr != NULL:
-            dod_guard_deallocate(&self.owner.guard, self.ptr, self.size, self.alignment)
-            self.ptr = NULL
-
-
 @cython.no_gc_clear
 cdef class GuardedResource:
     """Every allocation against an inaccessible page; freed ones quarantined inaccessible.
@@ -228,28 +222,28 @@ cdef class GuardedResource:
         if q < 0 or q > (1 << 24):
             raise ValueError(f"quarantine must be between 0 and 2**24, got {quarantine!r}")
         if q:
-            self.guard.q_region = <void**>calloc(q, sizeof(void*))
-            self.guard.q_length = <size_t*>calloc(q, sizeof(size_t))
-            if self.guard.q_region == NULL or self.guard.q_length == NULL:
+            self.engine.q_region = <void**>calloc(q, sizeof(void*))
+            self.engine.q_length = <size_t*>calloc(q, sizeof(size_t))
+            if self.engine.q_region == NULL or self.engine.q_length == NULL:
                 raise MemoryError("could not allocate the quarantine ring")
-        if dod_mutex_init(&self.guard.lock) != 0:
+        if dod_mutex_init(&self.engine.lock) != 0:
             raise MemoryError("could not initialise the lock")   # pragma: no cover
         self._ready = True
         self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages", True)
-        self.guard.upstream = &self._upstream.resource
+        self.engine.upstream = &self._upstream.resource
         # Held directly too: the cyclic GC may clear Resource.owner before this
         # object (no_gc_clear) releases its regions through the resource.
         self._upstream_owner = self._upstream.owner
-        self.guard.page = dod_os_page_size()
-        self.guard.left = side == "left"
-        self.guard.quarantine = <size_t>q
+        self.engine.page = dod_os_page_size()
+        self.engine.left = side == "left"
+        self.engine.quarantine = <size_t>q
 
     def __dealloc__(self):
         if self._ready:
-            dod_guard_flush(&self.guard)
-            dod_mutex_destroy(&self.guard.lock)
-        free(self.guard.q_region)
-        free(self.guard.q_length)
+            dod_guard_flush(&self.engine)
+            dod_mutex_destroy(&self.engine.lock)
+        free(self.engine.q_region)
+        free(self.engine.q_length)
 
     def empty(self, shape, dtype=float, *, align=None):
         """A new uninitialised array placed against a guard page.
@@ -269,19 +263,18 @@ cdef class GuardedResource:
         cdef dod_array_request req
         cdef cnp.dtype dt = as_dtype(dtype)
         cdef void* p
-        cdef _Guarded L
+        cdef Owned L
         parse_request(shape, dt, align, _DEFAULT_ALIGN, &req)
-        if req.alignment > self.guard.page:
-            raise ValueError(f"alignment {req.alignment} is above the page size {self.guard.page}")
-        L = _Guarded.__new__(_Guarded)
+        if req.alignment > self.engine.page:
+            raise ValueError(f"alignment {req.alignment} is above the page size {self.engine.page}")
+        L = owned(self, _g_deallocate, <void*>&self.engine)   # made first: nothing to undo if it fails
         if self._upstream.threadsafe:
             with nogil:
-                p = dod_guard_allocate(&self.guard, req.nbytes, req.alignment)
+                p = dod_guard_allocate(&self.engine, req.nbytes, req.alignment)
         else:
-            p = dod_guard_allocate(&self.guard, req.nbytes, req.alignment)  # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
+            p = dod_guard_allocate(&self.engine, req.nbytes, req.alignment)  # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
         if p == NULL:
             raise MemoryError(f"the resource refused {req.nbytes} bytes plus a guard page")
-        L.owner = self
         L.ptr = p
         L.size = req.nbytes
         L.alignment = req.alignment
@@ -293,51 +286,77 @@ cdef class GuardedResource:
         """Give every quarantined allocation back to the resource now."""
         if self._upstream.threadsafe:
             with nogil:
-                dod_guard_flush(&self.guard)
+                dod_guard_flush(&self.engine)
         else:
-            dod_guard_flush(&self.guard)  # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
+            dod_guard_flush(&self.engine)  # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
 
     def resource(self):
         """This wrapper as a :class:`~dod.resource.Resource` (thread-safe; kept alive by it)."""
         cdef dod_resource r
         r.allocate = _g_allocate
         r.deallocate = _g_deallocate
-        r.ctx = <void*>&self.guard
+        r.ctx = <void*>&self.engine
         return Resource.wrap(&r, self, "guarded", self._upstream.threadsafe)
 
     @property
     def side(self):
-        return "left" if self.guard.left else "right"
+        return "left" if self.engine.left else "right"
 
     @property
     def quarantine(self):
         """Capacity of the quarantine ring."""
-        return self.guard.quarantine
+        return self.engine.quarantine
 
     @property
     def quarantined(self):
         """Allocations in the quarantine ring now."""
-        return self.guard.q_count
+        return self.engine.q_count
 
     @property
     def page_size(self):
-        return self.guard.page
+        return self.engine.page
 
     def stats(self):
-        """The common statistics as a dict (capacity and peak count region bytes, guard pages
-        and quarantine included; in_use counts the bytes callers asked for)."""
-        dod_mutex_lock(&self.guard.lock)
+        """The shared statistics (capacity and peak count region bytes, guard pages
+        and quarantine included; ``used`` counts the bytes callers asked for;
+        ``available`` is 0: every region is made for one request), then
+        ``frees``, ``quarantined`` and ``quarantined_bytes``."""
+        dod_mutex_lock(&self.engine.lock)
         try:
-            return {"capacity": self.guard.mapped, "in_use": self.guard.in_use,
-                    "peak": self.guard.peak, "allocations": self.guard.allocations,
-                    "failed": self.guard.failed, "frees": self.guard.frees,
-                    "quarantined": self.guard.q_count,
-                    "quarantined_bytes": self.guard.quarantined}
+            return {"capacity": self.engine.mapped, "used": self.engine.in_use, "available": 0,
+                    "peak": self.engine.peak, "allocations": self.engine.allocations,
+                    "failed": self.engine.failed, "frees": self.engine.frees,
+                    "quarantined": self.engine.q_count,
+                    "quarantined_bytes": self.engine.quarantined}
         finally:
-            dod_mutex_unlock(&self.guard.lock)
+            dod_mutex_unlock(&self.engine.lock)
+
+    def check(self):
+        """Verify the quarantine ring and the counters; raises
+        :class:`dod.InvariantError` naming the first broken one."""
+        cdef dod_guard* g = &self.engine
+        cdef size_t k, i, held = 0
+        dod_mutex_lock(&g.lock)
+        try:
+            if g.q_count > g.quarantine or (g.quarantine and g.q_head >= g.quarantine):
+                raise InvariantError(f"ring of {g.quarantine}: head {g.q_head}, count {g.q_count}")
+            for k in range(g.q_count):
+                i = (g.q_head + k) % g.quarantine
+                held += g.q_length[i]
+                if g.q_region[i] == NULL or (<uintptr_t>g.q_region[i]) % g.page:
+                    raise InvariantError(f"quarantined region {i} is NULL or not page-aligned")
+            if held != self.engine.quarantined:
+                raise InvariantError(f"the ring holds {held} bytes, quarantined says {self.engine.quarantined}")
+            if self.engine.in_use > self.engine.mapped or self.engine.mapped > self.engine.peak:
+                raise InvariantError("in_use above mapped, or mapped above peak")
+            if self.engine.frees > self.engine.allocations:
+                raise InvariantError(f"{self.engine.frees} frees of {self.engine.allocations} allocations")
+        finally:
+            dod_mutex_unlock(&g.lock)
+        return True
 
     def __repr__(self):
         s = self.stats()
-        return (f"<dod.GuardedResource side={self.side} quarantine={self.guard.q_count}/"
-                f"{self.guard.quarantine} in_use={s['in_use']} mapped={s['capacity']} "
+        return (f"<dod.GuardedResource side={self.side} quarantine={self.engine.q_count}/"
+                f"{self.engine.quarantine} used={s['used']} mapped={s['capacity']} "
                 f"allocations={s['allocations']}>")

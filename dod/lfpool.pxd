@@ -5,8 +5,8 @@
 #     from dod.lfpool cimport LockFreePool, dod_lfpool_acquire, dod_lfpool_release
 #     cdef LockFreePool owner = LockFreePool(64)
 #     with nogil:
-#         p = dod_lfpool_acquire(&owner.pool)
-#         dod_lfpool_release(&owner.pool, p)
+#         p = dod_lfpool_acquire(&owner.engine)
+#         dod_lfpool_release(&owner.engine, p)
 #
 # Invariants
 #   * Free blocks form a Treiber stack: `head` is (top block, tag), each free
@@ -47,7 +47,7 @@ from dod._atomic cimport (dod_tagged_ptr, dod_tagged_load, dod_tagged_cas, dod_m
                           dod_atomic_load_ptr, dod_atomic_store_ptr,
                           dod_atomic_fetch_add_relaxed_u64)
 from dod.resource cimport dod_resource, Resource
-from dod._blocks cimport BlockTable
+from dod._lease cimport dod_slots
 
 
 cdef struct dod_lfpool_chunk:
@@ -134,9 +134,9 @@ cdef inline void dod_lfpool_release(dod_lfpool* p, void* block) noexcept nogil:
 
 
 cdef class LockFreePool:
-    cdef dod_lfpool pool              # the engine state; run the inline functions on &owner.pool
+    cdef dod_lfpool engine             # the engine state; run the inline functions on &owner.engine
     cdef Resource _upstream           # keeps the backing resource (and its owner) alive
-    cdef BlockTable _handles          # Python face: handles -> blocks
+    cdef dod_slots _handles           # Python face: handles -> blocks (dod._lease, mapped)
     cdef size_t _allocations          # acquires through the Python face
     cdef size_t _handle_peak          # most blocks held through handles at once
     cdef bint _ready                  # the mutex is initialised

@@ -26,8 +26,14 @@ Thread-safety
 
 Cython
     ``from dod.lfpool cimport LockFreePool, dod_lfpool_acquire, dod_lfpool_release``
-    and run the engine on ``&owner.pool``; see ``dod/lfpool.pxd`` for the
+    and run the engine on ``&owner.engine``; see ``dod/lfpool.pxd`` for the
     checks the caller owns there.
+
+Where things live
+    Lifetime rule: ``dod._lease``: the handle table ``dod_slots`` (mapped)
+    and ``SlotPin`` for views.
+    Fast path: ``dod_lfpool_acquire`` / ``dod_lfpool_release``, inline in
+    ``dod/lfpool.pxd`` (growth: ``dod_lfpool_acquire_slow`` here).
 """
 cimport cython
 from libc.stdint cimport uintptr_t, uint64_t, uint32_t, int64_t
@@ -40,10 +46,14 @@ from dod._atomic cimport (dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod
                           dod_atomic_load_ptr, dod_atomic_store_ptr, dod_atomic_load_u64,
                           dod_atomic_fetch_add_relaxed_u64, dod_thread_self)
 from dod._types cimport dod_handle
+from dod._lease cimport (slots_init, slots_free, slots_reserve, slots_add, slots_find,
+                         slots_check_unpinned, slots_find_many, slots_remove, slots_view)
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
                            dod_resource_deallocate, dod_pages_resource)
 
 import numpy as np
+
+from dod.errors import InvariantError
 
 cdef extern from "_os.h" nogil:
     size_t dod_os_page_size()
@@ -233,77 +243,78 @@ cdef class LockFreePool:
             limit = _index_arg(max_blocks, "max_blocks", 1, _MAX_BLOCKS)
             if initial > limit:
                 raise ValueError(f"capacity {initial} is above max_blocks {limit}")
-        if (<uintptr_t>&self.pool.head) % 16:
+        if (<uintptr_t>&self.engine.head) % 16:
             raise SystemError("LockFreePool object is not 16-byte aligned (cmpxchg16b needs it)")
-        if dod_mutex_init(&self.pool.lock) != 0:
+        if dod_mutex_init(&self.engine.lock) != 0:
             raise MemoryError("could not initialise the pool's lock")
         self._ready = True
-        self._handles = BlockTable.__new__(BlockTable)
+        slots_init(&self._handles, True)
         self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages", True)
-        self.pool.upstream = &self._upstream.resource
-        self.pool.block_size = stride
-        self.pool.alignment = align
-        self.pool.max_blocks = limit
+        self.engine.upstream = &self._upstream.resource
+        self.engine.block_size = stride
+        self.engine.alignment = align
+        self.engine.max_blocks = limit
         if initial:
-            self.pool.chunk_blocks = initial
+            self.engine.chunk_blocks = initial
             if self._upstream.threadsafe:
                 with nogil:
-                    dod_mutex_lock(&self.pool.lock)
-                    ok = dod_lfpool_grow(&self.pool)
-                    dod_mutex_unlock(&self.pool.lock)
+                    dod_mutex_lock(&self.engine.lock)
+                    ok = dod_lfpool_grow(&self.engine)
+                    dod_mutex_unlock(&self.engine.lock)
             else:               # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
-                dod_mutex_lock(&self.pool.lock)
-                ok = dod_lfpool_grow(&self.pool)
-                dod_mutex_unlock(&self.pool.lock)
+                dod_mutex_lock(&self.engine.lock)
+                ok = dod_lfpool_grow(&self.engine)
+                dod_mutex_unlock(&self.engine.lock)
             if not ok:
                 raise MemoryError(f"could not obtain {initial} blocks of {stride} bytes")
-        self.pool.chunk_blocks = per_chunk
+        self.engine.chunk_blocks = per_chunk
 
     def __dealloc__(self):
-        cdef dod_lfpool_chunk* c = self.pool.chunks
+        cdef dod_lfpool_chunk* c = self.engine.chunks
         cdef dod_lfpool_chunk* nxt
         cdef char* base
         cdef size_t size
-        cdef size_t align = self.pool.alignment if self.pool.alignment > _CHUNK_ALIGN else _CHUNK_ALIGN
-        if DOD_DEBUG and self.pool.cached:
+        cdef size_t align = self.engine.alignment if self.engine.alignment > _CHUNK_ALIGN else _CHUNK_ALIGN
+        if DOD_DEBUG and self.engine.cached:
             fprintf(stderr, b"dod.lfpool: pool %p destroyed while thread caches hold %llu of its blocks "
-                    b"(a Cython dod_lfpool_cache was not flushed)\n", &self.pool, <unsigned long long>self.pool.cached)
+                    b"(a Cython dod_lfpool_cache was not flushed)\n", &self.engine, <unsigned long long>self.engine.cached)
             abort()
         while c != NULL:
             nxt = c.next
             base = c.base               # the record lives inside the chunk: read it first
             size = c.size
-            dod_resource_deallocate(self.pool.upstream, base, size, align)
+            dod_resource_deallocate(self.engine.upstream, base, size, align)
             c = nxt
-        self.pool.chunks = NULL
+        self.engine.chunks = NULL
         if self._ready:
-            dod_mutex_destroy(&self.pool.lock)
+            dod_mutex_destroy(&self.engine.lock)
+        slots_free(&self._handles)
 
     # -------------------------------------------------------- blocks
 
     cdef size_t _in_use(self) noexcept nogil:
-        return self.pool.capacity - dod_lfpool_free_count(&self.pool) - <size_t>dod_atomic_load_u64(&self.pool.cached)
+        return self.engine.capacity - dod_lfpool_free_count(&self.engine) - <size_t>dod_atomic_load_u64(&self.engine.cached)
 
     cdef object _acquire(self, bint grow):
         cdef void* b
-        self._handles.reserve()          # so that add() below cannot fail with a block in hand
+        slots_reserve(&self._handles)          # so that slots_add below cannot fail with a block in hand
         if not grow:
             with nogil:
-                b = dod_lfpool_try_acquire(&self.pool)
+                b = dod_lfpool_try_acquire(&self.engine)
         elif self._upstream.threadsafe:
             with nogil:
-                b = dod_lfpool_acquire(&self.pool)
+                b = dod_lfpool_acquire(&self.engine)
         else:
-            b = dod_lfpool_acquire(&self.pool)  # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
+            b = dod_lfpool_acquire(&self.engine)  # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
         if b == NULL:
             if not grow:
                 return 0
             raise MemoryError(
-                f"lock-free pool cannot grow: {self.pool.capacity} blocks of {self.pool.block_size} bytes"
-                + (f" (max_blocks {self.pool.max_blocks})" if self.pool.max_blocks else
+                f"lock-free pool cannot grow: {self.engine.capacity} blocks of {self.engine.block_size} bytes"
+                + (f" (max_blocks {self.engine.max_blocks})" if self.engine.max_blocks else
                    "; the resource refused more memory"))
         self._allocations += 1
-        h = self._handles.add(b, self.pool.block_size)
+        h = slots_add(&self._handles, b, self.engine.block_size, 0)
         if self._handles.live > self._handle_peak:
             self._handle_peak = self._handles.live
         return h
@@ -324,12 +335,12 @@ cdef class LockFreePool:
     def release(self, handle):
         """Give a block back. ValueError for a stale or foreign handle,
         BufferError while an array view of the block is alive; nothing changes then."""
-        cdef Py_ssize_t slot = self._handles.find(handle)
+        cdef Py_ssize_t slot = slots_find(&self._handles, handle)
         cdef void* b
-        self._handles.check_free(slot)
-        b = self._handles.remove(slot)
+        slots_check_unpinned(&self._handles, slot)
+        b = slots_remove(&self._handles, slot)
         with nogil:
-            dod_lfpool_release(&self.pool, b)
+            dod_lfpool_release(&self.engine, b)
 
     def release_many(self, handles):
         """Give back several blocks with one atomic push (a caller-linked chain).
@@ -337,21 +348,13 @@ cdef class LockFreePool:
         Every handle is checked first (live, no live view, no duplicates); if
         any check fails the call raises and releases nothing.
         """
-        cdef list slots = []
-        cdef set seen = set()
+        cdef list slots = slots_find_many(&self._handles, handles)
         cdef Py_ssize_t slot
         cdef void* first = NULL
         cdef void* last = NULL
         cdef void* b
-        for h in handles:
-            slot = self._handles.find(h)
-            if slot in seen:
-                raise ValueError(f"handle {h:#x} appears twice")
-            self._handles.check_free(slot)
-            seen.add(slot)
-            slots.append(slot)
         for slot in slots:
-            b = self._handles.remove(slot)
+            b = slots_remove(&self._handles, slot)
             if first == NULL:
                 first = b
             else:
@@ -359,7 +362,7 @@ cdef class LockFreePool:
             last = b
         if first != NULL:
             with nogil:
-                dod_lfpool_release_chain(&self.pool, first, last)
+                dod_lfpool_release_chain(&self.engine, first, last)
 
     def view(self, handle, dtype=np.uint8, shape=None):
         """A numpy array over a block (the whole block as 1-D `dtype` by default).
@@ -368,11 +371,11 @@ cdef class LockFreePool:
         (BufferError) while it lives. ValueError for a stale handle or a
         shape/dtype that does not fit the block or its alignment.
         """
-        return self._handles.view(self._handles.find(handle), self, dtype, shape)
+        return slots_view(&self._handles, slots_find(&self._handles, handle), self, dtype, shape)
 
     def address(self, handle):
         """The block's address (an int), for tests and foreign-function calls."""
-        return <uintptr_t>self._handles.ptrs[self._handles.find(handle)]
+        return <uintptr_t>self._handles.ptrs[slots_find(&self._handles, handle)]
 
     # -------------------------------------------------------- composition
 
@@ -383,59 +386,61 @@ cdef class LockFreePool:
         cdef dod_resource r
         r.allocate = _lfpool_allocate
         r.deallocate = _lfpool_deallocate
-        r.ctx = <void*>&self.pool
+        r.ctx = <void*>&self.engine
         return Resource.wrap(&r, self, "lfpool", self._upstream.threadsafe)
 
     # -------------------------------------------------------- statistics and checks
 
     def check(self):
-        """Walk the structures and verify every invariant; RuntimeError names the first broken one.
+        """Walk the structures and verify every invariant; raises :class:`dod.InvariantError`
+        naming the first broken one.
 
         Exact only while no other thread uses the pool.
         """
-        cdef dod_lfpool_chunk* c = self.pool.chunks
+        cdef dod_lfpool_chunk* c = self.engine.chunks
         cdef size_t total = 0, n = 0
         cdef void* b
         while c != NULL:
-            if <uintptr_t>c.base % self.pool.alignment:
-                raise RuntimeError("a chunk is not aligned to the pool's alignment")
-            if <char*>c < c.base + c.blocks * self.pool.block_size or <char*>(c + 1) > c.base + c.size:
-                raise RuntimeError("a chunk record overlaps its blocks or lies outside its chunk")
+            if <uintptr_t>c.base % self.engine.alignment:
+                raise InvariantError("a chunk is not aligned to the pool's alignment")
+            if <char*>c < c.base + c.blocks * self.engine.block_size or <char*>(c + 1) > c.base + c.size:
+                raise InvariantError("a chunk record overlaps its blocks or lies outside its chunk")
             total += c.blocks
             c = c.next
-        if total != self.pool.capacity:
-            raise RuntimeError(f"chunks hold {total} blocks but capacity says {self.pool.capacity}")
+        if total != self.engine.capacity:
+            raise InvariantError(f"chunks hold {total} blocks but capacity says {self.engine.capacity}")
         free = set()
-        b = dod_tagged_load(&self.pool.head).ptr
+        b = dod_tagged_load(&self.engine.head).ptr
         while b != NULL:
-            if not dod_lfpool_owns(&self.pool, b):
-                raise RuntimeError(f"free list holds {<uintptr_t>b:#x}, which is not a block of this pool")
+            if not dod_lfpool_owns(&self.engine, b):
+                raise InvariantError(f"free list holds {<uintptr_t>b:#x}, which is not a block of this pool")
             if <uintptr_t>b in free:
-                raise RuntimeError(f"free list holds {<uintptr_t>b:#x} twice (a cycle or a double release)")
+                raise InvariantError(f"free list holds {<uintptr_t>b:#x} twice (a cycle or a double release)")
             free.add(<uintptr_t>b)
             n += 1
             if n > total:
-                raise RuntimeError("free list is longer than the capacity")
+                raise InvariantError("free list is longer than the capacity")
             b = (<void**>b)[0]
         for slot in range(self._handles.nslots):
             if self._handles.ptrs[slot] != NULL and <uintptr_t>self._handles.ptrs[slot] in free:
-                raise RuntimeError("a block held through a handle is also on the free list")
+                raise InvariantError("a block held through a handle is also on the free list")
         if self._handles.live > total - n:
-            raise RuntimeError("more live handles than blocks in use")
+            raise InvariantError("more live handles than blocks in use")
+        return True
 
     @property
     def block_size(self):
         """Bytes per block (the stride: the requested size rounded up to the alignment)."""
-        return self.pool.block_size
+        return self.engine.block_size
 
     @property
     def alignment(self):
-        return self.pool.alignment
+        return self.engine.alignment
 
     @property
     def capacity(self):
         """Blocks carved so far."""
-        return self.pool.capacity
+        return self.engine.capacity
 
     @property
     def in_use(self):
@@ -445,16 +450,16 @@ cdef class LockFreePool:
     @property
     def available(self):
         """Blocks on the shared free list (walks it; blocks in thread caches are not counted)."""
-        return dod_lfpool_free_count(&self.pool)
+        return dod_lfpool_free_count(&self.engine)
 
     @property
     def peak(self):
         """Highest in-use count seen: folded in at each growth, at each Python-face
         acquire (blocks held through handles) and whenever statistics are read."""
         cdef size_t used = self._in_use()
-        if used > self.pool.peak:
-            self.pool.peak = used
-        return max(self.pool.peak, self._handle_peak)
+        if used > self.engine.peak:
+            self.engine.peak = used
+        return max(self.engine.peak, self._handle_peak)
 
     @property
     def allocations(self):
@@ -465,22 +470,22 @@ cdef class LockFreePool:
     @property
     def failed(self):
         """Acquires (engine or Python) that returned no block because the pool could not grow."""
-        return dod_atomic_load_u64(&self.pool.failed)
+        return dod_atomic_load_u64(&self.engine.failed)
 
     @property
     def cas_retries(self):
         """Compare-and-swaps that failed and were retried (contention), acquires and releases together."""
-        return dod_atomic_load_u64(&self.pool.cas_retries)
+        return dod_atomic_load_u64(&self.engine.cas_retries)
 
     @property
     def grows(self):
         """Chunks obtained from the resource."""
-        return self.pool.grows
+        return self.engine.grows
 
     @property
     def nbytes(self):
         """Bytes obtained from the resource (chunk records and page rounding included)."""
-        cdef dod_lfpool_chunk* c = self.pool.chunks
+        cdef dod_lfpool_chunk* c = self.engine.chunks
         cdef size_t total = 0
         while c != NULL:
             total += c.size
@@ -504,23 +509,34 @@ cdef class LockFreePool:
         """Free blocks held by thread caches (not on the shared list, not in use), as the
         caches last published: exact for Python caches, as of their last exchange for
         Cython ones, and 0 once every cache has flushed."""
-        return <size_t>dod_atomic_load_u64(&self.pool.cached)
+        return <size_t>dod_atomic_load_u64(&self.engine.cached)
 
     @property
     def cache_slack(self):
         """Bytes of :attr:`cached_blocks` (the slack thread caches keep from other threads)."""
-        return <size_t>dod_atomic_load_u64(&self.pool.cached) * self.pool.block_size
+        return <size_t>dod_atomic_load_u64(&self.engine.cached) * self.pool.block_size
 
     def stats(self):
-        """The common statistics as a dict (block counts; ``nbytes`` in bytes)."""
+        """The shared statistics (bytes: blocks times ``block_size``), then the
+        pool's own: ``block_size``, block counts (``blocks``, ``blocks_in_use``,
+        ``blocks_available``, ``blocks_peak``), ``grows``, ``cas_retries`` and
+        ``nbytes`` (obtained from the resource). Exact while no other thread
+        uses the pool."""
+        cdef size_t bs = self.engine.block_size, cap = self.engine.capacity
+        cdef size_t free_blocks = dod_lfpool_free_count(&self.engine)
+        cdef size_t peak = self.peak
         return {
-            "block_size": self.block_size,
-            "capacity": self.capacity,
-            "in_use": self.in_use,
-            "available": self.available,
-            "peak": self.peak,
+            "capacity": cap * bs,
+            "used": (cap - free_blocks) * bs,
+            "available": free_blocks * bs,
+            "peak": peak * bs,
             "allocations": self.allocations,
             "failed": self.failed,
+            "block_size": bs,
+            "blocks": cap,
+            "blocks_in_use": cap - free_blocks,
+            "blocks_available": free_blocks,
+            "blocks_peak": peak,
             "grows": self.grows,
             "cas_retries": self.cas_retries,
             "nbytes": self.nbytes,
@@ -529,7 +545,7 @@ cdef class LockFreePool:
         }
 
     def __repr__(self):
-        return (f"<dod.LockFreePool block_size={self.pool.block_size} capacity={self.capacity} "
+        return (f"<dod.LockFreePool block_size={self.engine.block_size} capacity={self.capacity} "
                 f"in_use={self.in_use} peak={self.peak} allocations={self.allocations} "
                 f"failed={self.failed} grows={self.grows} cas_retries={self.cas_retries}>")
 

@@ -186,7 +186,7 @@ cdef int _numpy_step(Loop self, object step) except -1:
     if self.check_scratch:
         previous._release_to(0, False)
     else:
-        dod_arena_reset(&previous.arena)
+        dod_arena_reset(&previous.engine)
     return 0
 
 
@@ -397,7 +397,7 @@ cdef class Loop:
                 if self.check_scratch:
                     scratch._release_to(0, False)
                 else:
-                    dod_arena_reset(&scratch.arena)
+                    dod_arena_reset(&scratch.engine)
                 t1 = self._now()
                 dod_histogram_record(&self.hist, <uint64_t>(t1 - t0 if t1 > t0 else 0))
                 late = t0 - sched if t0 > sched else 0

@@ -70,7 +70,8 @@ from libc.string cimport memcpy, memset, strncpy
 from dod._atomic cimport dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod_mutex_unlock
 from dod._core cimport dod_is_pow2, dod_mul_overflow, dod_poison
 from dod.arena cimport (Arena, dod_arena, dod_arena_push, dod_arena_mark, dod_arena_rewind,
-                        dod_arena_lease_end, DOD_ARENA_GRAIN)
+                        DOD_ARENA_GRAIN)
+from dod._lease cimport RangePin, range_pin
 
 import warnings
 
@@ -365,7 +366,7 @@ cdef void _capsule_destructor(object capsule) noexcept:
 
 
 cdef inline size_t _arena_has_memory(Arena arena) noexcept:
-    return arena.arena.base != NULL and arena.arena.capacity > 0
+    return arena.engine.base != NULL and arena.engine.capacity > 0
 
 
 # ---------------------------------------------------------------- the owner and its Python face
@@ -393,8 +394,8 @@ cdef class NumpyHandler:
         if not _arena_has_memory(arena):
             raise ValueError("this arena has no memory (it is closed)")
         al = <size_t>align
-        lease = arena._new_lease(0, 0)          # pins nothing until an array is served
-        cdef size_t* pin = dod_arena_lease_end(lease)
+        lease = range_pin(&arena._pins, arena, 0, 0)   # pins nothing until an array is served
+        cdef size_t* pin = &(<RangePin>lease).end
         cdef dod_npmem* s = <dod_npmem*>PyMem_RawCalloc(1, sizeof(dod_npmem))
         if s == NULL:
             raise MemoryError()
@@ -407,7 +408,7 @@ cdef class NumpyHandler:
             raise MemoryError()
         s.cap = _FIRST_RECORDS
         s.mask = _FIRST_SLOTS - 1
-        s.arena = &arena.arena
+        s.arena = &arena.engine
         s.align = al
         s.pin = pin
         strncpy(s.handler.name, b"dod_arena", 126)
@@ -502,7 +503,7 @@ cdef class NumpyHandler:
         # Everything above the highest live thing (ours, carved arrays, pins) is dead.
         pinned = arena._pinned_above(floor)
         target = pinned if pinned > floor else floor
-        if target < dod_arena_mark(&arena.arena):
+        if target < dod_arena_mark(&arena.engine):
             arena._release_to(target, True)
         if not in_order:
             raise RuntimeError("numpy handler blocks ended out of order: the handler in force "

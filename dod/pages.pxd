@@ -4,8 +4,8 @@
 #     from dod.pages cimport PageSource, dod_pages_map, dod_pages_unmap
 #     cdef PageSource src = PageSource()
 #     with nogil:
-#         p = dod_pages_map(&src.source, 1 << 20, 4096)     # zero-filled
-#         dod_pages_unmap(&src.source, p, 1 << 20)
+#         p = dod_pages_map(&src.engine, 1 << 20, 4096)     # zero-filled
+#         dod_pages_unmap(&src.engine, p, 1 << 20)
 #
 # Invariants
 #   * Fresh pages read as zero (ZII for free) and cost nothing until touched.
@@ -36,5 +36,5 @@ cdef int dod_pages_decommit(dod_page_source* s, void* p, size_t size) noexcept n
 
 
 cdef class PageSource:
-    cdef dod_page_source source      # the engine state; call dod_pages_* on &owner.source
+    cdef dod_page_source engine      # the engine state; call dod_pages_* on &owner.engine
     cdef object __weakref__

@@ -16,6 +16,12 @@ Safety contract (the Python face)
 
 Thread-safety
     Safe from any thread; the counters are atomics.
+
+Where things live
+    Lifetime rule: ``dod._lease.Owned`` (the pages are unmapped when the
+    last view dies).
+    Fast path: ``dod_pages_map`` / ``dod_pages_unmap`` in this file (a
+    system call each: there is no inline path).
 """
 cimport cython
 cimport numpy as cnp
@@ -24,9 +30,12 @@ from libc.stdint cimport uint64_t
 from dod._atomic cimport (dod_atomic_fetch_add_relaxed_u64, dod_atomic_fetch_sub_u64,
                           dod_atomic_load_relaxed_u64, dod_atomic_cas_u64)
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
+from dod._lease cimport Owned, owned
 from dod.resource cimport dod_resource, Resource
 
 import numpy as np
+
+from dod.errors import InvariantError
 
 cnp.import_array()
 
@@ -94,22 +103,6 @@ cdef void _ps_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) no
     dod_pages_unmap(<dod_page_source*>ctx, ptr, size)
 
 
-# ---------------------------------------------------------------- leases
-
-@cython.final
-@cython.no_gc
-cdef class _Mapping:
-    """Base object of an array over mapped pages: unmaps them when it dies."""
-    cdef PageSource source
-    cdef void* ptr
-    cdef size_t size
-
-    def __dealloc__(self):
-        if self.source is not None and self.ptr != NULL:
-            dod_pages_unmap(&self.source.source, self.ptr, self.size)
-            self.ptr = NULL
-
-
 @cython.no_gc_clear
 cdef class PageSource:
     """Anonymous pages from the system, counted.
@@ -136,18 +129,17 @@ cdef class PageSource:
         """
         cdef dod_array_request req
         cdef cnp.dtype dt = as_dtype(dtype)
-        cdef _Mapping L
+        cdef Owned L
         cdef void* p
         parse_request(shape, dt, align, dod_os_page_size(), &req)
         if req.alignment < dod_os_page_size():
             req.alignment = dod_os_page_size()
-        L = _Mapping.__new__(_Mapping)
+        L = owned(self, _ps_deallocate, <void*>&self.engine)   # made first: nothing to undo if it fails
         size = req.nbytes if req.nbytes else 1
         with nogil:
-            p = dod_pages_map(&self.source, size, req.alignment)
+            p = dod_pages_map(&self.engine, size, req.alignment)
         if p == NULL:
             raise MemoryError(f"the system refused {size} bytes of pages")
-        L.source = self
         L.ptr = p
         L.size = size
         return wrap_memory(p, &req, dt, L)
@@ -166,10 +158,10 @@ cdef class PageSource:
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"expected a numpy array, got {type(arr).__name__}")
         base = arr.base
-        if type(base) is not _Mapping or (<_Mapping>base).source is not self \
-                or (<cnp.ndarray>arr).data != <char*>(<_Mapping>base).ptr:
+        if type(base) is not Owned or (<Owned>base).owner is not self \
+                or (<cnp.ndarray>arr).data != <char*>(<Owned>base).ptr:
             raise ValueError("that array was not returned by this PageSource's empty()")
-        if dod_pages_decommit(&self.source, (<_Mapping>base).ptr, (<_Mapping>base).size) != 0:
+        if dod_pages_decommit(&self.engine, (<Owned>base).ptr, (<Owned>base).size) != 0:
             raise OSError("madvise(MADV_DONTNEED) failed")
 
     def resource(self):
@@ -177,50 +169,68 @@ cdef class PageSource:
         cdef dod_resource r
         r.allocate = _ps_allocate
         r.deallocate = _ps_deallocate
-        r.ctx = <void*>&self.source
+        r.ctx = <void*>&self.engine
         return Resource.wrap(&r, self, "page_source", True)
 
     @property
     def mapped(self):
         """Bytes mapped now (whole pages)."""
-        return dod_atomic_load_relaxed_u64(&self.source.mapped)
+        return dod_atomic_load_relaxed_u64(&self.engine.mapped)
 
     @property
     def in_use(self):
         """Same as ``mapped``."""
-        return dod_atomic_load_relaxed_u64(&self.source.mapped)
+        return dod_atomic_load_relaxed_u64(&self.engine.mapped)
 
     @property
     def capacity(self):
         """Same as ``mapped``: a page source holds nothing it does not hand out."""
-        return dod_atomic_load_relaxed_u64(&self.source.mapped)
+        return dod_atomic_load_relaxed_u64(&self.engine.mapped)
 
     @property
     def peak(self):
-        return dod_atomic_load_relaxed_u64(&self.source.peak)
+        return dod_atomic_load_relaxed_u64(&self.engine.peak)
 
     @property
     def maps(self):
-        return dod_atomic_load_relaxed_u64(&self.source.maps)
+        return dod_atomic_load_relaxed_u64(&self.engine.maps)
 
     @property
     def allocations(self):
         """Same as ``maps``."""
-        return dod_atomic_load_relaxed_u64(&self.source.maps)
+        return dod_atomic_load_relaxed_u64(&self.engine.maps)
 
     @property
     def unmaps(self):
-        return dod_atomic_load_relaxed_u64(&self.source.unmaps)
+        return dod_atomic_load_relaxed_u64(&self.engine.unmaps)
 
     @property
     def failed(self):
-        return dod_atomic_load_relaxed_u64(&self.source.failed)
+        return dod_atomic_load_relaxed_u64(&self.engine.failed)
 
     def stats(self):
-        """The common statistics as a dict."""
-        return {"capacity": self.capacity, "in_use": self.mapped, "peak": self.peak,
+        """The shared statistics (bytes; ``available`` is 0: a page source holds
+        nothing it has not handed out), then ``unmaps`` and ``decommits``."""
+        cdef uint64_t mapped = dod_atomic_load_relaxed_u64(&self.engine.mapped)
+        return {"capacity": mapped, "used": mapped, "available": 0, "peak": self.peak,
                 "allocations": self.maps, "failed": self.failed, "unmaps": self.unmaps,
-                "decommits": dod_atomic_load_relaxed_u64(&self.source.decommits)}
+                "decommits": dod_atomic_load_relaxed_u64(&self.engine.decommits)}
+
+    def check(self):
+        """Verify the counters' invariants (exact while no other thread maps or
+        unmaps); raises :class:`dod.InvariantError` naming the first broken one."""
+        cdef uint64_t mapped = dod_atomic_load_relaxed_u64(&self.engine.mapped)
+        cdef uint64_t maps = dod_atomic_load_relaxed_u64(&self.engine.maps)
+        cdef uint64_t unmaps = dod_atomic_load_relaxed_u64(&self.engine.unmaps)
+        if unmaps > maps:
+            raise InvariantError(f"{unmaps} unmaps but only {maps} maps")
+        if mapped > dod_atomic_load_relaxed_u64(&self.engine.peak):
+            raise InvariantError(f"mapped {mapped} above the peak")
+        if mapped % dod_os_page_size():
+            raise InvariantError(f"mapped {mapped} is not a whole number of pages")
+        if (mapped != 0) != (maps > unmaps):
+            raise InvariantError(f"mapped {mapped} with {maps - unmaps} mappings alive")
+        return True
 
     def __repr__(self):
         return (f"<dod.PageSource mapped={self.mapped} peak={self.peak} maps={self.maps} "

@@ -4,8 +4,8 @@
 #     from dod.pool cimport Pool, dod_pool_acquire, dod_pool_release
 #     cdef Pool owner = Pool(100_000, block_size=64)
 #     with nogil:
-#         p = dod_pool_acquire(&owner.pool)
-#         dod_pool_release(&owner.pool, p)
+#         p = dod_pool_acquire(&owner.engine)
+#         dod_pool_release(&owner.engine, p)
 #
 # Invariants
 #   * A pool is one or more chunks; a fixed pool is exactly one (chunks ==
@@ -57,6 +57,7 @@ from dod._core cimport DOD_DEBUG, dod_poison, dod_debug_fail
 from dod._atomic cimport dod_mutex, dod_mutex_lock, dod_mutex_unlock
 from dod.resource cimport dod_resource, Resource
 from dod._ndarray cimport dod_array_request
+from dod._lease cimport dod_slots
 from libc.stdint cimport uint32_t
 
 
@@ -220,7 +221,7 @@ cdef inline size_t dod_pool_touched(const dod_pool* p) noexcept nogil:
 
 
 cdef class Pool:
-    cdef dod_pool pool                # the engine state; run the inline functions on &owner.pool
+    cdef dod_pool engine               # the engine state; run the inline functions on &owner.engine
     cdef dod_mutex mutex              # taken by the *_locked functions and the threadsafe Python face
     cdef dod_pool_chunks _chunks      # growth state (pool.chunks points here when growable)
     cdef readonly bint threadsafe     # the Python face takes `mutex` around every engine call
@@ -230,9 +231,8 @@ cdef class Pool:
     cdef char* _region                # the first region (chunk 0)
     cdef size_t _region_size          # bytes obtained from _source
     cdef size_t _region_align
-    cdef uint32_t* _gens              # per slot generation (Python face): odd = live
-    cdef uint32_t* _pins              # per slot count of live array leases (Python face)
-    cdef size_t _slots                # slots the side tables cover (grown with the chunks)
+    cdef dod_slots _table             # Python face: per slot generation (odd = live), live pins and
+                                      # the free list (dod._lease), never inside a block
     cdef object _dtype                # block dtype
     cdef tuple _shape                 # per-block shape
     cdef dod_array_request _req       # one block as an array request
@@ -240,19 +240,13 @@ cdef class Pool:
     cdef readonly size_t alignment
     cdef Py_ssize_t _exports          # live Resources handed out by resource()
     cdef Py_ssize_t _pending          # released blocks still pinned by arrays
-    cdef size_t _repairs              # free-list rebuilds after writes into free blocks
     cdef bint _mutex_ready
-    cdef void* _rctx[2]               # (&pool, &mutex): the context of resource()
-    cdef uint32_t _salt               # per-pool generation offset: foreign handles rarely match
+    cdef void* _rctx[3]               # (&pool, &mutex, &_table): the context of resource()
 
     cdef int _lock(self) except -1
     cdef bint _cover(self, size_t slots) noexcept
     cdef int _covered(self) except -1
     cdef int _grow_for(self, size_t n) noexcept
     cdef void _unlock(self) noexcept
-    cdef Py_ssize_t _checked_pop(self) noexcept
-    cdef bint _rebuild(self) noexcept
-    cdef Py_ssize_t _index_of_handle(self, object handle) except -1
-    cdef void _unpin(self, size_t index) noexcept
+    cdef Py_ssize_t _pop(self) noexcept
     cdef object _view(self, size_t index)
-    cdef object _handle(self, size_t i)

@@ -39,18 +39,18 @@ Safety contract (the Python face)
     (nothing changes). Releasing by passing the array itself is allowed: the
     handle dies at once, and the block returns to the free list when the last
     array over it dies. :meth:`as_array` covers free blocks too, so writing
-    through it into a free block is allowed: the Python face validates each
-    free-list link before following it and rebuilds the list from its
-    generation table when a link was overwritten. (The Cython engine trusts
-    the links: do not write free blocks while Cython code acquires from the
-    same pool, and do not mix engine-level acquires with Python-face
-    acquires on one pool, since the rebuild sees only Python-face blocks.)
+    through it into a free block is allowed and harmless by construction:
+    the Python face (and :meth:`resource`) keep their free list in the side
+    table, never inside a block. (The Cython engine keeps its free list in
+    the blocks, its intrusive links: do not write free blocks while Cython
+    code releases to and acquires from the same pool through the engine, and
+    do not mix engine-level acquires with Python-face acquires on one pool.)
 
 Bookkeeping
     Engine: zero bytes per live block. The Python face adds a side table of
-    8 bytes per slot (32-bit generation, 32-bit count of live arrays), never
-    inside a block; it grows with the chunks. A growable pool adds a chunk
-    table of 16 bytes per chunk.
+    12 bytes per slot (32-bit generation, 32-bit count of live arrays,
+    32-bit free-list link), never inside a block; it grows with the chunks.
+    A growable pool adds a chunk table of 16 bytes per chunk.
 
 Thread-safety
     ``Pool(..., threadsafe=False)`` (default) is for one thread at a time.
@@ -60,20 +60,30 @@ Thread-safety
     ``&owner.mutex``. Cost: one uncontended pthread lock+unlock pair per
     operation (about 15-20 ns, see ``python -m dod.bench --only pool``), and
     serialisation under contention. A growable threadsafe pool grows under
-    the same mutex (the upstream is called with the lock held). The
-    lock-free pool comes later.
+    the same mutex (the upstream is called with the lock held). For many
+    threads without a lock, see :mod:`dod.lfpool`.
+
+Where things live
+    Lifetime rule: ``dod._lease``: ``SlotPin`` on the side table
+    ``dod_slots`` (generations, pins and the Python face's free list),
+    ``ExportPin`` for whole-pool views and resources.
+    Fast path: ``dod_pool_acquire`` / ``dod_pool_release``, inline in
+    ``dod/pool.pxd`` (growth: ``dod_pool_grow`` here).
 """
 cimport cython
 cimport numpy as cnp
 from libc.stdint cimport uint32_t, uint64_t, uintptr_t
 from libc.stdint cimport SIZE_MAX
-from libc.stdlib cimport calloc, malloc, realloc, free
-from libc.string cimport memcpy, memmove, memset
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy, memmove
 from cpython.number cimport PyNumber_Index
 
-from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_mul_overflow, dod_is_pow2, dod_poison
+from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_mul_overflow, dod_poison, dod_debug_fail
 from dod._types cimport dod_handle, dod_handle_make, dod_handle_index, dod_handle_generation
-from dod._ndarray cimport dod_array_request, as_dtype, parse_request, parse_alignment, wrap_memory
+from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
+from dod._lease cimport (dod_slots, SlotPin, slot_pin, slots_init, slots_free, slots_cover,
+                         slots_cover_links, slots_pop, slots_push, slots_clear_free, slots_open,
+                         slots_close, slots_is_live, slots_find, export_pin)
 from dod._atomic cimport dod_mutex_init, dod_mutex_destroy, dod_mutex_trylock
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate, dod_resource_allocate_from_python,
                            dod_resource_deallocate, dod_pages_resource)
@@ -81,6 +91,7 @@ from dod.resource cimport (dod_resource, Resource, dod_resource_allocate, dod_re
 import numpy as np
 
 from dod._format import fmt_bytes
+from dod.errors import InvariantError
 
 cnp.import_array()
 
@@ -93,7 +104,6 @@ DEBUG = bool(DOD_DEBUG)
 
 cdef size_t _MAX_BYTES = (<size_t>1) << 48
 cdef size_t _MAX_BLOCKS = 0xFFFFFFFF        # slot index is 32 bits
-cdef uint32_t _next_salt = 0x9E3779B8u       # advanced per pool (even: generations start even)
 
 
 # ---------------------------------------------------------------- engine slow paths
@@ -241,93 +251,134 @@ cdef size_t dod_pool_slot_of(const dod_pool* p, const void* b) noexcept nogil:
     return _chunk_start(c, k) + off // p.stride
 
 
-cdef inline void _push(dod_pool* p, size_t index) noexcept nogil:
-    """The Python face's release of a slot it has validated: no debug walk of
-    the free list (whose links a whole-pool view may have overwritten)."""
-    cdef void* b = dod_pool_block(p, index)
-    dod_poison(b, p.stride)
-    (<void**>b)[0] = p.free
-    p.free = b
+# ---------------------------------------------------------------- the Python face's free list
+# The Python face (and resource()) keep the free blocks on the side table's
+# list (dod._lease.dod_slots), never in the blocks: as_array() lets Python
+# write anything into a free block, and nothing it writes can reach a link.
+# The engine's intrusive list (p.free) stays empty unless Cython code
+# releases through the engine; that is the "do not mix" rule.
+
+cdef inline void _give_back(dod_pool* p, dod_slots* t, size_t index) noexcept nogil:
+    """Lock held: block `index` (validated by the caller, not live) is free again."""
+    dod_poison(dod_pool_block(p, index), p.stride)
+    slots_push(t, index)
     p.in_use -= 1
 
 
-# ---------------------------------------------------------------- the pool as a dod_resource
-
-cdef inline bint _is_free_link(const dod_pool* p, void* b) noexcept nogil:
-    return b == NULL or dod_pool_slot_of(p, b) < dod_pool_touched(p)
-
-
-cdef void* _pool_acquire_checked(dod_pool* p) noexcept nogil:
-    """dod_pool_acquire that refuses (NULL, counted) when the head or its link
-    is not a block of this pool. Python can write into free blocks through
-    as_array(), so the resource path never follows a link it has not checked:
-    a scribbled list makes requests fail, never jump to a wild address."""
-    cdef void* b = p.free
-    if b != NULL and not (_is_free_link(p, b) and _is_free_link(p, (<void**>b)[0])):
+cdef size_t _take(dod_pool* p, dod_slots* t) noexcept nogil:
+    """Lock held: the slot of a block taken for the face or its resource: the
+    side table's first free block, else one from the engine (an untouched
+    block, or a growth). SIZE_MAX when exhausted (counted in `failed`)."""
+    cdef size_t i = slots_pop(t)
+    cdef size_t need
+    cdef dod_pool_chunks* c = p.chunks
+    cdef void* b
+    if i != SIZE_MAX:
+        p.in_use += 1
+        p.allocations += 1
+        return i
+    # Links for every block that can come back, a growth's included.
+    need = dod_pool_capacity(p)
+    if c != NULL and p.free == NULL and p.touched >= p.count and c.current + 1 >= c.n \
+            and need + c.chunk_blocks <= c.max_slots:
+        need += c.chunk_blocks
+    if not slots_cover_links(t, need):
         p.failed += 1
-        return NULL
-    return dod_pool_acquire(p)
+        return SIZE_MAX
+    b = dod_pool_acquire(p)
+    if b == NULL:
+        return SIZE_MAX
+    return dod_pool_index(p, b)
+
+
+# ---------------------------------------------------------------- the pool as a dod_resource
+# ctx is the owner's _rctx: (&pool, &mutex, &table). Blocks come from and go
+# back to the side table's free list, like the Python face's, so a write
+# through as_array() into a free block cannot steer this path either.
+
+cdef inline bint _refuses(const dod_pool* p, size_t size, size_t alignment) noexcept nogil:
+    """A request no block can hold."""
+    return size > p.stride or ((<uintptr_t>p.base | p.stride) & (alignment - 1)) != 0
+
+
+cdef inline void* _resource_take(dod_pool* p, dod_slots* t) noexcept nogil:
+    cdef size_t i = _take(p, t)
+    return NULL if i == SIZE_MAX else <void*>dod_pool_block(p, i)
+
+
+cdef inline void _resource_give_back(dod_pool* p, dod_slots* t, void* ptr) noexcept nogil:
+    cdef size_t i = dod_pool_slot_of(p, ptr), k
+    if DOD_DEBUG:
+        if i >= dod_pool_touched(p):
+            dod_debug_fail("pool resource: deallocate of a pointer that is not a block of this pool", ptr)
+        k = t.free_head
+        while k != 0:
+            if k - 1 == i:
+                dod_debug_fail("pool resource: double deallocate", ptr)
+            k = t.next[k - 1]
+    if i < dod_pool_touched(p):
+        _give_back(p, t, i)
 
 
 cdef void* _pool_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil:
     cdef dod_pool* p = <dod_pool*>(<void**>ctx)[0]
-    if size > p.stride or ((<uintptr_t>p.base | p.stride) & (alignment - 1)) != 0:
-        p.failed += 1           # a request no block can hold
+    if _refuses(p, size, alignment):
+        p.failed += 1
         return NULL
-    return _pool_acquire_checked(p)
+    return _resource_take(p, <dod_slots*>(<void**>ctx)[2])
 
 
 cdef void _pool_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
-    dod_pool_release(<dod_pool*>(<void**>ctx)[0], ptr)
+    if ptr != NULL:
+        _resource_give_back(<dod_pool*>(<void**>ctx)[0], <dod_slots*>(<void**>ctx)[2], ptr)
 
 
 cdef void* _pool_allocate_locked(void* ctx, size_t size, size_t alignment) noexcept nogil:
     cdef dod_pool* p = <dod_pool*>(<void**>ctx)[0]
     cdef dod_mutex* m = <dod_mutex*>(<void**>ctx)[1]
-    if size > p.stride or ((<uintptr_t>p.base | p.stride) & (alignment - 1)) != 0:
-        dod_mutex_lock(m)
-        p.failed += 1           # a request no block can hold
-        dod_mutex_unlock(m)
-        return NULL
     cdef void* b
     dod_mutex_lock(m)
-    b = _pool_acquire_checked(p)
+    if _refuses(p, size, alignment):
+        p.failed += 1
+        b = NULL
+    else:
+        b = _resource_take(p, <dod_slots*>(<void**>ctx)[2])
     dod_mutex_unlock(m)
     return b
 
 
 cdef void _pool_deallocate_locked(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
-    dod_pool_release_locked(<dod_pool*>(<void**>ctx)[0], <dod_mutex*>(<void**>ctx)[1], ptr)
+    cdef dod_mutex* m = <dod_mutex*>(<void**>ctx)[1]
+    if ptr != NULL:
+        dod_mutex_lock(m)
+        _resource_give_back(<dod_pool*>(<void**>ctx)[0], <dod_slots*>(<void**>ctx)[2], ptr)
+        dod_mutex_unlock(m)
 
 
-# ---------------------------------------------------------------- leases
-
-@cython.no_gc
-@cython.freelist(32)
-cdef class _BlockLease:
-    """Base object of arrays over one block: keeps the pool alive, pins the block."""
-    cdef Pool pool
-    cdef size_t index
-
-    def __dealloc__(self):
-        if self.pool is not None:
-            self.pool._unpin(self.index)
-
-
-@cython.no_gc
-cdef class _RegionLease:
-    """Base object of the whole-pool view: keeps the pool alive, pins nothing."""
-    cdef Pool pool
+cdef int _check_free_block(const dod_slots* t, size_t i, bytearray seen, str where) except -1:
+    """Pool.check(): block i, found on a free list, is a touched block seen
+    once on all free lists, not live and not pinned."""
+    if i >= <size_t>len(seen):
+        raise InvariantError(f"{where} holds slot {i}, which is not a touched block of this pool")
+    if seen[i]:
+        raise InvariantError(f"{where} has a cycle at block {i} (or the block is on both lists)")
+    seen[i] = 1
+    if t.gens[i] & 1:
+        raise InvariantError(f"block {i} is on {where} but live")
+    if t.pins[i]:
+        raise InvariantError(f"block {i} is on {where} but pinned by arrays")
+    return 0
 
 
-@cython.no_gc
-cdef class _ResourcePin:
-    """Owner of a Resource from Pool.resource(): keeps the pool alive, counts exports."""
-    cdef Pool pool
-
-    def __dealloc__(self):
-        if self.pool is not None:
-            self.pool._exports -= 1
+cdef void _pool_return(void* owner, size_t index) noexcept:
+    """SlotPin's callback: the last array over a block released by array died."""
+    cdef Pool self = <Pool>owner
+    if self.threadsafe:
+        dod_mutex_lock(&self.mutex)
+    _give_back(&self.engine, &self._table, index)
+    if self.threadsafe:
+        dod_mutex_unlock(&self.mutex)
+    self._pending -= 1
 
 
 # ---------------------------------------------------------------- the owner and its Python face
@@ -381,7 +432,6 @@ cdef class Pool:
     def __cinit__(self, block_count, dtype=None, shape=(), *, block_size=None, align=None,
                   Resource resource=None, bint threadsafe=False, bint growable=False,
                   chunk_blocks=None):
-        global _next_salt
         cdef cnp.dtype dt
         cdef size_t count, nbytes, stride, total, alignment, cblocks = 0, cbytes = 0
         cdef object n = PyNumber_Index(block_count)
@@ -424,11 +474,9 @@ cdef class Pool:
         self._source = dod_pages_resource() if resource is None else &resource.resource
         self._upstream = resource
         self._region_align = alignment if alignment > _REGION_ALIGN else _REGION_ALIGN
-        self._gens = <uint32_t*>calloc(count, sizeof(uint32_t))
-        self._pins = <uint32_t*>calloc(count, sizeof(uint32_t))
-        if self._gens == NULL or self._pins == NULL:
+        slots_init(&self._table, False)
+        if not slots_cover(&self._table, count):
             raise MemoryError(f"could not obtain the side table of a {count}-block pool")
-        self._slots = count
         if growable:
             self._chunks.bases = <char**>malloc(4 * sizeof(char*))
             self._chunks.order = <size_t*>malloc(4 * sizeof(size_t))
@@ -444,7 +492,7 @@ cdef class Pool:
         self._mutex_ready = True
         self._region = base
         self._region_size = total
-        self.pool.base = base
+        self.engine.base = base
         if growable:
             self._chunks.bases[0] = base
             self._chunks.order[0] = 0
@@ -456,23 +504,22 @@ cdef class Pool:
             self._chunks.chunk_align = self._region_align
             self._chunks.max_slots = _MAX_BLOCKS
             self._chunks.upstream = self._source
-            self.pool.chunks = &self._chunks
+            self.engine.chunks = &self._chunks
         self.growable = growable
-        self.pool.stride = stride
-        self.pool.count = count
+        self.engine.stride = stride
+        self.engine.count = count
         self._block_bytes = nbytes
         self._dtype = dt
         self._shape = tuple(int(self._req.dims[i]) for i in range(self._req.nd))
         self.alignment = alignment
         self.threadsafe = threadsafe
-        self._rctx[0] = <void*>&self.pool
+        self._rctx[0] = <void*>&self.engine
         self._rctx[1] = <void*>&self.mutex
-        self._salt = _next_salt if _next_salt else 2
-        _next_salt = (_next_salt + 0x6A09E668u) & 0xFFFFFFFEu
+        self._rctx[2] = <void*>&self._table
 
     def __dealloc__(self):
         cdef size_t k
-        if self.pool.chunks != NULL:        # every further chunk (the first is the region)
+        if self.engine.chunks != NULL:        # every further chunk (the first is the region)
             for k in range(1, self._chunks.n):
                 dod_resource_deallocate(self._chunks.upstream, self._chunks.bases[k],
                                         self._chunks.chunk_bytes, self._chunks.chunk_align)
@@ -480,8 +527,7 @@ cdef class Pool:
         free(self._chunks.order)
         if self._region != NULL:
             dod_resource_deallocate(self._source, self._region, self._region_size, self._region_align)
-        free(self._gens)
-        free(self._pins)
+        slots_free(&self._table)
         if self._mutex_ready:
             dod_mutex_destroy(&self.mutex)
 
@@ -498,145 +544,42 @@ cdef class Pool:
             dod_mutex_unlock(&self.mutex)
 
     cdef bint _cover(self, size_t slots) noexcept:
-        """Grow the side tables (zeroed) to cover `slots` slots. False when
-        memory is short: the tables still cover what they covered."""
-        cdef size_t n
-        cdef uint32_t* t
-        if slots <= self._slots:
-            return True
-        n = self._slots * 2 if self._slots * 2 <= _MAX_BLOCKS else _MAX_BLOCKS
-        if n < slots:
-            n = slots
-        # Both tables are zeroed from _slots up, so a half-done growth is harmless.
-        t = <uint32_t*>realloc(self._gens, n * sizeof(uint32_t))
-        if t == NULL:
-            return False
-        self._gens = t
-        memset(t + self._slots, 0, (n - self._slots) * sizeof(uint32_t))
-        t = <uint32_t*>realloc(self._pins, n * sizeof(uint32_t))
-        if t == NULL:
-            return False
-        self._pins = t
-        memset(t + self._slots, 0, (n - self._slots) * sizeof(uint32_t))
-        self._slots = n
-        return True
+        """Lock held: the side table covers `slots` slots. False when memory
+        is short: the table still covers what it covered."""
+        return slots_cover(&self._table, slots)
 
     cdef int _covered(self) except -1:
-        """The side tables cover every slot (chunks added by engine-level
+        """The side table covers every slot (chunks added by engine-level
         acquires from Cython are not seen by the Python face until here)."""
-        if self._slots < dod_pool_capacity(&self.pool) and not self._cover(dod_pool_capacity(&self.pool)):
+        cdef bint ok = True
+        if self._table.cap < dod_pool_capacity(&self.engine):
+            self._lock()
+            ok = self._cover(dod_pool_capacity(&self.engine))
+            self._unlock()
+        if not ok:
             raise MemoryError("could not grow the pool's side table")
         return 0
 
-    cdef Py_ssize_t _checked_pop(self) noexcept:
-        """Acquire a slot for the Python face (lock held): its index, -1 when
-        exhausted (a fixed pool, or no further chunk could be had), -2 when
-        the free list is corrupt and cannot be rebuilt, -3 when the side
-        table cannot grow. Failures are counted in `failed`.
-
-        Every free-list link is validated before it is followed: a write
-        through the whole-pool view into a free block must not make the
-        pool hand out a live block or a wild pointer.
-        """
-        cdef dod_pool* p = &self.pool
+    cdef Py_ssize_t _pop(self) noexcept:
+        """Lock held: the slot of a newly acquired block; -1 when exhausted (a
+        fixed pool, or no further chunk could be had), -3 when the side table
+        cannot grow. Failures are counted in `failed`. The slot is not live
+        yet (the caller opens it)."""
+        cdef dod_pool* p = &self.engine
         cdef dod_pool_chunks* c = p.chunks
-        cdef uintptr_t b
-        cdef size_t i
-        cdef bint repaired = False
-        if self._slots < dod_pool_capacity(p) and not self._cover(dod_pool_capacity(p)):
+        cdef size_t need = dod_pool_capacity(p), i
+        if (c != NULL and self._table.free_head == 0 and p.free == NULL and p.touched >= p.count
+                and c.current + 1 >= c.n and need + c.chunk_blocks <= c.max_slots):
+            need += c.chunk_blocks      # a growth: the side table first, so a failure changes nothing
+        if not self._cover(need):
             p.failed += 1
             return -3
-        while True:
-            b = <uintptr_t>p.free
-            if b != 0:
-                i = dod_pool_slot_of(p, <void*>b)        # SIZE_MAX: not a block
-                if (i < dod_pool_touched(p) and (self._gens[i] & 1) == 0 and self._pins[i] == 0
-                        and _is_free_link(p, (<void**>b)[0])):     # never leave a garbage head behind
-                    p.free = (<void**>b)[0]
-                    p.in_use += 1
-                    p.allocations += 1
-                    return <Py_ssize_t>i
-            elif p.touched < p.count:
-                i = dod_pool_touched(p)
-                if self._gens[i] == 0:      # first touch ever (a reset keeps generations)
-                    self._gens[i] = self._salt
-                dod_pool_acquire(p)          # takes the untouched block i
-                return <Py_ssize_t>i
-            elif p.in_use >= dod_pool_touched(p):
-                # Every block is in use: a growable pool moves to the next
-                # chunk (the side table first, so a failure changes nothing).
-                if (c != NULL and c.current + 1 >= c.n
-                        and dod_pool_capacity(p) + c.chunk_blocks <= c.max_slots
-                        and not self._cover(dod_pool_capacity(p) + c.chunk_blocks)):
-                    p.failed += 1
-                    return -3
-                if dod_pool_acquire(p) == NULL:          # grows; counts a failure
-                    return -1
-                i = p.prior
-                if self._gens[i] == 0:
-                    self._gens[i] = self._salt
-                return <Py_ssize_t>i
-            # A link was overwritten, or free blocks fell off the list.
-            if repaired or not self._rebuild():
-                return -2
-            repaired = True
-
-    cdef bint _rebuild(self) noexcept:
-        """Relink every free slot from the generation table (lock held)."""
-        cdef dod_pool* p = &self.pool
-        cdef size_t i = dod_pool_touched(p), nfree = 0
-        cdef void* head = NULL
-        cdef void* b
-        if self._exports > 0:
-            return False            # blocks handed out through resource() are invisible here
-        while i > 0:
-            i -= 1
-            if (self._gens[i] & 1) == 0 and self._pins[i] == 0:
-                b = dod_pool_block(p, i)
-                (<void**>b)[0] = head
-                head = b
-                nfree += 1
-        p.free = head
-        p.in_use = dod_pool_touched(p) - nfree
-        self._repairs += 1
-        return True
-
-    cdef Py_ssize_t _index_of_handle(self, object handle) except -1:
-        cdef object h = PyNumber_Index(handle)
-        cdef dod_handle v
-        cdef size_t i
-        if h < 0 or h > 0xFFFFFFFFFFFFFFFF:
-            raise ValueError(f"{handle!r} is not a handle (64-bit unsigned)")
-        v = <dod_handle>h
-        if v == 0:
-            raise ValueError("nil handle (0)")
-        i = dod_handle_index(v)
-        if i >= dod_pool_touched(&self.pool) or i >= self._slots or self._gens[i] != dod_handle_generation(v):
-            raise ValueError(f"handle {v:#x} is not a live block of this pool (released, stale or foreign)")
-        if (self._gens[i] & 1) == 0:
-            raise ValueError(f"handle {v:#x} is not live (even generation)")
-        return <Py_ssize_t>i
-
-    cdef void _unpin(self, size_t index) noexcept:
-        self._pins[index] -= 1
-        if self._pins[index] == 0 and (self._gens[index] & 1) == 0:
-            # Released while arrays were alive: the block returns now.
-            if self.threadsafe:
-                dod_mutex_lock(&self.mutex)
-            _push(&self.pool, index)
-            if self.threadsafe:
-                dod_mutex_unlock(&self.mutex)
-            self._pending -= 1
+        i = _take(p, &self._table)
+        return -1 if i == SIZE_MAX else <Py_ssize_t>i
 
     cdef object _view(self, size_t index):
-        cdef _BlockLease L = _BlockLease.__new__(_BlockLease)
-        L.pool = self
-        L.index = index
-        self._pins[index] += 1
-        return wrap_memory(dod_pool_block(&self.pool, index), &self._req, <cnp.dtype>self._dtype, L)
-
-    cdef object _handle(self, size_t i):
-        return dod_handle_make(<uint32_t>i, self._gens[i])
+        L = slot_pin(self, &self._table, index, _pool_return)
+        return wrap_memory(dod_pool_block(&self.engine, index), &self._req, <cnp.dtype>self._dtype, L)
 
     # -------------------------------------------------------- acquire / release
 
@@ -650,21 +593,16 @@ cdef class Pool:
         """
         cdef Py_ssize_t i
         self._lock()
-        i = self._checked_pop()
+        i = self._pop()
         self._unlock()
         if i < 0:
             self._raise_exhausted(i)
-        self._gens[i] += 1
-        return self._handle(<size_t>i)
+        return slots_open(&self._table, <size_t>i)
 
     def _raise_exhausted(self, code):
-        if code == -2:
-            raise RuntimeError(
-                "this pool's free list was overwritten (a write into a free block through "
-                "as_array()) while a Resource from resource() is alive, so it cannot be rebuilt")
         if code == -3:
             raise MemoryError("could not grow the pool's side table")
-        cdef size_t cap = dod_pool_capacity(&self.pool)
+        cdef size_t cap = dod_pool_capacity(&self.engine)
         if self.growable:
             if cap + self._chunks.chunk_blocks > self._chunks.max_slots:
                 raise MemoryError(f"pool exhausted: all {cap} blocks are in use and another chunk "
@@ -682,17 +620,17 @@ cdef class Pool:
         """
         cdef Py_ssize_t i
         self._lock()
-        i = self._checked_pop()
+        i = self._pop()
         self._unlock()
         if i < 0:
             self._raise_exhausted(i)
-        self._gens[i] += 1
+        slots_open(&self._table, <size_t>i)
         try:
             return self._view(<size_t>i)
         except BaseException:
-            self._gens[i] += 1
+            slots_close(&self._table, <size_t>i)
             self._lock()
-            _push(&self.pool, <size_t>i)
+            _give_back(&self.engine, &self._table, <size_t>i)
             self._unlock()
             raise
 
@@ -703,22 +641,22 @@ cdef class Pool:
         handle raises BufferError. Raises ValueError for nil, stale or
         foreign handles, TypeError for non-integers.
         """
-        return self._view(<size_t>self._index_of_handle(handle))
+        return self._view(<size_t>slots_find(&self._table, handle))
 
     def handle_of(self, arr):
         """The handle of the live block that array `arr` (from :meth:`view` or
         :meth:`acquire_array`) views. ValueError if it is not one, or released."""
-        cdef _BlockLease L = self._lease_of(arr)
-        if (self._gens[L.index] & 1) == 0:
+        cdef SlotPin L = self._lease_of(arr)
+        if not slots_is_live(&self._table, L.slot):
             raise ValueError("that block was released")
-        return self._handle(L.index)
+        return dod_handle_make(<uint32_t>L.slot, self._table.gens[L.slot])
 
     def _lease_of(self, arr):
         base = arr
         for _ in range(3):
             base = getattr(base, "base", None)
-            if type(base) is _BlockLease:
-                if (<_BlockLease>base).pool is not self:
+            if type(base) is SlotPin:
+                if (<SlotPin>base).owner is not self:
                     raise ValueError("that array views a block of another pool")
                 return base
             if not isinstance(base, np.ndarray):
@@ -736,23 +674,23 @@ cdef class Pool:
         Nothing changes when it raises.
         """
         cdef Py_ssize_t i
-        cdef _BlockLease L
+        cdef SlotPin L
         if isinstance(obj, np.ndarray):
             L = self._lease_of(obj)
-            i = <Py_ssize_t>L.index
-            if (self._gens[i] & 1) == 0:
+            i = <Py_ssize_t>L.slot
+            if not slots_is_live(&self._table, <size_t>i):
                 raise ValueError("that block was already released (double release)")
-            self._gens[i] += 1
-            self._pending += 1      # the array pins it: it returns in _unpin
+            slots_close(&self._table, <size_t>i)
+            self._pending += 1      # the array pins it: it returns in _pool_return
             return
-        i = self._index_of_handle(obj)
-        if self._pins[i]:
+        i = slots_find(&self._table, obj)
+        if self._table.pins[i]:
             raise BufferError(
-                f"{self._pins[i]} array(s) over block {i} are still alive; delete them first, "
+                f"{self._table.pins[i]} array(s) over block {i} are still alive; delete them first, "
                 "or release by passing the array (the block then returns when it dies)")
-        self._gens[i] += 1
+        slots_close(&self._table, <size_t>i)
         self._lock()
-        _push(&self.pool, <size_t>i)
+        _give_back(&self.engine, &self._table, <size_t>i)
         self._unlock()
 
     def reset(self):
@@ -766,25 +704,26 @@ cdef class Pool:
         """
         cdef size_t i, touched
         self._covered()
-        touched = dod_pool_touched(&self.pool)
+        touched = dod_pool_touched(&self.engine)
         for i in range(touched):
-            if self._pins[i]:
+            if self._table.pins[i]:
                 raise BufferError(f"an array over block {i} is still alive; delete it before reset()")
         if self._exports:
             raise RuntimeError("a Resource from resource() is alive: its blocks cannot be reset")
         for i in range(touched):
-            if self._gens[i] & 1:
-                self._gens[i] += 1
+            if slots_is_live(&self._table, i):
+                slots_close(&self._table, i)
         self._lock()
-        dod_pool_reset(&self.pool)
+        dod_pool_reset(&self.engine)
+        slots_clear_free(&self._table)
         self._unlock()
 
     cdef int _grow_for(self, size_t n) noexcept:
         """Lock held: make sure `n` blocks can be acquired without growing
         (a growable pool adds whole chunks as spares). 0, or the code of
-        _checked_pop (-1: no chunk, -3: side table); on failure the chunks
-        added here are given back, so nothing changes."""
-        cdef dod_pool* p = &self.pool
+        _pop (-1: no chunk, -3: side table); on failure the chunks added
+        here are given back, so nothing changes."""
+        cdef dod_pool* p = &self.engine
         cdef dod_pool_chunks* c = p.chunks
         cdef size_t keep
         cdef int code = 0
@@ -839,7 +778,7 @@ cdef class Pool:
         if nn < 0:
             raise ValueError(f"n must be non-negative, got {n!r}")
         if nn > <object>_MAX_BLOCKS:
-            self.pool.failed += 1
+            self.engine.failed += 1
             raise MemoryError(f"{n} blocks are more than a pool holds (2**32 - 1)")
         count = <Py_ssize_t>nn
         out = np.empty(count, dtype=np.uint64)
@@ -847,22 +786,21 @@ cdef class Pool:
         self._lock()
         code = self._grow_for(<size_t>count)
         if code != 0:
-            self.pool.failed += 1
+            self.engine.failed += 1
             self._unlock()
             if code == -3:
                 raise MemoryError("could not grow the pool's side table")
             raise MemoryError(f"pool has {self.available} free blocks, {n} requested")
         for k in range(count):
-            i = self._checked_pop()
-            if i < 0:           # only a corrupt, unrepairable list gets here: undo
+            i = self._pop()     # cannot fail: _grow_for made room and covered the side table
+            if i < 0:           # defensive: undo, leaving the pool as it was
                 while k > 0:
                     k -= 1
-                    _push(&self.pool, dod_handle_index(o[k]))
-                    self._gens[dod_handle_index(o[k])] += 1
+                    slots_close(&self._table, dod_handle_index(o[k]))
+                    _give_back(&self.engine, &self._table, dod_handle_index(o[k]))
                 self._unlock()
                 self._raise_exhausted(i)
-            self._gens[i] += 1
-            o[k] = dod_handle_make(<uint32_t>i, self._gens[i])
+            o[k] = slots_open(&self._table, <size_t>i)
         self._unlock()
         return out
 
@@ -882,33 +820,35 @@ cdef class Pool:
         # Validate everything first. A handle that passes is marked (its
         # generation advanced), so a repeat of it fails the same check; any
         # failure undoes the marks, leaving the pool as it was.
-        cdef size_t touched = dod_pool_touched(&self.pool)
-        if touched > self._slots:
-            touched = self._slots
+        cdef dod_slots* t = &self._table
+        cdef size_t touched = dod_pool_touched(&self.engine)
+        if touched > t.cap:
+            touched = t.cap
         for k in range(n):
             v = hv[k]
             i = dod_handle_index(v)
-            if v == 0 or i >= touched or self._gens[i] != dod_handle_generation(v) \
-                    or (self._gens[i] & 1) == 0 or self._pins[i]:
-                pinned = v != 0 and i < touched and self._gens[i] == dod_handle_generation(v) \
-                    and (self._gens[i] & 1) == 1 and self._pins[i] != 0
+            if v == 0 or i >= touched or t.gens[i] != dod_handle_generation(v) \
+                    or (t.gens[i] & 1) == 0 or t.pins[i]:
+                pinned = v != 0 and i < touched and t.gens[i] == dod_handle_generation(v) \
+                    and (t.gens[i] & 1) == 1 and t.pins[i] != 0
                 msg = (f"handles[{k}]: an array over block {i} is still alive" if pinned else
                        f"handles[{k}] = {v:#x} is not a live block of this pool "
                        "(nil, released, repeated, stale or foreign)")
                 while k > 0:
                     k -= 1
-                    self._gens[dod_handle_index(hv[k])] -= 1
+                    t.gens[dod_handle_index(hv[k])] -= 1
                 raise (BufferError if pinned else ValueError)(msg)
-            self._gens[i] += 1
+            t.gens[i] += 1          # marked: now stale, so a repeat fails the check
+        t.live -= <size_t>n
         self._lock()
         for k in range(n):
-            _push(&self.pool, dod_handle_index(hv[k]))
+            _give_back(&self.engine, t, dod_handle_index(hv[k]))
         self._unlock()
 
     def is_live(self, handle):
         """True if `handle` names a live block of this pool (never raises for ints)."""
         try:
-            self._index_of_handle(handle)
+            slots_find(&self._table, handle)
         except ValueError:
             return False
         return True
@@ -918,20 +858,18 @@ cdef class Pool:
     def _chunk_array(self, size_t k):
         """Chunk k's blocks as one array of shape ``(blocks, *shape)``."""
         cdef dod_array_request req
-        cdef _RegionLease L
         cdef char* base = self._region
-        cdef size_t blocks = self.pool.count
-        if self.pool.chunks != NULL:
+        cdef size_t blocks = self.engine.count
+        if self.engine.chunks != NULL:
             base = self._chunks.bases[k]
             blocks = _chunk_len(&self._chunks, k)
         # Made per call, not cached: a cached view would be a reference cycle
         # (pool -> array -> lease -> pool) that no collector can see. The
         # lease keeps the pool, hence every chunk, alive.
-        L = _RegionLease.__new__(_RegionLease)
-        L.pool = self
+        L = export_pin(self, NULL)          # pins nothing: releases stay allowed
         req.nd = 1
-        req.dims[0] = <cnp.npy_intp>(blocks * self.pool.stride)
-        req.nbytes = blocks * self.pool.stride
+        req.dims[0] = <cnp.npy_intp>(blocks * self.engine.stride)
+        req.nbytes = blocks * self.engine.stride
         req.alignment = 1
         raw = wrap_memory(base, &req, as_dtype(np.uint8), L)
         dt = <cnp.dtype>self._dtype
@@ -941,7 +879,7 @@ cdef class Pool:
             inner.insert(0, s)
             s *= d
         return np.ndarray((int(blocks),) + self._shape, dtype=dt, buffer=raw,
-                          strides=(int(self.pool.stride),) + tuple(inner))
+                          strides=(int(self.engine.stride),) + tuple(inner))
 
     def as_array(self):
         """All blocks as one array of shape ``(block_count, *shape)``, no copy.
@@ -954,7 +892,7 @@ cdef class Pool:
         then covers that chunk and not the chunks added later); with more
         chunks this raises ValueError: use :meth:`chunks`.
         """
-        if self.pool.chunks != NULL and self._chunks.n > 1:
+        if self.engine.chunks != NULL and self._chunks.n > 1:
             raise ValueError(f"this pool has {self._chunks.n} chunks, which are not one array; "
                              "use chunks() to get one (rows, live) pair per chunk")
         return self._chunk_array(0)
@@ -978,7 +916,7 @@ cdef class Pool:
         """
         mask = self.live_mask()
         out = []
-        cdef size_t k, start = 0, n = self._chunks.n if self.pool.chunks != NULL else 1
+        cdef size_t k, start = 0, n = self._chunks.n if self.engine.chunks != NULL else 1
         for k in range(n):
             rows = self._chunk_array(k)
             out.append((rows, mask[start:start + len(rows)]))
@@ -992,11 +930,11 @@ cdef class Pool:
 
     def _gen_array(self):
         self._covered()
-        cdef size_t i, cap = dod_pool_capacity(&self.pool)
+        cdef size_t i, cap = dod_pool_capacity(&self.engine)
         out = np.empty(<cnp.npy_intp>cap, dtype=np.uint32)
         cdef uint32_t[::1] o = out
         for i in range(cap):
-            o[i] = self._gens[i]
+            o[i] = self._table.gens[i]
         return out
 
     def handles(self):
@@ -1007,7 +945,7 @@ cdef class Pool:
 
     def index_of(self, handle):
         """The slot index of a live handle (the row in :meth:`as_array`)."""
-        return self._index_of_handle(handle)
+        return slots_find(&self._table, handle)
 
     # -------------------------------------------------------- composition
 
@@ -1016,20 +954,13 @@ cdef class Pool:
         ``block_size`` bytes and at most ``alignment``; larger requests get NULL).
 
         It takes the mutex when the pool is threadsafe. Blocks handed out
-        through it are invisible to the Python face (no handles); while such
-        a Resource is alive the free-list repair is disabled.
+        through it are invisible to the Python face (no handles); they come
+        from and return to the same side-table free list, so writes through
+        :meth:`as_array` into free blocks cannot steer it. While such a
+        Resource is alive, :meth:`reset` raises RuntimeError.
         """
         cdef dod_resource r
-        cdef _ResourcePin pin = _ResourcePin.__new__(_ResourcePin)
-        if self._exports == 0:
-            # Relink the free list from the generation table first: writes
-            # through as_array() may have left garbage links, which the
-            # resource path (no repair while exported) would refuse to follow.
-            self._lock()
-            self._rebuild()
-            self._unlock()
-        pin.pool = self
-        self._exports += 1
+        pin = export_pin(self, &self._exports)
         r.allocate = _pool_allocate_locked if self.threadsafe else _pool_allocate
         r.deallocate = _pool_deallocate_locked if self.threadsafe else _pool_deallocate
         r.ctx = <void*>self._rctx
@@ -1038,84 +969,80 @@ cdef class Pool:
     # -------------------------------------------------------- checks and statistics
 
     def check(self):
-        """Walk the free list and verify every invariant; AssertionError names the first broken one."""
-        cdef dod_pool* p = &self.pool
+        """Walk the free lists and the side table and verify every invariant;
+        raises :class:`dod.InvariantError` naming the first broken one."""
+        cdef dod_pool* p = &self.engine
         cdef dod_pool_chunks* c = p.chunks
+        cdef dod_slots* t = &self._table
         cdef uintptr_t b
-        cdef size_t i, k, n = 0, pinned_free = 0, touched = dod_pool_touched(p)
+        cdef size_t i, k, n = 0, touched = dod_pool_touched(p)
         self._covered()
         if c != NULL:
             if c.n == 0 or c.n > c.cap or c.current >= c.n or c.bases[0] != self._region:
-                raise AssertionError(f"chunk table broken: n={c.n} cap={c.cap} current={c.current}")
+                raise InvariantError(f"chunk table broken: n={c.n} cap={c.cap} current={c.current}")
             if (p.base != c.bases[c.current] or p.prior != _chunk_start(c, c.current)
                     or p.count != _chunk_len(c, c.current)):
-                raise AssertionError(f"current chunk {c.current} does not match base/prior/count")
+                raise InvariantError(f"current chunk {c.current} does not match base/prior/count")
             for k in range(c.n):
                 if k + 1 < c.n and (<uintptr_t>c.bases[c.order[k]] + _chunk_len(c, c.order[k]) * p.stride
                                     > <uintptr_t>c.bases[c.order[k + 1]]):
-                    raise AssertionError(f"chunks {c.order[k]} and {c.order[k + 1]} overlap or are out of address order")
+                    raise InvariantError(f"chunks {c.order[k]} and {c.order[k + 1]} overlap or are out of address order")
                 if dod_pool_slot_of(p, c.bases[k]) != _chunk_start(c, k):
-                    raise AssertionError(f"chunk {k}'s first block does not map to slot {_chunk_start(c, k)}")
+                    raise InvariantError(f"chunk {k}'s first block does not map to slot {_chunk_start(c, k)}")
         elif p.prior != 0:
-            raise AssertionError("a fixed pool has slots before its only chunk")
+            raise InvariantError("a fixed pool has slots before its only chunk")
         if p.touched > p.count:
-            raise AssertionError(f"touched {p.touched} beyond the current chunk's {p.count} blocks")
+            raise InvariantError(f"touched {p.touched} beyond the current chunk's {p.count} blocks")
+        if touched > dod_pool_capacity(p) or p.in_use > touched:
+            raise InvariantError("counters beyond the capacity")
+        if t.link_cap < t.cap:
+            raise InvariantError(f"side table links cover {t.link_cap} slots, fewer than its {t.cap}")
         seen = bytearray(touched)
+        # The Python face's free list, in the side table.
+        k = t.free_head
+        while k != 0:
+            _check_free_block(t, k - 1, seen, "the side table's free list")
+            n += 1
+            k = t.next[k - 1]
+        if n != t.free_count:
+            raise InvariantError(f"the side table counts {t.free_count} free blocks, its list holds {n}")
+        # The engine's intrusive list: empty unless Cython code released through the engine.
         b = <uintptr_t>p.free
         while b != 0:
-            i = dod_pool_slot_of(p, <void*>b)
-            if i >= touched:
-                raise AssertionError(f"free-list link {b:#x} is not a touched block of this pool")
-            if seen[i]:
-                raise AssertionError(f"free list has a cycle at block {i}")
-            seen[i] = 1
-            if self._gens[i] & 1:
-                raise AssertionError(f"block {i} is on the free list but live")
-            if self._pins[i]:
-                raise AssertionError(f"block {i} is on the free list but pinned by arrays")
+            _check_free_block(t, dod_pool_slot_of(p, <void*>b), seen, "the engine's free list")
             n += 1
             b = <uintptr_t>(<void**>b)[0]
         if n + p.in_use != touched:
-            raise AssertionError(f"free {n} + in_use {p.in_use} != touched {touched}")
-        live = 0
-        for i in range(touched):
-            if self._gens[i] & 1:
-                live += 1
-                if seen[i]:
-                    raise AssertionError(f"live block {i} on the free list")
-            elif not seen[i]:
-                pinned_free += 1
+            raise InvariantError(f"free {n} + in_use {p.in_use} != touched {touched}")
         for i in range(touched, dod_pool_capacity(p)):
-            if self._gens[i] & 1:
-                raise AssertionError(f"untouched block {i} is live")
-        if touched > dod_pool_capacity(p) or p.in_use > dod_pool_capacity(p):
-            raise AssertionError("counters beyond the capacity")
+            if t.gens[i] & 1:
+                raise InvariantError(f"untouched block {i} is live")
         return True
 
     @property
     def capacity(self):
         """Number of blocks (all chunks of a growable pool)."""
-        return dod_pool_capacity(&self.pool)
+        return dod_pool_capacity(&self.engine)
 
     @property
     def block_count(self):
         """Number of blocks, as :attr:`capacity`."""
-        return dod_pool_capacity(&self.pool)
+        return dod_pool_capacity(&self.engine)
 
     @property
     def chunk_count(self):
         """Chunks obtained: 1 for a fixed pool (spares of a growable pool included)."""
-        return self._chunks.n if self.pool.chunks != NULL else 1
+        return self._chunks.n if self.engine.chunks != NULL else 1
 
     @property
     def chunk_blocks(self):
         """Blocks per further chunk of a growable pool; 0 for a fixed pool."""
-        return self._chunks.chunk_blocks if self.pool.chunks != NULL else 0
+        return self._chunks.chunk_blocks if self.engine.chunks != NULL else 0
 
     @property
     def block_size(self):
         """Bytes one block occupies (the stride, padding included)."""
-        return self.pool.stride
+        return self.engine.stride
 
     @property
     def dtype(self):
@@ -1129,73 +1056,73 @@ cdef class Pool:
     @property
     def in_use(self):
         """Blocks acquired and not yet returned (released blocks pinned by arrays included)."""
-        return self.pool.in_use
+        return self.engine.in_use
 
     @property
     def live(self):
         """Blocks with a live handle."""
-        return self.pool.in_use - <size_t>self._pending
+        return self.engine.in_use - <size_t>self._pending
 
     @property
     def available(self):
         """Blocks that can be acquired without growing."""
-        return dod_pool_capacity(&self.pool) - self.pool.in_use
+        return dod_pool_capacity(&self.engine) - self.engine.in_use
 
     @property
     def peak(self):
         """Highest number of blocks in use at once (blocks ever touched)."""
-        cdef size_t t = dod_pool_touched(&self.pool)
-        return t if t > self.pool.peak else self.pool.peak
+        cdef size_t t = dod_pool_touched(&self.engine)
+        return t if t > self.engine.peak else self.engine.peak
 
     @property
     def allocations(self):
-        return self.pool.allocations
+        return self.engine.allocations
 
     @property
     def failed(self):
-        return self.pool.failed
-
-    @property
-    def repairs(self):
-        """Times the Python face rebuilt the free list after writes into free blocks."""
-        return self._repairs
+        return self.engine.failed
 
     @property
     def nbytes(self):
         """Bytes obtained from the resource (every chunk)."""
-        if self.pool.chunks == NULL:
+        if self.engine.chunks == NULL:
             return self._region_size
         return self._region_size + (self._chunks.n - 1) * self._chunks.chunk_bytes
 
     def stats(self):
-        """The common statistics as a dict (block counts, and bytes)."""
-        cdef size_t cap = dod_pool_capacity(&self.pool)
+        """The shared statistics (bytes: blocks times the stride), then the
+        pool's own: ``block_size`` (the stride), block counts (``blocks``,
+        ``blocks_in_use``, ``blocks_available``, ``blocks_peak``), ``chunks``
+        and ``pending`` (released blocks still pinned by arrays)."""
+        cdef size_t cap = dod_pool_capacity(&self.engine), stride = self.engine.stride
+        cdef size_t peak = self.peak
         return {
-            "capacity": cap,
-            "in_use": self.pool.in_use,
-            "available": cap - self.pool.in_use,
-            "peak": self.peak,
-            "allocations": self.pool.allocations,
-            "failed": self.pool.failed,
-            "block_size": self.pool.stride,
-            "bytes": self.nbytes,
-            "bytes_in_use": self.pool.in_use * self.pool.stride,
+            "capacity": cap * stride,
+            "used": self.engine.in_use * stride,
+            "available": (cap - self.engine.in_use) * stride,
+            "peak": peak * stride,
+            "allocations": self.engine.allocations,
+            "failed": self.engine.failed,
+            "block_size": stride,
+            "blocks": cap,
+            "blocks_in_use": self.engine.in_use,
+            "blocks_available": cap - self.engine.in_use,
+            "blocks_peak": peak,
             "chunks": self.chunk_count,
             "pending": self._pending,
-            "repairs": self._repairs,
         }
 
     def __len__(self):
-        return self.pool.in_use - <size_t>self._pending
+        return self.engine.in_use - <size_t>self._pending
 
     def __repr__(self):
-        cdef size_t cap = dod_pool_capacity(&self.pool)
+        cdef size_t cap = dod_pool_capacity(&self.engine)
         chunks = ""
-        if self.pool.chunks != NULL:
+        if self.engine.chunks != NULL:
             chunks = (f" in {self._chunks.n} chunk{'s' if self._chunks.n > 1 else ''} "
                       f"(+{self._chunks.chunk_blocks} blocks a chunk; ")
         return (f"<dod.Pool{' growable' if self.growable else ''}{' threadsafe' if self.threadsafe else ''} "
                 f"{cap} x {self._dtype}{list(self._shape) if self._shape else ''}"
-                f"{chunks if chunks else ' ('}stride {self.pool.stride} B, {fmt_bytes(self.nbytes)}) "
-                f"in_use={self.pool.in_use} peak={self.peak} "
-                f"allocations={self.pool.allocations} failed={self.pool.failed}>")
+                f"{chunks if chunks else ' ('}stride {self.engine.stride} B, {fmt_bytes(self.nbytes)}) "
+                f"in_use={self.engine.in_use} peak={self.peak} "
+                f"allocations={self.engine.allocations} failed={self.engine.failed}>")

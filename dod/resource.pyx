@@ -12,6 +12,13 @@ deallocate) and :data:`malloc` (``posix_memalign``/``free``).
 
 Thread-safety: the built-in resources are safe from any thread. A resource
 presented by an allocator has that allocator's promise.
+
+Where things live
+    Lifetime rule: the owner each Resource keeps alive (``Resource.owner``:
+    the allocator, or a ``dod._lease`` pin on it).
+    Fast path: ``dod_resource_allocate`` / ``dod_resource_deallocate``,
+    inline in ``dod/resource.pxd`` (an indirect call; hot paths call their
+    engine directly).
 """
 cimport cython
 from libc.stdlib cimport free

@@ -4,8 +4,8 @@
 #     from dod.segfit cimport SegFit, dod_segfit_allocate, dod_segfit_free
 #     cdef SegFit owner = SegFit()
 #     with nogil:
-#         p = dod_segfit_allocate(&owner.segfit, 100, 16)
-#         dod_segfit_free(&owner.segfit, p, 100, 16)
+#         p = dod_segfit_allocate(&owner.engine, 100, 16)
+#         dod_segfit_free(&owner.engine, p, 100, 16)
 #
 # Size classes (a two-level index, as in TLSF)
 #   level 0: 8, then 16 to 256 in steps of 16 (17 classes: index = ceil(size/16));
@@ -48,7 +48,7 @@ from dod.lfpool cimport (dod_lfpool, dod_lfpool_acquire, dod_lfpool_try_acquire,
 from dod._core cimport DOD_DEBUG
 from dod._atomic cimport dod_atomic_load_ptr
 from dod.resource cimport dod_resource, Resource
-from dod._blocks cimport BlockTable
+from dod._lease cimport dod_slots
 
 cdef extern from *:
     """
@@ -156,9 +156,9 @@ cdef inline void dod_segfit_free_chain(dod_segfit* s, void* first, void* last, s
 
 
 cdef class SegFit:
-    cdef dod_segfit segfit            # the engine state; run the inline functions on &owner.segfit
+    cdef dod_segfit engine           # the engine state; run the inline functions on &owner.engine
     cdef Resource _upstream           # keeps the backing resource (and its owner) alive
-    cdef BlockTable _handles          # Python face: handles -> blocks
+    cdef dod_slots _handles           # Python face: handles -> blocks (dod._lease, mapped)
     cdef size_t _allocations          # allocations through the Python face
     cdef size_t _bytes_peak           # peak of the bytes held through handles
     cdef size_t _bytes_live           # bytes held through handles (as asked for)
@@ -223,7 +223,7 @@ cdef inline void* dod_segfit_cache_allocate(dod_segfit_cache* c, size_t size, si
             c.bins[k].head = dod_atomic_load_ptr(<void**>b)
             c.bins[k].count -= 1
             if DOD_DEBUG:
-                dod_lfpool_bin_publish(&c.segfit.classes[k], &c.bins[k])
+                dod_lfpool_bin_publish(&c.engine.classes[k], &c.bins[k])
             return b
         return dod_segfit_cache_refill(c, k)
     return dod_segfit_cache_allocate_direct(c, size, alignment)
@@ -243,6 +243,6 @@ cdef inline void dod_segfit_cache_free(dod_segfit_cache* c, void* ptr, size_t si
             dod_segfit_cache_spill(c, k)
         dod_lfpool_bin_push(&c.bins[k], ptr)
         if DOD_DEBUG:
-            dod_lfpool_bin_publish(&c.segfit.classes[k], &c.bins[k])
+            dod_lfpool_bin_publish(&c.engine.classes[k], &c.bins[k])
     else:
         dod_segfit_cache_free_direct(c, ptr, size, alignment)

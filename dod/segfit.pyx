@@ -24,7 +24,14 @@ Thread-safety
 
 Cython
     ``from dod.segfit cimport SegFit, dod_segfit_allocate, dod_segfit_free``
-    and run the engine on ``&owner.segfit``; see ``dod/segfit.pxd``.
+    and run the engine on ``&owner.engine``; see ``dod/segfit.pxd``.
+
+Where things live
+    Lifetime rule: ``dod._lease``: the handle table ``dod_slots`` (mapped)
+    and ``SlotPin`` for views.
+    Fast path: ``dod_segfit_allocate`` / ``dod_segfit_free``, inline in
+    ``dod/segfit.pxd`` (large requests: ``dod_segfit_allocate_large``
+    here).
 """
 cimport cython
 from libc.stdint cimport uintptr_t, uint64_t
@@ -40,9 +47,13 @@ from dod.lfpool cimport (dod_lfpool_chunk, dod_lfpool_owns, dod_lfpool_free_coun
                          dod_lfpool_bin_flush, dod_lfpool_bin_debug)
 from libc.string cimport memset
 from dod._ndarray cimport parse_alignment
+from dod._lease cimport (slots_init, slots_free, slots_reserve, slots_add, slots_find,
+                         slots_check_unpinned, slots_find_many, slots_remove, slots_view)
 from dod.resource cimport (dod_resource_allocate, dod_resource_deallocate, dod_pages_resource)
 
 import numpy as np
+
+from dod.errors import InvariantError
 
 cdef enum:
     _SPAN_BYTES = 65536         # a class asks for spans of at least this many bytes...
@@ -129,13 +140,13 @@ cdef class SegFit:
 
     def __cinit__(self, *, Resource resource=None):
         cdef size_t i, cs, align, per
-        if (<uintptr_t>&self.segfit.classes[0].head) % 16:
+        if (<uintptr_t>&self.engine.classes[0].head) % 16:
             raise SystemError("SegFit object is not 16-byte aligned (cmpxchg16b needs it)")
-        self._handles = BlockTable.__new__(BlockTable)
+        slots_init(&self._handles, True)
         self._upstream = resource if resource is not None else Resource.wrap(dod_pages_resource(), None, "pages", True)
-        self.segfit.upstream = &self._upstream.resource
+        self.engine.upstream = &self._upstream.resource
         for i in range(DOD_SEGFIT_CLASSES):
-            if dod_mutex_init(&self.segfit.classes[i].lock) != 0:
+            if dod_mutex_init(&self.engine.classes[i].lock) != 0:
                 raise MemoryError("could not initialise a size class's lock")
             self._ready += 1
             cs = dod_segfit_class_size(i)
@@ -145,10 +156,10 @@ cdef class SegFit:
             per = _SPAN_BYTES // cs
             if per < _SPAN_MIN_BLOCKS:
                 per = _SPAN_MIN_BLOCKS
-            self.segfit.classes[i].block_size = cs
-            self.segfit.classes[i].alignment = align
-            self.segfit.classes[i].chunk_blocks = per
-            self.segfit.classes[i].upstream = self.segfit.upstream
+            self.engine.classes[i].block_size = cs
+            self.engine.classes[i].alignment = align
+            self.engine.classes[i].chunk_blocks = per
+            self.engine.classes[i].upstream = self.engine.upstream
 
     def __dealloc__(self):
         cdef size_t i, align
@@ -158,29 +169,29 @@ cdef class SegFit:
         cdef size_t size
         if DOD_DEBUG and self._cached_blocks():
             fprintf(stderr, b"dod.segfit: allocator %p destroyed while thread caches hold %zu of its blocks "
-                    b"(a Cython dod_segfit_cache was not flushed)\n", &self.segfit, self._cached_blocks())
+                    b"(a Cython dod_segfit_cache was not flushed)\n", &self.engine, self._cached_blocks())
             abort()
         for i in range(DOD_SEGFIT_CLASSES):
-            align = self.segfit.classes[i].alignment
+            align = self.engine.classes[i].alignment
             if align < _CHUNK_ALIGN:
                 align = _CHUNK_ALIGN
-            c = self.segfit.classes[i].chunks
+            c = self.engine.classes[i].chunks
             while c != NULL:
                 nxt = c.next
                 base = c.base
                 size = c.size
-                dod_resource_deallocate(self.segfit.upstream, base, size, align)
+                dod_resource_deallocate(self.engine.upstream, base, size, align)
                 c = nxt
-            self.segfit.classes[i].chunks = NULL
+            self.engine.classes[i].chunks = NULL
         for i in range(<size_t>self._ready):
-            dod_mutex_destroy(&self.segfit.classes[i].lock)
+            dod_mutex_destroy(&self.engine.classes[i].lock)
         # Large blocks still held through Python handles go back too.
-        if self._handles is not None:
-            for i in range(self._handles.nslots):
-                if self._handles.ptrs[i] != NULL and dod_segfit_class_for(
-                        self._handles.sizes[i], self._handles.aux[i]) >= DOD_SEGFIT_CLASSES:
-                    dod_segfit_free_large(&self.segfit, self._handles.ptrs[i],
-                                          self._handles.sizes[i], self._handles.aux[i])
+        for i in range(self._handles.nslots):
+            if self._handles.ptrs[i] != NULL and dod_segfit_class_for(
+                    self._handles.sizes[i], self._handles.aux[i]) >= DOD_SEGFIT_CLASSES:
+                dod_segfit_free_large(&self.engine, self._handles.ptrs[i],
+                                      self._handles.sizes[i], self._handles.aux[i])
+        slots_free(&self._handles)
 
     # -------------------------------------------------------- blocks
 
@@ -192,15 +203,15 @@ cdef class SegFit:
             raise ValueError(f"nbytes must be between 0 and 2**48, got {nbytes!r}")
         size = <size_t>n
         a = parse_alignment(align, DOD_SEGFIT_MIN_ALIGN)
-        self._handles.reserve()
+        slots_reserve(&self._handles)
         if not grow:
             with nogil:
-                p = dod_segfit_try_allocate(&self.segfit, size, a)
+                p = dod_segfit_try_allocate(&self.engine, size, a)
         elif self._upstream.threadsafe:
             with nogil:
-                p = dod_segfit_allocate(&self.segfit, size, a)
+                p = dod_segfit_allocate(&self.engine, size, a)
         else:
-            p = dod_segfit_allocate(&self.segfit, size, a)  # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
+            p = dod_segfit_allocate(&self.engine, size, a)  # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
         if p == NULL:
             if not grow:
                 return 0
@@ -209,7 +220,7 @@ cdef class SegFit:
         self._bytes_live += size
         if self._bytes_live > self._bytes_peak:
             self._bytes_peak = self._bytes_live
-        return self._handles.add(p, size, a)
+        return slots_add(&self._handles, p, size, a)
 
     def allocate(self, nbytes, align=None):
         """A handle (non-zero int) to a new block of at least `nbytes` bytes, aligned to
@@ -228,19 +239,19 @@ cdef class SegFit:
     def free(self, handle):
         """Free a block. ValueError for a stale or foreign handle, BufferError while an
         array view of it is alive; nothing changes then."""
-        cdef Py_ssize_t slot = self._handles.find(handle)
+        cdef Py_ssize_t slot = slots_find(&self._handles, handle)
         cdef size_t size, a
         cdef void* p
-        self._handles.check_free(slot)
+        slots_check_unpinned(&self._handles, slot)
         size = self._handles.sizes[slot]
         a = self._handles.aux[slot]
-        p = self._handles.remove(slot)
+        p = slots_remove(&self._handles, slot)
         self._bytes_live -= size
         if self._upstream.threadsafe:
             with nogil:
-                dod_segfit_free(&self.segfit, p, size, a)
+                dod_segfit_free(&self.engine, p, size, a)
         else:
-            dod_segfit_free(&self.segfit, p, size, a)  # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
+            dod_segfit_free(&self.engine, p, size, a)  # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
 
     def free_many(self, handles):
         """Free several blocks: one atomic push per size class involved.
@@ -248,34 +259,26 @@ cdef class SegFit:
         Every handle is checked first (live, no live view, no duplicates); if
         any check fails the call raises and frees nothing.
         """
-        cdef list slots = []
-        cdef set seen = set()
+        cdef list slots = slots_find_many(&self._handles, handles)
         cdef Py_ssize_t slot
         cdef size_t c, size, a
         cdef void* p
         cdef void* firsts[97]
         cdef void* lasts[97]
-        for h in handles:
-            slot = self._handles.find(h)
-            if slot in seen:
-                raise ValueError(f"handle {h:#x} appears twice")
-            self._handles.check_free(slot)
-            seen.add(slot)
-            slots.append(slot)
         for c in range(DOD_SEGFIT_CLASSES):
             firsts[c] = NULL
             lasts[c] = NULL
         for slot in slots:
             size = self._handles.sizes[slot]
             a = self._handles.aux[slot]
-            p = self._handles.remove(slot)
+            p = slots_remove(&self._handles, slot)
             self._bytes_live -= size
             c = dod_segfit_class_for(size, a)
             if c >= DOD_SEGFIT_CLASSES:
-                dod_segfit_free_large(&self.segfit, p, size, a)
+                dod_segfit_free_large(&self.engine, p, size, a)
                 continue
             if DOD_DEBUG:
-                dod_segfit_check_class(&self.segfit, c, p)
+                dod_segfit_check_class(&self.engine, c, p)
             if firsts[c] == NULL:
                 firsts[c] = p
             else:
@@ -284,7 +287,7 @@ cdef class SegFit:
         with nogil:
             for c in range(DOD_SEGFIT_CLASSES):
                 if firsts[c] != NULL:
-                    dod_lfpool_release_chain(&self.segfit.classes[c], firsts[c], lasts[c])
+                    dod_lfpool_release_chain(&self.engine.classes[c], firsts[c], lasts[c])
 
     def view(self, handle, dtype=np.uint8, shape=None):
         """A numpy array over a block (its requested bytes as 1-D `dtype` by default).
@@ -292,15 +295,15 @@ cdef class SegFit:
         The array keeps the allocator alive and blocks :meth:`free` of the
         block (BufferError) while it lives.
         """
-        return self._handles.view(self._handles.find(handle), self, dtype, shape)
+        return slots_view(&self._handles, slots_find(&self._handles, handle), self, dtype, shape)
 
     def address(self, handle):
         """The block's address (an int)."""
-        return <uintptr_t>self._handles.ptrs[self._handles.find(handle)]
+        return <uintptr_t>self._handles.ptrs[slots_find(&self._handles, handle)]
 
     def size(self, handle):
         """The bytes asked for when the block was allocated."""
-        return self._handles.sizes[self._handles.find(handle)]
+        return self._handles.sizes[slots_find(&self._handles, handle)]
 
     # -------------------------------------------------------- composition
 
@@ -310,13 +313,13 @@ cdef class SegFit:
         cdef dod_resource r
         r.allocate = _segfit_allocate
         r.deallocate = _segfit_deallocate
-        r.ctx = <void*>&self.segfit
+        r.ctx = <void*>&self.engine
         return Resource.wrap(&r, self, "segfit", self._upstream.threadsafe)
 
     # -------------------------------------------------------- statistics and checks
 
     def check(self):
-        """Walk every class and verify its invariants (RuntimeError on the first broken one).
+        """Walk every class and verify its invariants (:class:`dod.InvariantError` on the first broken one).
 
         Exact only while no other thread uses the allocator.
         """
@@ -326,45 +329,46 @@ cdef class SegFit:
         cdef void* b
         free = set()
         for i in range(DOD_SEGFIT_CLASSES):
-            p = &self.segfit.classes[i]
+            p = &self.engine.classes[i]
             total = 0
             c = p.chunks
             while c != NULL:
                 if <uintptr_t>c.base % p.alignment:
-                    raise RuntimeError(f"a span of class {p.block_size} is misaligned")
+                    raise InvariantError(f"a span of class {p.block_size} is misaligned")
                 if <char*>c < c.base + c.blocks * p.block_size or <char*>(c + 1) > c.base + c.size:
-                    raise RuntimeError(f"a span record of class {p.block_size} overlaps its blocks")
+                    raise InvariantError(f"a span record of class {p.block_size} overlaps its blocks")
                 total += c.blocks
                 c = c.next
             if total != p.capacity:
-                raise RuntimeError(f"class {p.block_size}: spans hold {total} blocks, capacity says {p.capacity}")
+                raise InvariantError(f"class {p.block_size}: spans hold {total} blocks, capacity says {p.capacity}")
             n = 0
             b = p.head.ptr
             while b != NULL:
                 if not dod_lfpool_owns(p, b):
-                    raise RuntimeError(f"class {p.block_size}: free list holds a foreign pointer {<uintptr_t>b:#x}")
+                    raise InvariantError(f"class {p.block_size}: free list holds a foreign pointer {<uintptr_t>b:#x}")
                 if <uintptr_t>b in free:
-                    raise RuntimeError(f"class {p.block_size}: {<uintptr_t>b:#x} is free twice")
+                    raise InvariantError(f"class {p.block_size}: {<uintptr_t>b:#x} is free twice")
                 free.add(<uintptr_t>b)
                 n += 1
                 if n > total:
-                    raise RuntimeError(f"class {p.block_size}: free list longer than capacity")
+                    raise InvariantError(f"class {p.block_size}: free list longer than capacity")
                 b = (<void**>b)[0]
         for slot in range(self._handles.nslots):
             if self._handles.ptrs[slot] != NULL:
                 if <uintptr_t>self._handles.ptrs[slot] in free:
-                    raise RuntimeError("a block held through a handle is also on a free list")
+                    raise InvariantError("a block held through a handle is also on a free list")
                 i = dod_segfit_class_for(self._handles.sizes[slot], self._handles.aux[slot])
-                if i < DOD_SEGFIT_CLASSES and not dod_lfpool_owns(&self.segfit.classes[i], self._handles.ptrs[slot]):
-                    raise RuntimeError("a block held through a handle is not in its class")
+                if i < DOD_SEGFIT_CLASSES and not dod_lfpool_owns(&self.engine.classes[i], self._handles.ptrs[slot]):
+                    raise InvariantError("a block held through a handle is not in its class")
+        return True
 
     @property
     def capacity(self):
         """Bytes in class blocks carved so far plus live large blocks."""
         cdef size_t i, total = 0
         for i in range(DOD_SEGFIT_CLASSES):
-            total += self.segfit.classes[i].capacity * self.segfit.classes[i].block_size
-        return total + dod_atomic_load_u64(&self.segfit.large_bytes)
+            total += self.engine.classes[i].capacity * self.engine.classes[i].block_size
+        return total + dod_atomic_load_u64(&self.engine.large_bytes)
 
     @property
     def in_use(self):
@@ -373,9 +377,9 @@ cdef class SegFit:
         cdef size_t i, total = 0
         cdef dod_lfpool* p
         for i in range(DOD_SEGFIT_CLASSES):
-            p = &self.segfit.classes[i]
+            p = &self.engine.classes[i]
             total += (p.capacity - dod_lfpool_free_count(p) - <size_t>dod_atomic_load_u64(&p.cached)) * p.block_size
-        return total + dod_atomic_load_u64(&self.segfit.large_bytes)
+        return total + dod_atomic_load_u64(&self.engine.large_bytes)
 
     @property
     def requested(self):
@@ -397,15 +401,15 @@ cdef class SegFit:
         """Requests (engine or Python) that returned no memory."""
         cdef size_t i, total = 0
         for i in range(DOD_SEGFIT_CLASSES):
-            total += dod_atomic_load_u64(&self.segfit.classes[i].failed)
-        return total + dod_atomic_load_u64(&self.segfit.large_failed)
+            total += dod_atomic_load_u64(&self.engine.classes[i].failed)
+        return total + dod_atomic_load_u64(&self.engine.large_failed)
 
     @property
     def cas_retries(self):
         """Failed compare-and-swaps retried, over all classes (a contention measure)."""
         cdef size_t i, total = 0
         for i in range(DOD_SEGFIT_CLASSES):
-            total += dod_atomic_load_u64(&self.segfit.classes[i].cas_retries)
+            total += dod_atomic_load_u64(&self.engine.classes[i].cas_retries)
         return total
 
     @property
@@ -415,24 +419,24 @@ cdef class SegFit:
         cdef size_t i, total = 0
         cdef dod_lfpool_chunk* c
         for i in range(DOD_SEGFIT_CLASSES):
-            c = self.segfit.classes[i].chunks
+            c = self.engine.classes[i].chunks
             while c != NULL:
                 total += c.size
                 c = c.next
-        return total + dod_atomic_load_u64(&self.segfit.large_bytes)
+        return total + dod_atomic_load_u64(&self.engine.large_bytes)
 
     @property
     def spans(self):
         """Spans obtained, all classes."""
         cdef size_t i, total = 0
         for i in range(DOD_SEGFIT_CLASSES):
-            total += self.segfit.classes[i].grows
+            total += self.engine.classes[i].grows
         return total
 
     @property
     def large(self):
         """Large blocks live (served by the resource directly)."""
-        return dod_atomic_load_u64(&self.segfit.large_count)
+        return dod_atomic_load_u64(&self.engine.large_count)
 
     @property
     def live_handles(self):
@@ -449,7 +453,7 @@ cdef class SegFit:
     cdef size_t _cached_blocks(self) noexcept nogil:
         cdef size_t i, total = 0
         for i in range(DOD_SEGFIT_CLASSES):
-            total += <size_t>dod_atomic_load_u64(&self.segfit.classes[i].cached)
+            total += <size_t>dod_atomic_load_u64(&self.engine.classes[i].cached)
         return total
 
     @property
@@ -463,7 +467,7 @@ cdef class SegFit:
         """Bytes of :attr:`cached_blocks` (class sizes): the slack thread caches keep."""
         cdef size_t i, total = 0
         for i in range(DOD_SEGFIT_CLASSES):
-            total += <size_t>dod_atomic_load_u64(&self.segfit.classes[i].cached) * self.segfit.classes[i].block_size
+            total += <size_t>dod_atomic_load_u64(&self.engine.classes[i].cached) * self.segfit.classes[i].block_size
         return total
 
     def class_stats(self):
@@ -472,20 +476,23 @@ cdef class SegFit:
         cdef dod_lfpool* p
         out = {}
         for i in range(DOD_SEGFIT_CLASSES):
-            p = &self.segfit.classes[i]
+            p = &self.engine.classes[i]
             if p.capacity:
                 out[p.block_size] = (p.capacity, dod_lfpool_free_count(p))
         return out
 
     def stats(self):
-        """The common statistics as a dict (bytes)."""
+        """The shared statistics (bytes), then ``requested`` (bytes asked for),
+        ``spans``, ``large``, ``cas_retries`` and ``nbytes``."""
+        cdef size_t capacity = self.capacity, used = self.in_use
         return {
-            "capacity": self.capacity,
-            "in_use": self.in_use,
-            "requested": self.requested,
+            "capacity": capacity,
+            "used": used,
+            "available": capacity - used,
             "peak": self.peak,
             "allocations": self.allocations,
             "failed": self.failed,
+            "requested": self.requested,
             "spans": self.spans,
             "large": self.large,
             "cas_retries": self.cas_retries,
@@ -522,14 +529,14 @@ cdef void* dod_segfit_cache_refill(dod_segfit_cache* c, size_t k) noexcept nogil
     if c.segfit == NULL:
         return NULL
     c.refills += 1
-    return dod_lfpool_bin_refill(&c.segfit.classes[k], &c.bins[k])
+    return dod_lfpool_bin_refill(&c.engine.classes[k], &c.bins[k])
 
 
 cdef void dod_segfit_cache_spill(dod_segfit_cache* c, size_t k) noexcept nogil:
     if c.segfit == NULL:
         return
     c.spills += 1
-    dod_lfpool_bin_spill(&c.segfit.classes[k], &c.bins[k])
+    dod_lfpool_bin_spill(&c.engine.classes[k], &c.bins[k])
 
 
 cdef void dod_segfit_cache_flush(dod_segfit_cache* c) noexcept nogil:
@@ -541,7 +548,7 @@ cdef void dod_segfit_cache_flush(dod_segfit_cache* c) noexcept nogil:
         return
     for k in range(DOD_SEGFIT_CACHED):
         if c.bins[k].count or c.bins[k].published:
-            dod_lfpool_bin_flush(&c.segfit.classes[k], &c.bins[k])
+            dod_lfpool_bin_flush(&c.engine.classes[k], &c.bins[k])
 
 
 cdef void* dod_segfit_cache_allocate_direct(dod_segfit_cache* c, size_t size, size_t alignment) noexcept nogil:
@@ -566,4 +573,4 @@ cdef void dod_segfit_cache_debug(dod_segfit_cache* c, size_t k, void* ptr) noexc
         return
     if ptr != NULL:
         dod_segfit_check_class(c.segfit, k, ptr)
-    dod_lfpool_bin_debug(&c.segfit.classes[k], &c.bins[k], &c.thread, ptr)
+    dod_lfpool_bin_debug(&c.engine.classes[k], &c.bins[k], &c.thread, ptr)

@@ -16,7 +16,7 @@ lives); this module is their Python face.
 
 Safety contract
     Handles are the owner's handles (the owner's handle table is the one
-    lifetime rule; see ``dod._blocks``): a cache hands out handles that the
+    lifetime rule; see ``dod._lease``): a cache hands out handles that the
     owner's ``view``/``release``/``free`` accept, and it accepts any live
     handle of its owner, whichever cache or call produced it. A stale,
     foreign or doubly freed handle raises ValueError, a block with a live
@@ -37,6 +37,7 @@ from cpython.number cimport PyNumber_Index
 from dod.lfpool cimport (LockFreePool, dod_lfpool_cache, dod_lfpool_cache_init,
                          dod_lfpool_cache_acquire, dod_lfpool_cache_release,
                          dod_lfpool_cache_flush, dod_lfpool_bin_publish)
+from dod._lease cimport slots_reserve, slots_add, slots_find, slots_check_unpinned, slots_remove
 from dod.segfit cimport (SegFit, dod_segfit_cache, dod_segfit_cache_init,
                          dod_segfit_cache_allocate, dod_segfit_cache_free, dod_segfit_cache_flush,
                          dod_segfit_class_for, dod_segfit_class_size, DOD_SEGFIT_CACHED,
@@ -78,7 +79,7 @@ cdef class LockFreePoolCache:
     Bound to the calling thread (RuntimeError elsewhere); keeps the pool
     alive; flushes when closed or collected.
     """
-    cdef dod_lfpool_cache cache
+    cdef dod_lfpool_cache engine
     cdef readonly LockFreePool owner     # the pool (kept alive by the cache)
     cdef readonly object thread_id      # the thread allowed to use it
     cdef bint _closed
@@ -86,12 +87,12 @@ cdef class LockFreePoolCache:
     def __cinit__(self, LockFreePool pool not None, limit=None):
         cdef size_t n = 0 if limit is None else _arg(limit, "limit", 1, _MAX_LIMIT)
         self.owner = pool
-        dod_lfpool_cache_init(&self.cache, &pool.pool, n)
+        dod_lfpool_cache_init(&self.engine, &pool.engine, n)
         self.thread_id = threading.get_ident()
 
     def __dealloc__(self):
         if self.owner is not None:
-            dod_lfpool_cache_flush(&self.cache)
+            dod_lfpool_cache_flush(&self.engine)
 
     cdef int _mine(self) except -1:
         return _bound(self.thread_id, self._closed, "LockFreePoolCache")
@@ -103,14 +104,14 @@ cdef class LockFreePoolCache:
         cdef LockFreePool p = self.owner
         cdef void* b
         self._mine()
-        p._handles.reserve()            # so that add() below cannot fail with a block in hand
-        b = dod_lfpool_cache_acquire(&self.cache)
-        dod_lfpool_bin_publish(self.cache.pool, &self.cache.bin)    # the owner's stats stay exact
+        slots_reserve(&p._handles)            # so that add() below cannot fail with a block in hand
+        b = dod_lfpool_cache_acquire(&self.engine)
+        dod_lfpool_bin_publish(self.engine.pool, &self.engine.bin)    # the owner's stats stay exact
         if b == NULL:
-            raise MemoryError(f"lock-free pool cannot grow: {p.pool.capacity} blocks of "
-                              f"{p.pool.block_size} bytes")
+            raise MemoryError(f"lock-free pool cannot grow: {p.engine.capacity} blocks of "
+                              f"{p.engine.block_size} bytes")
         p._allocations += 1
-        h = p._handles.add(b, p.pool.block_size)
+        h = slots_add(&p._handles, b, p.engine.block_size, 0)
         if p._handles.live > p._handle_peak:
             p._handle_peak = p._handles.live
         return h
@@ -123,16 +124,16 @@ cdef class LockFreePoolCache:
         cdef Py_ssize_t slot
         cdef void* b
         self._mine()
-        slot = p._handles.find(handle)
-        p._handles.check_free(slot)
-        b = p._handles.remove(slot)
-        dod_lfpool_cache_release(&self.cache, b)
-        dod_lfpool_bin_publish(self.cache.pool, &self.cache.bin)
+        slot = slots_find(&p._handles, handle)
+        slots_check_unpinned(&p._handles, slot)
+        b = slots_remove(&p._handles, slot)
+        dod_lfpool_cache_release(&self.engine, b)
+        dod_lfpool_bin_publish(self.engine.pool, &self.engine.bin)
 
     def flush(self):
         """Give every cached block back to the pool (one CAS)."""
         self._mine()
-        dod_lfpool_cache_flush(&self.cache)
+        dod_lfpool_cache_flush(&self.engine)
 
     def close(self):
         """Flush and refuse further use (RuntimeError)."""
@@ -142,27 +143,27 @@ cdef class LockFreePoolCache:
     @property
     def held(self):
         """Free blocks in the cache now."""
-        return self.cache.bin.count
+        return self.engine.bin.count
 
     @property
     def limit(self):
         """Most free blocks the cache keeps (its slack bound, in blocks)."""
-        return self.cache.bin.limit
+        return self.engine.bin.limit
 
     @property
     def max_slack(self):
         """Most bytes the cache keeps from other threads: limit x block size."""
-        return self.cache.bin.limit * self.owner.pool.block_size
+        return self.engine.bin.limit * self.owner.engine.block_size
 
     @property
     def refills(self):
         """Chains taken from the pool (one CAS each) or growths."""
-        return self.cache.refills
+        return self.engine.refills
 
     @property
     def spills(self):
         """Chains given back because the cache was full (one CAS each)."""
-        return self.cache.spills
+        return self.engine.spills
 
     def __repr__(self):
         return (f"<dod.thread_cache.LockFreePoolCache held={self.held} limit={self.limit} "
@@ -181,7 +182,7 @@ cdef class SegFitCache:
     CAS on the class. Bound to the calling thread (RuntimeError elsewhere);
     keeps the allocator alive; flushes when closed or collected.
     """
-    cdef dod_segfit_cache cache
+    cdef dod_segfit_cache engine
     cdef readonly SegFit owner          # the allocator (kept alive by the cache)
     cdef readonly object thread_id
     cdef bint _closed
@@ -189,19 +190,19 @@ cdef class SegFitCache:
     def __cinit__(self, SegFit heap not None, class_bytes=None):
         cdef size_t n = 0 if class_bytes is None else _arg(class_bytes, "class_bytes", 64, 1 << 30)
         self.owner = heap
-        dod_segfit_cache_init(&self.cache, &heap.segfit, n)
+        dod_segfit_cache_init(&self.engine, &heap.engine, n)
         self.thread_id = threading.get_ident()
 
     def __dealloc__(self):
         if self.owner is not None:
-            dod_segfit_cache_flush(&self.cache)
+            dod_segfit_cache_flush(&self.engine)
 
     cdef int _mine(self) except -1:
         return _bound(self.thread_id, self._closed, "SegFitCache")
 
     cdef void _publish(self, size_t k) noexcept:
         if k < DOD_SEGFIT_CACHED:
-            dod_lfpool_bin_publish(&self.cache.segfit.classes[k], &self.cache.bins[k])
+            dod_lfpool_bin_publish(&self.engine.segfit.classes[k], &self.engine.bins[k])
 
     def allocate(self, nbytes, align=None):
         """A handle (a handle of the allocator) to a block of at least `nbytes` bytes aligned
@@ -217,8 +218,8 @@ cdef class SegFitCache:
             raise ValueError(f"nbytes must be between 0 and 2**48, got {nbytes!r}")
         size = <size_t>n
         a = parse_alignment(align, DOD_SEGFIT_MIN_ALIGN)
-        s._handles.reserve()
-        p = dod_segfit_cache_allocate(&self.cache, size, a)
+        slots_reserve(&s._handles)
+        p = dod_segfit_cache_allocate(&self.engine, size, a)
         k = dod_segfit_class_for(size, a)
         self._publish(k)
         if p == NULL:
@@ -227,7 +228,7 @@ cdef class SegFitCache:
         s._bytes_live += size
         if s._bytes_live > s._bytes_peak:
             s._bytes_peak = s._bytes_live
-        return s._handles.add(p, size, a)
+        return slots_add(&s._handles, p, size, a)
 
     def free(self, handle):
         """Free a block of the allocator (whichever cache or call made it) into this cache.
@@ -238,19 +239,19 @@ cdef class SegFitCache:
         cdef size_t size, a
         cdef void* p
         self._mine()
-        slot = s._handles.find(handle)
-        s._handles.check_free(slot)
+        slot = slots_find(&s._handles, handle)
+        slots_check_unpinned(&s._handles, slot)
         size = s._handles.sizes[slot]
         a = s._handles.aux[slot]
-        p = s._handles.remove(slot)
+        p = slots_remove(&s._handles, slot)
         s._bytes_live -= size
-        dod_segfit_cache_free(&self.cache, p, size, a)
+        dod_segfit_cache_free(&self.engine, p, size, a)
         self._publish(dod_segfit_class_for(size, a))
 
     def flush(self):
         """Give every cached block back to its class (one CAS per non-empty bin)."""
         self._mine()
-        dod_segfit_cache_flush(&self.cache)
+        dod_segfit_cache_flush(&self.engine)
 
     def close(self):
         """Flush and refuse further use (RuntimeError)."""
@@ -262,7 +263,7 @@ cdef class SegFitCache:
         """Free blocks in the cache now, all classes."""
         cdef size_t k, total = 0
         for k in range(DOD_SEGFIT_CACHED):
-            total += self.cache.bins[k].count
+            total += self.engine.bins[k].count
         return total
 
     @property
@@ -270,28 +271,28 @@ cdef class SegFitCache:
         """Bytes of :attr:`held` (class sizes)."""
         cdef size_t k, total = 0
         for k in range(DOD_SEGFIT_CACHED):
-            total += self.cache.bins[k].count * dod_segfit_class_size(k)
+            total += self.engine.bins[k].count * dod_segfit_class_size(k)
         return total
 
     def limits(self):
         """{class size: most blocks its bin keeps} for every cached class."""
-        return {dod_segfit_class_size(k): self.cache.bins[k].limit for k in range(DOD_SEGFIT_CACHED)}
+        return {dod_segfit_class_size(k): self.engine.bins[k].limit for k in range(DOD_SEGFIT_CACHED)}
 
     @property
     def max_slack(self):
         """Most bytes the cache can keep, all bins full: sum of limit x class size."""
         cdef size_t k, total = 0
         for k in range(DOD_SEGFIT_CACHED):
-            total += self.cache.bins[k].limit * dod_segfit_class_size(k)
+            total += self.engine.bins[k].limit * dod_segfit_class_size(k)
         return total
 
     @property
     def refills(self):
-        return self.cache.refills
+        return self.engine.refills
 
     @property
     def spills(self):
-        return self.cache.spills
+        return self.engine.spills
 
     def __repr__(self):
         return (f"<dod.thread_cache.SegFitCache held={self.held} held_bytes={self.held_bytes} "

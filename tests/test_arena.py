@@ -501,6 +501,7 @@ class ArenaModel(RuleBasedStateMachine):
         if not hasattr(self, "arena"):
             return
         a = self.arena
+        assert a.check()
         assert a.allocations == self.allocations
         assert a.failed == self.failed
         assert 0 <= a.used <= a.capacity or a.growable
@@ -539,7 +540,7 @@ def frame(Arena owner, int n):
     cdef bint increasing = True
     with nogil:
         for i in range(n):
-            r = <rec*>dod_arena_push(&owner.arena, sizeof(rec), 32)
+            r = <rec*>dod_arena_push(&owner.engine, sizeof(rec), 32)
             if r == NULL:
                 break
             aligned = aligned and (<uintptr_t>r % 32 == 0)
@@ -552,21 +553,21 @@ def frame(Arena owner, int n):
         for i in range(n):
             sx += first[i].x
             sid += first[i].id
-        dod_arena_reset(&owner.arena)
+        dod_arena_reset(&owner.engine)
     return sx, sid, aligned, increasing
 
 def cursor_frame(Arena owner, int n):
-    cdef dod_arena_cursor c = dod_arena_open(&owner.arena)
+    cdef dod_arena_cursor c = dod_arena_open(&owner.engine)
     cdef double* p
     cdef int i, got = 0
     with nogil:
         for i in range(n):
-            p = <double*>dod_cursor_push(&c, &owner.arena, 8, 8)
+            p = <double*>dod_cursor_push(&c, &owner.engine, 8, 8)
             if p == NULL:
                 break
             p[0] = i
             got += 1
-        dod_arena_close(&owner.arena, &c)
+        dod_arena_close(&owner.engine, &c)
     return got
 
 def zii():
@@ -585,31 +586,31 @@ def zii():
 
 def overflow(Arena owner):
     with nogil:
-        p = dod_arena_push(&owner.arena, <size_t>-1, 16)
-        q = dod_arena_push(&owner.arena, <size_t>-8, 4096)
+        p = dod_arena_push(&owner.engine, <size_t>-1, 16)
+        q = dod_arena_push(&owner.engine, <size_t>-8, 4096)
     return p == NULL and q == NULL
 
 def reset_zeroed(Arena owner):
     cdef unsigned char* p
     cdef size_t k, nonzero = 0
     with nogil:
-        p = <unsigned char*>dod_arena_push(&owner.arena, 256, 16)
+        p = <unsigned char*>dod_arena_push(&owner.engine, 256, 16)
         for k in range(256):
             p[k] = 0xAB
-        dod_arena_reset_zeroed(&owner.arena)
-        p = <unsigned char*>dod_arena_push(&owner.arena, 256, 16)
+        dod_arena_reset_zeroed(&owner.engine)
+        p = <unsigned char*>dod_arena_push(&owner.engine, 256, 16)
         for k in range(256):
             nonzero += p[k] != 0
-    return nonzero, dod_arena_mark(&owner.arena)
+    return nonzero, dod_arena_mark(&owner.engine)
 
 def marks(Arena owner):
     cdef size_t m
     with nogil:
-        dod_arena_push(&owner.arena, 24, 8)
-        m = dod_arena_mark(&owner.arena)
-        dod_arena_push(&owner.arena, 100, 8)
-        dod_arena_rewind(&owner.arena, m)
-    return m, dod_arena_mark(&owner.arena)
+        dod_arena_push(&owner.engine, 24, 8)
+        m = dod_arena_mark(&owner.engine)
+        dod_arena_push(&owner.engine, 100, 8)
+        dod_arena_rewind(&owner.engine, m)
+    return m, dod_arena_mark(&owner.engine)
 """
 
 

@@ -245,9 +245,9 @@ STRESS = r"""
 from libc.stdint cimport uint64_t, uintptr_t
 from libc.string cimport memset
 from dod._atomic cimport dod_atomic_exchange_ptr, dod_atomic_fetch_add_u64
-from dod.atomic_arena cimport (AtomicArena, dod_atomic_arena, dod_atomic_arena_alloc,
-    dod_atomic_arena_free, dod_atomic_cache, dod_atomic_cache_alloc, dod_atomic_cache_free,
-    dod_atomic_cache_flush, dod_atomic_arena_realloc, dod_atomic_cache_init)
+from dod.atomic_arena cimport (AtomicArena, dod_aa, dod_aa_allocate,
+    dod_aa_free, dod_aa_cache, dod_aa_cache_allocate, dod_aa_cache_free,
+    dod_aa_cache_flush, dod_aa_reallocate, dod_aa_cache_init)
 
 cdef enum:
     NSLOTS = 64
@@ -263,7 +263,7 @@ cdef inline uint64_t rnd(uint64_t* s) noexcept nogil:
     s[0] ^= s[0] << 17
     return s[0]
 
-cdef void release(dod_atomic_arena* a, dod_atomic_cache* c, void* q, Tally* t) noexcept nogil:
+cdef void release(dod_aa* a, dod_aa_cache* c, void* q, Tally* t) noexcept nogil:
     cdef uint64_t* h = <uint64_t*>q
     cdef uint64_t size = h[0], ident = h[1], align = h[2]
     if size < 32 or size > 4096 or (<uint64_t*>(<char*>q + size - 8))[0] != (ident ^ MAGIC) \
@@ -273,25 +273,25 @@ cdef void release(dod_atomic_arena* a, dod_atomic_cache* c, void* q, Tally* t) n
     t.xor_free ^= ident
     memset(q, 0xDD, size)          # a block handed out twice would now fail its owner's check
     if c != NULL:
-        dod_atomic_cache_free(c, q, size, align)
+        dod_aa_cache_free(c, q, size, align)
     else:
-        dod_atomic_arena_free(a, q, size, align)
+        dod_aa_free(a, q, size, align)
 
 def work(AtomicArena arena, uint64_t tid, uint64_t iters, bint cached, size_t chunk):
-    cdef dod_atomic_cache cache
+    cdef dod_aa_cache cache
     cdef Tally t
     cdef uint64_t s = 0x2545F4914F6CDD1DULL * (tid + 1), i, size, align, r, ident
     cdef void* p
     cdef void* q
-    cdef dod_atomic_arena* a = &arena.engine
+    cdef dod_aa* a = &arena.engine
     memset(&t, 0, sizeof(t))
-    dod_atomic_cache_init(&cache, a, chunk)
+    dod_aa_cache_init(&cache, a, chunk)
     with nogil:
         for i in range(iters):
             r = rnd(&s)
             size = 32 + (r % 60) * 8
             align = 64 if (r >> 20) % 8 == 0 else 16
-            p = dod_atomic_cache_alloc(&cache, size, align) if cached else dod_atomic_arena_alloc(a, size, align)
+            p = dod_aa_cache_allocate(&cache, size, align) if cached else dod_aa_allocate(a, size, align)
             if p == NULL:
                 t.failed += 1
                 continue
@@ -305,7 +305,7 @@ def work(AtomicArena arena, uint64_t tid, uint64_t iters, bint cached, size_t ch
             q = dod_atomic_exchange_ptr(&slots[(r >> 32) % NSLOTS], p)
             if q != NULL:
                 release(a, &cache if cached else NULL, q, &t)
-        dod_atomic_cache_flush(&cache)
+        dod_aa_cache_flush(&cache)
     return t
 
 def overshoot(AtomicArena arena, uint64_t k):
@@ -318,16 +318,16 @@ def overshoot(AtomicArena arena, uint64_t k):
 
 def realloc_roundtrip(AtomicArena arena):
     # grow by moving, shrink in place, free: returns (moved, same_after_shrink, in_use_delta_ok)
-    cdef char* p = <char*>dod_atomic_arena_alloc(&arena.engine, 100, 16)
+    cdef char* p = <char*>dod_aa_allocate(&arena.engine, 100, 16)
     cdef char* q
     cdef int i
     for i in range(100):
         p[i] = <char>i
-    q = <char*>dod_atomic_arena_realloc(&arena.engine, p, 100, 5000, 16)
+    q = <char*>dod_aa_reallocate(&arena.engine, p, 100, 5000, 16)
     ok = all(q[i] == <char>i for i in range(100))
-    p = <char*>dod_atomic_arena_realloc(&arena.engine, q, 5000, 10, 16)
+    p = <char*>dod_aa_reallocate(&arena.engine, q, 5000, 10, 16)
     same = p == q
-    dod_atomic_arena_free(&arena.engine, p, 10, 16)
+    dod_aa_free(&arena.engine, p, 10, 16)
     return ok, same
 
 def drain(AtomicArena arena):
@@ -405,3 +405,16 @@ def test_cross_thread_stress(stress_module, cached, evict):
     else:
         assert arena.recycled > 0
     arena.check()
+
+
+def test_thread_cache_check_and_invariant_error_type():
+    import dod
+
+    a = AtomicArena(1 << 16)
+    c = a.thread_cache(1 << 12)
+    keep = [c.empty(100, np.uint8) for _ in range(50)]
+    assert c.check() and a.check()
+    del keep
+    c.flush()
+    assert c.check()
+    assert issubclass(dod.InvariantError, AssertionError) and issubclass(dod.InvariantError, RuntimeError)

@@ -224,7 +224,7 @@ def test_zero_size_allocation():
 CIMPORT = r"""
 # cython: language_level=3
 from libc.stdint cimport uintptr_t
-from dod.freelist cimport FreeList, dod_freelist_alloc, dod_freelist_free
+from dod.freelist cimport FreeList, dod_freelist_allocate, dod_freelist_free
 
 def churn(FreeList owner, size_t rounds):
     '''Allocate mixed sizes and alignments through the inline engine, free every other.'''
@@ -233,17 +233,17 @@ def churn(FreeList owner, size_t rounds):
     with nogil:
         for r in range(rounds):
             for i in range(256):
-                ps[i] = dod_freelist_alloc(&owner.fl, 8 + (i * 37) % 300, 16 << (i % 4))
+                ps[i] = dod_freelist_allocate(&owner.engine, 8 + (i * 37) % 300, 16 << (i % 4))
                 if ps[i] == NULL:
                     fails += 1
                 elif (<uintptr_t>ps[i]) % (16 << (i % 4)):
                     misaligned += 1
             for i in range(0, 256, 2):
                 if ps[i] != NULL:
-                    dod_freelist_free(&owner.fl, ps[i])
+                    dod_freelist_free(&owner.engine, ps[i])
             for i in range(1, 256, 2):
                 if ps[i] != NULL:
-                    dod_freelist_free(&owner.fl, ps[i])
+                    dod_freelist_free(&owner.engine, ps[i])
     return misaligned, fails
 """
 

@@ -79,7 +79,7 @@ def test_quarantine_ring_releases_the_oldest():
     for _ in range(5):
         g.empty(10)
     s = g.stats()
-    assert s["quarantined"] == 2 and s["frees"] == 5 and s["in_use"] == 0
+    assert s["quarantined"] == 2 and s["frees"] == 5 and s["used"] == 0
     assert src.mapped == 2 * 2 * PAGE == s["capacity"]
     g.flush_quarantine()
     assert src.mapped == 0 and g.quarantined == 0
@@ -129,8 +129,9 @@ class GuardWalk(RuleBasedStateMachine):
 
     @invariant()
     def accounting(self):
+        assert self.g.check()
         s = self.g.stats()
-        assert s["in_use"] == sum(n for _, n in self.live)
+        assert s["used"] == sum(n for _, n in self.live)
         assert s["frees"] == self.frees
         assert s["quarantined"] == min(self.frees, self.g.quarantine)
         assert self.src.mapped == s["capacity"]

@@ -264,7 +264,7 @@ cdef class Holder:
         self.pool = pool
 
     def run(self, int tid, size_t iters, bint try_only, bint chains):
-        cdef dod_lfpool* p = &self.pool.pool
+        cdef dod_lfpool* p = &self.pool.engine
         cdef size_t i, words = p.block_size // 8, slot
         cdef void* b
         cdef void* old
@@ -290,7 +290,7 @@ cdef class Holder:
     def hammer(self, int tid, size_t iters):
         # Pop two, push them back in a varying order: the pop-pop-push pattern
         # that recycles the head under another thread's stalled CAS (ABA).
-        cdef dod_lfpool* p = &self.pool.pool
+        cdef dod_lfpool* p = &self.pool.engine
         cdef size_t i, words = p.block_size // 8
         cdef void* a
         cdef void* b
@@ -317,7 +317,7 @@ cdef class Holder:
         cdef size_t i
         for i in range(NSLOTS):
             if self.s.slots[i] != NULL:
-                give(&self.s, &self.pool.pool, self.s.slots[i], self.pool.pool.block_size // 8)
+                give(&self.s, &self.pool.engine, self.s.slots[i], self.pool.engine.block_size // 8)
                 self.s.slots[i] = NULL
 
     def counts(self):
@@ -329,7 +329,7 @@ def aba(LockFreePool pool, bint tagged):
     # Thread A reads head X and its link Y, then stalls; thread B pops X and Y
     # and pushes X back; A's CAS then expects X. Returns (cas succeeded, head
     # after, X, Y) and restores a sane free list.
-    cdef dod_lfpool* p = &pool.pool
+    cdef dod_lfpool* p = &pool.engine
     cdef dod_tagged_ptr old = dod_tagged_load(&p.head)
     cdef dod_tagged_ptr want, now
     cdef void* X = old.ptr
@@ -357,7 +357,7 @@ def aba(LockFreePool pool, bint tagged):
 
 
 def chain_roundtrip(LockFreePool pool, int n):
-    cdef dod_lfpool* p = &pool.pool
+    cdef dod_lfpool* p = &pool.engine
     cdef void* first = NULL
     cdef void* last = NULL
     cdef void* b

@@ -332,8 +332,8 @@ def served(Arena a, size_t n):
     return h.state.allocations * n, live == 1 and h.state.live == 0
 
 def close(Arena a):
-    a.arena.base = NULL
-    a.arena.capacity = 0
+    a.engine.base = NULL
+    a.engine.capacity = 0
 """
 
 

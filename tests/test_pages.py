@@ -71,7 +71,7 @@ def test_bad_requests_change_nothing():
         s.empty(3, dtype=object)
     with pytest.raises(MemoryError):
         s.empty(1 << 62, np.uint8)
-    assert s.stats()["in_use"] == before["in_use"] and s.maps == 0
+    assert s.stats()["used"] == before["used"] and s.maps == 0
 
 
 def test_backs_an_arena_through_the_resource():
@@ -111,6 +111,7 @@ class PageWalk(RuleBasedStateMachine):
 
     @invariant()
     def accounting(self):
+        assert self.src.check()
         assert self.src.mapped == sum(page_round(m) for _, _, m in self.live)
         assert self.src.peak == self.peak
         assert self.src.maps - self.src.unmaps == len(self.live)

@@ -235,7 +235,7 @@ cdef class Holder:
         self.owner = owner
 
     def run(self, int tid, size_t iters):
-        cdef dod_segfit* sf = &self.owner.segfit
+        cdef dod_segfit* sf = &self.owner.engine
         cdef size_t i, size, slot
         cdef void* b
         cdef void* old
@@ -266,7 +266,7 @@ cdef class Holder:
         cdef size_t i
         for i in range(64):
             if self.s.slots[i] != NULL:
-                give(&self.s, &self.owner.segfit, self.s.slots[i])
+                give(&self.s, &self.owner.engine, self.s.slots[i])
                 self.s.slots[i] = NULL
 
     def counts(self):
@@ -275,7 +275,7 @@ cdef class Holder:
 
 
 def roundtrip(SegFit owner):
-    cdef dod_segfit* sf = &owner.segfit
+    cdef dod_segfit* sf = &owner.engine
     cdef void* a
     cdef void* b
     cdef void* c

@@ -480,14 +480,14 @@ cdef class Holder:
         cdef void* b
         cdef void* old
         cdef uint64_t x = <uint64_t>tid * 0x9E3779B97F4A7C15ULL + 1
-        dod_lfpool_cache_init(&c, &self.pool.pool, limit)
+        dod_lfpool_cache_init(&c, &self.pool.engine, limit)
         with nogil:
             for i in range(iters):
                 b = dod_lfpool_cache_acquire(&c)
                 if b == NULL:
                     dod_atomic_fetch_add_u64(&self.s.nulls, 1)
                     continue
-                if not take(&self.s, b, (<uint64_t>tid << 48) | i, self.pool.pool.block_size):
+                if not take(&self.s, b, (<uint64_t>tid << 48) | i, self.pool.engine.block_size):
                     continue
                 x ^= x << 13; x ^= x >> 7; x ^= x << 17
                 old = dod_atomic_exchange_ptr(&self.s.slots[x % 64], b)
@@ -502,7 +502,7 @@ cdef class Holder:
         cdef void* b
         cdef void* old
         cdef uint64_t x = <uint64_t>tid * 0x9E3779B97F4A7C15ULL + 1
-        dod_segfit_cache_init(&c, &self.heap.segfit, class_bytes)
+        dod_segfit_cache_init(&c, &self.heap.engine, class_bytes)
         with nogil:
             for i in range(iters):
                 x ^= x << 13; x ^= x >> 7; x ^= x << 17
@@ -524,9 +524,9 @@ cdef class Holder:
         cdef dod_segfit_cache sc
         cdef size_t i, size
         if self.pool is not None:
-            dod_lfpool_cache_init(&lc, &self.pool.pool, 0)
+            dod_lfpool_cache_init(&lc, &self.pool.engine, 0)
         if self.heap is not None:
-            dod_segfit_cache_init(&sc, &self.heap.segfit, 0)
+            dod_segfit_cache_init(&sc, &self.heap.engine, 0)
         for i in range(64):
             if self.s.slots[i] != NULL:
                 size = check_and_clear(&self.s, self.s.slots[i])
@@ -615,7 +615,7 @@ cdef class PoolCache:
     cdef LockFreePool pool
     def __init__(self, LockFreePool pool, size_t limit=4):
         self.pool = pool
-        dod_lfpool_cache_init(&self.c, &pool.pool, limit)
+        dod_lfpool_cache_init(&self.c, &pool.engine, limit)
     def acquire(self):
         return <size_t>dod_lfpool_cache_acquire(&self.c)
     def release(self, size_t b):
@@ -628,7 +628,7 @@ cdef class HeapCache:
     cdef SegFit heap
     def __init__(self, SegFit heap):
         self.heap = heap
-        dod_segfit_cache_init(&self.c, &heap.segfit, 0)
+        dod_segfit_cache_init(&self.c, &heap.engine, 0)
     def allocate(self, size_t n):
         return <size_t>dod_segfit_cache_allocate(&self.c, n, 16)
     def free(self, size_t b, size_t n):

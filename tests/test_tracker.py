@@ -379,7 +379,7 @@ from dod.table cimport dod_table_row, dod_table_cell
 def run(Tracker t, double[:, ::1] z, double dt):
     cdef int rc
     with nogil:
-        rc = dod_tracker_tick(&t.engine, &z[0, 0], z.shape[0], dt, &t.scratch.arena)
+        rc = dod_tracker_tick(&t.engine, &z[0, 0], z.shape[0], dt, &t.scratch.engine)
     return rc, t.engine.table.count, t.engine.cols.state[0] == DOD_TRACK_TENTATIVE
 
 def track_id(Tracker t, uint64_t handle):

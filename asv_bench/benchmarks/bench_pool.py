@@ -153,7 +153,7 @@ class Bookkeeping:
     def track_bytes_pool(self):
         pool = Pool(self.N, block_size=self.SIZE)
         K.pool_fill(pool, self.N)
-        return pool.stats()["bytes"] / self.N - self.SIZE
+        return pool.stats()["capacity"] / self.N - self.SIZE
     track_bytes_pool.unit = "bytes"
     track_bytes_pool.goal = 0
 

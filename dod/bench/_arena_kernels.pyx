@@ -79,16 +79,16 @@ def frame_arena(Arena owner, int frames, int n, bint zeroed=False):
         for f in range(frames):
             for i in range(n):
                 if zeroed:
-                    r = <record*>dod_arena_push_zeroed(&owner.arena, sizeof(record), 16)
+                    r = <record*>dod_arena_push_zeroed(&owner.engine, sizeof(record), 16)
                 else:
-                    r = <record*>dod_arena_push(&owner.arena, sizeof(record), 16)
+                    r = <record*>dod_arena_push(&owner.engine, sizeof(record), 16)
                 if r == NULL:
                     break
                 r.x = <double>i
                 r.y = <double>(i + f)
             if r != NULL:
                 consume(r.x)
-            dod_arena_reset(&owner.arena)
+            dod_arena_reset(&owner.engine)
         t1 = now_ns()
     return (t1 - t0) / (<double>frames * n)
 
@@ -103,19 +103,19 @@ def frame_cursor(Arena owner, int frames, int n, bint zeroed=False):
     with nogil:
         t0 = now_ns()
         for f in range(frames):
-            c = dod_arena_open(&owner.arena)
+            c = dod_arena_open(&owner.engine)
             for i in range(n):
-                r = <record*>dod_cursor_push(&c, &owner.arena, sizeof(record), 16)
+                r = <record*>dod_cursor_push(&c, &owner.engine, sizeof(record), 16)
                 if r == NULL:
                     break
                 if zeroed:
                     memset(r, 0, sizeof(record))
                 r.x = <double>i
                 r.y = <double>(i + f)
-            dod_arena_close(&owner.arena, &c)
+            dod_arena_close(&owner.engine, &c)
             if r != NULL:
                 consume(r.x)
-            dod_arena_reset(&owner.arena)
+            dod_arena_reset(&owner.engine)
         t1 = now_ns()
     return (t1 - t0) / (<double>frames * n)
 
@@ -128,21 +128,21 @@ def frame_cursor_reset_zeroed(Arena owner, int frames, int n):
     cdef int f, i
     cdef double t0, t1
     owner.reset()
-    dod_arena_reset_zeroed(&owner.arena)
+    dod_arena_reset_zeroed(&owner.engine)
     with nogil:
         t0 = now_ns()
         for f in range(frames):
-            c = dod_arena_open(&owner.arena)
+            c = dod_arena_open(&owner.engine)
             for i in range(n):
-                r = <record*>dod_cursor_push(&c, &owner.arena, sizeof(record), 16)
+                r = <record*>dod_cursor_push(&c, &owner.engine, sizeof(record), 16)
                 if r == NULL:
                     break
                 r.x = <double>i
                 r.y = <double>(i + f)
-            dod_arena_close(&owner.arena, &c)
+            dod_arena_close(&owner.engine, &c)
             if r != NULL:
                 consume(r.x + r.id)         # id was never written: it reads the zero
-            dod_arena_reset_zeroed(&owner.arena)
+            dod_arena_reset_zeroed(&owner.engine)
         t1 = now_ns()
     return (t1 - t0) / (<double>frames * n)
 
@@ -213,14 +213,14 @@ def soa_arena(Arena owner, int frames, int n, int columns=8):
         t0 = now_ns()
         for f in range(frames):
             for c in range(columns):
-                cols[c] = <double*>dod_arena_push(&owner.arena, n * sizeof(double), 64)
+                cols[c] = <double*>dod_arena_push(&owner.engine, n * sizeof(double), 64)
             for c in range(columns):
                 if cols[c] != NULL:
                     for i in range(n):
                         cols[c][i] = <double>(i + c)
             if cols[0] != NULL:
                 consume(cols[0][f % n])
-            dod_arena_reset(&owner.arena)
+            dod_arena_reset(&owner.engine)
         t1 = now_ns()
     return (t1 - t0) / frames
 

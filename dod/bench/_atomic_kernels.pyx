@@ -15,9 +15,9 @@ from dod.bench._threads cimport ThreadKernel
 from dod.bench._threads import malloc_kernel
 from dod._atomic cimport dod_atomic_fetch_add_u64, dod_atomic_load_u64
 from dod.arena cimport Arena, dod_arena_push, dod_arena_reset
-from dod.atomic_arena cimport (AtomicArena, dod_atomic_arena, dod_atomic_arena_alloc,
-                               dod_atomic_arena_free, dod_atomic_cache, dod_atomic_cache_alloc,
-                               dod_atomic_cache_free, dod_atomic_cache_flush, dod_atomic_cache_init)
+from dod.atomic_arena cimport (AtomicArena, dod_aa, dod_aa_allocate,
+                               dod_aa_free, dod_aa_cache, dod_aa_cache_allocate,
+                               dod_aa_cache_free, dod_aa_cache_flush, dod_aa_cache_init)
 from dod.pages cimport PageSource, dod_pages_map, dod_pages_unmap
 from dod.guard cimport GuardedResource, dod_guard_allocate, dod_guard_deallocate
 
@@ -33,7 +33,7 @@ cdef enum:
 
 
 cdef struct Ctx:
-    dod_atomic_arena* arena
+    dod_aa* arena
     size_t size
     size_t chunk
     uint64_t shared_atomics    # atomics on shared lines (word, block counters), all threads
@@ -48,11 +48,11 @@ cdef size_t k_shared(void* ctx, int thread, int nthreads, size_t iterations) noe
     cdef uint64_t acc = 0
     for i in range(iterations):
         for j in range(BATCH):
-            blocks[j] = dod_atomic_arena_alloc(c.arena, c.size, 16)
+            blocks[j] = dod_aa_allocate(c.arena, c.size, 16)
             (<uint64_t*>blocks[j])[0] = j
         for j in range(BATCH):
             acc += (<uint64_t*>blocks[j])[0]
-            dod_atomic_arena_free(c.arena, blocks[j], c.size, 16)
+            dod_aa_free(c.arena, blocks[j], c.size, 16)
         n += BATCH
     dod_atomic_fetch_add_u64(&c.shared_atomics, 2 * n)      # one fetch-add + one fetch-sub each
     c.sink[(thread * 8) & 63] += acc
@@ -65,17 +65,17 @@ cdef size_t k_cached(void* ctx, int thread, int nthreads, size_t iterations) noe
     cdef void* blocks[32]
     cdef size_t i, j, n = 0
     cdef uint64_t acc = 0
-    cdef dod_atomic_cache cache
-    dod_atomic_cache_init(&cache, c.arena, c.chunk)
+    cdef dod_aa_cache cache
+    dod_aa_cache_init(&cache, c.arena, c.chunk)
     for i in range(iterations):
         for j in range(BATCH):
-            blocks[j] = dod_atomic_cache_alloc(&cache, c.size, 16)
+            blocks[j] = dod_aa_cache_allocate(&cache, c.size, 16)
             (<uint64_t*>blocks[j])[0] = j
         for j in range(BATCH):
             acc += (<uint64_t*>blocks[j])[0]
-            dod_atomic_cache_free(&cache, blocks[j], c.size, 16)
+            dod_aa_cache_free(&cache, blocks[j], c.size, 16)
         n += BATCH
-    dod_atomic_cache_flush(&cache)
+    dod_aa_cache_flush(&cache)
     dod_atomic_fetch_add_u64(&c.shared_atomics, cache.refills + cache.publishes)
     c.sink[(thread * 8) & 63] += acc
     return n
@@ -115,38 +115,38 @@ def fast_path(size_t count=1 << 20, size_t size=64):
     word's fetch-add, "cache": thread-cache bump, "malloc": malloc}."""
     cdef Arena arena = Arena(FAST_BATCH * (size + 64))
     cdef AtomicArena aa = AtomicArena(1 << 20)
-    cdef dod_atomic_cache cache
+    cdef dod_aa_cache cache
     cdef void* ptrs[1024]
     cdef size_t rounds = count // FAST_BATCH, r, j
     cdef uint64_t t0, tb = 0, tx = 0, tc = 0, tm = 0, acc = 0
-    dod_atomic_cache_init(&cache, &aa.engine, 1 << 16)
+    dod_aa_cache_init(&cache, &aa.engine, 1 << 16)
     with nogil:
         for r in range(rounds):
             t0 = now_ns_u64()
             for j in range(FAST_BATCH):
-                ptrs[j] = dod_arena_push(&arena.arena, size, 16)
+                ptrs[j] = dod_arena_push(&arena.engine, size, 16)
                 (<uint64_t*>ptrs[j])[0] = j
             tb += now_ns_u64() - t0
             acc += (<uint64_t*>ptrs[r & 1023])[0]
-            dod_arena_reset(&arena.arena)
+            dod_arena_reset(&arena.engine)
 
             t0 = now_ns_u64()
             for j in range(FAST_BATCH):
-                ptrs[j] = dod_atomic_arena_alloc(&aa.engine, size, 16)
+                ptrs[j] = dod_aa_allocate(&aa.engine, size, 16)
                 (<uint64_t*>ptrs[j])[0] = j
             tx += now_ns_u64() - t0
             for j in range(FAST_BATCH):
                 acc += (<uint64_t*>ptrs[j])[0]
-                dod_atomic_arena_free(&aa.engine, ptrs[j], size, 16)
+                dod_aa_free(&aa.engine, ptrs[j], size, 16)
 
             t0 = now_ns_u64()
             for j in range(FAST_BATCH):
-                ptrs[j] = dod_atomic_cache_alloc(&cache, size, 16)
+                ptrs[j] = dod_aa_cache_allocate(&cache, size, 16)
                 (<uint64_t*>ptrs[j])[0] = j
             tc += now_ns_u64() - t0
             for j in range(FAST_BATCH):
                 acc += (<uint64_t*>ptrs[j])[0]
-                dod_atomic_cache_free(&cache, ptrs[j], size, 16)
+                dod_aa_cache_free(&cache, ptrs[j], size, 16)
 
             t0 = now_ns_u64()
             for j in range(FAST_BATCH):
@@ -156,7 +156,7 @@ def fast_path(size_t count=1 << 20, size_t size=64):
             for j in range(FAST_BATCH):
                 acc += (<uint64_t*>ptrs[j])[0]
                 free(ptrs[j])
-        dod_atomic_cache_flush(&cache)
+        dod_aa_cache_flush(&cache)
     n = <double>(rounds * FAST_BATCH)
     return {"bump": tb / n, "xadd": tx / n, "cache": tc / n, "malloc": tm / n, "_sink": acc}
 
@@ -166,17 +166,17 @@ def fast_path(size_t count=1 << 20, size_t size=64):
 def overhead_atomic(size_t count=1000000, size_t size=64, bint cached=False, size_t block_size=1 << 20):
     """(bytes obtained from the system, ns per allocation) for `count` live allocations."""
     cdef AtomicArena aa = AtomicArena(block_size)
-    cdef dod_atomic_cache cache
+    cdef dod_aa_cache cache
     cdef void** ptrs = <void**>malloc(count * sizeof(void*))
     cdef size_t i
     cdef uint64_t t0, t1
     if ptrs == NULL:
         raise MemoryError()
-    dod_atomic_cache_init(&cache, &aa.engine, 1 << 16)
+    dod_aa_cache_init(&cache, &aa.engine, 1 << 16)
     with nogil:
         t0 = now_ns_u64()
         for i in range(count):
-            ptrs[i] = dod_atomic_cache_alloc(&cache, size, 16) if cached else dod_atomic_arena_alloc(&aa.engine, size, 16)
+            ptrs[i] = dod_aa_cache_allocate(&cache, size, 16) if cached else dod_aa_allocate(&aa.engine, size, 16)
             (<uint64_t*>ptrs[i])[0] = i
         t1 = now_ns_u64()
     d = aa.check()
@@ -184,10 +184,10 @@ def overhead_atomic(size_t count=1000000, size_t size=64, bint cached=False, siz
     with nogil:
         for i in range(count):
             if cached:
-                dod_atomic_cache_free(&cache, ptrs[i], size, 16)
+                dod_aa_cache_free(&cache, ptrs[i], size, 16)
             else:
-                dod_atomic_arena_free(&aa.engine, ptrs[i], size, 16)
-        dod_atomic_cache_flush(&cache)
+                dod_aa_free(&aa.engine, ptrs[i], size, 16)
+        dod_aa_cache_flush(&cache)
     free(ptrs)
     return obtained, (t1 - t0) / <double>count
 
@@ -224,7 +224,7 @@ def pages_cost(size_t size=1 << 16, size_t count=2000, bint touch=False):
     with nogil:
         t0 = now_ns_u64()
         for i in range(count):
-            p = <char*>dod_pages_map(&src.source, size, 4096)
+            p = <char*>dod_pages_map(&src.engine, size, 4096)
             if touch:
                 k = 0
                 while k < size:
@@ -232,7 +232,7 @@ def pages_cost(size_t size=1 << 16, size_t count=2000, bint touch=False):
                     k += 4096
             else:
                 p[0] = 1
-            dod_pages_unmap(&src.source, p, size)
+            dod_pages_unmap(&src.engine, p, size)
         t1 = now_ns_u64()
     return (t1 - t0) / <double>count
 
@@ -247,13 +247,13 @@ def guard_cost(size_t size=64, size_t count=2000, size_t quarantine=64):
     cdef uint64_t t0, t1, t2, acc = 0
     with nogil:
         for i in range(quarantine):                   # fill the ring: steady state
-            p = <char*>dod_guard_allocate(&g.guard, size, 16)
-            dod_guard_deallocate(&g.guard, p, size, 16)
+            p = <char*>dod_guard_allocate(&g.engine, size, 16)
+            dod_guard_deallocate(&g.engine, p, size, 16)
         t0 = now_ns_u64()
         for i in range(count):
-            p = <char*>dod_guard_allocate(&g.guard, size, 16)
+            p = <char*>dod_guard_allocate(&g.engine, size, 16)
             p[0] = 1
-            dod_guard_deallocate(&g.guard, p, size, 16)
+            dod_guard_deallocate(&g.engine, p, size, 16)
         t1 = now_ns_u64()
         for i in range(count * 4):               # the same batched loop as the scaling kernels
             for j in range(BATCH):

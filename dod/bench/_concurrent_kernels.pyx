@@ -33,9 +33,9 @@ from dod.lfpool cimport (LockFreePool, dod_lfpool, dod_lfpool_acquire, dod_lfpoo
 from dod.segfit cimport (SegFit, dod_segfit, dod_segfit_allocate, dod_segfit_free,
                          dod_segfit_cache, dod_segfit_cache_init, dod_segfit_cache_allocate,
                          dod_segfit_cache_free, dod_segfit_cache_flush, dod_segfit_class_size)
-from dod.atomic_arena cimport (AtomicArena, dod_atomic_arena, dod_atomic_arena_alloc,
-                               dod_atomic_arena_free, dod_atomic_cache, dod_atomic_cache_alloc,
-                               dod_atomic_cache_free, dod_atomic_cache_flush, dod_atomic_cache_init)
+from dod.atomic_arena cimport (AtomicArena, dod_aa, dod_aa_allocate,
+                               dod_aa_free, dod_aa_cache, dod_aa_cache_allocate,
+                               dod_aa_cache_free, dod_aa_cache_flush, dod_aa_cache_init)
 
 cdef extern from *:
     """
@@ -90,7 +90,7 @@ KINDS = {"malloc": K_MALLOC, "arena_shared": K_AA_SHARED, "arena_cached": K_AA_C
 cdef struct Ctx:
     dod_lfpool* pool             # the pool of this pattern (64 B, or 1 KiB for random classes)
     dod_segfit* segfit
-    dod_atomic_arena* arena
+    dod_aa* arena
     uint32_t sizes[256]          # the request table (all 64 for the single class)
     bint count_l1d               # count L1d misses in this run
     uint64_t l1d_misses          # all threads, since the last reset
@@ -100,13 +100,13 @@ cdef struct Ctx:
 
 
 cdef inline void* _alloc(int kind, Ctx* c, dod_lfpool_cache* lc, dod_segfit_cache* sc,
-                         dod_atomic_cache* ac, size_t size) noexcept nogil:
+                         dod_aa_cache* ac, size_t size) noexcept nogil:
     if kind == K_MALLOC:
         return malloc(size)
     if kind == K_AA_SHARED:
-        return dod_atomic_arena_alloc(c.arena, size, 16)
+        return dod_aa_allocate(c.arena, size, 16)
     if kind == K_AA_CACHED:
-        return dod_atomic_cache_alloc(ac, size, 16)
+        return dod_aa_cache_allocate(ac, size, 16)
     if kind == K_LF_SHARED:
         return dod_lfpool_acquire(c.pool)
     if kind == K_LF_CACHED:
@@ -117,13 +117,13 @@ cdef inline void* _alloc(int kind, Ctx* c, dod_lfpool_cache* lc, dod_segfit_cach
 
 
 cdef inline void _free(int kind, Ctx* c, dod_lfpool_cache* lc, dod_segfit_cache* sc,
-                       dod_atomic_cache* ac, void* p, size_t size) noexcept nogil:
+                       dod_aa_cache* ac, void* p, size_t size) noexcept nogil:
     if kind == K_MALLOC:
         free(p)
     elif kind == K_AA_SHARED:
-        dod_atomic_arena_free(c.arena, p, size, 16)
+        dod_aa_free(c.arena, p, size, 16)
     elif kind == K_AA_CACHED:
-        dod_atomic_cache_free(ac, p, size, 16)
+        dod_aa_cache_free(ac, p, size, 16)
     elif kind == K_LF_SHARED:
         dod_lfpool_release(c.pool, p)
     elif kind == K_LF_CACHED:
@@ -141,7 +141,7 @@ cdef inline size_t _run(Ctx* c, int thread, size_t iterations, int kind) noexcep
     cdef uint32_t held[64]
     cdef dod_lfpool_cache lc
     cdef dod_segfit_cache sc
-    cdef dod_atomic_cache ac
+    cdef dod_aa_cache ac
     cdef uint64_t x = (<uint64_t>thread + 1) * 0x9E3779B97F4A7C15ULL
     cdef uint64_t acc = 0
     cdef size_t i, slot, size
@@ -154,7 +154,7 @@ cdef inline size_t _run(Ctx* c, int thread, size_t iterations, int kind) noexcep
     elif kind == K_SF_CACHED:
         dod_segfit_cache_init(&sc, c.segfit, 0)
     elif kind == K_AA_CACHED:
-        dod_atomic_cache_init(&ac, c.arena, 1 << 16)
+        dod_aa_cache_init(&ac, c.arena, 1 << 16)
     if c.count_l1d:
         fd = dod_bench_l1d_open()
         if fd < 0:
@@ -188,7 +188,7 @@ cdef inline size_t _run(Ctx* c, int thread, size_t iterations, int kind) noexcep
     elif kind == K_SF_CACHED:
         dod_segfit_cache_flush(&sc)
     elif kind == K_AA_CACHED:
-        dod_atomic_cache_flush(&ac)
+        dod_aa_cache_flush(&ac)
     c.sink[(thread * 8) & 63] += acc
     return iterations
 
@@ -254,8 +254,8 @@ cdef class Bench:
         self.pool = LockFreePool(RANDOM_MAX if pattern == "random" else 64)
         self.segfit = SegFit()
         self.arena = AtomicArena(1 << 20)
-        self.ctx.pool = &self.pool.pool
-        self.ctx.segfit = &self.segfit.segfit
+        self.ctx.pool = &self.pool.engine
+        self.ctx.segfit = &self.segfit.engine
         self.ctx.arena = &self.arena.engine
 
     def kernel(self, str name):
@@ -353,7 +353,7 @@ def overhead_segfit(size_t count, size_t size, bint cached=False):
     """(bytes a fresh SegFit obtained for `count` live blocks of `size`, ns per allocation),
     allocated through a thread cache when `cached` (its slack is counted: it is in the spans)."""
     cdef SegFit s = SegFit()
-    cdef dod_segfit* sf = &s.segfit
+    cdef dod_segfit* sf = &s.engine
     cdef dod_segfit_cache sc
     cdef void** ptrs = <void**>malloc(count * sizeof(void*))
     cdef size_t i
@@ -383,7 +383,7 @@ def overhead_lfpool(size_t count, size_t size, bint cached=False):
     """(bytes a fresh LockFreePool(size) obtained for `count` live blocks, ns per acquire),
     through a thread cache when `cached`."""
     cdef LockFreePool p = LockFreePool(size)
-    cdef dod_lfpool* e = &p.pool
+    cdef dod_lfpool* e = &p.engine
     cdef dod_lfpool_cache lc
     cdef void** ptrs = <void**>malloc(count * sizeof(void*))
     cdef size_t i

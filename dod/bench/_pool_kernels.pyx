@@ -9,7 +9,7 @@ from libc.stdlib cimport malloc, free
 from dod.bench._particles cimport particle, xorshift64, spawn_particle
 from dod.pool cimport (Pool, dod_pool, dod_pool_acquire, dod_pool_reset, dod_pool_release,
                        dod_pool_acquire_locked, dod_pool_release_locked)
-from dod.freelist cimport FreeList, dod_freelist_alloc, dod_freelist_free
+from dod.freelist cimport FreeList, dod_freelist_allocate, dod_freelist_free
 from dod.resource cimport Resource, dod_resource_allocate, dod_resource_deallocate
 from dod.bench._timing cimport now_ns
 
@@ -45,24 +45,24 @@ cdef enum:
 
 
 def pair_pool(Pool owner, size_t n):
-    """n acquire+release pairs through the inline engine on &owner.pool."""
+    """n acquire+release pairs through the inline engine on &owner.engine."""
     cdef size_t i
     cdef void* p
     cdef void* ring[RING]
     cdef double t0, t1
     with nogil:
         for i in range(RING):
-            ring[i] = dod_pool_acquire(&owner.pool)
+            ring[i] = dod_pool_acquire(&owner.engine)
         t0 = now_ns()
         for i in range(n):
-            p = dod_pool_acquire(&owner.pool)
+            p = dod_pool_acquire(&owner.engine)
             (<char*>p)[8] = <char>i
-            dod_pool_release(&owner.pool, ring[i % RING])
+            dod_pool_release(&owner.engine, ring[i % RING])
             ring[i % RING] = p
         t1 = now_ns()
         for i in range(RING):
             dod_bench_keep(ring[i])
-            dod_pool_release(&owner.pool, ring[i])
+            dod_pool_release(&owner.engine, ring[i])
     return t1 - t0
 
 
@@ -78,19 +78,19 @@ def pair_pool_local(Pool owner, size_t n):
     cdef dod_pool local
     with nogil:
         for i in range(RING):
-            ring[i] = dod_pool_acquire(&owner.pool)
+            ring[i] = dod_pool_acquire(&owner.engine)
         t0 = now_ns()
-        local = owner.pool
+        local = owner.engine
         for i in range(n):
             p = dod_pool_acquire(&local)
             (<char*>p)[8] = <char>i
             dod_pool_release(&local, ring[i % RING])
             ring[i % RING] = p
-        owner.pool = local
+        owner.engine = local
         t1 = now_ns()
         for i in range(RING):
             dod_bench_keep(ring[i])
-            dod_pool_release(&owner.pool, ring[i])
+            dod_pool_release(&owner.engine, ring[i])
     return t1 - t0
 
 
@@ -102,17 +102,17 @@ def pair_pool_locked(Pool owner, size_t n):
     cdef double t0, t1
     with nogil:
         for i in range(RING):
-            ring[i] = dod_pool_acquire_locked(&owner.pool, &owner.mutex)
+            ring[i] = dod_pool_acquire_locked(&owner.engine, &owner.mutex)
         t0 = now_ns()
         for i in range(n):
-            p = dod_pool_acquire_locked(&owner.pool, &owner.mutex)
+            p = dod_pool_acquire_locked(&owner.engine, &owner.mutex)
             (<char*>p)[8] = <char>i
-            dod_pool_release_locked(&owner.pool, &owner.mutex, ring[i % RING])
+            dod_pool_release_locked(&owner.engine, &owner.mutex, ring[i % RING])
             ring[i % RING] = p
         t1 = now_ns()
         for i in range(RING):
             dod_bench_keep(ring[i])
-            dod_pool_release_locked(&owner.pool, &owner.mutex, ring[i])
+            dod_pool_release_locked(&owner.engine, &owner.mutex, ring[i])
     return t1 - t0
 
 
@@ -183,7 +183,7 @@ def churn(object owner, size_t live0, size_t frames, size_t born, uint64_t seed)
         raise MemoryError()
     with nogil:
         for k in range(live0):
-            q = <particle*>(dod_pool_acquire(&pool.pool) if use_pool else malloc(sizeof(particle)))
+            q = <particle*>(dod_pool_acquire(&pool.engine) if use_pool else malloc(sizeof(particle)))
             spawn_particle(q, k)
             live[n] = q
             n += 1
@@ -191,7 +191,7 @@ def churn(object owner, size_t live0, size_t frames, size_t born, uint64_t seed)
         for f in range(frames):
             for k in range(born):
                 r = xorshift64(&s)
-                q = <particle*>(dod_pool_acquire(&pool.pool) if use_pool else malloc(sizeof(particle)))
+                q = <particle*>(dod_pool_acquire(&pool.engine) if use_pool else malloc(sizeof(particle)))
                 spawn_particle(q, r)
                 live[n] = q
                 n += 1
@@ -205,14 +205,14 @@ def churn(object owner, size_t live0, size_t frames, size_t born, uint64_t seed)
                 n -= 1
                 live[j] = live[n]
                 if use_pool:
-                    dod_pool_release(&pool.pool, q)
+                    dod_pool_release(&pool.engine, q)
                 else:
                     free(q)
             ops += born + kill
         t1 = now_ns()
         for k in range(n):
             if use_pool:
-                dod_pool_release(&pool.pool, live[k])
+                dod_pool_release(&pool.engine, live[k])
             else:
                 free(live[k])
     free(live)
@@ -232,7 +232,7 @@ def throughput_local(Pool owner, size_t count, size_t frames):
     with nogil:
         t0 = now_ns()
         for f in range(frames):
-            local = owner.pool
+            local = owner.engine
             for k in range(count):
                 q = <particle*>dod_pool_acquire(&local)
                 spawn_particle(q, k)
@@ -240,7 +240,7 @@ def throughput_local(Pool owner, size_t count, size_t frames):
             dod_bench_keep(live[count // 2])
             for k in range(count):
                 dod_pool_release(&local, live[k])
-            owner.pool = local
+            owner.engine = local
         t1 = now_ns()
     free(live)
     return t1 - t0
@@ -258,14 +258,14 @@ def throughput_reset(Pool owner, size_t count, size_t frames):
     with nogil:
         t0 = now_ns()
         for f in range(frames):
-            local = owner.pool
+            local = owner.engine
             for k in range(count):
                 q = <particle*>dod_pool_acquire(&local)
                 spawn_particle(q, k)
                 live[k] = q
             dod_bench_keep(live[count // 2])
             dod_pool_reset(&local)
-            owner.pool = local
+            owner.engine = local
         t1 = now_ns()
     free(live)
     return t1 - t0
@@ -286,13 +286,13 @@ def throughput(object owner, size_t count, size_t frames):
         t0 = now_ns()
         for f in range(frames):
             for k in range(count):
-                q = <particle*>(dod_pool_acquire(&pool.pool) if use_pool else malloc(sizeof(particle)))
+                q = <particle*>(dod_pool_acquire(&pool.engine) if use_pool else malloc(sizeof(particle)))
                 spawn_particle(q, k)
                 live[k] = q
             dod_bench_keep(live[count // 2])
             for k in range(count):
                 if use_pool:
-                    dod_pool_release(&pool.pool, live[k])
+                    dod_pool_release(&pool.engine, live[k])
                 else:
                     free(live[k])
         t1 = now_ns()
@@ -318,17 +318,17 @@ def mixed_churn(object owner, size_t nlive, size_t steps, size_t min_size, size_
     with nogil:
         for k in range(nlive):
             size = min_size + xorshift64(&s) % span
-            live[k] = dod_freelist_alloc(&fl.fl, size, 16) if use_fl else malloc(size)
+            live[k] = dod_freelist_allocate(&fl.engine, size, 16) if use_fl else malloc(size)
         t0 = now_ns()
         for k in range(steps):
             j = xorshift64(&s) % nlive
             if live[j] != NULL:
                 if use_fl:
-                    dod_freelist_free(&fl.fl, live[j])
+                    dod_freelist_free(&fl.engine, live[j])
                 else:
                     free(live[j])
             size = min_size + xorshift64(&s) % span
-            p = dod_freelist_alloc(&fl.fl, size, 16) if use_fl else malloc(size)
+            p = dod_freelist_allocate(&fl.engine, size, 16) if use_fl else malloc(size)
             if p == NULL:
                 fails += 1
             else:
@@ -338,7 +338,7 @@ def mixed_churn(object owner, size_t nlive, size_t steps, size_t min_size, size_
         for k in range(nlive):
             if live[k] != NULL:
                 if use_fl:
-                    dod_freelist_free(&fl.fl, live[k])
+                    dod_freelist_free(&fl.engine, live[k])
                 else:
                     free(live[k])
     free(live)
@@ -373,7 +373,7 @@ def freelist_fill(FreeList owner, size_t n, size_t size):
     cdef size_t k, got = 0
     with nogil:
         for k in range(n):
-            if dod_freelist_alloc(&owner.fl, size, 16) != NULL:
+            if dod_freelist_allocate(&owner.engine, size, 16) != NULL:
                 got += 1
     return got
 
@@ -383,6 +383,6 @@ def pool_fill(Pool owner, size_t n):
     cdef size_t k, got = 0
     with nogil:
         for k in range(n):
-            if dod_pool_acquire(&owner.pool) != NULL:
+            if dod_pool_acquire(&owner.engine) != NULL:
                 got += 1
     return got

@@ -38,8 +38,8 @@ def run(quick=False):
     pool = Pool(n, block_size=size)
     got = K.pool_fill(pool, n)
     assert got == n
-    s.add("pool engine", pool.stats()["bytes"] / n - size, "B",
-          "the Python face adds an 8-byte side table per slot, outside the blocks")
+    s.add("pool engine", pool.stats()["capacity"] / n - size, "B",
+          "the Python face adds a 12-byte side table per slot, outside the blocks")
     fl = FreeList(n * (size + 16) + 64)
     got = K.freelist_fill(fl, n, size)
     assert got == n

@@ -79,8 +79,8 @@ def run(quick=False):
                 "malloc/free", per="pair",
                 goal="<= 1.5 ns per pair and >= 3x malloc/free")
     s.add("pool engine, state in a local (registers)", median_of(lambda: K.pair_pool_local(pool, n), rep) / n,
-          note="copy owner.pool to a local for the loop, write it back after")
-    s.add("pool engine on &owner.pool", median_of(lambda: K.pair_pool(pool, n), rep) / n,
+          note="copy owner.engine to a local for the loop, write it back after")
+    s.add("pool engine on &owner.engine", median_of(lambda: K.pair_pool(pool, n), rep) / n,
           note="state reloaded/stored each pair: block writes may alias it")
     gpool = Pool(1024, block_size=PAIR_SIZE, growable=True)
     s.add("growable pool engine, state in a local", median_of(lambda: K.pair_pool_local(gpool, n), rep) / n,
@@ -137,7 +137,7 @@ def run(quick=False):
     s.add("pool engine, destroy all with one dod_pool_reset", v / 1000, "us",
           f"{v / count:.2f} ns per particle (create only; the reset is O(1))")
     v = median_of(lambda: K.throughput(tpool, count, frames), rep) / frames
-    s.add("pool engine on &owner.pool", v / 1000, "us", f"{v / count / 2:.2f} ns per create or destroy")
+    s.add("pool engine on &owner.engine", v / 1000, "us", f"{v / count / 2:.2f} ns per create or destroy")
     v = median_of(lambda: K.throughput(None, count, frames), rep) / frames
     s.add("malloc/free", v / 1000, "us", f"{v / count / 2:.2f} ns per create or destroy")
     # Growth: the first frame into a fresh pool, fixed versus growable from

@@ -5,7 +5,7 @@
 #
 #     from dod.tracker._engine cimport Tracker, dod_tracker_tick
 #     with nogil:
-#         rc = dod_tracker_tick(&t.engine, dets, n_dets, dt, &scratch.arena)
+#         rc = dod_tracker_tick(&t.engine, dets, n_dets, dt, &scratch.engine)
 #
 # Storage: the tracks are the rows of a dod Table (dod/table.pxd), columns
 # id, x, P, hits, misses, age, history, state; `cols` caches their base

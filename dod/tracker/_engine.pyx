@@ -642,7 +642,7 @@ cdef class Tracker:
         self._busy = True
         try:
             with nogil:
-                rc = dod_tracker_tick(&self.engine, data, k, dt, &self.scratch.arena)
+                rc = dod_tracker_tick(&self.engine, data, k, dt, &self.scratch.engine)
         finally:
             self._busy = False
             self.table.end_exclusive()

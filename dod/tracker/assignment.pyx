@@ -126,7 +126,7 @@ def solve_assignment(cost):
     if nr == 0:
         return np.empty(0, np.intp), np.empty(0, np.intp)
     with nogil:
-        rc = dod_assignment_solve(nr, nc, &cc[0, 0], <int*>&out[0], &scratch.arena)
+        rc = dod_assignment_solve(nr, nc, &cc[0, 0], <int*>&out[0], &scratch.engine)
     if rc != 0:
         raise MemoryError("assignment scratch")
     rows = np.arange(nr, dtype=np.intp)
