@@ -223,7 +223,7 @@ cdef inline void* dod_segfit_cache_allocate(dod_segfit_cache* c, size_t size, si
             c.bins[k].head = dod_atomic_load_ptr(<void**>b)
             c.bins[k].count -= 1
             if DOD_DEBUG:
-                dod_lfpool_bin_publish(&c.engine.classes[k], &c.bins[k])
+                dod_lfpool_bin_publish(&c.segfit.classes[k], &c.bins[k])
             return b
         return dod_segfit_cache_refill(c, k)
     return dod_segfit_cache_allocate_direct(c, size, alignment)
@@ -243,6 +243,6 @@ cdef inline void dod_segfit_cache_free(dod_segfit_cache* c, void* ptr, size_t si
             dod_segfit_cache_spill(c, k)
         dod_lfpool_bin_push(&c.bins[k], ptr)
         if DOD_DEBUG:
-            dod_lfpool_bin_publish(&c.engine.classes[k], &c.bins[k])
+            dod_lfpool_bin_publish(&c.segfit.classes[k], &c.bins[k])
     else:
         dod_segfit_cache_free_direct(c, ptr, size, alignment)

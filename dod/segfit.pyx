@@ -529,14 +529,14 @@ cdef void* dod_segfit_cache_refill(dod_segfit_cache* c, size_t k) noexcept nogil
     if c.segfit == NULL:
         return NULL
     c.refills += 1
-    return dod_lfpool_bin_refill(&c.engine.classes[k], &c.bins[k])
+    return dod_lfpool_bin_refill(&c.segfit.classes[k], &c.bins[k])
 
 
 cdef void dod_segfit_cache_spill(dod_segfit_cache* c, size_t k) noexcept nogil:
     if c.segfit == NULL:
         return
     c.spills += 1
-    dod_lfpool_bin_spill(&c.engine.classes[k], &c.bins[k])
+    dod_lfpool_bin_spill(&c.segfit.classes[k], &c.bins[k])
 
 
 cdef void dod_segfit_cache_flush(dod_segfit_cache* c) noexcept nogil:
@@ -548,7 +548,7 @@ cdef void dod_segfit_cache_flush(dod_segfit_cache* c) noexcept nogil:
         return
     for k in range(DOD_SEGFIT_CACHED):
         if c.bins[k].count or c.bins[k].published:
-            dod_lfpool_bin_flush(&c.engine.classes[k], &c.bins[k])
+            dod_lfpool_bin_flush(&c.segfit.classes[k], &c.bins[k])
 
 
 cdef void* dod_segfit_cache_allocate_direct(dod_segfit_cache* c, size_t size, size_t alignment) noexcept nogil:
@@ -573,4 +573,4 @@ cdef void dod_segfit_cache_debug(dod_segfit_cache* c, size_t k, void* ptr) noexc
         return
     if ptr != NULL:
         dod_segfit_check_class(c.segfit, k, ptr)
-    dod_lfpool_bin_debug(&c.engine.classes[k], &c.bins[k], &c.thread, ptr)
+    dod_lfpool_bin_debug(&c.segfit.classes[k], &c.bins[k], &c.thread, ptr)

@@ -1,6 +1,7 @@
 """Print dod's benchmark table: python -m dod.bench [--quick] [--only NAME ...] [--markdown] [--threads 1,2,4]."""
 import argparse
 import importlib
+import os
 import sys
 
 # machine_line is imported from here by tools/update_readme_perf.py.
