@@ -159,9 +159,9 @@ class TrackerConfig:
     pd: float = 0.9
     clutter_density: float | None = None
     new_target_density: float = 1e-6
-    false_track_probability: float = 1e-5
+    false_track_probability: float = 1e-3
     track_loss_probability: float = 1e-2
-    score_drop: float = 9.0
+    score_drop: float = 11.0
     v_max: float = 50.0
     surveillance_volume: float | None = None
     clutter_smoothing: float = 0.1
