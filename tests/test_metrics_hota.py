@@ -19,8 +19,8 @@ def _trackeval_hota(truth_ids, truth_pos, est_ids, est_pos, c):
             "num_gt_dets": int(sum(len(a) for a in truth_ids)),
             "num_tracker_dets": int(sum(len(a) for a in est_ids))}
     for gi, gp, ti, tp in zip(truth_ids, truth_pos, est_ids, est_pos):
-        gp = np.asarray(gp, float).reshape(len(gi), -1)
-        tp = np.asarray(tp, float).reshape(len(ti), -1)
+        gp = np.asarray(gp, float).reshape(len(gi), 2)
+        tp = np.asarray(tp, float).reshape(len(ti), 2)
         d = np.sqrt(((gp[:, None, :] - tp[None, :, :]) ** 2).sum(-1)) if len(gi) and len(ti) \
             else np.zeros((len(gi), len(ti)))
         data["gt_ids"].append(np.searchsorted(g_uni, np.asarray(gi, np.int64)))
