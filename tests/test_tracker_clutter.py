@@ -406,3 +406,16 @@ def test_generator_target_speeds_match_what_was_asked():
     steps = (v2 - v1).ravel() / math.sqrt(q * sc.dt)
     k = steps.size
     assert abs((steps**2).sum() - k) <= 5 * math.sqrt(2 * k)
+
+
+def test_accuracy_bench_runs_and_reports_both_trackers():
+    pytest.importorskip("motmetrics")
+    from dod.tracker import accuracy
+
+    lines = []
+    rows = accuracy.run(targets=40, scans=60, seeds=1, clutters=(1.0,), out=lines.append)
+    assert [r["tracker"] for r in rows] == ["m_of_n", "score+2pt"]
+    for r in rows:
+        assert 0.5 < r["mota"] <= 1.0 and 0.3 < r["hota"] <= 1.0 and r["tick_ms"] > 0
+        assert r["blocks"] < 0.5
+    assert any("goals score+2pt" in ln for ln in lines)
