@@ -146,3 +146,15 @@ def test_cli_on_bundled_data_and_on_a_user_file(tmp_path, capsys):
     assert "MOTA" in out
     assert mot.main([str(tmp_path / "nope.txt")]) == 1
     assert "error" in capsys.readouterr().err
+
+
+def test_hota_is_scored_and_printed_for_both_confirmation_logics(capsys):
+    path = mot.builtin_sequences()["TUD-Stadtmitte"]
+    seq = mot.read_mot(path)
+    perfect = mot.score(seq, list(zip(seq.ids, seq.points())))
+    assert perfect["hota"] == 1.0 and perfect["deta"] == 1.0 and perfect["assa"] == 1.0
+    _, m = mot.evaluate(path, seed=0, name="TUD-Stadtmitte")
+    assert 0.9 <= m["hota"] < 1.0 and m["hota"] <= m["loca"] + 1e-9
+    assert mot.main(["--confirmation", "score", "--initiation", "two_point"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("HOTA") == 2 and "score, two_point" in out

@@ -203,3 +203,49 @@ class TrackerAllocations:
             tracemalloc.stop()
         return rising
     track_ticks_that_allocate.unit = "ticks"
+
+
+class TrackerAccuracyInClutter:
+    """Accuracy in clutter (issue 14), reduced size: N = 200, 100 scans, one
+    seed, clutter 0.2 and 1 per target per scan, m_of_n against
+    score + two-point (dod.tracker.accuracy; the full table is
+    ``python -m dod.tracker.bench --accuracy``). Needs motmetrics."""
+
+    params = ([0.2, 1.0], ["m_of_n", "score+2pt"])
+    param_names = ["clutter", "tracker"]
+    timeout = 900
+
+    def setup_cache(self):
+        try:
+            from dod.tracker import accuracy
+            import motmetrics  # noqa: F401
+        except ImportError:
+            return {"missing": True}
+        rows = accuracy.run(targets=200, scans=100, seeds=1, clutters=tuple(self.params[0]),
+                            out=lambda *a: None)
+        return {(r["clutter"], r["tracker"]): r for r in rows}
+
+    def setup(self, data, clutter, tracker):
+        if "missing" in data:
+            raise NotImplementedError("dod.tracker.accuracy or motmetrics not available")
+
+    def track_mota(self, data, clutter, tracker):
+        return data[(clutter, tracker)]["mota"]
+    track_mota.unit = "MOTA"
+
+    def track_hota(self, data, clutter, tracker):
+        return data[(clutter, tracker)]["hota"]
+    track_hota.unit = "HOTA"
+
+    def track_idf1(self, data, clutter, tracker):
+        return data[(clutter, tracker)]["idf1"]
+    track_idf1.unit = "IDF1"
+
+    def track_false_confirmed_per_scan(self, data, clutter, tracker):
+        return data[(clutter, tracker)]["false_per_scan"]
+    track_false_confirmed_per_scan.unit = "tracks"
+
+    def track_tick_ms(self, data, clutter, tracker):
+        """Median tick, the two trackers fed the same scans alternately."""
+        return data[(clutter, tracker)]["tick_ms"]
+    track_tick_ms.unit = "ms"

@@ -2,8 +2,10 @@
 
 A constant-velocity Kalman tracker (2-D or 3-D) with Mahalanobis gating over
 a spatial index, exact global-nearest-neighbour assignment per cluster,
-M-of-N confirmation and miss-count deletion. One call per scan crosses into
-nogil Cython and allocates nothing.
+M-of-N confirmation and miss-count deletion (or, for heavy clutter, track
+scores with Wald's thresholds and velocity-gated two-point initiation:
+``TrackerConfig(confirmation="score", initiation="two_point")``). One call
+per scan crosses into nogil Cython and allocates nothing.
 
     from dod.tracker import Tracker, TrackerConfig
     t = Tracker(TrackerConfig(dim=2, r=1.0, q=1.0))
@@ -13,7 +15,7 @@ nogil Cython and allocates nothing.
 
 Also here: :mod:`dod.tracker.reference` (the same tracker in numpy: the
 oracle and baseline), :mod:`dod.tracker.scenario` (seeded scenarios) and
-:mod:`dod.tracker.metrics` (GOSPA, OSPA, MOTA/IDF1 via py-motmetrics).
+:mod:`dod.tracker.metrics` (GOSPA, OSPA, HOTA, MOTA/IDF1 via py-motmetrics).
 """
 from dod.tracker.config import TrackerConfig, chi2_ppf
 

@@ -8,8 +8,10 @@
 #         rc = dod_tracker_tick(&t.engine, dets, n_dets, dt, &scratch.engine)
 #
 # Storage: the tracks are the rows of a dod Table (dod/table.pxd), columns
-# id, x, P, hits, misses, age, history, state; `cols` caches their base
-# pointers (table columns never move) and the live count is table.count.
+# id, x, P, hits, misses, age, history, state, score, score_max; `cols`
+# caches their base pointers (table columns never move) and the live count
+# is table.count. Two-point initiation keeps the detections waiting for a
+# partner in a second table (`singles`, one column z, max_detections rows).
 #
 # Invariants
 #   * Rows [0, table.count) are live tracks, packed (removal swaps the last
@@ -47,6 +49,8 @@ ctypedef struct dod_track_cols:
     uint32_t* age           # [capacity]        scans since birth (1 at birth)
     uint32_t* history       # [capacity]        detection bits, latest in bit 0
     uint8_t* state          # [capacity]        DOD_TRACK_*
+    double* score           # [capacity]        track score (log-likelihood ratio; confirmation="score")
+    double* score_max       # [capacity]        its running maximum
 
 
 # The per-tick counters: declared here once. Every field is a size_t; the
@@ -68,6 +72,8 @@ ctypedef struct dod_tick_counts:
     size_t clusters         # clusters solved (single pairs included)
     size_t largest_cluster  # pairs in the largest cluster
     size_t greedy_clusters  # clusters solved greedily: above max_cluster, or no scratch for the matrix
+    size_t unclaimed        # valid detections no confirmed track took (the clutter estimator's count)
+    size_t singles          # detections left waiting for a partner (initiation="two_point")
 
 
 ctypedef struct dod_tracker:
@@ -79,6 +85,19 @@ ctypedef struct dod_tracker:
     double q, r, v0, gate
     uint32_t confirm_m, confirm_n, max_misses
     uint32_t max_cluster    # clusters with more tracks or detections go greedy (0: never)
+    # track management in clutter (TrackerConfig: confirmation, initiation)
+    bint score_logic        # confirmation == "score"
+    bint two_point          # initiation == "two_point"
+    double log_pd, log_miss # ln(pd), ln(1 - pd)
+    double log_birth        # ln(new_target_density)
+    double score_confirm, score_delete, score_drop
+    double v_max, pair_noise    # pair gate: |z2 - z1| <= v_max * dt + pair_noise
+    double clutter          # clutter density used this scan (0: no estimate yet)
+    bint clutter_fixed      # given in the config: never estimated
+    double volume           # surveillance volume for the estimator (0: box of the scan)
+    double clutter_w        # smoothing weight of the newest scan
+    dod_table* singles      # detections waiting one scan (rows 0 .. singles.count - 1)
+    double* single_z        # its column z [max_detections, dim]
     uint64_t next_id        # id of the next birth (starts at 1)
     dod_tick_counts last    # counters of the latest tick
     uint64_t scans          # ticks run
@@ -91,6 +110,7 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
 cdef class Tracker:
     cdef dod_tracker engine
     cdef readonly Table table           # the tracks: one row each
+    cdef readonly Table singles         # detections waiting for a partner (two-point initiation)
     cdef readonly Arena scratch         # per-tick temporaries (mark/rewind each tick)
     cdef readonly object config
     cdef size_t _overflow_drop

@@ -14,6 +14,7 @@ COUNT_NAMES: tuple[str, ...]
 
 class Tracker:
     table: Table
+    singles: Table
     scratch: Arena
     config: TrackerConfig
     def __init__(self, config: TrackerConfig | None = None, *, scratch: Arena | None = None,
@@ -35,6 +36,12 @@ class Tracker:
     def covariances(self) -> np.ndarray: ...
     @property
     def states(self) -> np.ndarray: ...
+    @property
+    def scores(self) -> np.ndarray: ...
+    @property
+    def clutter_density(self) -> float: ...
+    @property
+    def waiting(self) -> np.ndarray: ...
     @property
     def confirmed(self) -> np.ndarray: ...
     @property

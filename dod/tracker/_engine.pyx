@@ -14,20 +14,32 @@ distance), i.e. the total distance plus ``gate`` for every track left
 unassigned. Confirmed tracks take detections first; tentative tracks then
 compete for what is left. The reference tracker (dod.tracker.reference)
 states the same rules in numpy.
+
+Track management in clutter (TrackerConfig confirmation="score",
+initiation="two_point"; the rules are in TrackerConfig's docstring): the
+clutter density is estimated after the confirmed stage (the detections no
+confirmed track took); the score column gains ln(pd N(y; 0, S) / clutter) for
+a detection (the innovation density of the predicted track, taken before the
+update) or ln(1 - pd) for a miss; pairs for two-point births are formed after
+both stages, from the previous scan's waiting detections (the `singles`
+table) and this scan's free ones, by iterated mutual nearest neighbours
+(the same result as cheapest pair first, ties by index), and the free
+detections left over replace the waiting ones.
 """
 cimport cython
 cimport numpy as cnp
-from libc.math cimport sqrt, isfinite, INFINITY
+from libc.math cimport sqrt, isfinite, log, INFINITY
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.string cimport memset, memcpy
 
 from dod.arena cimport (dod_arena, Arena, dod_arena_push, dod_arena_mark,
                         dod_arena_rewind)
-from dod.table cimport dod_table, Table, dod_table_insert, dod_table_remove_row
+from dod.table cimport dod_table, Table, dod_table_insert, dod_table_remove_row, dod_table_clear
 from dod.tracker.assignment cimport dod_assignment_solve
 from dod.tracker.grid cimport dod_grid, dod_grid_build, dod_grid_bucket, dod_grid_cell_of, dod_grid_holds
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse,
-                                 dod_kalman_mahalanobis2, dod_kalman_update)
+                                 dod_kalman_mahalanobis2, dod_kalman_update,
+                                 dod_kalman_log_likelihood)
 
 import numpy as np
 
@@ -95,6 +107,10 @@ ctypedef struct _tick:
     double* pc              # [pair_cap] pair d2
     size_t pair_cap
     size_t npairs
+    # two-point initiation (initiation="two_point")
+    uint8_t* sused          # [singles] waiting detection paired this scan
+    int32_t* sbest          # [singles] its cheapest pair this round
+    int32_t* dbest          # [D] a free detection's cheapest pair this round
 
 
 cdef inline void* _push(dod_arena* a, size_t n, size_t size, bint* ok) noexcept nogil:
@@ -312,6 +328,196 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
             acc = c
 
 
+# ---------------------------------------------------------------- track management in clutter
+
+cdef void _estimate_clutter(dod_tracker* t, _tick* k, dod_tick_counts* cnt) noexcept nogil:
+    """Count the detections no confirmed track took; fold them into the
+    clutter density estimate (TrackerConfig.clutter_density documents it)."""
+    cdef size_t j, u = 0
+    cdef int a, dim = t.dim
+    cdef double lo, hi, v, V, side = 10.0 * t.r, est
+    for j in range(k.D):
+        if k.det_track[j] < 0:
+            u += 1
+    cnt.unclaimed = u
+    if t.clutter_fixed or k.D == 0:
+        return
+    if t.volume > 0.0:
+        V = t.volume
+    else:
+        V = 1.0
+        for a in range(dim):
+            lo = hi = k.z[a]
+            for j in range(1, k.D):
+                v = k.z[j * dim + a]
+                if v < lo:
+                    lo = v
+                elif v > hi:
+                    hi = v
+            V *= hi - lo if hi - lo > side else side
+    est = (<double>u + 1.0) / V
+    if t.clutter > 0.0:
+        t.clutter = (1.0 - t.clutter_w) * t.clutter + t.clutter_w * est
+    else:
+        t.clutter = est
+
+
+cdef inline void _try_single(dod_tracker* t, _tick* k, dod_tick_counts* cnt, size_t i, size_t j,
+                             double R2) noexcept nogil:
+    cdef int a, dim = t.dim
+    cdef double y, d2 = 0.0
+    if k.det_track[j] != -1:
+        return
+    for a in range(dim):
+        y = k.z[j * dim + a] - t.single_z[i * dim + a]
+        d2 += y * y
+    if not d2 <= R2:
+        return
+    if k.npairs >= k.pair_cap:
+        cnt.pairs_dropped += 1
+        return
+    k.pt[k.npairs] = <int32_t>i
+    k.pd[k.npairs] = <int32_t>j
+    k.pc[k.npairs] = d2
+    k.npairs += 1
+
+
+cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double dt,
+                        bint grid_built) noexcept nogil:
+    """Pair the waiting detections with this scan's free ones (two-point
+    initiation): gate |z - s| <= v_max dt + pair_noise through the grid, then
+    iterated mutual nearest neighbours. A paired detection j of single i is
+    marked det_track[j] = -2 - i."""
+    cdef size_t ns = t.singles.count, i, j, p, b, s
+    cdef int dim = t.dim, a
+    cdef double R = t.v_max * dt + t.pair_noise, ncells
+    cdef int64_t lo[3]
+    cdef int64_t hi[3]
+    cdef int64_t cx, cy, cz
+    cdef int32_t bi, bd
+    cdef size_t matched
+    cdef const dod_grid* g = &k.grid
+    k.npairs = 0
+    if ns == 0 or k.D == 0:
+        return
+    if not grid_built:
+        k.grid.h = 2.0 * R
+        dod_grid_build(&k.grid, k.z, k.D, dim)
+    for i in range(ns):
+        k.sused[i] = 0
+        # The same cell walk as _gate, over the box [s - R, s + R].
+        ncells = 1.0
+        for a in range(3):
+            if a < dim:
+                lo[a] = dod_grid_cell_of(t.single_z[i * dim + a] - R, g.h)
+                hi[a] = dod_grid_cell_of(t.single_z[i * dim + a] + R, g.h)
+            else:
+                lo[a] = 0
+                hi[a] = 0
+            ncells *= <double>(hi[a] - lo[a] + 1)
+        if ncells > <double>k.D:
+            for j in range(k.D):
+                _try_single(t, k, cnt, i, j, R * R)
+            continue
+        cx = lo[0]
+        while cx <= hi[0]:
+            cy = lo[1]
+            while cy <= hi[1]:
+                cz = lo[2]
+                while cz <= hi[2]:
+                    b = dod_grid_bucket(g, cx, cy, cz)
+                    for s in range(g.bucket[b], g.bucket[b + 1]):
+                        if dod_grid_holds(g, s, cx, cy, cz):
+                            _try_single(t, k, cnt, i, g.order[s], R * R)
+                    cz += 1
+                cy += 1
+            cx += 1
+    cnt.pairs += k.npairs
+    # Iterated mutual nearest neighbours: a pair that is the cheapest of both
+    # its single (ties: lower detection) and its detection (ties: lower
+    # single) is taken; repeat on what is left. With this strict order that
+    # is the cheapest-first greedy matching.
+    while True:
+        for p in range(k.npairs):
+            k.sbest[k.pt[p]] = -1
+            k.dbest[k.pd[p]] = -1
+        for p in range(k.npairs):
+            i = <size_t>k.pt[p]
+            j = <size_t>k.pd[p]
+            if k.sused[i] or k.det_track[j] != -1:
+                continue
+            bi = k.sbest[i]
+            if bi < 0 or k.pc[p] < k.pc[bi] or (k.pc[p] == k.pc[bi] and k.pd[p] < k.pd[bi]):
+                k.sbest[i] = <int32_t>p
+            bd = k.dbest[j]
+            if bd < 0 or k.pc[p] < k.pc[bd] or (k.pc[p] == k.pc[bd] and k.pt[p] < k.pt[bd]):
+                k.dbest[j] = <int32_t>p
+        matched = 0
+        for p in range(k.npairs):
+            i = <size_t>k.pt[p]
+            j = <size_t>k.pd[p]
+            if k.sused[i] or k.det_track[j] != -1:
+                continue
+            if k.sbest[i] == <int32_t>p and k.dbest[j] == <int32_t>p:
+                k.sused[i] = 1
+                k.det_track[j] = -2 - <int32_t>i
+                matched += 1
+        if matched == 0:
+            return
+
+
+cdef inline double _log_clutter(dod_tracker* t) noexcept nogil:
+    return log(t.clutter) if t.clutter > 0.0 else 0.0
+
+
+cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double dt) noexcept nogil:
+    """Tentative tracks from the pairs (in the order of their second
+    detection), then this scan's free detections become the waiting ones."""
+    cdef dod_table* tab = t.table
+    cdef dod_track_cols* c = &t.cols
+    cdef int dim = t.dim, n = t.n, a
+    cdef size_t j, i, si
+    cdef double r2 = t.r * t.r, d2, lc = _log_clutter(t)
+    cdef double Si[9]
+    cdef double y[3]
+    for j in range(k.D):
+        if k.det_track[j] > -2:
+            continue
+        si = <size_t>(-2 - k.det_track[j])
+        if dod_table_insert(tab) == 0:
+            cnt.births_dropped += 1
+            continue
+        i = tab.count - 1
+        c.id[i] = t.next_id
+        t.next_id += 1
+        memcpy(c.x + i * n, t.single_z + si * dim, dim * sizeof(double))
+        for a in range(dim):
+            c.P[i * n * n + a * n + a] = r2
+            c.P[i * n * n + (dim + a) * n + dim + a] = t.v0 * t.v0
+        dod_kalman_predict(c.x + i * n, c.P + i * n * n, dim, dt, t.q)
+        dod_kalman_innovation_inverse(c.P + i * n * n, dim, r2, Si)
+        for a in range(dim):
+            y[a] = k.z[j * dim + a] - c.x[i * n + a]
+        d2 = dod_kalman_mahalanobis2(y, Si, dim)
+        if t.score_logic:
+            c.score[i] = (t.log_birth - lc) + (t.log_pd - lc + dod_kalman_log_likelihood(d2, Si, dim))
+            c.score_max[i] = c.score[i]
+        dod_kalman_update(c.x + i * n, c.P + i * n * n, k.z + j * dim, Si, dim, r2)
+        c.hits[i] = 2
+        c.age[i] = 2
+        c.history[i] = 3
+        c.state[i] = DOD_TRACK_TENTATIVE
+        cnt.births += 1
+    dod_table_clear(t.singles)
+    for j in range(k.D):
+        if k.det_track[j] != -1:
+            continue
+        if dod_table_insert(t.singles) == 0:      # cannot happen: max_detections rows
+            break
+        memcpy(t.single_z + (t.singles.count - 1) * dim, k.z + j * dim, dim * sizeof(double))
+    cnt.singles = t.singles.count
+
+
 # ---------------------------------------------------------------- the tick
 
 cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, double dt,
@@ -323,8 +529,11 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     cdef size_t T = tab.count, j, i, nb, ti
     cdef int dim = t.dim, n = t.n, a
     cdef bint ok = True, finite
-    cdef double r2 = t.r * t.r, hsum = 0.0, hmax, v
+    cdef double r2 = t.r * t.r, hsum = 0.0, hmax, v, lc, d2
+    cdef double y[3]
     cdef uint32_t nmask, hist
+    cdef bint grid_built = False
+    cdef size_t ns = t.singles.count if t.two_point else 0
     cdef dod_track_cols* c = &t.cols
     memset(&cnt, 0, sizeof(cnt))
     memset(&k, 0, sizeof(k))
@@ -355,6 +564,10 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     k.pd = <int32_t*>_push(scratch, k.pair_cap, sizeof(int32_t), &ok)
     k.pc = <double*>_push(scratch, k.pair_cap, sizeof(double), &ok)
     k.porder = <int32_t*>_push(scratch, k.pair_cap, sizeof(int32_t), &ok)
+    if t.two_point:
+        k.sused = <uint8_t*>_push(scratch, ns, 1, &ok)
+        k.sbest = <int32_t*>_push(scratch, ns, sizeof(int32_t), &ok)
+        k.dbest = <int32_t*>_push(scratch, n_dets, sizeof(int32_t), &ok)
     if not ok:
         dod_arena_rewind(scratch, mark)
         return -1
@@ -405,14 +618,26 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
         if not (k.grid.h > 0.0 and isfinite(k.grid.h)):
             k.grid.h = 1.0
         dod_grid_build(&k.grid, k.z, k.D, dim)
+        grid_built = True
         _associate(t, &k, &cnt, DOD_TRACK_CONFIRMED, scratch)
+    _estimate_clutter(t, &k, &cnt)
+    if grid_built:
         _associate(t, &k, &cnt, DOD_TRACK_TENTATIVE, scratch)
+    if t.two_point:
+        _pair_singles(t, &k, &cnt, dt, grid_built)
+    lc = _log_clutter(t)
 
     # 5. Update, count hits and misses, confirm, delete.
     nmask = <uint32_t>((<uint64_t>1 << t.confirm_n) - 1)
     for ti in range(T):
         hist = c.history[ti] << 1
         if k.track_det[ti] >= 0:
+            if t.score_logic:
+                # the innovation density of the predicted track, before the update
+                for a in range(dim):
+                    y[a] = k.z[k.track_det[ti] * dim + a] - c.x[ti * n + a]
+                d2 = dod_kalman_mahalanobis2(y, k.Si + ti * dim * dim, dim)
+                c.score[ti] += t.log_pd - lc + dod_kalman_log_likelihood(d2, k.Si + ti * dim * dim, dim)
             if dim == 2:
                 dod_kalman_update(c.x + ti * 4, c.P + ti * 16, k.z + k.track_det[ti] * 2, k.Si + ti * 4, 2, r2)
             else:
@@ -423,8 +648,20 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
             cnt.associations += 1
         else:
             c.misses[ti] += 1
+            if t.score_logic:
+                c.score[ti] += t.log_miss
         c.history[ti] = hist
-        if c.state[ti] == DOD_TRACK_TENTATIVE:
+        if t.score_logic:
+            if c.score[ti] > c.score_max[ti]:
+                c.score_max[ti] = c.score[ti]
+            if c.state[ti] == DOD_TRACK_TENTATIVE:
+                if c.score[ti] >= t.score_confirm:
+                    c.state[ti] = DOD_TRACK_CONFIRMED
+                elif c.score[ti] <= t.score_delete:
+                    c.state[ti] = DOD_TRACK_NONE
+            elif c.score_max[ti] - c.score[ti] >= t.score_drop:
+                c.state[ti] = DOD_TRACK_NONE
+        elif c.state[ti] == DOD_TRACK_TENTATIVE:
             if _popcount(hist & nmask) >= t.confirm_m:
                 c.state[ti] = DOD_TRACK_CONFIRMED
             elif c.age[ti] >= t.confirm_n:
@@ -442,7 +679,9 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     # 6. Births from the detections nobody took, in scan order. The table
     # zeroes the new row (ZII: velocity 0, misses 0); the birth writes only
     # what it sets, the covariance always (a zero covariance means certainty).
-    for j in range(k.D):
+    if t.two_point:
+        _births_two_point(t, &k, &cnt, dt)      # pairs start tracks; the rest wait a scan
+    for j in range(0 if t.two_point else k.D):
         if k.det_track[j] >= 0:
             continue
         if dod_table_insert(tab) == 0:
@@ -459,6 +698,9 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
         c.age[i] = 1
         c.history[i] = 1
         c.state[i] = DOD_TRACK_TENTATIVE
+        if t.score_logic:
+            c.score[i] = t.log_birth - lc
+            c.score_max[i] = c.score[i]
         cnt.births += 1
     for i in range(tab.count):
         if c.state[i] == DOD_TRACK_CONFIRMED:
@@ -487,6 +729,7 @@ cdef size_t _scratch_bytes(size_t cap, size_t dmax, int dim) noexcept:
     total += _round_up(cap) + _round_up(dmax * 4) + _round_up(cap * 4)
     total += 2 * _round_up((cap + dmax + 1) * 4) + 2 * _round_up(cap * 4) + 2 * _round_up(dmax * 4)
     total += 3 * _round_up(pairs * 4) + _round_up(pairs * 8)
+    total += _round_up(dmax) + 2 * _round_up(dmax * 4)     # two-point pairing (sused, sbest, dbest)
     total += 16 << 20          # cluster cost matrices: 16 MiB holds a 1000 x 1000 cluster
     return total
 
@@ -508,17 +751,20 @@ def track_schema(int dim):
     (position then velocity), P float64[2*dim, 2*dim] (covariance), hits,
     misses (consecutive), age (scans since birth), history (detection bits,
     latest in bit 0) as uint32, state uint8 (0 none, 1 tentative, 2
-    confirmed). Every column is zeroed on insert (ZII).
+    confirmed), score and score_max float64 (the track score and its
+    running maximum; 0 unless confirmation="score"). Every column is zeroed
+    on insert (ZII).
     """
     from dod.table import Schema
     if dim not in (2, 3):
         raise ValueError("dim must be 2 or 3")
     n = 2 * dim
     return Schema(id=np.uint64, x=(np.float64, (n,)), P=(np.float64, (n, n)), hits=np.uint32,
-                  misses=np.uint32, age=np.uint32, history=np.uint32, state=np.uint8)
+                  misses=np.uint32, age=np.uint32, history=np.uint32, state=np.uint8,
+                  score=np.float64, score_max=np.float64)
 
 
-_COLUMNS = ("id", "x", "P", "hits", "misses", "age", "history", "state")
+_COLUMNS = ("id", "x", "P", "hits", "misses", "age", "history", "state", "score", "score_max")
 
 
 cdef dod_tick_counts _zero_counts
@@ -581,6 +827,30 @@ cdef class Tracker:
         e.cols.age = <uint32_t*>table.engine.columns[table.column_index("age")]
         e.cols.history = <uint32_t*>table.engine.columns[table.column_index("history")]
         e.cols.state = <uint8_t*>table.engine.columns[table.column_index("state")]
+        e.cols.score = <double*>table.engine.columns[table.column_index("score")]
+        e.cols.score_max = <double*>table.engine.columns[table.column_index("score_max")]
+        # Waiting detections of two-point initiation: a ZII table of their own,
+        # sized once (one scan's detections at most).
+        from dod.table import Schema
+        cdef Table singles = Table(Schema(z=(np.float64, (dim,))),
+                                   config.max_detections if config.initiation == "two_point" else 1)
+        self.singles = singles
+        e.singles = &singles.engine
+        e.single_z = <double*>singles.engine.columns[0]
+        e.score_logic = config.confirmation == "score"
+        e.two_point = config.initiation == "two_point"
+        e.log_pd = log(config.pd)
+        e.log_miss = log(1.0 - config.pd)
+        e.log_birth = log(config.new_target_density)
+        e.score_confirm = config.confirm_threshold
+        e.score_delete = config.delete_threshold
+        e.score_drop = config.score_drop
+        e.v_max = config.v_max
+        e.pair_noise = config.pair_radius_factor * config.r
+        e.clutter_fixed = config.clutter_density is not None
+        e.clutter = config.clutter_density if e.clutter_fixed else 0.0
+        e.volume = config.surveillance_volume or 0.0
+        e.clutter_w = config.clutter_smoothing
         e.max_detections = config.max_detections
         e.dim = dim
         e.n = 2 * dim
@@ -639,12 +909,18 @@ cdef class Tracker:
         # tick's births past the capacity (and a tick waits for its own
         # table's remove_many).
         self.table.begin_exclusive("a Tracker tick")
+        try:
+            self.singles.begin_exclusive("a Tracker tick")
+        except BaseException:
+            self.table.end_exclusive()
+            raise
         self._busy = True
         try:
             with nogil:
                 rc = dod_tracker_tick(&self.engine, data, k, dt, &self.scratch.engine)
         finally:
             self._busy = False
+            self.singles.end_exclusive()
             self.table.end_exclusive()
         if rc != 0:
             raise MemoryError(
@@ -670,7 +946,7 @@ cdef class Tracker:
 
     def column(self, name):
         """Read-only view of the live rows of a column: id, x, P, hits,
-        misses, age, history or state. Rows reorder when tracks die (the
+        misses, age, history, state, score or score_max. Rows reorder when tracks die (the
         last row moves into the hole): match rows by id or handle. The view
         shows the rows live when it was made, and stays safe to read (the
         table's memory never moves and lives as long as the view)."""
@@ -709,6 +985,26 @@ cdef class Tracker:
     def states(self):
         """1 tentative, 2 confirmed."""
         return self._view("state")
+
+    @property
+    def scores(self):
+        """Track scores (log-likelihood ratios) of the live rows; zeros unless
+        confirmation="score"."""
+        return self._view("score")
+
+    @property
+    def clutter_density(self):
+        """The clutter density the latest scan used: the config's, or the
+        online estimate (0.0 before the first scan with detections)."""
+        return self.engine.clutter
+
+    @property
+    def waiting(self):
+        """Detections waiting for a partner (two-point initiation): a
+        read-only (k, dim) view."""
+        arr = self.singles["z"]
+        arr.flags.writeable = False
+        return arr
 
     @property
     def confirmed(self):

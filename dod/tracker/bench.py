@@ -17,6 +17,10 @@ median first, and rerun before trusting a p99.
 Options: ``--quick`` (fewer scans), ``--sizes 10,100,1000``, ``--scans K``,
 ``--no-reference``, ``--dim 3``, ``--gc`` (leave the cyclic GC on while timing; by
 default it is disabled around the timed ticks of both trackers).
+
+``--accuracy [options]``: the accuracy-in-clutter table instead (MOTA, IDF1,
+HOTA, false confirmed tracks, and the tick cost of the clutter options;
+:mod:`dod.tracker.accuracy`, whose options follow, e.g. ``--accuracy --quick``).
 """
 import argparse
 import gc
@@ -101,6 +105,14 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
 
 
 def main(argv=None):
+    import sys
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--accuracy" in argv:
+        from dod.tracker import accuracy
+
+        argv.remove("--accuracy")
+        return accuracy.main(argv)
     p = argparse.ArgumentParser(prog="python -m dod.tracker.bench", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--sizes", default="10,100,1000,10000")

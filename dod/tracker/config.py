@@ -99,6 +99,47 @@ class TrackerConfig:
         greedily (cheapest free pair first), bounding the worst-case tick
         (exact assignment is cubic in the cluster size); counted in
         ``greedy_clusters``. The numpy reference always solves exactly.
+
+    Track management in clutter (``dod/tracker/_engine.pyx``, "Track score"):
+
+    confirmation : "m_of_n" (default: confirm_m, confirm_n, max_misses) or
+        "score": the sequential log-likelihood ratio of each track (Blackman
+        and Popoli), a column of the track table. A birth starts at
+        ``ln(new_target_density / clutter)``; each scan adds
+        ``ln(pd * N(y; 0, S) / clutter)`` for its detection (y the innovation,
+        S its covariance) or ``ln(1 - pd)`` without one. A tentative track is
+        confirmed at ``ln((1 - track_loss_probability) /
+        false_track_probability)`` and deleted at ``ln(track_loss_probability
+        / (1 - false_track_probability))`` (Wald's thresholds); a confirmed
+        track is deleted once its score is ``score_drop`` below its running
+        maximum (another column).
+    initiation : "single" (default: every detection no track took starts a
+        tentative track) or "two_point": such a detection waits one scan in
+        a table of its own; a tentative track starts from a waiting detection
+        and one of the next scan that no track took, when the pair's implied
+        speed is at most ``v_max`` (plus the measurement noise: the distance
+        may exceed ``v_max * dt`` by ``sqrt(2 * gate) * r``); pairs are
+        formed cheapest (closest) first. Its state is the Kalman filter of
+        the pair (a birth at the first detection with velocity spread v0,
+        predicted by dt and updated with the second): as v0 grows it tends
+        to the two-point difference, velocity ``(z2 - z1) / dt``.
+    pd : detection probability the score assumes, in (0, 1).
+    clutter_density : false detections per unit area (2-D) or volume (3-D)
+        per scan, > 0; None (default): estimated online, per scan, as
+        ``(1 - clutter_smoothing) * previous + clutter_smoothing * (u + 1) / V``
+        with u the valid detections no confirmed track took and V
+        ``surveillance_volume`` or, without it, the volume of the box around
+        the scan's detections (each side at least 10 r). The first estimate is
+        the first scan's value; an empty scan leaves it as it is. It is always
+        positive and at most ``(max_detections + 1) / (10 r)**dim``.
+    new_target_density : expected new targets per unit area/volume per scan (> 0).
+    false_track_probability, track_loss_probability : Wald's alpha (a false
+        track confirmed) and beta (a true track deleted), each in (0, 0.5).
+    score_drop : > 0, see confirmation.
+    v_max : largest target speed two-point initiation pairs (> 0, m/s).
+    surveillance_volume : area/volume of the region the clutter estimator
+        divides by (> 0), or None.
+    clutter_smoothing : weight of the newest scan in the clutter estimate, in (0, 1].
     """
 
     dim: int = 2
@@ -113,6 +154,17 @@ class TrackerConfig:
     max_detections: int = 30000
     overflow: str = "error"
     max_cluster: int = 0
+    confirmation: str = "m_of_n"
+    initiation: str = "single"
+    pd: float = 0.9
+    clutter_density: float | None = None
+    new_target_density: float = 1e-6
+    false_track_probability: float = 1e-3
+    track_loss_probability: float = 1e-2
+    score_drop: float = 11.0
+    v_max: float = 50.0
+    surveillance_volume: float | None = None
+    clutter_smoothing: float = 0.1
 
     def __post_init__(self):
         if self.dim not in (2, 3):
@@ -135,6 +187,46 @@ class TrackerConfig:
             raise ValueError("max_cluster must be >= 0 (0: always exact)")
         if self.overflow not in ("error", "drop"):
             raise ValueError("overflow must be 'error' or 'drop'")
+        if self.confirmation not in ("m_of_n", "score"):
+            raise ValueError(f"confirmation must be 'm_of_n' or 'score', not {self.confirmation!r}")
+        if self.initiation not in ("single", "two_point"):
+            raise ValueError(f"initiation must be 'single' or 'two_point', not {self.initiation!r}")
+
+        def check(name, lo, hi, lo_open=True, hi_open=True, optional=False):
+            v = getattr(self, name)
+            if v is None and optional:
+                return
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            ok = ok and (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+            if not ok:
+                rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+                raise ValueError(f"{name} must be a finite number in {rng}, not {v!r}")
+
+        inf = math.inf
+        check("pd", 0.0, 1.0)
+        check("clutter_density", 0.0, inf, optional=True)
+        check("new_target_density", 0.0, inf)
+        check("false_track_probability", 0.0, 0.5)
+        check("track_loss_probability", 0.0, 0.5)
+        check("score_drop", 0.0, inf)
+        check("v_max", 0.0, inf)
+        check("surveillance_volume", 0.0, inf, optional=True)
+        check("clutter_smoothing", 0.0, 1.0, hi_open=False)
+
+    @property
+    def confirm_threshold(self):
+        """Wald's upper threshold: ln((1 - beta) / alpha)."""
+        return math.log((1.0 - self.track_loss_probability) / self.false_track_probability)
+
+    @property
+    def delete_threshold(self):
+        """Wald's lower threshold: ln(beta / (1 - alpha))."""
+        return math.log(self.track_loss_probability / (1.0 - self.false_track_probability))
+
+    @property
+    def pair_radius_factor(self):
+        """sqrt(2 * gate): the noise allowance of a two-point pair, in units of r."""
+        return math.sqrt(2.0 * self.gate)
 
     @property
     def gate(self):

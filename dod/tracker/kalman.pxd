@@ -2,7 +2,8 @@
 # inline nogil kernels on one track's state (no allocation, no GIL, no checks).
 #
 #     from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse,
-#                                      dod_kalman_mahalanobis2, dod_kalman_update)
+#                                      dod_kalman_mahalanobis2, dod_kalman_update,
+#                                      dod_kalman_log_likelihood)
 #
 # Layout: a state of dimension d (2 or 3) is x[2d] (position then velocity)
 # and its covariance P[2d * 2d], row-major and symmetric. The measurement is
@@ -13,6 +14,8 @@
 # keeps it so, exactly); the arrays do not overlap. The tracker's tick
 # (dod/tracker/_engine.pyx) calls each kernel with a constant d so that gcc
 # unrolls the inlined loops. Thread-safety: pure functions of their arguments.
+
+from libc.math cimport log
 
 cdef enum:
     DOD_KALMAN_MAXN = 6         # largest state dimension (3-D: position and velocity)
@@ -139,3 +142,16 @@ cdef inline void dod_kalman_update(double* x, double* P, const double* z, const 
     for i in range(n):                  # the lower triangle mirrors the upper one
         for j in range(i):
             P[i * n + j] = P[j * n + i]
+
+
+cdef inline double dod_kalman_log_likelihood(double d2, const double* Si, int d) noexcept nogil:
+    """ln N(y; 0, S) of an innovation with y' Si y = d2: the Gaussian density
+    the track score compares with the clutter density.
+    ln N = -(d ln(2 pi) - ln det(Si) + d2) / 2."""
+    cdef double det
+    if d == 2:
+        det = Si[0] * Si[3] - Si[1] * Si[2]
+    else:
+        det = (Si[0] * (Si[4] * Si[8] - Si[5] * Si[7]) - Si[1] * (Si[3] * Si[8] - Si[5] * Si[6])
+               + Si[2] * (Si[3] * Si[7] - Si[4] * Si[6]))
+    return -0.5 * (d * 1.8378770664093453 - log(det) + d2)

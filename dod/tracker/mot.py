@@ -1,4 +1,4 @@
-"""Real data: dod's tracker on MOTChallenge sequences, scored with MOTA, IDF1 and GOSPA.
+"""Real data: dod's tracker on MOTChallenge sequences, scored with MOTA, IDF1, HOTA and GOSPA.
 
 MOTChallenge files are CSV rows ``frame,id,x,y,w,h,conf,...`` (pixels, box
 top-left corner and size, frames from 1). Two ways to get detections:
@@ -21,9 +21,12 @@ process noise ``q`` and newborn velocity spread ``v0`` come from
 walking in 640x480 video at 25 fps).
 
 Scores: py-motmetrics (MOTA, IDF1, MOTP, switches) matching confirmed tracks
-to ground-truth points closer than ``--match`` pixels, and the mean GOSPA per
-frame (cut-off ``--gospa-c`` pixels). Points, not boxes: the tracker
-estimates positions, so IoU matching does not apply.
+to ground-truth points closer than ``--match`` pixels, HOTA (with DetA, AssA,
+LocA; :func:`dod.tracker.metrics.hota`, similarity ``1 - d / match``), and
+the mean GOSPA per frame (cut-off ``--gospa-c`` pixels). Points, not boxes:
+the tracker estimates positions, so IoU matching does not apply.
+``--confirmation score`` and ``--initiation two_point`` select the clutter
+options of :class:`~dod.tracker.TrackerConfig`.
 
 Bundled data: the motmetrics wheel ships MOT15 ground truth for TUD-Campus
 (71 frames, 8 people) and TUD-Stadtmitte (179 frames, 10 people), 640x480 at
@@ -43,15 +46,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dod.tracker import Tracker, TrackerConfig
-from dod.tracker.metrics import gospa
+from dod.tracker.metrics import gospa, hota
 
 #: Pixel-unit defaults for pedestrians in 640x480 video at 25 fps: q (px^2/s^3)
 #: lets the velocity wander ~45 px/s per second, v0 (px/s) covers walking
 #: speeds, a confirmed track coasts 4 frames (0.16 s) before deletion. One
 #: setting for both bundled sequences (a small sweep over max_misses, q, r and
-#: v0 on them moved MOTA by < 0.05 around it; not tuned per sequence).
+#: v0 on them moved MOTA by < 0.05 around it; not tuned per sequence). The
+#: score settings (used with confirmation="score") were picked by a sweep on
+#: these same two sequences (score_drop 9 or 11, false_track_probability 1e-3
+#: or 1e-2, new_target_density 1e-6 or 1e-5): score_drop 9 is ~4 misses, as
+#: max_misses; v_max 200 px/s for two-point pairs.
 PIXEL_DEFAULTS = dict(q=2000.0, v0=60.0, gate_probability=0.999, confirm_m=3, confirm_n=5,
-                      max_misses=4)
+                      max_misses=4, v_max=200.0, score_drop=9.0, new_target_density=1e-5,
+                      false_track_probability=1e-2)
 #: Box jitter of the hand annotations (px): the measurement noise r of the
 #: tracker is hypot(detection noise, this) unless given.
 ANNOTATION_JITTER = 3.5
@@ -227,7 +235,8 @@ def detections_from_truth(seq, *, pd=0.9, noise=2.0, clutter=1.0, anchor="centre
 def make_config(noise=2.0, max_objects=1000, **overrides):
     """A pixel-unit TrackerConfig: PIXEL_DEFAULTS, r = hypot(noise,
     ANNOTATION_JITTER), then `overrides` (any TrackerConfig field; None is
-    ignored)."""
+    ignored). The CLI and :func:`evaluate` pass the image area as
+    ``surveillance_volume`` (the clutter estimator's region)."""
     kw = dict(PIXEL_DEFAULTS)
     kw["r"] = math.hypot(float(noise), ANNOTATION_JITTER)
     kw.update(capacity=max(64, 4 * max_objects), max_detections=max(256, 4 * max_objects),
@@ -250,7 +259,8 @@ def track(seq, detections, config):
 
 def score(seq, estimates, *, anchor="centre", match=50.0, gospa_c=50.0):
     """MOTA, IDF1, MOTP (px), switches, false positives, misses (py-motmetrics,
-    points matched within `match` px) and mean GOSPA (px) over the frames."""
+    points matched within `match` px), HOTA, DetA, AssA, LocA (similarity
+    1 - d / match) and mean GOSPA (px) over the frames."""
     import motmetrics as mm
 
     acc = mm.MOTAccumulator(auto_id=True)
@@ -266,6 +276,9 @@ def score(seq, estimates, *, anchor="centre", match=50.0, gospa_c=50.0):
     out = {k: float(s[k].iloc[0]) for k in names}
     out["motp"] = math.sqrt(out["motp"]) if out["motp"] == out["motp"] else out["motp"]  # d^2 -> px
     out["gospa"] = float(np.mean(g)) if g else 0.0
+    h = hota(seq.ids, seq.points(anchor), [e[0] for e in estimates], [e[1] for e in estimates],
+             max_distance=match)
+    out.update(hota=h["hota"], deta=h["deta"], assa=h["assa"], loca=h["loca"])
     return out
 
 
@@ -286,13 +299,15 @@ def evaluate(path, *, det=None, min_conf=None, fps=None, pd=0.9, noise=2.0, clut
         detections = detections_from_truth(seq, pd=pd, noise=noise, clutter=clutter, anchor=anchor,
                                            seed=seed)
     most = max((len(z) for z in detections), default=1)
-    config = config or make_config(noise=noise, max_objects=max(most, 1))
+    config = config or make_config(noise=noise, max_objects=max(most, 1),
+                                   surveillance_volume=seq.width * seq.height)
     est = track(seq, detections, config)
     return seq, score(seq, est, anchor=anchor, match=match, gospa_c=gospa_c)
 
 
 def _format(seq, s):
     return (f"{seq.name:<16} {seq.frames:>6} {seq.n_ids:>4} | MOTA {s['mota']:6.3f}  IDF1 {s['idf1']:6.3f}  "
+            f"HOTA {s['hota']:6.3f} (DetA {s['deta']:5.3f} AssA {s['assa']:5.3f} LocA {s['loca']:5.3f})  "
             f"MOTP {s['motp']:5.2f} px  switches {int(s['num_switches']):>3}  FP {int(s['num_false_positives']):>4}  "
             f"FN {int(s['num_misses']):>4}  GOSPA {s['gospa']:6.2f} px")
 
@@ -323,6 +338,10 @@ def main(argv=None):
     p.add_argument("--max-misses", type=int, default=None,
                    help=f"frames a confirmed track coasts before deletion "
                         f"(default {PIXEL_DEFAULTS['max_misses']})")
+    p.add_argument("--confirmation", choices=("m_of_n", "score"), default=None,
+                   help="track confirmation (default m_of_n)")
+    p.add_argument("--initiation", choices=("single", "two_point"), default=None,
+                   help="track initiation (default single)")
     a = p.parse_args(argv)
     try:
         files = [(f, None) for f in a.files] or [(v, k) for k, v in builtin_sequences().items()]
@@ -338,7 +357,7 @@ def main(argv=None):
     except ImportError:
         print("error: scoring needs py-motmetrics: pip install 'dod[demo]'", file=sys.stderr)
         return 2
-    print(f"dod.tracker on MOTChallenge data: detections {'from ' + a.det if a.det else 'from ground truth'}"
+    print(f"dod.tracker ({a.confirmation or 'm_of_n'}, {a.initiation or 'single'}) on MOTChallenge data: detections {'from ' + a.det if a.det else 'from ground truth'}"
           + ("" if a.det else f" (Pd {a.pd:g}, noise {a.noise:g} px, clutter {a.clutter:g}/frame, "
                               f"{a.anchor} point, seed {a.seed})")
           + f"; match {a.match:g} px")
@@ -347,7 +366,9 @@ def main(argv=None):
         try:
             seq = read_mot(path, fps=a.fps, name=name)
             cfg = make_config(noise=a.noise, max_objects=max(1, max((len(i) for i in seq.ids), default=1)),
-                              r=a.r, q=a.q, v0=a.v0, max_misses=a.max_misses)
+                              r=a.r, q=a.q, v0=a.v0, max_misses=a.max_misses,
+                              confirmation=a.confirmation, initiation=a.initiation,
+                              surveillance_volume=seq.width * seq.height)
             seq, s = evaluate(path, det=a.det, min_conf=a.min_conf, fps=a.fps, pd=a.pd,
                               noise=a.noise, clutter=a.clutter, anchor=a.anchor, seed=a.seed,
                               match=a.match, gospa_c=a.gospa_c, config=cfg, name=name)

@@ -13,7 +13,14 @@ is the oracle of the tests and the baseline of the benchmarks:
 * update: Kalman, Joseph form, symmetrised;
 * manage: M-of-N confirmation (tentative tracks deleted after N scans without
   it), deletion of confirmed tracks after max_misses consecutive misses;
-  births from unassigned detections, in scan order, ids from 1.
+  births from unassigned detections, in scan order, ids from 1;
+* or, with confirmation="score": the track score (log-likelihood ratio),
+  Wald's thresholds for tentative tracks, deletion of confirmed ones when
+  the score falls score_drop below its maximum; with initiation="two_point":
+  births from pairs of a waiting detection and a free detection of the next
+  scan within the velocity gate, cheapest pair first (TrackerConfig states
+  the rules); the clutter density given or estimated after the confirmed
+  stage.
 
 Detections with NaN/inf are dropped. Rows are kept in birth order (deletion
 compacts); compare with the fast tracker by id.
@@ -168,6 +175,10 @@ class ReferenceTracker:
         self.age = np.zeros(0, np.uint32)
         self.history = np.zeros(0, np.uint32)
         self.state = np.zeros(0, np.uint8)
+        self.score = np.zeros(0)
+        self.score_max = np.zeros(0)
+        self.singles = np.zeros((0, d))
+        self.clutter = c.clutter_density if c.clutter_density is not None else 0.0
         self.next_id = 1
         self.scans = 0
         self.last = {}
@@ -248,6 +259,79 @@ class ReferenceTracker:
             track_det[ts[r[ok]]] = ds[c[ok]]
             det_track[ds[c[ok]]] = ts[r[ok]]
 
+    def _estimate_clutter(self, z, det_track, counts):
+        cfg = self.config
+        u = int((det_track < 0).sum())
+        counts["unclaimed"] = u
+        if cfg.clutter_density is not None or z.shape[0] == 0:
+            return
+        if cfg.surveillance_volume is not None:
+            V = float(cfg.surveillance_volume)
+        else:
+            V = 1.0
+            side = 10.0 * cfg.r
+            for a in range(self.dim):
+                ext = float(z[:, a].max() - z[:, a].min())
+                V *= ext if ext > side else side
+        est = (u + 1.0) / V
+        w = cfg.clutter_smoothing
+        self.clutter = (1.0 - w) * self.clutter + w * est if self.clutter > 0.0 else est
+
+    def _log_likelihood(self, d2, Si):
+        """ln N(y; 0, S) per row, from y' Si y and Si (as kalman.pxd computes it)."""
+        if self.dim == 2:
+            det = Si[:, 0, 0] * Si[:, 1, 1] - Si[:, 0, 1] * Si[:, 1, 0]
+        else:
+            det = np.linalg.det(Si)
+        return -0.5 * (self.dim * 1.8378770664093453 - np.log(det) + d2)
+
+    def _pairs(self, z, det_track, dt, counts):
+        """Greedy cheapest-first pairs (single index, detection index) of the
+        waiting detections with this scan's free ones inside the velocity gate."""
+        cfg = self.config
+        R = cfg.v_max * dt + cfg.pair_radius_factor * cfg.r
+        free = np.flatnonzero(det_track < 0)
+        ns = self.singles.shape[0]
+        pt, pd_, pc = [], [], []
+        for lo in range(0, ns, 256):                  # blocks of singles: bounded memory
+            sb = self.singles[lo:lo + 256]
+            y = z[free][None, :, :] - sb[:, None, :]
+            d2 = y[..., 0] * y[..., 0] + y[..., 1] * y[..., 1]
+            if self.dim == 3:
+                d2 = d2 + y[..., 2] * y[..., 2]
+            i, j = np.nonzero(d2 <= R * R)
+            pt.append(i + lo)
+            pd_.append(free[j])
+            pc.append(d2[i, j])
+        if not pt:
+            return np.zeros(0, np.intp), np.zeros(0, np.intp)
+        pt, pd_, pc = np.concatenate(pt), np.concatenate(pd_), np.concatenate(pc)
+        counts["pairs"] += int(pt.size)
+        used_s, used_d, out_s, out_d = set(), set(), [], []
+        for p in np.lexsort((pd_, pt, pc)):           # by cost, then single, then detection
+            i, j = int(pt[p]), int(pd_[p])
+            if i in used_s or j in used_d:
+                continue
+            used_s.add(i)
+            used_d.add(j)
+            out_s.append(i)
+            out_d.append(j)
+        return np.array(out_s, np.intp), np.array(out_d, np.intp)
+
+    def _append(self, xb, Pb, hits, age, history, score):
+        k = xb.shape[0]
+        self.id = np.concatenate([self.id, np.arange(self.next_id, self.next_id + k, dtype=np.uint64)])
+        self.next_id += k
+        self.x = np.concatenate([self.x, xb])
+        self.P = np.concatenate([self.P, Pb])
+        self.hits = np.concatenate([self.hits, np.full(k, hits, np.uint32)])
+        self.misses = np.concatenate([self.misses, np.zeros(k, np.uint32)])
+        self.age = np.concatenate([self.age, np.full(k, age, np.uint32)])
+        self.history = np.concatenate([self.history, np.full(k, history, np.uint32)])
+        self.state = np.concatenate([self.state, np.full(k, TENTATIVE, np.uint8)])
+        self.score = np.concatenate([self.score, score])
+        self.score_max = np.concatenate([self.score_max, score])
+
     # ------------------------------------------------------------ the tick
 
     def tick(self, detections, dt):
@@ -283,8 +367,15 @@ class ReferenceTracker:
         det_track = np.full(z.shape[0], -1, np.intp)
         hwmax = hw.max(axis=1) if T else np.zeros(0)
         for stage in (CONFIRMED, TENTATIVE):
+            if stage == TENTATIVE:
+                self._estimate_clutter(z, det_track, counts)
             rows = np.flatnonzero(self.state == stage)
             self._associate(rows, z, det_track, track_det, x, Si, hwmax, counts)
+        score_logic = cfg.confirmation == "score"
+        lc = float(np.log(self.clutter)) if self.clutter > 0.0 else 0.0
+        if cfg.initiation == "two_point":
+            pair_s, pair_d = self._pairs(z, det_track, dt, counts)
+        score = self.score.copy()
         # update (Joseph form)
         a = np.flatnonzero(track_det >= 0)
         counts["associations"] = int(a.size)
@@ -292,12 +383,18 @@ class ReferenceTracker:
             Pa, xa, Sia = P[a], x[a], Si[a]
             K = Pa[:, :, :d] @ Sia                                  # (k, n, d)
             y = z[track_det[a]] - xa[:, :d]
+            if score_logic:
+                d2 = np.einsum("ki,kij,kj->k", y, Sia, y)
+                score[a] += np.log(cfg.pd) - lc + self._log_likelihood(d2, Sia)
             x[a] = xa + np.einsum("knd,kd->kn", K, y)
             A = np.broadcast_to(np.eye(n), Pa.shape).copy()
             A[:, :, :d] -= K
             Pn = A @ Pa @ np.swapaxes(A, 1, 2) + self.r2 * K @ np.swapaxes(K, 1, 2)
             P[a] = 0.5 * (Pn + np.swapaxes(Pn, 1, 2))
         hit = track_det >= 0
+        if score_logic:
+            score[~hit] += np.log(1.0 - cfg.pd)
+        score_max = np.maximum(self.score_max, score) if score_logic else self.score_max
         self.hits = self.hits + hit.astype(np.uint32)
         self.misses = np.where(hit, 0, self.misses + 1).astype(np.uint32)
         self.history = ((self.history.astype(np.uint64) << 1) & 0xFFFFFFFF).astype(np.uint32) \
@@ -306,41 +403,83 @@ class ReferenceTracker:
         nmask = np.uint32((1 << cfg.confirm_n) - 1)
         pop = _popcount32(self.history & nmask)
         tent = state == TENTATIVE
-        conf_now = tent & (pop >= cfg.confirm_m)
-        state[conf_now] = CONFIRMED
-        state[tent & ~conf_now & (self.age >= cfg.confirm_n)] = NONE
-        state[(self.state == CONFIRMED) & (self.misses >= cfg.max_misses)] = NONE
+        if score_logic:
+            conf_now = tent & (score >= cfg.confirm_threshold)
+            state[conf_now] = CONFIRMED
+            state[tent & ~conf_now & (score <= cfg.delete_threshold)] = NONE
+            state[(self.state == CONFIRMED) & (score_max - score >= cfg.score_drop)] = NONE
+        else:
+            conf_now = tent & (pop >= cfg.confirm_m)
+            state[conf_now] = CONFIRMED
+            state[tent & ~conf_now & (self.age >= cfg.confirm_n)] = NONE
+            state[(self.state == CONFIRMED) & (self.misses >= cfg.max_misses)] = NONE
         keep = state != NONE
         counts["deaths"] = int((~keep).sum())
         self.x, self.P, self.state = x[keep], P[keep], state[keep]
         self.id, self.hits, self.misses = self.id[keep], self.hits[keep], self.misses[keep]
         self.age, self.history = self.age[keep], self.history[keep]
-        # births
-        free = np.flatnonzero(det_track < 0)
-        room = max(cfg.capacity - self.x.shape[0], 0)
-        born = free[:room]
-        counts["births_dropped"] = int(free.size - born.size)
-        k = born.size
-        counts["births"] = int(k)
+        self.score, self.score_max = score[keep], score_max[keep]
+        if cfg.initiation == "two_point":
+            self._births_two_point(z, det_track, pair_s, pair_d, dt, lc, counts)
+            k = 0
+        else:
+            # births
+            free = np.flatnonzero(det_track < 0)
+            room = max(cfg.capacity - self.x.shape[0], 0)
+            born = free[:room]
+            counts["births_dropped"] = int(free.size - born.size)
+            k = born.size
+            counts["births"] = int(k)
         if k:
             xb = np.zeros((k, n))
             xb[:, :d] = z[born]
             Pb = np.zeros((k, n, n))
             Pb[:, range(d), range(d)] = self.r2
             Pb[:, range(d, n), range(d, n)] = cfg.v0 * cfg.v0
-            self.id = np.concatenate([self.id, np.arange(self.next_id, self.next_id + k, dtype=np.uint64)])
-            self.next_id += k
-            self.x = np.concatenate([self.x, xb])
-            self.P = np.concatenate([self.P, Pb])
-            self.hits = np.concatenate([self.hits, np.ones(k, np.uint32)])
-            self.misses = np.concatenate([self.misses, np.zeros(k, np.uint32)])
-            self.age = np.concatenate([self.age, np.ones(k, np.uint32)])
-            self.history = np.concatenate([self.history, np.ones(k, np.uint32)])
-            self.state = np.concatenate([self.state, np.full(k, TENTATIVE, np.uint8)])
+            sb = np.full(k, np.log(cfg.new_target_density) - lc) if score_logic else np.zeros(k)
+            self._append(xb, Pb, 1, 1, 1, sb)
         counts["confirmed"] = int((self.state == CONFIRMED).sum())
         counts["tentative"] = int((self.state == TENTATIVE).sum())
         self.last = counts
         self.scans += 1
+
+    def _births_two_point(self, z, det_track, pair_s, pair_d, dt, lc, counts):
+        cfg, d, n = self.config, self.dim, self.n
+        order = np.argsort(pair_d, kind="stable")        # in the order of the second detection
+        pair_s, pair_d = pair_s[order], pair_d[order]
+        room = max(cfg.capacity - self.x.shape[0], 0)
+        counts["births_dropped"] = int(max(pair_d.size - room, 0))
+        born_s, born_d = pair_s[:room], pair_d[:room]
+        k = born_s.size
+        counts["births"] = int(k)
+        if k:
+            F, Q = self._model(dt)
+            x0 = np.zeros((k, n))
+            x0[:, :d] = self.singles[born_s]
+            P0 = np.zeros((k, n, n))
+            P0[:, range(d), range(d)] = self.r2
+            P0[:, range(d, n), range(d, n)] = cfg.v0 * cfg.v0
+            x = x0 @ F.T
+            P = F @ P0 @ F.T + Q
+            P = 0.5 * (P + np.swapaxes(P, 1, 2))
+            Si = _inv_spd(P[:, :d, :d] + self.r2 * np.eye(d))
+            y = z[born_d] - x[:, :d]
+            d2 = np.einsum("ki,kij,kj->k", y, Si, y)
+            if cfg.confirmation == "score":
+                sb = (np.log(cfg.new_target_density) - lc) + (np.log(cfg.pd) - lc
+                                                                + self._log_likelihood(d2, Si))
+            else:
+                sb = np.zeros(k)
+            K = P[:, :, :d] @ Si
+            x = x + np.einsum("knd,kd->kn", K, y)
+            A = np.broadcast_to(np.eye(n), P.shape).copy()
+            A[:, :, :d] -= K
+            Pn = A @ P @ np.swapaxes(A, 1, 2) + self.r2 * K @ np.swapaxes(K, 1, 2)
+            self._append(x, 0.5 * (Pn + np.swapaxes(Pn, 1, 2)), 2, 2, 3, sb)
+        waiting = det_track < 0
+        waiting[pair_d] = False
+        self.singles = z[waiting].copy()
+        counts["singles"] = int(self.singles.shape[0])
 
     # ------------------------------------------------------------ reading
 
@@ -370,6 +509,18 @@ class ReferenceTracker:
     @property
     def states(self):
         return self.state
+
+    @property
+    def scores(self):
+        return self.score
+
+    @property
+    def clutter_density(self):
+        return self.clutter
+
+    @property
+    def waiting(self):
+        return self.singles
 
     @property
     def confirmed(self):

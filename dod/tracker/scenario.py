@@ -4,7 +4,7 @@
 scan the true ids and positions of the targets alive then, and the scan's
 detections (each alive target detected with probability ``pd``, with
 Gaussian noise of standard deviation ``r``; Poisson clutter, uniform over the
-surveillance region; rows shuffled). Targets move at constant velocity with
+surveillance region or partly in a few dense patches; rows shuffled). Targets move at constant velocity with
 white-acceleration noise ``q``; a fraction is born late or dies early, and a
 fraction flies in pairs that cross each other mid-scenario. Everything comes
 from one ``numpy.random.Generator(seed)``, so a seed names a scenario.
@@ -23,6 +23,20 @@ class Scenario:
     truth_ids: list = field(default_factory=list)      # per scan: int64 (m,)
     truth_pos: list = field(default_factory=list)      # per scan: float64 (m, dim)
     det_truth: list = field(default_factory=list)      # per scan: int64 (k,), -1 clutter
+    clutter: float = 0.0               # mean false detections per scan
+    patch_centres: object = None       # (patches, dim) centres of the dense clutter patches
+    patch_radius: float = 0.0
+
+    @property
+    def volume(self):
+        """Area (2-D) or volume (3-D) of the surveillance region."""
+        return self.extent ** self.dim
+
+    @property
+    def clutter_density(self):
+        """Mean clutter density over the region (false detections per unit
+        area/volume per scan; patches included, as if spread evenly)."""
+        return self.clutter / self.volume
 
     @property
     def scans(self):
@@ -35,13 +49,21 @@ class Scenario:
 
 
 def generate(n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.0, q=1.0,
-             clutter=None, speed=(5.0, 20.0), spacing=200.0, birth_death=0.2,
+             clutter=None, clutter_density=None, patches=0, patch_fraction=0.5,
+             patch_radius=None, speed=(5.0, 20.0), spacing=200.0, birth_death=0.2,
              crossing=0.1, seed=0):
     """A seeded scenario.
 
     n_targets : targets over the scenario (not all alive at once when
         ``birth_death`` > 0).
     clutter : mean false detections per scan (Poisson); default 0.2 * n_targets.
+    clutter_density : instead of ``clutter``: mean false detections per unit
+        area/volume per scan (``clutter = clutter_density * extent**dim``).
+    patches : number of dense clutter patches (balls of ``patch_radius``,
+        default ``spacing / 2``, centres uniform in the region, fixed for the
+        scenario); each false detection falls in one of them (chosen
+        uniformly, uniform inside it) with probability ``patch_fraction``,
+        else uniformly over the region.
     speed : (min, max) initial speed, m/s.
     spacing : the region holds one target per ``spacing**dim``: its side is
         ``spacing * n_targets ** (1 / dim)``.
@@ -50,11 +72,39 @@ def generate(n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.0, q=1.0,
     """
     if dim not in (2, 3):
         raise ValueError("dim must be 2 or 3")
+    if not 0.0 <= pd <= 1.0:
+        raise ValueError(f"pd must be in [0, 1], not {pd!r}")
+    if clutter is not None and clutter_density is not None:
+        raise ValueError("give clutter or clutter_density, not both")
+    if not (0.0 <= patch_fraction <= 1.0) or patches < 0:
+        raise ValueError("need patches >= 0 and patch_fraction in [0, 1]")
+    if not 0.0 <= speed[0] <= speed[1]:
+        raise ValueError(f"speed must be (min, max) with 0 <= min <= max, not {speed!r}")
     rng = np.random.default_rng(seed)
     n = int(n_targets)
     extent = spacing * max(n, 1) ** (1.0 / dim)
-    lam = 0.2 * n if clutter is None else float(clutter)
+    if clutter_density is not None:
+        lam = float(clutter_density) * extent ** dim
+    else:
+        lam = 0.2 * n if clutter is None else float(clutter)
+    if not (lam >= 0.0 and np.isfinite(lam)):
+        raise ValueError(f"clutter must be a finite number >= 0, not {lam!r}")
     half = extent / 2.0
+    patch_r = spacing / 2.0 if patch_radius is None else float(patch_radius)
+    # drawn only when asked: scenarios without patches keep their seeds' streams
+    centres = rng.uniform(-half, half, size=(int(patches), dim)) if patches else np.zeros((0, dim))
+
+    def clutter_points(k):
+        """k false detections: uniform, or (probability patch_fraction) in a patch."""
+        zc = rng.uniform(-half, half, size=(k, dim))
+        if patches:
+            inp = rng.random(k) < patch_fraction
+            m = int(inp.sum())
+            u = rng.normal(size=(m, dim))
+            u /= np.linalg.norm(u, axis=1, keepdims=True)
+            rad = patch_r * rng.random((m, 1)) ** (1.0 / dim)     # uniform in the ball
+            zc[inp] = centres[rng.integers(0, patches, size=m)] + u * rad
+        return zc
 
     def random_velocity(k):
         u = rng.normal(size=(k, dim))
@@ -87,7 +137,8 @@ def generate(n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.0, q=1.0,
             pos[a] = c - vel[a] * t_mid
             pos[b] = c - vel[b] * t_mid
             crossing_mask[a] = crossing_mask[b] = True
-    sc = Scenario(dim=dim, dt=dt, extent=extent)
+    sc = Scenario(dim=dim, dt=dt, extent=extent, clutter=lam, patch_centres=centres,
+                  patch_radius=patch_r)
     ids = np.arange(1, n + 1, dtype=np.int64)
     sq = np.sqrt(q * dt)
     for s in range(scans):
@@ -97,7 +148,7 @@ def generate(n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.0, q=1.0,
         z = tp[det_mask] + rng.normal(scale=r, size=(int(det_mask.sum()), dim))
         zt = ids[alive][det_mask]
         nc = rng.poisson(lam) if lam > 0 else 0
-        zc = rng.uniform(-half, half, size=(nc, dim))
+        zc = clutter_points(nc)
         allz = np.concatenate([z, zc])
         allt = np.concatenate([zt, np.full(nc, -1, dtype=np.int64)])
         perm = rng.permutation(allz.shape[0])
