@@ -67,6 +67,10 @@ def test_accuracy_at_100_targets():
     est_fast = run_tracker(Tracker(), sc)
     est_ref = run_tracker(ReferenceTracker(), sc)
     m = mot_metrics(sc, est_fast)
+    # Measured MOTA 0.985, IDF1 0.993, GOSPA 6.39 against 68.95 for no tracks
+    # (python -c "sc = generate(100, 200, seed=3); est = run_tracker(Tracker(), sc);
+    # print(mot_metrics(sc, est), scenario_gospa(sc, est))", seeded: deterministic).
+    # Floors 0.9 (margin ~0.09) and half the no-track GOSPA (margin ~5x).
     assert m["mota"] >= 0.9
     assert m["idf1"] >= 0.9
     g_fast = scenario_gospa(sc, est_fast)
