@@ -212,10 +212,12 @@ cdef class FreeList:
 
     def owns(self, arr):
         """True if `arr` views a live (not yet freed) allocation of this free list."""
+        cdef _Allocation L
         try:
-            return not self._allocation_of(arr).freed
+            L = self._allocation_of(arr)    # typed: `freed` is a C field, invisible to Python lookup
         except ValueError:
             return False
+        return not L.freed
 
     # -------------------------------------------------------- composition
 
