@@ -483,7 +483,7 @@ def run_op(w, op):
         names = sorted(n for n, v in TARGETS.items() if v)
         cls = resolve(names[_pick(a, len(names))])
         args, kwargs = _args_for(w, cls, a, b)
-        _checked_call(w, cls, args, kwargs, cls.__name__)
+        _checked_call(w, cls, args, kwargs, cls.__name__, lenient_attr=not _compiled(cls))
     elif kind == 7:                             # __new__ without __init__, or __init__ again
         names = sorted(n for n, v in TARGETS.items() if v)
         cls = resolve(names[_pick(a, len(names))])
@@ -510,7 +510,8 @@ def run_op(w, op):
             if live:
                 o = live[b % len(live)]
                 args, kwargs = _args_for(w, cls, a, b)
-                _checked_call(w, o.__init__, args, kwargs, f"{cls.__name__}.__init__ (again)")
+                _checked_call(w, o.__init__, args, kwargs, f"{cls.__name__}.__init__ (again)",
+                              lenient_attr=not _compiled(cls))
     elif kind == 8 and w.values + w.objs:       # copy / deepcopy / pickle a value or an object
         pool = w.values + w.objs
         v = pool[a % len(pool)]
