@@ -104,6 +104,11 @@ DEBUG = bool(DOD_DEBUG)
 
 cdef size_t _MAX_BYTES = (<size_t>1) << 48
 cdef size_t _MAX_BLOCKS = 0xFFFFFFFF        # slot index is 32 bits
+# A growable pool holds at most this many chunks. Without a bound, one call
+# (reserve(2**31) with 8-block chunks) asked the upstream for 2**28 chunks,
+# one at a time, for many minutes before failing; with it the request is
+# refused at once (max_slots below) and a chunk table stays under 16 MiB.
+cdef size_t _MAX_CHUNKS = (<size_t>1) << 20
 
 
 # ---------------------------------------------------------------- engine slow paths
@@ -417,7 +422,8 @@ cdef class Pool:
     chunk_blocks : int, optional
         Blocks per further chunk of a growable pool (``block_count`` by
         default), 1 to 2**32 - 1. The pool never exceeds 2**32 - 1 blocks
-        in all (a handle's slot index is 32 bits).
+        in all (a handle's slot index is 32 bits) nor 2**20 chunks (so a
+        request it could never meet fails at once: see :attr:`max_blocks`).
 
     Layout: the stride between blocks is the block's bytes rounded up to at
     least 8 (the free-list link) and then to the alignment; a 12-byte block
@@ -502,7 +508,11 @@ cdef class Pool:
             self._chunks.chunk_blocks = cblocks
             self._chunks.chunk_bytes = cbytes
             self._chunks.chunk_align = self._region_align
-            self._chunks.max_slots = _MAX_BLOCKS
+            # first_blocks + (_MAX_CHUNKS - 1) * chunk_blocks, at most 2**32 - 1
+            # (cblocks < 2**32, so the product stays below 2**52: no overflow)
+            self._chunks.max_slots = count + (_MAX_CHUNKS - 1) * cblocks
+            if self._chunks.max_slots > _MAX_BLOCKS:
+                self._chunks.max_slots = _MAX_BLOCKS
             self._chunks.upstream = self._source
             self.engine.chunks = &self._chunks
         self.growable = growable
@@ -606,7 +616,8 @@ cdef class Pool:
         if self.growable:
             if cap + self._chunks.chunk_blocks > self._chunks.max_slots:
                 raise MemoryError(f"pool exhausted: all {cap} blocks are in use and another chunk "
-                                  "would pass 2**32 - 1 blocks")
+                                  f"would pass max_blocks ({self._chunks.max_slots}: 2**32 - 1 blocks "
+                                  "or 2**20 chunks)")
             raise MemoryError(f"pool exhausted: all {cap} blocks are in use and the resource could not "
                               f"supply another chunk ({self._chunks.chunk_blocks} blocks, "
                               f"{self._chunks.chunk_bytes} bytes)")
@@ -755,8 +766,8 @@ cdef class Pool:
         cdef int code
         if nn < 0:
             raise ValueError(f"n must be non-negative, got {n!r}")
-        if nn > <object>_MAX_BLOCKS:
-            raise MemoryError(f"{n} blocks are more than a pool holds (2**32 - 1)")
+        if nn > <object>self.max_blocks:
+            raise MemoryError(f"{n} blocks are more than this pool can hold (max_blocks={self.max_blocks})")
         self._lock()
         code = self._grow_for(<size_t>nn)
         self._unlock()
@@ -777,9 +788,9 @@ cdef class Pool:
         cdef int code
         if nn < 0:
             raise ValueError(f"n must be non-negative, got {n!r}")
-        if nn > <object>_MAX_BLOCKS:
+        if nn > <object>self.max_blocks:
             self.engine.failed += 1
-            raise MemoryError(f"{n} blocks are more than a pool holds (2**32 - 1)")
+            raise MemoryError(f"{n} blocks are more than this pool can hold (max_blocks={self.max_blocks})")
         count = <Py_ssize_t>nn
         out = np.empty(count, dtype=np.uint64)
         cdef uint64_t[::1] o = out
@@ -1038,6 +1049,13 @@ cdef class Pool:
     def chunk_blocks(self):
         """Blocks per further chunk of a growable pool; 0 for a fixed pool."""
         return self._chunks.chunk_blocks if self.engine.chunks != NULL else 0
+
+    @property
+    def max_blocks(self):
+        """The most blocks this pool can ever hold: its capacity for a fixed
+        pool; for a growable one the capacity at 2**20 chunks, at most
+        2**32 - 1. A request for more fails at once."""
+        return self._chunks.max_slots if self.engine.chunks != NULL else dod_pool_capacity(&self.engine)
 
     @property
     def block_size(self):

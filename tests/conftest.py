@@ -25,3 +25,36 @@ def compile_cython(tmp_path):
         return compile_cython_module(source, tmp_path / "cimport", name)
 
     return build
+
+
+# In CI (CI=true) a skip is a failure unless its reason is the one the CI
+# machine cannot help: no GPU. .ci/run relies on this hook; a run that skips
+# because scipy, motmetrics or a compiler is missing must not pass.
+_ALLOWED_SKIP = ("GPU", "CuPy", "CUDA")
+_bad_skips = []
+
+
+def pytest_runtest_logreport(report):
+    _note_skip(report)
+
+
+def pytest_collectreport(report):
+    _note_skip(report)
+
+
+def _note_skip(report):
+    if os.environ.get("CI", "").lower() not in ("1", "true", "yes") or not report.skipped:
+        return
+    if hasattr(report, "wasxfail"):
+        return
+    reason = str(report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr)
+    if not any(word in reason for word in _ALLOWED_SKIP):
+        _bad_skips.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _bad_skips:
+        print("\nCI=true: tests skipped for a reason other than 'no GPU' (a failure in CI):")
+        for line in _bad_skips:
+            print("  " + line)
+        session.exitstatus = 1

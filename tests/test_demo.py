@@ -30,11 +30,14 @@ def test_real_time_run_reports_deadlines_and_no_allocations():
     run = demo.DemoRun(targets=50, rate=100.0, duration=0.5, seed=1).run()
     s = run.snapshot()
     assert s["ticks"] == 50 == run.loop.ticks
-    assert s["misses"] is not None and s["misses"] <= run.loop.ticks
+    assert s["misses"] == run.loop.misses                 # the snapshot reports the loop's count
+    assert f"{run.loop.misses} missed of 50 ticks" in run.summary()
     # The step allocates nothing it keeps: no net block growth after warm-up.
     assert run.alloc_ticks > 0
-    if sys.getallocatedblocks():          # 0 without pymalloc (sanitizer runs)
+    if sys.getallocatedblocks():          # pymalloc: the demo's own measure holds
         assert run.allocations_per_tick <= 0.0
+    else:                                 # no pymalloc: the demo must say it cannot measure
+        assert "memory     not measured" in run.summary()   # (test_tracker checks the tick itself)
     assert "missed of 50 ticks" in run.summary()
     # a real-time run takes about its duration (never much less)
     assert run.wall >= 0.4
@@ -45,6 +48,8 @@ def test_tracks_follow_the_truth():
     s = run.snapshot()
     assert abs(s["confirmed"] - s["truth"]) <= 0.05 * s["truth"]
     # GOSPA at c = 10 m: every target missed would cost sqrt(200 * 50) = 100.
+    # Measured 183 confirmed for 182 alive, GOSPA 8.87 (this call, seeded;
+    # print(run.snapshot())); floors: 5 % on the count, 0.3x all-missed = 28.6 (margin ~3x).
     assert s["gospa"] < 0.3 * np.sqrt(s["truth"] * demo.GOSPA_C**2 / 2)
 
 

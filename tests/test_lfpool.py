@@ -31,7 +31,9 @@ def test_zero_capacity_grows_and_pages_are_used_fully():
     p = LockFreePool(64, capacity=10)
     # A page-rounded chunk: every block that fits in the pages is used.
     assert p.capacity >= 10 and p.grows == 1 and p.nbytes % 4096 == 0
-    assert p.capacity == (p.nbytes - 64) // 64 or p.capacity == p.nbytes // 64 - 1
+    # The chunk's record (dod_lfpool_chunk: base, size, first, blocks, next:
+    # five words) sits at the end of the pages; every whole block before it is used.
+    assert p.capacity == (p.nbytes - 5 * 8) // 64
     hs = [p.acquire() for _ in range(p.capacity + 1)]
     assert p.grows == 2 and p.in_use == len(hs) and p.peak >= len(hs) - 1
     p.release_many(hs)
@@ -213,7 +215,7 @@ STRESS = r"""
 from libc.stdint cimport uint64_t, uintptr_t
 from dod._atomic cimport (dod_atomic_exchange_ptr, dod_atomic_cas_u64, dod_atomic_store_u64,
                           dod_atomic_fetch_add_u64, dod_atomic_load_u64,
-                          dod_tagged_ptr, dod_tagged_load, dod_tagged_cas)
+                          dod_tagged_ptr, dod_tagged_load, dod_tagged_cas, dod_atomic_cas_ptr)
 from dod.lfpool cimport (LockFreePool, dod_lfpool, dod_lfpool_acquire, dod_lfpool_try_acquire,
                          dod_lfpool_release, dod_lfpool_release_chain, dod_lfpool_link)
 
@@ -338,13 +340,15 @@ def aba(LockFreePool pool, bint tagged):
     cdef void* by = dod_lfpool_try_acquire(p)
     assert bx == X and by == Y
     dod_lfpool_release(p, bx)              # head is X again, link now Z, tag moved on
+    cdef void* expect = X
     want.ptr = Y
     want.tag = old.tag + 1
-    if not tagged:
-        # A pointer-only CAS: compares the pointer alone (emulated by taking
-        # the current tag), as an untagged Treiber stack would.
-        old.tag = dod_tagged_load(&p.head).tag
-    ok = dod_tagged_cas(&p.head, &old, want)
+    if tagged:
+        ok = dod_tagged_cas(&p.head, &old, want)
+    else:
+        # An untagged Treiber stack: a CAS of the head's pointer word alone
+        # (the tag word is not read or written).
+        ok = dod_atomic_cas_ptr(&p.head.ptr, &expect, Y)
     now = dod_tagged_load(&p.head)
     result = (bool(ok), <uintptr_t>now.ptr, <uintptr_t>X, <uintptr_t>Y)
     if ok:

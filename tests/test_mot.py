@@ -5,10 +5,21 @@ import pytest
 
 from dod.tracker import mot
 
-mm = pytest.importorskip("motmetrics")
+try:
+    import motmetrics  # noqa: F401
+except ImportError:
+    motmetrics = None
+# Only the tests that score (or read the MOT15 files bundled with motmetrics)
+# need it; the file parser and detector tests run without it.
+needs_motmetrics = pytest.mark.skipif(motmetrics is None, reason="needs motmetrics (pip install motmetrics)")
 
 # Floors for the bundled sequences at the CLI defaults (Pd 0.9, noise 2 px,
-# clutter 1/frame, seed 0). Measured over seeds 0-9 (notes/demo.md):
+# clutter 1/frame, seed 0). Measured over seeds 0-9 with
+#   python -c "from dod.tracker import mot
+#   for n, p in sorted(mot.builtin_sequences().items()):
+#       r = [mot.evaluate(p, seed=k, name=n)[1] for k in range(10)]
+#       print(n, *(f'{m} {min(x[m] for x in r):.3f}-{max(x[m] for x in r):.3f}' for m in ('mota', 'idf1', 'gospa')))"
+# (re-run 2026-12-01 on the 2-core CI VM, same ranges):
 #   TUD-Campus      MOTA 0.900-0.922, IDF1 0.950-0.961, GOSPA 16.8-19.3 px
 #   TUD-Stadtmitte  MOTA 0.966-0.971, IDF1 0.983-0.986, GOSPA  8.7-9.4 px
 # The ceiling is below 1: a track confirms on its 3rd detection, so every
@@ -24,6 +35,7 @@ FLOORS = {
 }
 
 
+@needs_motmetrics
 @pytest.mark.parametrize("name", sorted(FLOORS))
 def test_bundled_sequences_score_above_their_floors(name):
     path = mot.builtin_sequences()[name]
@@ -36,6 +48,7 @@ def test_bundled_sequences_score_above_their_floors(name):
     assert s["num_switches"] <= 2, s
 
 
+@needs_motmetrics
 def test_bundled_files_are_what_the_notes_say():
     seqs = mot.builtin_sequences()
     campus = mot.read_mot(seqs["TUD-Campus"], name="TUD-Campus")
@@ -44,6 +57,7 @@ def test_bundled_files_are_what_the_notes_say():
     assert (stadt.frames, stadt.n_ids) == (179, 10)
 
 
+@needs_motmetrics
 def test_truth_as_estimates_scores_perfectly():
     # the scoring path itself: ground truth against itself
     path = mot.builtin_sequences()["TUD-Campus"]
@@ -52,6 +66,7 @@ def test_truth_as_estimates_scores_perfectly():
     assert s["mota"] == 1.0 and s["idf1"] == 1.0 and s["gospa"] == 0.0
 
 
+@needs_motmetrics
 def test_tracking_beats_reporting_nothing_by_far():
     path = mot.builtin_sequences()["TUD-Stadtmitte"]
     seq, s = mot.evaluate(path, seed=1)
@@ -100,6 +115,7 @@ def test_read_mot_rejects_bad_files(tmp_path):
         mot.anchor_points(np.zeros((1, 4)), "head")
 
 
+@needs_motmetrics
 def test_detections_from_truth_are_seeded_and_follow_the_knobs():
     seq = mot.read_mot(mot.builtin_sequences()["TUD-Campus"])
     a = mot.detections_from_truth(seq, seed=5)
@@ -117,6 +133,7 @@ def test_detections_from_truth_are_seeded_and_follow_the_knobs():
         mot.detections_from_truth(seq, pd=1.5)
 
 
+@needs_motmetrics
 def test_detector_file_path(tmp_path):
     # A "detector" that reports the true boxes (conf 0.9) plus junk at conf 0.1,
     # filtered out by min_conf: tracking that is nearly perfect.
@@ -135,6 +152,7 @@ def test_detector_file_path(tmp_path):
     assert junk["num_false_positives"] > s["num_false_positives"]
 
 
+@needs_motmetrics
 def test_cli_on_bundled_data_and_on_a_user_file(tmp_path, capsys):
     assert mot.main([]) == 0
     out = capsys.readouterr().out

@@ -4,6 +4,7 @@ import gc
 import os
 import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -1092,14 +1093,30 @@ def test_scribbled_free_list_never_reaches_the_resource_path():
     del arenas
     whole[:] = 1                                  # scribble again while exported
     ok = 0
+    failed = pool.failed
     for _ in range(6):
-        try:
-            Arena(32, resource=r)
-            ok += 1
-        except MemoryError:
-            pass
-    assert ok == 6 and pool.failed == 0           # each arena dies at once: its block returns
+        Arena(32, resource=r)                     # served: the free list lives outside the blocks
+        ok += 1
+    assert ok == 6 and pool.failed == failed      # each arena dies at once: its block returns
     del r, whole
     h = pool.acquire()
     pool.release(h)
     pool.check()
+
+
+@pytest.mark.parametrize("call", ["reserve", "acquire_many"])
+def test_a_request_past_max_blocks_fails_at_once_and_changes_nothing(call):
+    # This used to ask the upstream for 2**28 chunks one at a time (minutes).
+    p = Pool(8, block_size=32, growable=True, chunk_blocks=8)
+    assert p.max_blocks == 8 + ((1 << 20) - 1) * 8
+    before = (p.capacity, p.chunk_count, p.in_use, p.failed)
+    t0 = time.perf_counter()
+    for n in (2**31, p.max_blocks + 1):
+        with pytest.raises(MemoryError, match="max_blocks"):
+            getattr(p, call)(n)
+    assert time.perf_counter() - t0 < 1.0        # refused up front, not after the chunks
+    grown = 1 if call == "acquire_many" else 0   # acquire_many counts its failures
+    assert (p.capacity, p.chunk_count, p.in_use, p.failed) == before[:3] + (before[3] + 2 * grown,)
+    p.check()
+    assert Pool(5, block_size=8).max_blocks == 5
+    assert Pool(8, block_size=8, growable=True, chunk_blocks=2**32 - 1).max_blocks == 2**32 - 1

@@ -281,7 +281,7 @@ def test_views_are_zero_copy_and_block_moves():
     assert np.shares_memory(ids, t["id"])
     ids[0] = 42
     assert t.get(hs[0])["id"] == 42
-    assert t.views == 2 or t.views == 1
+    assert t.views == 1                # `ids`; the temporary view above died with its expression
     with pytest.raises(BufferError):
         t.remove(hs[0])
     with pytest.raises(BufferError):

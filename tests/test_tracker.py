@@ -12,6 +12,8 @@ from dod.tracker import ReferenceTracker, Tracker, TrackerConfig
 from dod.tracker.metrics import gospa, mot_metrics, ospa, run_tracker, scenario_gospa
 from dod.tracker.scenario import generate
 
+from alloc_measure import PythonAllocations, c_heap_bytes
+
 
 def _by_id(ids, pos):
     o = np.argsort(ids)
@@ -65,6 +67,10 @@ def test_accuracy_at_100_targets():
     est_fast = run_tracker(Tracker(), sc)
     est_ref = run_tracker(ReferenceTracker(), sc)
     m = mot_metrics(sc, est_fast)
+    # Measured MOTA 0.985, IDF1 0.993, GOSPA 6.39 against 68.95 for no tracks
+    # (python -c "sc = generate(100, 200, seed=3); est = run_tracker(Tracker(), sc);
+    # print(mot_metrics(sc, est), scenario_gospa(sc, est))", seeded: deterministic).
+    # Floors 0.9 (margin ~0.09) and half the no-track GOSPA (margin ~5x).
     assert m["mota"] >= 0.9
     assert m["idf1"] >= 0.9
     g_fast = scenario_gospa(sc, est_fast)
@@ -311,6 +317,8 @@ def test_tracker_uses_a_loop_scratch_arena():
 # ---------------------------------------------------------------- allocations
 
 def test_zero_allocations_per_tick():
+    # Measures that work under every allocator (tests/alloc_measure.py): the
+    # old sys.getallocatedblocks() check read 0 under PYTHONMALLOC=malloc.
     sc = generate(50, 300, seed=9)
     scans = list(sc.detections)
     dt = sc.dt
@@ -319,28 +327,23 @@ def test_zero_allocations_per_tick():
         t.tick(z, dt)
     tick = t.tick
     rounds = 12                                 # 2400 ticks
-    before = sys.getallocatedblocks()
+    c0 = c_heap_bytes()
     for _ in range(rounds):
         for z in scans[100:]:
             tick(z, dt)
-    grew = sys.getallocatedblocks() - before
-    assert grew < 20, grew                      # not proportional to the 2400 ticks
-    tracemalloc.start()
-    try:
-        for z in scans[100:]:
-            tick(z, dt)
-        s1 = tracemalloc.take_snapshot()
+    c_grew = c_heap_bytes() - c0
+    # Net C heap growth: one retained malloc per tick would be >= 16 B x 2400.
+    # Measured 3520 B (python -m pytest tests/test_tracker.py -k zero_alloc, 2-core VM;
+    # interpreter noise, not per tick); bound 16 KiB.
+    assert c_grew < 16384, c_grew
+    with PythonAllocations() as m:
         for _ in range(5):
             for z in scans[100:]:
                 tick(z, dt)
-        s2 = tracemalloc.take_snapshot()
-        peak_before = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    stats = s2.compare_to(s1, "lineno")
-    growth = sum(s.size_diff for s in stats if s.size_diff > 0)
-    assert growth < 2048, [str(s) for s in stats[:5]]
-    assert peak_before is not None
+    # Python (tracemalloc, all domains): nothing kept over 1000 ticks, and no
+    # temporaries beyond the loop's own (measured growth 0 B, peak 1696 B; bound 8 KiB).
+    assert m.growth < 1024, m.growth
+    assert m.peak < 8192, m.peak
 
 
 def test_no_transient_allocation_inside_a_tick():

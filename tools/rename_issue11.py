@@ -49,7 +49,9 @@ WORDS = [
 ENGINE_ATTRS = ("arena", "pool", "fl", "source", "guard", "cache", "segfit")
 # &x.pool, &self.owner.pool, &x.pool.chunks -> &x.engine...; not &x.pool._private
 # (an owner's private field) and not &x.arena.engine (already an engine).
-ADDRESS = re.compile(r"&((?:\w+\.)*\w+)\.(" + "|".join(ENGINE_ATTRS) + r")\b(?!\.(?:engine\b|_))")
+# Not `&c.segfit` / `&c.pool` (fields of the C thread-cache structs, whose
+# documented local name is `c`), nor a field reached through `engine.`.
+ADDRESS = re.compile(r"&(?!c\.)((?:\w+\.)*\w+)(?<!engine)\.(" + "|".join(ENGINE_ATTRS) + r")\b(?!\.(?:engine\b|_))")
 # The engine struct copied to or from a local (``local = owner.pool``): the
 # name the documentation uses for an owner is `owner`.
 OWNER = re.compile(r"(?<![.\w])owner\.(" + "|".join(ENGINE_ATTRS) + r")\b(?!\.(?:engine\b|_))")

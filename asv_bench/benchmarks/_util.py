@@ -1,5 +1,6 @@
 """Helpers shared by the asv suite (not a benchmark module: no time_ names)."""
 import importlib
+import os
 
 try:                        # asv's runner: skips from inside a benchmark body, not only setup()
     from asv_runner.benchmarks.mark import SkipNotImplemented
@@ -8,10 +9,16 @@ except ImportError:         # run outside asv (an older asv, or plain Python)
 
 
 def require(module):
-    """Import `module` or tell asv to skip: commits that predate it lack it."""
+    """Import `module` or tell asv to skip: commits that predate it lack it.
+
+    With DOD_ASV_STRICT=1 (CI, at HEAD) the ImportError propagates: there a
+    benchmark whose module is broken must fail, not skip.
+    """
     try:
         return importlib.import_module(module)
     except ImportError as e:
+        if os.environ.get("DOD_ASV_STRICT") == "1":
+            raise
         raise NotImplementedError(f"{module} is not in this commit: {e}") from None
 
 

@@ -740,7 +740,10 @@ def scratch_bytes(config):
 
     Size a shared arena with it, e.g. ``Loop(step, scratch_bytes=...)`` when
     the tracker borrows the loop's scratch. Anonymous pages cost nothing
-    until a tick touches them."""
+    until a tick touches them. TypeError for anything but a TrackerConfig."""
+    from dod.tracker.config import TrackerConfig
+    if not isinstance(config, TrackerConfig):
+        raise TypeError(f"config must be a TrackerConfig, got {type(config).__name__}")
     return _scratch_bytes(config.capacity, config.max_detections, config.dim)
 
 

@@ -1,0 +1,192 @@
+"""Behaviour nothing else tested (issue 16's list), one test per promise."""
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dod
+from dod.arena import Arena
+from dod.atomic_arena import AtomicArena
+from dod.freelist import FreeList
+from dod.loop import Loop
+from dod.table import Schema, Table
+from dod.tracker import Tracker, track_schema
+from dod.tracker.scenario import generate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ---------------------------------------------------------------- scenario statistics
+
+def test_scenario_detection_rate_clutter_and_speeds_are_what_was_asked():
+    sc = generate(100, 300, pd=0.8, clutter=5.0, speed=(5.0, 20.0), birth_death=0.0, crossing=0.0, seed=4)
+    truth = sum(len(ids) for ids in sc.truth_ids)
+    hits = sum(int((d >= 0).sum()) for d in sc.det_truth)
+    false = sum(int((d < 0).sum()) for d in sc.det_truth)
+    # Binomial(truth, 0.8): 30,000 trials, sd 0.0023; 5 sd bounds
+    assert abs(hits / truth - 0.8) < 5 * np.sqrt(0.8 * 0.2 / truth)
+    # Poisson(5) per scan over 300 scans: mean sd 0.13; 5 sd bounds
+    assert abs(false / sc.scans - 5.0) < 5 * np.sqrt(5.0 / sc.scans)
+    # initial speeds within (min, max): from the first two scans of each target
+    p0, p1 = sc.truth_pos[0], sc.truth_pos[1]
+    speed = np.linalg.norm(p1 - p0, axis=1) / sc.dt
+    assert speed.min() > 5.0 * 0.8 and speed.max() < 20.0 * 1.2   # process noise q=1 moves them a little
+    assert np.median(speed) == pytest.approx(12.5, rel=0.15)        # uniform (5, 20): median 12.5
+    assert generate(10, 5, seed=1).detections[3].tolist() == generate(10, 5, seed=1).detections[3].tolist()
+
+
+# ---------------------------------------------------------------- Loop
+
+def test_loop_period_tick_spin_and_a_caller_scratch():
+    scratch = Arena(1 << 12)
+    seen = []
+
+    def step():
+        seen.append(lp.tick)
+        lp.scratch.empty(8)               # the per-tick arena is the one we passed
+        if lp.tick == 4:
+            lp.stop()
+
+    lp = Loop(step, rate=1000.0, spin=0.0005, scratch=scratch, gc=None)
+    assert lp.period == pytest.approx(1e-3)
+    assert lp.scratch is scratch
+    lp.run(100)
+    assert seen == [0, 1, 2, 3, 4] and lp.ticks == 5
+    assert scratch.used == 0 and scratch.peak >= 8     # rewound after every tick
+    with pytest.raises((ValueError, OverflowError)):
+        Loop(step, rate=0.0)
+    with pytest.raises(ValueError):
+        Loop(step, spin=-1.0)
+
+
+# ---------------------------------------------------------------- Table
+
+def test_table_keys_and_remove_many_unchecked():
+    t = Table(Schema(a="float32", b=("int64", (2,))), 8)
+    assert list(t.keys()) == ["a", "b"]
+    assert set(dict(t)) == {"a", "b"}
+    hs = t.insert_many(a=[1, 2, 3, 4])
+    view = t["a"]
+    with pytest.raises(BufferError):
+        t.remove_many(hs[:2])
+    assert len(t) == 4
+    t.remove_many(hs[:2], unchecked=True)           # stale views are the caller's business
+    assert len(t) == 2 and sorted(t["a"].tolist()) == [3.0, 4.0]
+    assert hs[0] not in t and hs[2] in t
+    del view
+    t.check()
+
+
+# ---------------------------------------------------------------- Arena
+
+def test_arena_pinned_and_unchecked_rewind():
+    a = Arena(1 << 12)
+    assert a.pinned == 0
+    m = a.mark()
+    x = a.empty(16, np.uint8)
+    assert a.pinned >= 16                            # a live array sits below it
+    with pytest.raises(BufferError):
+        a.rewind(m)
+    assert a.used >= 16
+    a.rewind(m, unchecked=True)
+    assert a.used == 0
+    del x
+    assert a.pinned == 0
+
+
+
+# ---------------------------------------------------------------- FreeList
+
+def test_freelist_owns_and_strategy():
+    f = FreeList(1 << 12, strategy="best")
+    assert f.strategy == "best" and FreeList(1 << 12).strategy == "first"
+    x = f.alloc(10)
+    y = np.zeros(10)
+    assert f.owns(x) and not f.owns(y) and not FreeList(1 << 12).owns(x)
+    f.free(x)
+    assert not f.owns(x)
+    with pytest.raises(ValueError):
+        FreeList(1 << 12, strategy="worst")
+
+
+# ---------------------------------------------------------------- ThreadCache
+
+def test_thread_cache_counters():
+    upstream = Arena(1 << 15)                    # runs out: refills then fail
+    arena = AtomicArena(1 << 12, resource=upstream.resource())
+    c = arena.thread_cache(1024)
+    assert (c.refills, c.publishes, c.failed) == (0, 0, 0)
+    assert 512 < c.chunk <= 1024                     # the request less the block header it shares
+    assert c.thread_id == threading.get_ident()
+    xs = [c.empty(100, np.uint8) for _ in range(20)]   # 2,000+ bytes: at least two refills
+    assert c.refills >= 2
+    c.flush()
+    assert c.publishes >= 1
+    with pytest.raises(MemoryError):
+        for _ in range(10_000):
+            xs.append(c.empty(400, np.uint8))
+    assert c.failed >= 1
+    del xs
+    c.close()
+
+
+# ---------------------------------------------------------------- tracker
+
+def test_track_schema_and_confirmed():
+    s = track_schema(3)
+    names = list(Table(s, 1).keys())
+    assert names[:3] == ["id", "x", "P"]
+    t = Table(s, 1)
+    assert t["x"].shape == (0, 6) and t["P"].shape == (0, 6, 6)
+    with pytest.raises(ValueError):
+        track_schema(4)
+    tr = Tracker()
+    sc = generate(10, 20, seed=2)
+    for z in sc.detections:
+        tr.tick(z, sc.dt)
+    mask = tr.confirmed
+    assert mask.dtype == bool and mask.shape == (tr.count,)
+    assert int(mask.sum()) == tr.counts()["confirmed"] and mask.sum() > 0
+
+
+# ---------------------------------------------------------------- examples and the tracker bench
+
+def _run(args, timeout=300):
+    env = dict(os.environ, PYTHONPATH=dod.get_include())
+    p = subprocess.run([sys.executable, "-P", *args], capture_output=True, text=True, cwd=ROOT, env=env,
+                       timeout=timeout)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_example_tracker_loop_prints_what_it_says():
+    out = _run(["examples/tracker_loop.py"])
+    m = re.search(r"(\d+) ticks, (\d+) deadline misses", out)
+    assert m and int(m.group(1)) == 250
+    m = re.search(r"(\d+) confirmed tracks, (\d+) true targets", out)
+    assert m and abs(int(m.group(1)) - int(m.group(2))) <= 0.1 * int(m.group(2))
+
+
+def test_example_tracker_demo_runs():
+    out = _run(["examples/tracker_demo.py"])
+    assert out.strip()
+
+
+def test_tracker_bench_quick():
+    out = _run(["-m", "dod.tracker.bench", "--quick"], timeout=600)
+    assert "median" in out.lower() or "p50" in out.lower(), out
+    assert re.search(r"\b1000\b|\b100\b", out), out
+
+
+def test_scratch_bytes_refuses_what_is_not_a_config():
+    # found by tests/test_fuzz_api.py: scratch_bytes(0) raised AttributeError
+    from dod.tracker import TrackerConfig, scratch_bytes
+    assert scratch_bytes(TrackerConfig()) > 0
+    for bad in (0, None, "x", np.zeros(3)):
+        with pytest.raises(TypeError, match="TrackerConfig"):
+            scratch_bytes(bad)
