@@ -73,6 +73,9 @@ def chi2_ppf(p, df):
     return 0.5 * (lo + hi)
 
 
+MAX_THREADS = 256       # most threads of one tick (DOD_TRACKER_MAX_THREADS in _engine.pxd)
+
+
 @dataclass(frozen=True)
 class TrackerConfig:
     """Model, gating and track management of a constant-velocity tracker.
@@ -99,6 +102,17 @@ class TrackerConfig:
         greedily (cheapest free pair first), bounding the worst-case tick
         (exact assignment is cubic in the cluster size); counted in
         ``greedy_clusters``. The numpy reference always solves exactly.
+        Whatever this says, a cluster whose cost matrix would exceed 16 MiB
+        (about 1000 x 1000) is solved greedily (and counted).
+    threads : threads of one tick (1, the default: serial, no parallel
+        region). With more, predict, innovation inverses, gating and the
+        Kalman updates split over row ranges and independent clusters are
+        solved in parallel (OpenMP); births, deaths and ids stay in one
+        order, so the result is bit-identical for every thread count.
+        1 <= threads <= MAX_THREADS (256).
+    sort_every : every this many scans the track rows are put into spatial
+        (Morton / Z-) order, so the tick walks memory in order (0: never).
+        Row order is not part of the result: match rows by id or handle.
     """
 
     dim: int = 2
@@ -113,6 +127,8 @@ class TrackerConfig:
     max_detections: int = 30000
     overflow: str = "error"
     max_cluster: int = 0
+    threads: int = 1
+    sort_every: int = 16
 
     def __post_init__(self):
         if self.dim not in (2, 3):
@@ -133,6 +149,12 @@ class TrackerConfig:
             raise ValueError("max_detections must be in [1, 2**24]")
         if not (0 <= self.max_cluster < 1 << 31):
             raise ValueError("max_cluster must be >= 0 (0: always exact)")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) \
+                or not (1 <= self.threads <= MAX_THREADS):
+            raise ValueError(f"threads must be an int in [1, {MAX_THREADS}], not {self.threads!r}")
+        if isinstance(self.sort_every, bool) or not isinstance(self.sort_every, int) \
+                or not (0 <= self.sort_every < 1 << 31):
+            raise ValueError(f"sort_every must be an int >= 0 (0: never sort), not {self.sort_every!r}")
         if self.overflow not in ("error", "drop"):
             raise ValueError("overflow must be 'error' or 'drop'")
 
