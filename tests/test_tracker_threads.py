@@ -63,12 +63,24 @@ def test_threads_validated_before_anything_changes():
     for bad in (-1, 1.0, True):
         with pytest.raises(ValueError):
             TrackerConfig(sort_every=bad)
-    assert TrackerConfig().threads == 1 and Tracker().threads == 1
+    assert TrackerConfig.__dataclass_fields__["threads"].default == 1
     assert Tracker(threads=MAX_THREADS).threads == MAX_THREADS
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_bit_identical_small_scenes_always_parallel(n):
+    # parallel_min_rows=0: every pass runs on the workers, even with a few rows.
+    sc = generate(120, 80, seed=30 + n, crossing=0.3, clutter=40)
+    a = Tracker(threads=1, sort_every=5)
+    b = Tracker(threads=n, sort_every=5, parallel_min_rows=0)
+    for s, (z, dt) in enumerate(sc):
+        a.tick(z, dt)
+        b.tick(z, dt)
+        assert _state(a) == _state(b), f"scan {s}"
+
+
 def test_more_threads_than_rows_and_empty_scans():
-    t1, t8 = Tracker(threads=1), Tracker(threads=8)
+    t1, t8 = Tracker(threads=1), Tracker(threads=8, parallel_min_rows=0)
     for z in (np.empty((0, 2)), np.array([[1.0, 2.0]]), np.array([[1.1, 2.0], [50.0, 50.0]]), np.empty((0, 2))):
         t1.tick(z, 0.02)
         t8.tick(z, 0.02)

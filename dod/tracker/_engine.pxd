@@ -91,6 +91,7 @@ ctypedef struct dod_tracker:
     # Threads and locality (issue 12). ZII: 0 threads runs serially, sort_every 0 never sorts.
     int threads             # OpenMP threads of one tick (0 or 1: serial, no parallel region)
     dod_arena** workers     # [threads] per-worker arenas for cluster matrices (NULL when serial)
+    size_t min_rows         # a pass runs in parallel only with >= threads * min_rows rows
     uint32_t sort_every     # rows into spatial order every this many scans (0: never)
     uint32_t since_sort     # scans since the last spatial sort
     uint64_t sorts          # spatial sorts done

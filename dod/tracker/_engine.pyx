@@ -47,7 +47,6 @@ cdef inline uint32_t _popcount(uint32_t v) noexcept nogil:
 cdef enum:
     _ALIGN = 64
     _PAIRS_PER_NODE = 16
-    _MIN_ROWS_PER_WORKER = 512      # fewer rows per thread: the serial pass (same result, no fork cost)
     _CLUSTER_CHUNK = 1024           # root rows per dynamic chunk of the parallel cluster solve
 
 # Largest cost matrix plus solver temporaries of one cluster (16 MiB: a
@@ -154,10 +153,14 @@ cdef inline void _try_pair(const dod_tracker* t, const _tick* k, _pairs* out, si
     out.n += 1
 
 
-cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* out, uint8_t stage,
+cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t stage,
                      size_t row0, size_t row1) noexcept nogil:
     """Gated pairs of the tracks in `stage` among rows [row0, row1) (and, for
-    tentative, free detections), appended to `out` in row order."""
+    tentative, free detections), appended to `dest` in row order. Works on a
+    local copy of `dest` (the workers' segments sit side by side: counting in
+    place would bounce their cache line between cores at every pair)."""
+    cdef _pairs local = dest[0]
+    cdef _pairs* out = &local
     cdef int dim = t.dim, a
     cdef size_t ti, j, b, s
     cdef const dod_grid* g = &k.grid
@@ -197,6 +200,7 @@ cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* out, uint8_t 
                     cz += 1
                 cy += 1
             cx += 1
+    dest[0] = local
 
 
 cdef void _gate(dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
@@ -221,7 +225,7 @@ cdef void _gate(dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
     whole.n = 0
     whole.cap = k.pair_cap
     whole.dropped = 0
-    if nt > 1 and T >= <size_t>(nt * _MIN_ROWS_PER_WORKER):
+    if nt > 1 and T >= <size_t>nt * t.min_rows:
         for w in range(nt):
             at = k.pair_cap * <size_t>w // <size_t>nt
             seg[w].pt = k.pt + at
@@ -417,7 +421,7 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
             if <size_t>(c - acc) > cnt.largest_cluster:
                 cnt.largest_cluster = <size_t>(c - acc)
             acc = c
-    if nt > 1 and T >= <size_t>(nt * _MIN_ROWS_PER_WORKER):
+    if nt > 1 and T >= <size_t>nt * t.min_rows:
         chunks = (T + _CLUSTER_CHUNK - 1) // _CLUSTER_CHUNK
         for ch in prange(chunks, num_threads=nt, schedule="dynamic"):
             greedy += _solve_roots(t, k, ch * _CLUSTER_CHUNK, min(T, (ch + 1) * _CLUSTER_CHUNK),
@@ -657,7 +661,7 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     # 3. Predict every track; innovation inverse and gate half-widths (rows
     # are independent: split over the workers). The mean gate width is
     # summed afterwards in row order, so it is the same for every thread count.
-    if nt > 1 and T >= <size_t>(nt * _MIN_ROWS_PER_WORKER):
+    if nt > 1 and T >= <size_t>nt * t.min_rows:
         for w in prange(nt, num_threads=nt, schedule="static", chunksize=1):
             _predict_rows(t, &k, dt, T * <size_t>w // <size_t>nt, T * <size_t>(w + 1) // <size_t>nt)
     else:
@@ -677,7 +681,7 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
 
     # 5. Update (the Kalman step over row ranges of the workers), count hits
     # and misses, confirm, delete.
-    if nt > 1 and T >= <size_t>(nt * _MIN_ROWS_PER_WORKER):
+    if nt > 1 and T >= <size_t>nt * t.min_rows:
         for w in prange(nt, num_threads=nt, schedule="static", chunksize=1):
             _update_rows(t, &k, T * <size_t>w // <size_t>nt, T * <size_t>(w + 1) // <size_t>nt)
     else:
@@ -889,6 +893,7 @@ cdef class Tracker:
                 self._workers[w] = &(<Arena>wa).arena
             e.workers = self._workers
         e.threads = config.threads
+        e.min_rows = config.parallel_min_rows
         self._overflow_drop = config.overflow == "drop"
         self.scratch = scratch if scratch is not None else Arena(
             _scratch_bytes(config.capacity, config.max_detections, dim))

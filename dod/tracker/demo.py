@@ -41,6 +41,13 @@ import os
 import sys
 import time
 
+# The tick's OpenMP workers sleep between parallel regions instead of
+# spinning (libgomp reads this once, when dod.tracker._engine loads): on a
+# machine shared with other work, spinning workers steal the cores the tick
+# needs and one preempted worker stalls every region. Set OMP_WAIT_POLICY
+# yourself (ACTIVE on a dedicated machine) to override.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import numpy as np
 
 from dod.loop import Loop, monotonic_ns
