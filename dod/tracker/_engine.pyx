@@ -127,14 +127,14 @@ cdef inline void* _push(dod_arena* a, size_t n, size_t size, bint* ok) noexcept 
 
 
 cdef inline void _try_pair(const dod_tracker* t, const _tick* k, _pairs* out, size_t ti, size_t j,
-                           bint free_only) noexcept nogil:
+                           const double* zj, bint free_only) noexcept nogil:
     cdef int dim = t.dim, a
     cdef double y[3]
     cdef double d2
     if free_only and k.det_track[j] >= 0:
         return
     for a in range(dim):
-        y[a] = k.z[j * dim + a] - t.cols.x[ti * t.n + a]
+        y[a] = zj[a] - t.cols.x[ti * t.n + a]
         if y[a] > k.hw[ti * dim + a] or y[a] < -k.hw[ti * dim + a]:
             return
     # constant dimension at each call site: gcc unrolls the inlined kernels
@@ -184,7 +184,7 @@ cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t
         if ncells > <double>k.D:
             # A gate wider than the whole index: scanning every detection is cheaper.
             for j in range(k.D):
-                _try_pair(t, k, out, ti, j, free_only)
+                _try_pair(t, k, out, ti, j, k.z + j * dim, free_only)
             continue
         cx = lo[0]
         while cx <= hi[0]:
@@ -196,7 +196,7 @@ cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t
                     for s in range(g.bucket[b], g.bucket[b + 1]):
                         # Other cells may share this bucket: keep this cell's only.
                         if dod_grid_holds(g, s, cx, cy, cz):
-                            _try_pair(t, k, out, ti, g.order[s], free_only)
+                            _try_pair(t, k, out, ti, g.order[s], g.spos + s * dim, free_only)
                     cz += 1
                 cy += 1
             cx += 1
@@ -622,6 +622,7 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     k.grid.bucket = <uint32_t*>_push(scratch, nb + 1, sizeof(uint32_t), &ok)
     k.grid.order = <uint32_t*>_push(scratch, n_dets, sizeof(uint32_t), &ok)
     k.grid.scell = <int64_t*>_push(scratch, n_dets * 3, sizeof(int64_t), &ok)
+    k.grid.spos = <double*>_push(scratch, n_dets * dim, sizeof(double), &ok)
     k.Si = <double*>_push(scratch, T * dim * dim, sizeof(double), &ok)
     k.hw = <double*>_push(scratch, T * dim, sizeof(double), &ok)
     k.gateable = <uint8_t*>_push(scratch, T, 1, &ok)
@@ -765,11 +766,11 @@ cdef size_t _scratch_bytes(size_t cap, size_t dmax, int dim) noexcept:
     cdef size_t nb = 1, total = 0, pairs = _PAIRS_PER_NODE * (cap + dmax) + 64
     while nb < 2 * dmax:
         nb <<= 1
-    total += _round_up(dmax * dim * 8) + 2 * _round_up(dmax * 24) + _round_up((nb + 1) * 4)
+    total += 2 * _round_up(dmax * dim * 8) + 2 * _round_up(dmax * 24) + _round_up((nb + 1) * 4)
     total += _round_up(dmax * 4) + _round_up(cap * dim * dim * 8) + _round_up(cap * dim * 8)
     total += _round_up(cap) + _round_up(dmax * 4) + _round_up(cap * 4)
-    total += 2 * _round_up((cap + dmax + 1) * 4) + 2 * _round_up(cap * 4) + 2 * _round_up(dmax * 4)
-    total += 3 * _round_up(pairs * 4) + _round_up(pairs * 8)
+    total += 2 * _round_up((cap + dmax + 1) * 4) + _round_up(cap * 4) + _round_up(dmax * 4) + _round_up(cap * 8)
+    total += 5 * _round_up(pairs * 4) + _round_up(pairs * 8)       # pt pd porder glob_t glob_d, pc
     total += _CLUSTER_BYTES + (1 << 16)      # cluster cost matrices: 16 MiB holds a 1000 x 1000 cluster
     # The spatial sort after the tick reuses the same bytes: keys, rows and
     # one column's worth of gathered rows (the covariance is the widest).
