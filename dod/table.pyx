@@ -15,7 +15,8 @@ Safety contract (the Python face)
     insert does not fit). Batches are all or nothing. ``table["pos"]``
     returns a writable numpy view of the live rows that keeps the table's
     memory alive. Inserting never moves rows, so views stay correct (they
-    do not grow). Removing and clearing move rows under existing views: while
+    do not grow). Removing, clearing and reordering (:meth:`Table.reorder`,
+    :meth:`Table.sort`) move rows under existing views: while
     a view (or an Arrow export: a pyarrow batch, a polars frame) is alive
     they raise ``BufferError`` and change nothing, unless ``unchecked=True``,
     in which case the views show the moved rows (never freed memory).

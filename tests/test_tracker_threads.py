@@ -174,3 +174,33 @@ def test_iter_scans_equals_generate():
     it = iter_scans(300, 10**9, **kw)
     first = next(it)
     assert first.detections.shape[1] == 2
+
+
+def test_demo_scan_source_streams_in_bounded_memory():
+    from dod.tracker.demo import ScanSource
+
+    src = ScanSource(200, 30, 4, seed=2)
+    want = list(iter_scans(200, 30, seed=2))
+    got = []
+    while True:
+        src.fill(3)
+        assert len(src) <= 3 and len(src._frames) <= 4      # what it holds stays bounded
+        if not len(src):
+            break
+        while len(src):
+            z, dt = src.take()
+            got.append(z)
+            assert src.truth[0] is want[len(got) - 1].truth_ids or \
+                np.array_equal(src.truth[0], want[len(got) - 1].truth_ids)
+    assert len(got) == 30 and all(a.tobytes() == b.detections.tobytes() for a, b in zip(got, want))
+    with pytest.raises(IndexError):
+        src.take()
+
+
+def test_demo_runs_threaded_without_retaining_blocks():
+    from dod.tracker import demo
+
+    run = demo.DemoRun(targets=300, rate=200.0, duration=1.0, seed=4, fast=True, threads=2).run()
+    assert run.done == run.total == 200
+    assert run.tracker.threads == 2
+    assert abs(run.allocations_per_tick) < 0.2, run.allocations_per_tick
