@@ -841,7 +841,14 @@ cdef class Tracker:
     runs, so other Python threads run meanwhile. A second tick() of the same
     tracker from another thread raises RuntimeError; other threads must not
     mutate its table or use its scratch arena meanwhile (reading the views
-    is safe: the memory stays valid, values may be mid-update).
+    is safe: the memory stays valid, values may be mid-update). With
+    ``config.threads > 1`` the tick itself runs on that many OpenMP threads
+    (libgomp's pool, made on the first threaded tick and kept); the result
+    is bit-identical for every thread count, given a scratch arena of at
+    least :func:`scratch_bytes` (a smaller one the caller passes can make a
+    large cluster go greedy in one thread count and not another). With
+    ``config.sort_every`` the rows are reordered by position every so many
+    scans: handles stay valid, row indices do not (as after deaths).
     """
 
     def __cinit__(self, config=None, *, Arena scratch=None, **overrides):
