@@ -213,6 +213,7 @@ cdef void _gate(dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
     those of one thread whatever the thread count."""
     cdef _pairs whole
     cdef _pairs seg[DOD_TRACKER_MAX_THREADS]
+    cdef size_t bound[DOD_TRACKER_MAX_THREADS + 1]
     cdef int nt = t.threads, w
     cdef size_t T = k.T, at, dropped = 0
     k.npairs = 0
@@ -234,8 +235,9 @@ cdef void _gate(dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
             seg[w].n = 0
             seg[w].cap = k.pair_cap * <size_t>(w + 1) // <size_t>nt - at
             seg[w].dropped = 0
+        _row_ranges(bound, T, nt)
         for w in prange(nt, num_threads=nt, schedule="static", chunksize=1):
-            _gate_rows(t, k, &seg[w], stage, T * <size_t>w // <size_t>nt, T * <size_t>(w + 1) // <size_t>nt)
+            _gate_rows(t, k, &seg[w], stage, bound[w], bound[w + 1])
         for w in range(nt):
             dropped += seg[w].dropped
         if dropped == 0:
@@ -433,6 +435,15 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
 
 # ---------------------------------------------------------------- row ranges of the tick (one worker each)
 
+cdef inline void _row_ranges(size_t* bound, size_t T, int nt) noexcept nogil:
+    """Worker w takes rows [bound[w], bound[w + 1]): contiguous, in order.
+    Computed before the parallel region, so that its body cannot raise (a
+    body that can, e.g. a checked division in the debug build, makes every
+    worker take the GIL and a thread state at the region's start)."""
+    cdef int w
+    for w in range(nt + 1):
+        bound[w] = T * <size_t>w // <size_t>nt
+
 cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, size_t row1) noexcept nogil:
     """Predict rows [row0, row1); their innovation inverses, gate half-widths
     and widest half-width (hm: 0 for a track that cannot be gated). Writes
@@ -607,7 +618,7 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     cdef uint32_t nmask, hist
     cdef dod_track_cols* c = &t.cols
     cdef int nt = t.threads, w
-    cdef size_t assoc = 0
+    cdef size_t bound[DOD_TRACKER_MAX_THREADS + 1]
     memset(&cnt, 0, sizeof(cnt))
     memset(&k, 0, sizeof(k))
     # 1. Every fixed-size temporary first: failure here leaves the tracker unchanged.
@@ -663,8 +674,9 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     # are independent: split over the workers). The mean gate width is
     # summed afterwards in row order, so it is the same for every thread count.
     if nt > 1 and T >= <size_t>nt * t.min_rows:
+        _row_ranges(bound, T, nt)
         for w in prange(nt, num_threads=nt, schedule="static", chunksize=1):
-            _predict_rows(t, &k, dt, T * <size_t>w // <size_t>nt, T * <size_t>(w + 1) // <size_t>nt)
+            _predict_rows(t, &k, dt, bound[w], bound[w + 1])
     else:
         _predict_rows(t, &k, dt, 0, T)
     for ti in range(T):
@@ -683,8 +695,9 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     # 5. Update (the Kalman step over row ranges of the workers), count hits
     # and misses, confirm, delete.
     if nt > 1 and T >= <size_t>nt * t.min_rows:
+        _row_ranges(bound, T, nt)
         for w in prange(nt, num_threads=nt, schedule="static", chunksize=1):
-            _update_rows(t, &k, T * <size_t>w // <size_t>nt, T * <size_t>(w + 1) // <size_t>nt)
+            _update_rows(t, &k, bound[w], bound[w + 1])
     else:
         _update_rows(t, &k, 0, T)
     nmask = <uint32_t>((<uint64_t>1 << t.confirm_n) - 1)
