@@ -9,6 +9,9 @@ replaces setuptools' ``-O3 -DNDEBUG``):
                         DOD_DEBUG=1: 0xCD poison on release, ownership checks
     DOD_BUILD=sanitize  debug + AddressSanitizer + UBSan (compile and link)
 
+OpenMP: the modules in OPENMP_MODULES compile and link with -fopenmp
+(DOD_NO_OPENMP=1 leaves it out: their prange loops then run serially).
+
 Switching variants reuses stale objects unless build/ and the generated .c
 files are removed first: ``python setup.py clean_variant`` does that.
 """
@@ -62,19 +65,26 @@ directives = {
 }
 
 
+# Modules whose prange loops run on OpenMP threads (as scikit-learn builds
+# them: -fopenmp at compile and link time, libgomp's persistent thread pool).
+OPENMP_MODULES = {"dod.tracker._engine"}
+OPENMP = [] if os.environ.get("DOD_NO_OPENMP") else ["-fopenmp"]
+
+
 def extensions():
     exts = []
     for pyx in sorted((HERE / "dod").rglob("*.pyx")):
         rel = pyx.relative_to(HERE)
         name = ".".join(rel.with_suffix("").parts)
+        omp = OPENMP if name in OPENMP_MODULES else []
         exts.append(
             Extension(
                 name,
                 [str(rel)],
                 include_dirs=[numpy.get_include(), str(HERE / "dod")],
                 define_macros=macros,
-                extra_compile_args=compile_args,
-                extra_link_args=link_args,
+                extra_compile_args=compile_args + omp,
+                extra_link_args=link_args + omp,
             )
         )
     return exts

@@ -195,12 +195,10 @@ cdef class FreeList:
 
     def owns(self, arr):
         """True if `arr` views a live (not yet freed) allocation of this free list."""
-        cdef _Allocation L
         try:
             return not (<Owned>self._allocation_of(arr)).marked
         except ValueError:
             return False
-        return not L.freed
 
     # -------------------------------------------------------- composition
 

@@ -43,6 +43,10 @@
 #   * All bytes zero (ZII) is a valid, empty table of capacity 0: every
 #     insert fails (returns the nil handle 0) and every lookup yields -1.
 #
+# What stays valid across a reorder (dod_table_reorder: rows permuted in place):
+#   * handles: yes (each names the same data at its new row); column base
+#     pointers: yes; row indices and pointers to rows: NO (as for a remove).
+#
 # What stays valid across a remove (swap with the last row):
 #   * handles: yes (the moved row's slot is updated);
 #   * column base pointers: yes (columns never move);
@@ -232,6 +236,56 @@ cdef inline void dod_table_remove_row(dod_table* t, size_t row) noexcept nogil:
     t.free_head = slot
     t.count = last
     t.removes += 1
+
+
+cdef inline size_t dod_table_reorder_scratch_bytes(const dod_table* t) noexcept nogil:
+    """Bytes of scratch dod_table_reorder needs for this table's live rows:
+    count times the widest row (the slot map's 4-byte entries included)."""
+    cdef size_t c, w = sizeof(dod_index)
+    for c in range(t.ncols):
+        if t.row_bytes[c] > w:
+            w = t.row_bytes[c]
+    return t.count * w
+
+
+cdef inline void dod_table_reorder(dod_table* t, const dod_index* order, char* scratch) noexcept nogil:
+    """Permute the live rows in place: new row i is old row order[i].
+
+    Every column, the dense slot side (row_slot) and the sparse side
+    (slot_row) move together, so every handle stays valid and names the
+    same data at its new row; generations, the free list and the nil row
+    are untouched. `scratch` holds dod_table_reorder_scratch_bytes(t) bytes
+    (any alignment): each column is gathered into it and copied back, so the
+    pass streams memory and allocates nothing.
+
+    Checks the caller owns: order[0:count] is a permutation of 0..count-1
+    (the Python face, Table.reorder, validates it); no view of a column is
+    relied on to keep showing the old rows; this thread is the table's one
+    writer. Row indices and row pointers taken before the call are stale."""
+    cdef size_t n = t.count, c, i, rb
+    cdef char* col
+    cdef dod_index* slots = <dod_index*>scratch
+    for c in range(t.ncols):
+        rb = t.row_bytes[c]
+        col = t.columns[c]
+        if rb == 8:
+            for i in range(n):
+                memcpy(scratch + i * 8, col + <size_t>order[i] * 8, 8)
+        elif rb == 4:
+            for i in range(n):
+                memcpy(scratch + i * 4, col + <size_t>order[i] * 4, 4)
+        elif rb == 1:
+            for i in range(n):
+                scratch[i] = col[order[i]]
+        else:
+            for i in range(n):
+                memcpy(scratch + i * rb, col + <size_t>order[i] * rb, rb)
+        memcpy(col, scratch, n * rb)
+    for i in range(n):
+        slots[i] = t.row_slot[order[i]]
+    for i in range(n):
+        t.row_slot[i] = slots[i]
+        t.slot_row[slots[i]] = <dod_index>i
 
 
 cdef inline bint dod_table_remove(dod_table* t, dod_handle h) noexcept nogil:

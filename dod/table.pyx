@@ -15,7 +15,8 @@ Safety contract (the Python face)
     insert does not fit). Batches are all or nothing. ``table["pos"]``
     returns a writable numpy view of the live rows that keeps the table's
     memory alive. Inserting never moves rows, so views stay correct (they
-    do not grow). Removing and clearing move rows under existing views: while
+    do not grow). Removing, clearing and reordering (:meth:`Table.reorder`,
+    :meth:`Table.sort`) move rows under existing views: while
     a view (or an Arrow export: a pyarrow batch, a polars frame) is alive
     they raise ``BufferError`` and change nothing, unless ``unchecked=True``,
     in which case the views show the moved rows (never freed memory).
@@ -639,6 +640,93 @@ cdef class Table:
         self._check_idle("clear")
         self._check_unpinned(unchecked, "clear")
         dod_table_clear(&self.engine)
+
+    def reorder(self, order, *, bint unchecked=False):
+        """Permute the live rows in place: new row ``i`` is old row ``order[i]``.
+
+        Every column, the slot map and the generations move together, so
+        every handle stays valid and names the same data (at its new row);
+        row indices taken before are stale. Use it to put rows in the order
+        the hot loops walk them (e.g. spatial order).
+
+        ``order``: integers, a permutation of ``range(len(table))``. All or
+        nothing: ValueError for anything else (wrong length, out of range,
+        repeated), TypeError for non-integers, and the table is unchanged.
+        BufferError while column views or Arrow exports are alive (unless
+        ``unchecked``: they then show the permuted rows); RuntimeError during
+        an exclusive pass. Thread-safety: as every writer (one at a time).
+        Cython: ``dod_table_reorder`` in dod/table.pxd (no checks, no
+        allocation: the caller gives the scratch)."""
+        cdef size_t n = self.engine.count, i
+        cdef cnp.ndarray arr
+        cdef int64_t* op
+        cdef dod_index* idx
+        cdef Py_ssize_t bad = -1
+        cdef char* scratch
+        self._check_idle("reorder")
+        a = np.asarray(order)
+        if a.dtype.kind not in "iu":
+            if a.size == 0 and a.dtype.kind == "f":
+                a = a.astype(np.int64)
+            else:
+                raise TypeError(f"order must hold integers, got dtype {a.dtype}")
+        if a.ndim != 1 or <size_t>a.shape[0] != n:
+            raise ValueError(f"order must be a permutation of the {n} live rows "
+                             f"(shape ({n},)), got shape {a.shape}")
+        if n == 0:
+            self._check_unpinned(unchecked, "reorder")
+            return
+        # A private copy: the check and the permutation run on it, whatever
+        # another thread does to the caller's array meanwhile.
+        arr = np.array(a, dtype=np.int64, copy=True)
+        op = <int64_t*>cnp.PyArray_DATA(arr)
+        idx = <dod_index*>op                      # compacted in place to 32-bit rows below
+        with nogil:
+            for i in range(n):
+                if op[i] < 0 or <uint64_t>op[i] >= n or self._mark[op[i]]:
+                    bad = <Py_ssize_t>i
+                    break
+                self._mark[op[i]] = 1
+            for i in range(n if bad < 0 else <size_t>bad):
+                self._mark[op[i]] = 0
+        if bad >= 0:
+            v = op[bad]
+            raise ValueError(f"order is not a permutation of the {n} live rows: "
+                             + (f"{v} (position {bad}) is repeated" if 0 <= v < <int64_t>n
+                                else f"{v} (position {bad}) is out of range"))
+        self._check_unpinned(unchecked, "reorder")
+        scratch = <char*>PyMem_Malloc(dod_table_reorder_scratch_bytes(&self.engine))
+        if scratch == NULL:
+            raise MemoryError("no scratch memory for the reorder; nothing changed")
+        try:
+            with nogil:
+                for i in range(n):                # int64 -> dod_index, front to back (never overtakes)
+                    idx[i] = <dod_index>op[i]
+                dod_table_reorder(&self.engine, idx, scratch)
+        finally:
+            PyMem_Free(scratch)
+
+    def sort(self, key, *, bint unchecked=False):
+        """Reorder the live rows by `key`, ascending, ties in row order (stable).
+
+        `key`: the name of a column with one value per row (no row shape), or
+        an array of ``len(table)`` values. Returns the permutation applied
+        (``order`` as :meth:`reorder` took it). Errors as :meth:`reorder`
+        (ValueError for a key of the wrong shape, KeyError for an unknown
+        column); the table is unchanged when it raises."""
+        if isinstance(key, str):
+            c = self.column_index(key)
+            if (<Column>self.schema.columns[c]).shape != ():
+                raise ValueError(f"column {key!r} has rows of shape {(<Column>self.schema.columns[c]).shape}; "
+                                 "sort needs one value per row")
+            k = self._column_array(c, 0, self.engine.count, self).copy()
+        else:
+            k = np.asarray(key)
+            if k.ndim != 1 or <size_t>k.shape[0] != self.engine.count:
+                raise ValueError(f"key must have shape ({self.engine.count},), got {k.shape}")
+        order = np.argsort(k, kind="stable")
+        self.reorder(order, unchecked=unchecked)
+        return order
 
     def exclusive(self, str what="an exclusive pass"):
         """A context manager that holds the table's exclusive pass::

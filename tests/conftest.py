@@ -16,6 +16,20 @@ settings.register_profile(
 settings.register_profile("thorough", parent=settings.get_profile("default"), max_examples=600)
 settings.load_profile("thorough" if os.environ.get("DOD_TEST_THOROUGH") else "default")
 
+# DOD_TEST_TRACKER_THREADS=N: every TrackerConfig made without threads= gets N
+# threads and parallel_min_rows=1, so the whole tracker suite runs the
+# threaded tick even on small scenes (the sanitize build runs it so in .ci).
+if os.environ.get("DOD_TEST_TRACKER_THREADS"):
+    import dataclasses
+
+    from dod.tracker.config import TrackerConfig
+
+    _fields = [f.name for f in dataclasses.fields(TrackerConfig)]
+    _defaults = list(TrackerConfig.__init__.__defaults__)
+    _defaults[_fields.index("threads")] = int(os.environ["DOD_TEST_TRACKER_THREADS"])
+    _defaults[_fields.index("parallel_min_rows")] = 1
+    TrackerConfig.__init__.__defaults__ = tuple(_defaults)
+
 
 @pytest.fixture
 def compile_cython(tmp_path):

@@ -28,11 +28,17 @@
 # or non-finite doubles (non-finite rows are dropped and counted); n_dets <=
 # max_detections; dt is finite and > 0; `scratch` is not used by anyone else
 # during the call. Return 0, or -1 when the scratch arena cannot hold the
-# tick's fixed-size temporaries: then nothing changed.
+# tick's fixed-size temporaries: then nothing changed. With t.threads > 1
+# the tick runs OpenMP parallel regions of t.threads threads and each worker
+# w takes its cluster matrices from t.workers[w]; the result is bit-identical
+# for every thread count (see _engine.pyx, "Threads").
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 
 from dod.arena cimport dod_arena, Arena
 from dod.table cimport dod_table, Table
+
+cdef enum:
+    DOD_TRACKER_MAX_THREADS = 256   # most threads of one tick (TrackerConfig.threads)
 
 cdef enum:
     DOD_TRACK_NONE = 0
@@ -101,6 +107,13 @@ ctypedef struct dod_tracker:
     uint64_t next_id        # id of the next birth (starts at 1)
     dod_tick_counts last    # counters of the latest tick
     uint64_t scans          # ticks run
+    # Threads and locality (issue 12). ZII: 0 threads runs serially, sort_every 0 never sorts.
+    int threads             # OpenMP threads of one tick (0 or 1: serial, no parallel region)
+    dod_arena** workers     # [threads] per-worker arenas for cluster matrices (NULL when serial)
+    size_t min_rows         # a pass runs in parallel only with >= threads * min_rows rows
+    uint32_t sort_every     # rows into spatial order every this many scans (0: never)
+    uint32_t since_sort     # scans since the last spatial sort
+    uint64_t sorts          # spatial sorts done
 
 
 cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, double dt,
@@ -114,6 +127,8 @@ cdef class Tracker:
     cdef readonly Arena scratch         # per-tick temporaries (mark/rewind each tick)
     cdef readonly object config
     cdef size_t _overflow_drop
+    cdef list _worker_arenas            # Arena per worker thread (threads > 1), alive as long as the tracker
+    cdef dod_arena** _workers           # their engines, engine.workers points here
     cdef bint _busy                     # a tick is running (set and read with the GIL held)
 
     cdef object _view(self, str name)

@@ -28,13 +28,18 @@ detections left over replace the waiting ones.
 """
 cimport cython
 cimport numpy as cnp
+from cython.parallel cimport prange, threadid
 from libc.math cimport sqrt, isfinite, log, INFINITY
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
-from libc.string cimport memset, memcpy
+from libc.string cimport memset, memcpy, memmove
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
 from dod.arena cimport (dod_arena, Arena, dod_arena_push, dod_arena_mark,
                         dod_arena_rewind)
-from dod.table cimport dod_table, Table, dod_table_insert, dod_table_remove_row, dod_table_clear
+from dod.table cimport (dod_table, Table, dod_table_insert, dod_table_remove_row, dod_table_clear,
+                        dod_table_reorder,
+                        dod_table_reorder_scratch_bytes)
+from dod._types cimport dod_index
 from dod.tracker.assignment cimport dod_assignment_solve
 from dod.tracker.grid cimport dod_grid, dod_grid_build, dod_grid_bucket, dod_grid_cell_of, dod_grid_holds
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse,
@@ -55,6 +60,11 @@ cdef inline uint32_t _popcount(uint32_t v) noexcept nogil:
 cdef enum:
     _ALIGN = 64
     _PAIRS_PER_NODE = 16
+    _CLUSTER_CHUNK = 1024           # root rows per dynamic chunk of the parallel cluster solve
+
+# Largest cost matrix plus solver temporaries of one cluster (16 MiB: a
+# 1000 x 1000 cluster); larger clusters are solved greedily and counted.
+cdef size_t _CLUSTER_BYTES = <size_t>16 << 20
 
 
 # ---------------------------------------------------------------- test hooks of the Kalman kernels
@@ -90,6 +100,7 @@ ctypedef struct _tick:
     # tracks
     double* Si              # [T, dim, dim] innovation inverse after predict
     double* hw              # [T, dim] gate half-widths
+    double* hm              # [T] widest half-width of a gateable track (0 otherwise)
     uint8_t* gateable       # [T]
     size_t T
     # association
@@ -100,8 +111,8 @@ ctypedef struct _tick:
     int32_t* porder         # [pair_cap] pairs grouped by cluster
     int32_t* loc_t          # [T] local index in the current cluster, or -1
     int32_t* loc_d          # [D]
-    int32_t* glob_t         # [T] cluster's tracks (local -> global)
-    int32_t* glob_d         # [D]
+    int32_t* glob_t         # [pair_cap] cluster's tracks (local -> global), at the cluster's first pair
+    int32_t* glob_d         # [pair_cap] (so clusters solved at once never share an entry)
     int32_t* pt             # [pair_cap] pair track
     int32_t* pd             # [pair_cap] pair detection
     double* pc              # [pair_cap] pair d2
@@ -111,6 +122,18 @@ ctypedef struct _tick:
     uint8_t* sused          # [singles] waiting detection paired this scan
     int32_t* sbest          # [singles] its cheapest pair this round
     int32_t* dbest          # [D] a free detection's cheapest pair this round
+    size_t pairs_dropped    # pairs beyond pair_cap in the latest gating pass
+
+
+ctypedef struct _pairs:
+    # Where one gating pass writes its pairs: the whole pair buffer (serial)
+    # or one worker's segment of it (threads > 1).
+    int32_t* pt
+    int32_t* pd
+    double* pc
+    size_t n
+    size_t cap
+    size_t dropped
 
 
 cdef inline void* _push(dod_arena* a, size_t n, size_t size, bint* ok) noexcept nogil:
@@ -120,15 +143,15 @@ cdef inline void* _push(dod_arena* a, size_t n, size_t size, bint* ok) noexcept 
     return p
 
 
-cdef inline void _try_pair(dod_tracker* t, _tick* k, dod_tick_counts* cnt, size_t ti, size_t j,
-                           bint free_only) noexcept nogil:
+cdef inline void _try_pair(const dod_tracker* t, const _tick* k, _pairs* out, size_t ti, size_t j,
+                           const double* zj, bint free_only) noexcept nogil:
     cdef int dim = t.dim, a
     cdef double y[3]
     cdef double d2
     if free_only and k.det_track[j] >= 0:
         return
     for a in range(dim):
-        y[a] = k.z[j * dim + a] - t.cols.x[ti * t.n + a]
+        y[a] = zj[a] - t.cols.x[ti * t.n + a]
         if y[a] > k.hw[ti * dim + a] or y[a] < -k.hw[ti * dim + a]:
             return
     # constant dimension at each call site: gcc unrolls the inlined kernels
@@ -138,17 +161,23 @@ cdef inline void _try_pair(dod_tracker* t, _tick* k, dod_tick_counts* cnt, size_
         d2 = dod_kalman_mahalanobis2(y, k.Si + ti * 9, 3)
     if not d2 <= t.gate:
         return
-    if k.npairs >= k.pair_cap:
-        cnt.pairs_dropped += 1
+    if out.n >= out.cap:
+        out.dropped += 1
         return
-    k.pt[k.npairs] = <int32_t>ti
-    k.pd[k.npairs] = <int32_t>j
-    k.pc[k.npairs] = d2
-    k.npairs += 1
+    out.pt[out.n] = <int32_t>ti
+    out.pd[out.n] = <int32_t>j
+    out.pc[out.n] = d2
+    out.n += 1
 
 
-cdef void _gate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t stage) noexcept nogil:
-    """Gated pairs of the tracks in `stage` (and, for tentative, free detections)."""
+cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t stage,
+                     size_t row0, size_t row1) noexcept nogil:
+    """Gated pairs of the tracks in `stage` among rows [row0, row1) (and, for
+    tentative, free detections), appended to `dest` in row order. Works on a
+    local copy of `dest` (the workers' segments sit side by side: counting in
+    place would bounce their cache line between cores at every pair)."""
+    cdef _pairs local = dest[0]
+    cdef _pairs* out = &local
     cdef int dim = t.dim, a
     cdef size_t ti, j, b, s
     cdef const dod_grid* g = &k.grid
@@ -157,10 +186,7 @@ cdef void _gate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t stage) n
     cdef int64_t cx, cy, cz
     cdef double ncells
     cdef bint free_only = stage == DOD_TRACK_TENTATIVE
-    k.npairs = 0
-    if k.D == 0:
-        return
-    for ti in range(k.T):
+    for ti in range(row0, row1):
         if t.cols.state[ti] != stage or not k.gateable[ti]:
             continue
         ncells = 1.0
@@ -175,7 +201,7 @@ cdef void _gate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t stage) n
         if ncells > <double>k.D:
             # A gate wider than the whole index: scanning every detection is cheaper.
             for j in range(k.D):
-                _try_pair(t, k, cnt, ti, j, free_only)
+                _try_pair(t, k, out, ti, j, k.z + j * dim, free_only)
             continue
         cx = lo[0]
         while cx <= hi[0]:
@@ -187,10 +213,62 @@ cdef void _gate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t stage) n
                     for s in range(g.bucket[b], g.bucket[b + 1]):
                         # Other cells may share this bucket: keep this cell's only.
                         if dod_grid_holds(g, s, cx, cy, cz):
-                            _try_pair(t, k, cnt, ti, g.order[s], free_only)
+                            _try_pair(t, k, out, ti, g.order[s], g.spos + s * dim, free_only)
                     cz += 1
                 cy += 1
             cx += 1
+    dest[0] = local
+
+
+cdef void _gate(dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
+    """All gated pairs of `stage` into k.pt/pd/pc[0:npairs], in row order.
+
+    Threads: worker w gates the w-th contiguous range of rows into the w-th
+    segment of the pair buffer; the segments are then moved together in
+    order, which is exactly the serial pass's buffer. If any segment filled
+    up, the serial pass is run instead, so the pairs kept and dropped are
+    those of one thread whatever the thread count."""
+    cdef _pairs whole
+    cdef _pairs seg[DOD_TRACKER_MAX_THREADS]
+    cdef size_t bound[DOD_TRACKER_MAX_THREADS + 1]
+    cdef int nt = t.threads, w
+    cdef size_t T = k.T, at, dropped = 0
+    k.npairs = 0
+    k.pairs_dropped = 0
+    if k.D == 0:
+        return
+    whole.pt = k.pt
+    whole.pd = k.pd
+    whole.pc = k.pc
+    whole.n = 0
+    whole.cap = k.pair_cap
+    whole.dropped = 0
+    if nt > 1 and T >= <size_t>nt * t.min_rows:
+        for w in range(nt):
+            at = k.pair_cap * <size_t>w // <size_t>nt
+            seg[w].pt = k.pt + at
+            seg[w].pd = k.pd + at
+            seg[w].pc = k.pc + at
+            seg[w].n = 0
+            seg[w].cap = k.pair_cap * <size_t>(w + 1) // <size_t>nt - at
+            seg[w].dropped = 0
+        _row_ranges(bound, T, nt)
+        for w in prange(nt, num_threads=nt, schedule="static", chunksize=1):
+            _gate_rows(t, k, &seg[w], stage, bound[w], bound[w + 1])
+        for w in range(nt):
+            dropped += seg[w].dropped
+        if dropped == 0:
+            for w in range(nt):     # segment w moves down to the end of the previous ones (memmove: overlap)
+                if seg[w].pt != k.pt + whole.n:
+                    memmove(k.pt + whole.n, seg[w].pt, seg[w].n * sizeof(int32_t))
+                    memmove(k.pd + whole.n, seg[w].pd, seg[w].n * sizeof(int32_t))
+                    memmove(k.pc + whole.n, seg[w].pc, seg[w].n * sizeof(double))
+                whole.n += seg[w].n
+            k.npairs = whole.n
+            return
+    _gate_rows(t, k, &whole, stage, 0, T)
+    k.npairs = whole.n
+    k.pairs_dropped = whole.dropped
 
 
 cdef inline int32_t _find(int32_t* parent, int32_t i) noexcept nogil:
@@ -219,10 +297,19 @@ cdef void _solve_greedy(_tick* k, int32_t s0, int32_t s1) noexcept nogil:
         k.det_track[k.pd[best]] = k.pt[best]
 
 
-cdef void _solve_cluster(dod_tracker* t, _tick* k, dod_tick_counts* cnt, int32_t s0, int32_t s1,
-                         dod_arena* scratch) noexcept nogil:
-    """Exact assignment of one cluster (pairs porder[s0:s1])."""
+cdef int _solve_cluster(const dod_tracker* t, _tick* k, int32_t s0, int32_t s1,
+                        dod_arena* scratch) noexcept nogil:
+    """Exact assignment of one cluster (pairs porder[s0:s1]); returns 1 when
+    it was solved greedily, else 0.
+
+    Writes only entries of its own tracks and detections (track_det,
+    det_track, loc_t, loc_d) and glob_t/glob_d[s0:s1] (a cluster of m pairs
+    has at most m tracks and m detections), and takes its matrix from
+    `scratch`: clusters are solved at once by several workers, each with its
+    own arena, and the result does not depend on which worker solves which."""
     cdef int32_t s, p, nt = 0, nd = 0, i, nr, nc
+    cdef int32_t* glob_t = k.glob_t + s0
+    cdef int32_t* glob_d = k.glob_d + s0
     cdef size_t mark
     cdef double* cost
     cdef uint8_t* gated
@@ -233,24 +320,33 @@ cdef void _solve_cluster(dod_tracker* t, _tick* k, dod_tick_counts* cnt, int32_t
         p = k.porder[s0]
         k.track_det[k.pt[p]] = k.pd[p]
         k.det_track[k.pd[p]] = k.pt[p]
-        return
+        return 0
     for s in range(s0, s1):
         p = k.porder[s]
         if k.loc_t[k.pt[p]] < 0:
             k.loc_t[k.pt[p]] = nt
-            k.glob_t[nt] = k.pt[p]
+            glob_t[nt] = k.pt[p]
             nt += 1
         if k.loc_d[k.pd[p]] < 0:
             k.loc_d[k.pd[p]] = nd
-            k.glob_d[nd] = k.pd[p]
+            glob_d[nd] = k.pd[p]
             nd += 1
     rows_are_tracks = nt <= nd
     nr = nt if rows_are_tracks else nd
     nc = nd if rows_are_tracks else nt
     mark = dod_arena_mark(scratch)
-    cost = <double*>_push(scratch, <size_t>nr * nc, sizeof(double), &ok)
-    gated = <uint8_t*>_push(scratch, <size_t>nr * nc, 1, &ok)
-    col4row = <int*>_push(scratch, nr, sizeof(int), &ok)
+    # One budget for every thread count: a matrix that does not fit in
+    # _CLUSTER_BYTES goes greedy whichever arena (the tick's, a worker's)
+    # would hold it, so the thread count never changes an assignment.
+    if <size_t>nr * nc * 9 + <size_t>nr * 13 + <size_t>nc * 29 + 1024 > _CLUSTER_BYTES:
+        ok = False
+    cost = NULL
+    gated = NULL
+    col4row = NULL
+    if ok:
+        cost = <double*>_push(scratch, <size_t>nr * nc, sizeof(double), &ok)
+        gated = <uint8_t*>_push(scratch, <size_t>nr * nc, 1, &ok)
+        col4row = <int*>_push(scratch, nr, sizeof(int), &ok)
     rc = -1
     if ok and (t.max_cluster == 0 or <uint32_t>nc <= t.max_cluster):
         memset(cost, 0, <size_t>nr * nc * sizeof(double))
@@ -268,28 +364,47 @@ cdef void _solve_cluster(dod_tracker* t, _tick* k, dod_tick_counts* cnt, int32_t
         for i in range(nr):
             if gated[i * nc + col4row[i]]:
                 if rows_are_tracks:
-                    k.track_det[k.glob_t[i]] = k.glob_d[col4row[i]]
-                    k.det_track[k.glob_d[col4row[i]]] = k.glob_t[i]
+                    k.track_det[glob_t[i]] = glob_d[col4row[i]]
+                    k.det_track[glob_d[col4row[i]]] = glob_t[i]
                 else:
-                    k.track_det[k.glob_t[col4row[i]]] = k.glob_d[i]
-                    k.det_track[k.glob_d[i]] = k.glob_t[col4row[i]]
+                    k.track_det[glob_t[col4row[i]]] = glob_d[i]
+                    k.det_track[glob_d[i]] = glob_t[col4row[i]]
     else:
-        cnt.greedy_clusters += 1
         _solve_greedy(k, s0, s1)
     dod_arena_rewind(scratch, mark)
     for i in range(nt):
-        k.loc_t[k.glob_t[i]] = -1
+        k.loc_t[glob_t[i]] = -1
     for i in range(nd):
-        k.loc_d[k.glob_d[i]] = -1
+        k.loc_d[glob_d[i]] = -1
+    return 0 if rc == 0 else 1
+
+
+cdef size_t _solve_roots(const dod_tracker* t, _tick* k, size_t r0, size_t r1, dod_arena* scratch) noexcept nogil:
+    """Solve the clusters whose root track row is in [r0, r1): cluster r
+    holds pairs porder[start[r-1] : start[r]] (start[-1] = 0). Returns the
+    number solved greedily."""
+    cdef size_t r, greedy = 0
+    cdef int32_t s0
+    for r in range(r0, r1):
+        s0 = k.start[r - 1] if r > 0 else 0
+        if k.start[r] > s0:
+            greedy += <size_t>_solve_cluster(t, k, s0, k.start[r], scratch)
+    return greedy
 
 
 cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t stage,
                      dod_arena* scratch) noexcept nogil:
-    """One stage: gate, split the pairs into clusters (union-find), solve each."""
-    cdef size_t p, T = k.T, N
+    """One stage: gate, split the pairs into clusters (union-find), solve each.
+
+    Union-find and the grouping are serial (a few passes over the pairs);
+    with threads the clusters, which share no track and no detection, are
+    solved in parallel, each worker with its own arena."""
+    cdef size_t p, T = k.T, N, greedy = 0, chunks, ch
     cdef int32_t a, b, r, acc, c
-    _gate(t, k, cnt, stage)
+    cdef int nt = t.threads
+    _gate(t, k, stage)
     cnt.pairs += k.npairs
+    cnt.pairs_dropped += k.pairs_dropped
     if k.npairs == 0:
         return
     N = T + k.D
@@ -324,8 +439,185 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
             cnt.clusters += 1
             if <size_t>(c - acc) > cnt.largest_cluster:
                 cnt.largest_cluster = <size_t>(c - acc)
-            _solve_cluster(t, k, cnt, acc, c, scratch)
             acc = c
+    if nt > 1 and T >= <size_t>nt * t.min_rows:
+        chunks = (T + _CLUSTER_CHUNK - 1) // _CLUSTER_CHUNK
+        for ch in prange(chunks, num_threads=nt, schedule="dynamic"):
+            greedy += _solve_roots(t, k, ch * _CLUSTER_CHUNK, min(T, (ch + 1) * _CLUSTER_CHUNK),
+                                   t.workers[threadid()])
+    else:
+        greedy = _solve_roots(t, k, 0, T, scratch)
+    cnt.greedy_clusters += greedy
+
+
+# ---------------------------------------------------------------- row ranges of the tick (one worker each)
+
+cdef inline void _row_ranges(size_t* bound, size_t T, int nt) noexcept nogil:
+    """Worker w takes rows [bound[w], bound[w + 1]): contiguous, in order.
+    Computed before the parallel region, so that its body cannot raise (a
+    body that can, e.g. a checked division in the debug build, makes every
+    worker take the GIL and a thread state at the region's start)."""
+    cdef int w
+    for w in range(nt + 1):
+        bound[w] = T * <size_t>w // <size_t>nt
+
+cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, size_t row1) noexcept nogil:
+    """Predict rows [row0, row1); their innovation inverses, gate half-widths
+    and widest half-width (hm: 0 for a track that cannot be gated). Writes
+    only these rows' entries."""
+    cdef const dod_track_cols* c = &t.cols
+    cdef int dim = t.dim, n = t.n, a
+    cdef double r2 = t.r * t.r, hmax, v
+    cdef size_t ti
+    for ti in range(row0, row1):
+        if dim == 2:
+            dod_kalman_predict(c.x + ti * 4, c.P + ti * 16, 2, dt, t.q)
+        else:
+            dod_kalman_predict(c.x + ti * 6, c.P + ti * 36, 3, dt, t.q)
+        c.age[ti] += 1
+        k.track_det[ti] = -1
+        k.loc_t[ti] = -1
+        if dim == 2:
+            k.gateable[ti] = dod_kalman_innovation_inverse(c.P + ti * 16, 2, r2, k.Si + ti * 4)
+        else:
+            k.gateable[ti] = dod_kalman_innovation_inverse(c.P + ti * 36, 3, r2, k.Si + ti * 9)
+        hmax = 0.0
+        for a in range(dim):
+            # |y_a| <= sqrt(gate * S_aa) bounds the ellipse d2 <= gate.
+            v = sqrt(t.gate * (c.P[ti * n * n + a * n + a] + r2))
+            k.hw[ti * dim + a] = v
+            if v > hmax:
+                hmax = v
+        k.hm[ti] = hmax if k.gateable[ti] else 0.0
+
+
+cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1) noexcept nogil:
+    """Kalman update of the assigned tracks among rows [row0, row1)."""
+    cdef const dod_track_cols* c = &t.cols
+    cdef double r2 = t.r * t.r
+    cdef size_t ti
+    cdef int32_t j
+    for ti in range(row0, row1):
+        j = k.track_det[ti]
+        if j >= 0:
+            if t.dim == 2:
+                dod_kalman_update(c.x + ti * 4, c.P + ti * 16, k.z + j * 2, k.Si + ti * 4, 2, r2)
+            else:
+                dod_kalman_update(c.x + ti * 6, c.P + ti * 36, k.z + j * 3, k.Si + ti * 9, 3, r2)
+
+
+# ---------------------------------------------------------------- locality: rows in spatial order
+
+cdef inline uint32_t _spread2(uint32_t v) noexcept nogil:
+    """The 16 low bits of v spread to the even bits (Morton order, 2-D)."""
+    v &= 0xFFFFu
+    v = (v | (v << 8)) & 0x00FF00FFu
+    v = (v | (v << 4)) & 0x0F0F0F0Fu
+    v = (v | (v << 2)) & 0x33333333u
+    v = (v | (v << 1)) & 0x55555555u
+    return v
+
+
+cdef inline uint32_t _spread3(uint32_t v) noexcept nogil:
+    """The 10 low bits of v spread to every third bit (Morton order, 3-D)."""
+    v &= 0x3FFu
+    v = (v | (v << 16)) & 0x030000FFu
+    v = (v | (v << 8)) & 0x0300F00Fu
+    v = (v | (v << 4)) & 0x030C30C3u
+    v = (v | (v << 2)) & 0x09249249u
+    return v
+
+
+cdef bint _spatial_sort(dod_tracker* t, dod_arena* scratch, double h) noexcept nogil:
+    """Reorder the track rows by the Morton (Z-order) code of their position.
+
+    Positions are quantised over their bounding box to 16 bits per axis in
+    2-D (10 in 3-D), cells no smaller than `h` (the grid's cell side, so
+    rows in one grid cell stay together); the rows are then sorted by code
+    (LSD radix sort, 4 passes of 8 bits: stable, ties in row order) and
+    permuted in place with dod_table_reorder, which keeps every handle. A
+    pure function of the table's contents: the same order at every thread
+    count. False (nothing changed) when the scratch cannot hold it."""
+    cdef dod_table* tab = t.table
+    cdef size_t T = tab.count, i, b, acc, pass_
+    cdef int dim = t.dim, n = t.n, a
+    cdef bint ok = True
+    cdef double lo[3]
+    cdef double hi[3]
+    cdef double step, span, v
+    cdef uint32_t q[3]
+    cdef uint32_t* key
+    cdef uint32_t* key2
+    cdef dod_index* row
+    cdef dod_index* row2
+    cdef dod_index* swp
+    cdef uint32_t* kswp
+    cdef size_t* count
+    cdef char* buf
+    cdef double levels = 65535.0 if dim == 2 else 1023.0
+    if T < 2:
+        return True
+    key = <uint32_t*>_push(scratch, T, sizeof(uint32_t), &ok)
+    key2 = <uint32_t*>_push(scratch, T, sizeof(uint32_t), &ok)
+    row = <dod_index*>_push(scratch, T, sizeof(dod_index), &ok)
+    row2 = <dod_index*>_push(scratch, T, sizeof(dod_index), &ok)
+    count = <size_t*>_push(scratch, 256, sizeof(size_t), &ok)
+    buf = <char*>_push(scratch, dod_table_reorder_scratch_bytes(tab), 1, &ok)
+    if not ok:
+        return False
+    for a in range(dim):
+        lo[a] = INFINITY
+        hi[a] = -INFINITY
+    for i in range(T):
+        for a in range(dim):
+            v = t.cols.x[i * n + a]
+            if v < lo[a]:
+                lo[a] = v
+            if v > hi[a]:
+                hi[a] = v
+    span = 0.0
+    for a in range(dim):
+        if hi[a] - lo[a] > span:
+            span = hi[a] - lo[a]
+    step = span / levels
+    if not (h > 0.0 and isfinite(h)):
+        h = step
+    if step < h:
+        step = h
+    if not (step > 0.0 and isfinite(step)):
+        return True                     # every track at one point (or no finite extent): nothing to order
+    for i in range(T):
+        for a in range(3):
+            q[a] = 0
+            if a < dim:
+                v = (t.cols.x[i * n + a] - lo[a]) / step
+                q[a] = <uint32_t>(v if v < levels else levels) if v > 0.0 else 0
+        if dim == 2:
+            key[i] = _spread2(q[0]) | (_spread2(q[1]) << 1)
+        else:
+            key[i] = _spread3(q[0]) | (_spread3(q[1]) << 1) | (_spread3(q[2]) << 2)
+        row[i] = <dod_index>i
+    for pass_ in range(4):
+        memset(count, 0, 256 * sizeof(size_t))
+        for i in range(T):
+            count[(key[i] >> (8 * pass_)) & 0xFF] += 1
+        acc = 0
+        for b in range(256):
+            acc += count[b]
+            count[b] = acc - count[b]
+        for i in range(T):
+            b = (key[i] >> (8 * pass_)) & 0xFF
+            key2[count[b]] = key[i]
+            row2[count[b]] = row[i]
+            count[b] += 1
+        kswp = key
+        key = key2
+        key2 = kswp
+        swp = row
+        row = row2
+        row2 = swp
+    dod_table_reorder(tab, row, buf)
+    return True
 
 
 # ---------------------------------------------------------------- track management in clutter
@@ -535,6 +827,8 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     cdef bint grid_built = False
     cdef size_t ns = t.singles.count if t.two_point else 0
     cdef dod_track_cols* c = &t.cols
+    cdef int nt = t.threads, w
+    cdef size_t bound[DOD_TRACKER_MAX_THREADS + 1]
     memset(&cnt, 0, sizeof(cnt))
     memset(&k, 0, sizeof(k))
     # 1. Every fixed-size temporary first: failure here leaves the tracker unchanged.
@@ -549,17 +843,19 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     k.grid.bucket = <uint32_t*>_push(scratch, nb + 1, sizeof(uint32_t), &ok)
     k.grid.order = <uint32_t*>_push(scratch, n_dets, sizeof(uint32_t), &ok)
     k.grid.scell = <int64_t*>_push(scratch, n_dets * 3, sizeof(int64_t), &ok)
+    k.grid.spos = <double*>_push(scratch, n_dets * dim, sizeof(double), &ok)
     k.Si = <double*>_push(scratch, T * dim * dim, sizeof(double), &ok)
     k.hw = <double*>_push(scratch, T * dim, sizeof(double), &ok)
     k.gateable = <uint8_t*>_push(scratch, T, 1, &ok)
+    k.hm = <double*>_push(scratch, T, sizeof(double), &ok)
     k.det_track = <int32_t*>_push(scratch, n_dets, sizeof(int32_t), &ok)
     k.track_det = <int32_t*>_push(scratch, T, sizeof(int32_t), &ok)
     k.parent = <int32_t*>_push(scratch, T + n_dets, sizeof(int32_t), &ok)
     k.start = <int32_t*>_push(scratch, T + n_dets + 1, sizeof(int32_t), &ok)
     k.loc_t = <int32_t*>_push(scratch, T, sizeof(int32_t), &ok)
     k.loc_d = <int32_t*>_push(scratch, n_dets, sizeof(int32_t), &ok)
-    k.glob_t = <int32_t*>_push(scratch, T, sizeof(int32_t), &ok)
-    k.glob_d = <int32_t*>_push(scratch, n_dets, sizeof(int32_t), &ok)
+    k.glob_t = <int32_t*>_push(scratch, k.pair_cap, sizeof(int32_t), &ok)
+    k.glob_d = <int32_t*>_push(scratch, k.pair_cap, sizeof(int32_t), &ok)
     k.pt = <int32_t*>_push(scratch, k.pair_cap, sizeof(int32_t), &ok)
     k.pd = <int32_t*>_push(scratch, k.pair_cap, sizeof(int32_t), &ok)
     k.pc = <double*>_push(scratch, k.pair_cap, sizeof(double), &ok)
@@ -588,28 +884,17 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
         k.det_track[j] = -1
         k.loc_d[j] = -1
 
-    # 3. Predict every track; innovation inverse and gate half-widths.
+    # 3. Predict every track; innovation inverse and gate half-widths (rows
+    # are independent: split over the workers). The mean gate width is
+    # summed afterwards in row order, so it is the same for every thread count.
+    if nt > 1 and T >= <size_t>nt * t.min_rows:
+        _row_ranges(bound, T, nt)
+        for w in prange(nt, num_threads=nt, schedule="static", chunksize=1):
+            _predict_rows(t, &k, dt, bound[w], bound[w + 1])
+    else:
+        _predict_rows(t, &k, dt, 0, T)
     for ti in range(T):
-        if dim == 2:
-            dod_kalman_predict(c.x + ti * 4, c.P + ti * 16, 2, dt, t.q)
-        else:
-            dod_kalman_predict(c.x + ti * 6, c.P + ti * 36, 3, dt, t.q)
-        c.age[ti] += 1
-        k.track_det[ti] = -1
-        k.loc_t[ti] = -1
-        if dim == 2:
-            k.gateable[ti] = dod_kalman_innovation_inverse(c.P + ti * 16, 2, r2, k.Si + ti * 4)
-        else:
-            k.gateable[ti] = dod_kalman_innovation_inverse(c.P + ti * 36, 3, r2, k.Si + ti * 9)
-        hmax = 0.0
-        for a in range(dim):
-            # |y_a| <= sqrt(gate * S_aa) bounds the ellipse d2 <= gate.
-            v = sqrt(t.gate * (c.P[ti * n * n + a * n + a] + r2))
-            k.hw[ti * dim + a] = v
-            if v > hmax:
-                hmax = v
-        if k.gateable[ti]:
-            hsum += hmax
+        hsum += k.hm[ti]
     # 4. Index and associate: confirmed tracks first, then tentative ones.
     if T > 0 and k.D > 0:
         # Cells twice the mean gate width: a typical gate box touches 1-2
@@ -627,21 +912,26 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
         _pair_singles(t, &k, &cnt, dt, grid_built)
     lc = _log_clutter(t)
 
-    # 5. Update, count hits and misses, confirm, delete.
-    nmask = <uint32_t>((<uint64_t>1 << t.confirm_n) - 1)
-    for ti in range(T):
-        hist = c.history[ti] << 1
-        if k.track_det[ti] >= 0:
-            if t.score_logic:
-                # the innovation density of the predicted track, before the update
+    # 5. Score the assigned tracks (serially: the innovation density of the
+    # predicted track, before its update), update (the Kalman step over row
+    # ranges of the workers), count hits and misses, confirm, delete.
+    if t.score_logic:
+        for ti in range(T):
+            if k.track_det[ti] >= 0:
                 for a in range(dim):
                     y[a] = k.z[k.track_det[ti] * dim + a] - c.x[ti * n + a]
                 d2 = dod_kalman_mahalanobis2(y, k.Si + ti * dim * dim, dim)
                 c.score[ti] += t.log_pd - lc + dod_kalman_log_likelihood(d2, k.Si + ti * dim * dim, dim)
-            if dim == 2:
-                dod_kalman_update(c.x + ti * 4, c.P + ti * 16, k.z + k.track_det[ti] * 2, k.Si + ti * 4, 2, r2)
-            else:
-                dod_kalman_update(c.x + ti * 6, c.P + ti * 36, k.z + k.track_det[ti] * 3, k.Si + ti * 9, 3, r2)
+    if nt > 1 and T >= <size_t>nt * t.min_rows:
+        _row_ranges(bound, T, nt)
+        for w in prange(nt, num_threads=nt, schedule="static", chunksize=1):
+            _update_rows(t, &k, bound[w], bound[w + 1])
+    else:
+        _update_rows(t, &k, 0, T)
+    nmask = <uint32_t>((<uint64_t>1 << t.confirm_n) - 1)
+    for ti in range(T):
+        hist = c.history[ti] << 1
+        if k.track_det[ti] >= 0:
             c.hits[ti] += 1
             c.misses[ti] = 0
             hist |= 1
@@ -710,6 +1000,16 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     t.last = cnt
     t.scans += 1
     dod_arena_rewind(scratch, mark)
+    # 7. Locality: every sort_every scans, put the rows back into spatial
+    # order (births append at the end and deaths move the last row into the
+    # hole; targets themselves move a fraction of a cell per scan, so a
+    # sorted table stays mostly sorted between sorts).
+    t.since_sort += 1
+    if t.sort_every and t.since_sort >= t.sort_every:
+        if _spatial_sort(t, scratch, k.grid.h):
+            t.since_sort = 0
+            t.sorts += 1
+        dod_arena_rewind(scratch, mark)
     return 0
 
 
@@ -724,14 +1024,16 @@ cdef size_t _scratch_bytes(size_t cap, size_t dmax, int dim) noexcept:
     cdef size_t nb = 1, total = 0, pairs = _PAIRS_PER_NODE * (cap + dmax) + 64
     while nb < 2 * dmax:
         nb <<= 1
-    total += _round_up(dmax * dim * 8) + 2 * _round_up(dmax * 24) + _round_up((nb + 1) * 4)
+    total += 2 * _round_up(dmax * dim * 8) + 2 * _round_up(dmax * 24) + _round_up((nb + 1) * 4)
     total += _round_up(dmax * 4) + _round_up(cap * dim * dim * 8) + _round_up(cap * dim * 8)
     total += _round_up(cap) + _round_up(dmax * 4) + _round_up(cap * 4)
-    total += 2 * _round_up((cap + dmax + 1) * 4) + 2 * _round_up(cap * 4) + 2 * _round_up(dmax * 4)
-    total += 3 * _round_up(pairs * 4) + _round_up(pairs * 8)
+    total += 2 * _round_up((cap + dmax + 1) * 4) + _round_up(cap * 4) + _round_up(dmax * 4) + _round_up(cap * 8)
+    total += 5 * _round_up(pairs * 4) + _round_up(pairs * 8)       # pt pd porder glob_t glob_d, pc
     total += _round_up(dmax) + 2 * _round_up(dmax * 4)     # two-point pairing (sused, sbest, dbest)
-    total += 16 << 20          # cluster cost matrices: 16 MiB holds a 1000 x 1000 cluster
-    return total
+    total += _CLUSTER_BYTES + (1 << 16)      # cluster cost matrices: 16 MiB holds a 1000 x 1000 cluster
+    # The spatial sort after the tick reuses the same bytes: keys, rows and
+    # one column's worth of gathered rows (the covariance is the widest).
+    return max(total, _round_up(cap * 16) + _round_up(cap * dim * dim * 32) + 4 * 4096)
 
 
 def scratch_bytes(config):
@@ -804,7 +1106,14 @@ cdef class Tracker:
     runs, so other Python threads run meanwhile. A second tick() of the same
     tracker from another thread raises RuntimeError; other threads must not
     mutate its table or use its scratch arena meanwhile (reading the views
-    is safe: the memory stays valid, values may be mid-update).
+    is safe: the memory stays valid, values may be mid-update). With
+    ``config.threads > 1`` the tick itself runs on that many OpenMP threads
+    (libgomp's pool, made on the first threaded tick and kept); the result
+    is bit-identical for every thread count, given a scratch arena of at
+    least :func:`scratch_bytes` (a smaller one the caller passes can make a
+    large cluster go greedy in one thread count and not another). With
+    ``config.sort_every`` the rows are reordered by position every so many
+    scans: handles stay valid, row indices do not (as after deaths).
     """
 
     def __cinit__(self, config=None, *, Arena scratch=None, **overrides):
@@ -866,9 +1175,38 @@ cdef class Tracker:
         e.max_misses = config.max_misses
         e.max_cluster = config.max_cluster
         e.next_id = 1
+        e.sort_every = config.sort_every
+        # Threads: OpenMP parallel regions of the tick (libgomp keeps its
+        # pool of threads between regions: none is created per tick). Each
+        # worker takes cluster matrices from its own arena, made here once.
+        self._worker_arenas = []
+        if config.threads > 1:
+            self._workers = <dod_arena**>PyMem_Malloc(config.threads * sizeof(dod_arena*))
+            if self._workers == NULL:
+                raise MemoryError()
+            for w in range(config.threads):
+                wa = Arena(_CLUSTER_BYTES + (1 << 16))
+                self._worker_arenas.append(wa)
+                self._workers[w] = &(<Arena>wa).arena
+            e.workers = self._workers
+        e.threads = config.threads
+        e.min_rows = config.parallel_min_rows
         self._overflow_drop = config.overflow == "drop"
         self.scratch = scratch if scratch is not None else Arena(
             _scratch_bytes(config.capacity, config.max_detections, dim))
+
+    def __dealloc__(self):
+        PyMem_Free(self._workers)
+
+    @property
+    def threads(self):
+        """Threads of one tick (config.threads)."""
+        return self.engine.threads if self.engine.threads > 0 else 1
+
+    @property
+    def sorts(self):
+        """Spatial sorts of the track rows so far (every config.sort_every scans)."""
+        return self.engine.sorts
 
     def tick(self, cnp.ndarray detections not None, double dt):
         """Advance all tracks by `dt` seconds and fold in one scan of detections.

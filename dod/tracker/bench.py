@@ -14,9 +14,23 @@ Goals (issue 5): N = 1,000 median <= 0.5 ms, p99 <= 1 ms, >= 5x the
 reference; N = 10,000 p99 <= 10 ms. Shared machines are noisy: read the
 median first, and rerun before trusting a p99.
 
+Threads (issue 12): ``--threads 1,2`` runs one dod tracker per thread count
+on the same scans (up to 4 million targets x scans drawn first and each
+tracker timed alone; beyond, streamed and ticked by every tracker in turn);
+the table adds the speedup over
+threads=1 and the time per track per tick (p50 / live rows, in ns:
+superlinear growth shows as a rising column). CPU is the process's CPU time
+per tick (all threads). Goals: N = 100,000 at threads = 2 p99 <= 20 ms;
+threads 1 -> 2 at N >= 10,000 >= 1.7x; per-track time at 100k within 1.3x
+of 10k. Scans are generated one at a time (``scenario.iter_scans``), so
+memory stays bounded at any N; the reference tracker runs only up to
+``--reference-max`` targets (default 20,000: it is too slow beyond) and
+stops being timed when it exceeds its time budget.
+
 Options: ``--quick`` (fewer scans), ``--sizes 10,100,1000``, ``--scans K``,
-``--no-reference``, ``--dim 3``, ``--gc`` (leave the cyclic GC on while timing; by
-default it is disabled around the timed ticks of both trackers).
+``--threads 1,2,4``, ``--markdown`` (a Markdown table), ``--no-reference``,
+``--reference-max N``, ``--dim 3``, ``--gc`` (leave the cyclic GC on while
+timing; by default it is disabled around the timed ticks of both trackers).
 
 ``--accuracy [options]``: the accuracy-in-clutter table instead (MOTA, IDF1,
 HOTA, false confirmed tracks, and the tick cost of the clutter options;
@@ -24,71 +38,150 @@ HOTA, false confirmed tracks, and the tick cost of the clutter options;
 """
 import argparse
 import gc
+import os
 import time
+
+# The tick's OpenMP workers sleep between parallel regions instead of
+# spinning (libgomp reads this once, when dod.tracker._engine loads): on a
+# machine shared with other work, spinning workers steal the cores the tick
+# needs and one preempted worker stalls every region. Set OMP_WAIT_POLICY
+# yourself (ACTIVE on a dedicated machine) to override.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np
 
 from dod._report import table
 from dod.tracker import ReferenceTracker, Tracker, TrackerConfig
-from dod.tracker.scenario import generate
+from dod.tracker.scenario import iter_scans
 
 
-def _time_ticks(tracker, scenario, warmup, budget_s):
-    out, cpu = [], []
-    start = time.perf_counter()
-    for s, (z, dt) in enumerate(scenario):
-        if s < warmup:
-            tracker.tick(z, dt)
-            continue
-        c0 = time.thread_time_ns()
-        t0 = time.perf_counter_ns()
-        tracker.tick(z, dt)
-        t1 = time.perf_counter_ns()
-        cpu.append(time.thread_time_ns() - c0)
-        out.append(t1 - t0)
-        if time.perf_counter() - start > budget_s and len(out) >= 10:
-            break
-    return np.array(out, dtype=np.float64) / 1e6, np.array(cpu, dtype=np.float64) / 1e6
+def _stats(ms, cpu, rows):
+    """(p50, p99, max, timed ticks, cpu p99, cpu p50, ns per track at p50)."""
+    p50 = float(np.median(ms))
+    return (p50, float(np.percentile(ms, 99)), float(ms.max()), ms.size,
+            float(np.percentile(cpu, 99)), float(np.median(cpu)), 1e6 * p50 / max(1.0, float(np.median(rows))))
+
+
+def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s):
+    """Tick every tracker on the same scans; returns ({name: stats}, confirmed).
+
+    Small runs (N x scans up to 4 million targets-scans) draw the scans first
+    and time each tracker alone over all of them, so one tracker's ticks
+    follow each other with warm caches. Larger ones stream the scans and tick
+    every tracker on each scan in turn (lockstep), in bounded memory."""
+    cfg = TrackerConfig(dim=dim, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64))
+    trackers = {f"t{nt}": Tracker(cfg, threads=nt) for nt in threads}
+    if reference:
+        trackers["reference"] = ReferenceTracker(cfg)
+    ms = {name: [] for name in trackers}
+    cpu = {name: [] for name in trackers}
+    rows = {name: [] for name in trackers}
+    spent = {name: 0.0 for name in trackers}
+    scans = iter_scans(n, warmup + k, seed=seed, pd=0.9, dim=dim)
+    if n * (warmup + k) <= 4_000_000:
+        scans = [(s.detections, s.dt) for s in scans]
+        plan = [(name, scans) for name in trackers]            # one tracker at a time
+    else:
+        plan = [(None, ((s.detections, s.dt) for s in scans))]  # all trackers on each scan
+    was = gc.isenabled()
+    if not keep_gc:
+        gc.disable()
+    try:
+        for only, source in plan:
+            for s, (z, dt) in enumerate(source):
+                for name, tr in list(trackers.items()):
+                    if only is not None and name != only:
+                        continue
+                    c0 = time.process_time_ns()
+                    t0 = time.perf_counter_ns()
+                    tr.tick(z, dt)
+                    t1 = time.perf_counter_ns()
+                    c1 = time.process_time_ns()
+                    spent[name] += (t1 - t0) / 1e9
+                    if s >= warmup:
+                        ms[name].append((t1 - t0) / 1e6)
+                        cpu[name].append((c1 - c0) / 1e6)
+                        rows[name].append(len(tr))
+                        if spent[name] > budget_s and len(ms[name]) >= 10 and name == "reference":
+                            del trackers[name]          # too slow to finish: keep what was timed
+                if only is not None and (only not in trackers or (
+                        s >= warmup and len(ms[only]) >= 10 and spent[only] > budget_s)):
+                    break
+                if only is None and s >= warmup and all(len(v) >= 10 for v in ms.values()) and \
+                        sum(spent.values()) > budget_s * max(1, len(threads)):
+                    break
+    finally:
+        if was:
+            gc.enable()
+    out = {}
+    for name in ms:
+        if ms[name]:
+            out[name] = _stats(np.array(ms[name]), np.array(cpu[name]), np.array(rows[name]))
+    return out, trackers[f"t{threads[0]}"].counts()["confirmed"]
 
 
 def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, keep_gc=False,
-        seed=0, dim=2, out=print):
+        seed=0, dim=2, out=print, threads=(1,), markdown=False, reference_max=20000):
+    """Time the tick at each size and thread count; print the table with `out`; return the rows.
+
+    Each row: ``n``, ``confirmed``, ``dod`` (the first thread count's stats,
+    as before threads existed), ``threads`` {count: stats} and ``reference``
+    when it ran. Stats: (p50, p99, max, ticks, cpu p99, cpu p50, ns/track), ms."""
+    threads = tuple(threads)
+    if not threads or any(int(t) < 1 for t in threads):
+        raise ValueError(f"thread counts must be >= 1, got {threads!r}")
     rows = []
     for n in sizes:
-        k = scans or (60 if quick else (300 if n <= 1000 else 150))
-        warmup = 30 if quick else 50
-        sc = generate(n, warmup + k, seed=seed, pd=0.9, dim=dim)
-        cfg = TrackerConfig(dim=dim, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64))
-        row = {"n": n}
-        for name, make in (("dod", Tracker), ("reference", ReferenceTracker)):
-            if name == "reference" and not reference:
-                continue
-            tr = make(cfg)
-            was = gc.isenabled()
-            if not keep_gc:
-                gc.disable()
-            try:
-                ms, cpu = _time_ticks(tr, sc, warmup, budget_s=10.0 if quick else 30.0)
-            finally:
-                if was:
-                    gc.enable()
-            row[name] = (float(np.median(ms)), float(np.percentile(ms, 99)), float(ms.max()), ms.size,
-                         float(np.percentile(cpu, 99)))
-            if name == "dod":
-                row["confirmed"] = tr.counts()["confirmed"]
+        if scans:
+            k = scans
+        elif n >= 1000000:
+            k = 20
+        elif n >= 100000:
+            k = 40 if quick else 100
+        else:
+            k = 60 if quick else (300 if n <= 1000 else 150)
+        warmup = 30 if quick or n >= 100000 else 50
+        if n >= 1000000:
+            warmup = 12
+        res, confirmed = _measure(n, threads, k, warmup, reference and n <= reference_max, keep_gc, seed, dim,
+                                  budget_s=10.0 if quick else 30.0)
+        row = {"n": n, "confirmed": confirmed, "threads": {t: res[f"t{t}"] for t in threads},
+               "dod": res[f"t{threads[0]}"]}
+        if "reference" in res:
+            row["reference"] = res["reference"]
         rows.append(row)
-    out(f"dod.tracker tick time (ms), {dim}-D CV, Pd 0.9, clutter 0.2 N, 50 Hz; "
-        f"GC {'on' if keep_gc else 'off'} while timing")
-    heads = ("N", "confirmed", "|", "dod p50", "p99", "cpu p99", "max", "|", "ref p50", "p99", "max", "|",
-             "ref/dod")
+    _print(rows, threads, dim, keep_gc, markdown, out)
+    return rows
+
+
+def _print(rows, threads, dim, keep_gc, markdown, out):
+    head = (f"dod.tracker tick time (ms), {dim}-D CV, Pd 0.9, clutter 0.2 N, 50 Hz; "
+            f"GC {'on' if keep_gc else 'off'} while timing; CPU = process CPU per tick (all threads)")
+    cols = ["N", "threads", "confirmed", "p50", "p99", "cpu p50", "cpu p99", "max", "ns/track",
+            "vs 1 thread", "ref p50", "ref/dod"]
     lines = []
     for r in rows:
-        d, f = r["dod"], r.get("reference")
-        ref = ((f"{f[0]:.3f}", f"{f[1]:.3f}", f"{f[2]:.3f}", "|", f"{f[0] / d[0]:.1f}x") if f
-               else ("-", "-", "-", "|", "-"))
-        lines.append((r["n"], r["confirmed"], "|", f"{d[0]:.3f}", f"{d[1]:.3f}", f"{d[4]:.3f}",
-                      f"{d[2]:.3f}", "|") + ref)
-    out(table(heads, lines, [">"] * len(heads)))
+        base = r["threads"][threads[0]][0]
+        f = r.get("reference")
+        for t in threads:
+            d = r["threads"][t]
+            lines.append([f"{r['n']:,}", str(t), f"{r['confirmed']:,}" if r["confirmed"] is not None else "-",
+                          f"{d[0]:.3f}", f"{d[1]:.3f}", f"{d[5]:.3f}", f"{d[4]:.3f}", f"{d[2]:.3f}",
+                          f"{d[6]:.0f}", f"{base / d[0]:.2f}x",
+                          f"{f[0]:.3f}" if f else "-", f"{f[0] / d[0]:.1f}x" if f else "-"])
+    if markdown:
+        out(f"**{head}**")
+        out("")
+        out("| " + " | ".join(cols) + " |")
+        out("|" + "---:|" * len(cols))
+        for line in lines:
+            out("| " + " | ".join(line) + " |")
+    else:
+        out(head)
+        w = [max(len(c), *(len(line[i]) for line in lines)) if lines else len(c) for i, c in enumerate(cols)]
+        out("  ".join(c.rjust(w[i]) for i, c in enumerate(cols)))
+        for line in lines:
+            out("  ".join(v.rjust(w[i]) for i, v in enumerate(line)))
     goals = []
     for r in rows:
         d = r["dod"]
@@ -99,9 +192,18 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
                             if "reference" in r else ""))
         if r["n"] == 10000:
             goals.append(f"N=10000: p99 {d[1]:.3f} ms (cpu {d[4]:.3f}; goal <= 10)")
+        if r["n"] == 100000 and 2 in r["threads"]:
+            goals.append(f"N=100000 threads=2: p99 {r['threads'][2][1]:.3f} ms (goal <= 20)")
+        if r["n"] >= 10000 and 1 in r["threads"] and 2 in r["threads"]:
+            goals.append(f"N={r['n']}: threads 1 -> 2 {r['threads'][1][0] / r['threads'][2][0]:.2f}x "
+                         "(goal >= 1.7)")
+    by_n = {r["n"]: r for r in rows}
+    if 10000 in by_n and 100000 in by_n:
+        for t in threads:
+            a, b = by_n[10000]["threads"][t][6], by_n[100000]["threads"][t][6]
+            goals.append(f"threads={t}: ns/track at 100k / 10k = {b / a:.2f} (goal <= 1.3)")
     for g in goals:
-        out(g)
-    return rows
+        out(("- " if markdown else "") + g)
 
 
 def main(argv=None):
@@ -116,14 +218,23 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m dod.tracker.bench", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--sizes", default="10,100,1000,10000")
+    p.add_argument("--threads", default="1", help="comma-separated thread counts, e.g. 1,2,4")
     p.add_argument("--scans", type=int, default=None)
+    p.add_argument("--markdown", action="store_true", help="print a Markdown table")
     p.add_argument("--no-reference", action="store_true")
+    p.add_argument("--reference-max", type=int, default=20000,
+                   help="run the numpy reference only up to this many targets")
     p.add_argument("--gc", action="store_true", help="leave the cyclic GC enabled while timing")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dim", type=int, default=2, choices=(2, 3))
     a = p.parse_args(argv)
     sizes = tuple(int(s) for s in a.sizes.split(",") if s)
-    run(sizes, a.scans, a.quick, not a.no_reference, a.gc, a.seed, a.dim)
+    try:
+        threads = tuple(int(s) for s in a.threads.split(",") if s)
+        run(sizes, a.scans, a.quick, not a.no_reference, a.gc, a.seed, a.dim, threads=threads,
+            markdown=a.markdown, reference_max=a.reference_max)
+    except ValueError as e:
+        p.error(str(e))
 
 
 if __name__ == "__main__":

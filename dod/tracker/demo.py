@@ -1,7 +1,8 @@
 """``python -m dod.tracker``: the tracker running live at 50 Hz through dod.loop.
 
 A seeded scenario (default 1,000 targets for 10 s, Pd 0.9, clutter 0.2 N per
-scan) is generated up front; then :class:`dod.loop.Loop` calls the tracker
+scan) streams in: :class:`ScanSource` draws scans a chunk ahead from
+``scenario.iter_scans`` (bounded memory, any duration); :class:`dod.loop.Loop` calls the tracker
 once per tick against absolute deadlines, and a live view shows progress,
 tick time p50/p99/max, deadline misses, allocations per tick, confirmed
 tracks and a running GOSPA. A summary follows (with MOTA, IDF1 and HOTA over
@@ -16,8 +17,12 @@ What is measured, and how the demo keeps out of the measurement
     The next chunk starts on the original 50 Hz grid; if the demo's own work
     ever overran that slot, the summary says so (``demo overruns``). GOSPA
     is sampled only when its last cost fits in the slack before the next
-    chunk (at 10,000 targets it often does not; the summary counts the
-    samples skipped).
+    chunk (the summary counts the samples skipped), and above
+    ``WINDOW_TARGETS`` targets only over a square window at the centre of
+    the region holding about that many (the plot draws the same window), so
+    a sample costs the same at 100,000 targets as at 2,000. The next chunk's
+    scans are drawn between chunks too (:class:`ScanSource`): the producer
+    side of a bounded queue, ready to move to a thread.
     Allocations per tick are the net growth of ``sys.getallocatedblocks()``
     across the chunks after the first (whose one-time effects are shown
     apart), divided by their ticks: 0 means the loop and the tracker retained
@@ -32,20 +37,84 @@ as fast as possible; deadlines are then meaningless and not reported),
 --plot FILE.png (needs matplotlib: ``pip install 'dod[demo]'``), --no-live.
 """
 import argparse
+import collections
 import math
 import os
 import sys
 import time
+
+# The tick's OpenMP workers sleep between parallel regions instead of
+# spinning (libgomp reads this once, when dod.tracker._engine loads): on a
+# machine shared with other work, spinning workers steal the cores the tick
+# needs and one preempted worker stalls every region. Set OMP_WAIT_POLICY
+# yourself (ACTIVE on a dedicated machine) to override.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np
 
 from dod.loop import Loop, monotonic_ns
 from dod.tracker import Tracker, TrackerConfig
 from dod.tracker.metrics import sparse_gospa
-from dod.tracker.scenario import generate
+from dod.tracker.scenario import iter_scans, scan_extent
 
 GOSPA_C = 10.0          # cut-off (m): 10 x the measurement noise
+MAX_SAMPLES = 1200       # samples kept for the plot and the MOT scores (5 min at 4 Hz)
 REFRESH_HZ = 4.0        # view refreshes (and GOSPA samples) per second of scenario time
+WINDOW_TARGETS = 2000   # above this many targets, GOSPA and the plot look at a window holding about this many
+
+
+class ScanSource:
+    """The scans of a seeded scenario, drawn ahead in bounded memory.
+
+    ``fill(k)`` draws scans until ``k`` wait (the producer's side: the demo
+    calls it between chunks, a producer thread could call it instead);
+    ``take()`` hands the oldest one out (the tick's side; a tuple
+    (detections, dt) that already exists, so taking allocates nothing).
+    ``truth`` is the ground truth (ids, positions) of the scan taken last.
+    At most ``capacity`` scans wait; the scans taken since the last fill are
+    dropped by the next one, so that taking frees nothing either (the demo
+    counts Python blocks across its chunks of ticks)."""
+
+    def __init__(self, targets, scans, capacity, **scenario):
+        self._it = iter_scans(targets, scans, **scenario)
+        self._frames = []
+        self._truths = []
+        self._next = 0
+        self.capacity = max(1, int(capacity))
+        self.truth = (np.empty(0, np.int64), np.empty((0, scenario.get("dim", 2))))
+        self.drawn = 0
+        self.exhausted = False
+
+    def fill(self, k=None):
+        """Draw scans until min(k, capacity) are waiting (or the scenario ends)."""
+        want = self.capacity if k is None else min(int(k), self.capacity)
+        del self._frames[:self._next]
+        del self._truths[:self._next]
+        self._next = 0
+        while len(self._frames) < want and not self.exhausted:
+            try:
+                scan = next(self._it)
+            except StopIteration:
+                self.exhausted = True
+                break
+            self._frames.append((scan.detections, scan.dt))
+            self._truths.append((scan.truth_ids, scan.truth_pos))
+            self.drawn += 1
+
+    def take(self):
+        """The next scan's (detections, dt); IndexError when none waits."""
+        i = self._next
+        frame = self._frames[i]
+        self.truth = self._truths[i]
+        self._next = i + 1
+        return frame
+
+    def peek_truth(self):
+        """Positions of the truth of the next scan waiting (None when none)."""
+        return self._truths[self._next][1] if self._next < len(self._truths) else None
+
+    def __len__(self):
+        return len(self._frames) - self._next
 
 
 # ----------------------------------------------------------------- the run
@@ -57,7 +126,7 @@ class DemoRun:
     read :meth:`summary`. Used by the CLI and the tests."""
 
     def __init__(self, targets=1000, rate=50.0, duration=10.0, seed=0, fast=False,
-                 keep_tracks=False):
+                 keep_tracks=False, threads=1):
         if targets < 1:
             raise ValueError("targets must be >= 1")
         if not (rate > 0 and math.isfinite(rate)):
@@ -67,30 +136,34 @@ class DemoRun:
         self.targets, self.rate, self.duration, self.seed, self.fast = targets, rate, duration, seed, fast
         self.total = max(1, int(round(duration * rate)))
         self.dt = 1.0 / rate
-        t = time.perf_counter()
-        self.scenario = generate(targets, self.total, dt=self.dt, seed=seed)
-        self.gen_seconds = time.perf_counter() - t
+        self.extent = scan_extent(targets)
+        # Above WINDOW_TARGETS targets, GOSPA and the plot look at a centred square holding ~that many.
+        frac = min(1.0, WINDOW_TARGETS / targets)
+        self.window = self.extent * math.sqrt(frac) / 2.0
         self.config = TrackerConfig(capacity=max(64, 4 * targets),
-                                    max_detections=max(64, 2 * targets + 64), overflow="drop")
+                                    max_detections=max(64, 2 * targets + 64), overflow="drop",
+                                    threads=threads)
         self.tracker = Tracker(self.config)
-        self._frames = list(self.scenario)
-        self._it = iter(self._frames)
-        tick = self.tracker.tick
-        it = self._it
-
-        def step():
-            # No allocation here: the (detections, dt) tuples exist already.
-            tick(*next(it))
-
-        # The loop resets the tracker's scratch arena after every tick.
-        # --fast: the highest rate the loop accepts, catching up without sleeping.
-        self.loop = Loop(step, 1e9 if fast else rate, scratch=self.tracker.scratch,
-                         overrun="catch_up" if fast else "skip")
         # Chunk: about 1/REFRESH_HZ seconds of ticks, dividing a second when it can
         # (so that plain lines fall on whole seconds).
         per_s = max(1, int(round(rate)))
         self.chunk = max([d for d in range(1, per_s + 1)
                           if per_s % d == 0 and d <= max(1.0, rate / REFRESH_HZ)])
+        self.source = ScanSource(targets, self.total, 2 * self.chunk, dt=self.dt, seed=seed)
+        t = time.perf_counter()
+        self.source.fill(self.chunk)
+        self.gen_seconds = time.perf_counter() - t
+        tick = self.tracker.tick
+        take = self.source.take
+
+        def step():
+            # No allocation here: the (detections, dt) tuples exist already.
+            tick(*take())
+
+        # The loop resets the tracker's scratch arena after every tick.
+        # --fast: the highest rate the loop accepts, catching up without sleeping.
+        self.loop = Loop(step, 1e9 if fast else rate, scratch=self.tracker.scratch,
+                         overrun="catch_up" if fast else "skip")
         self.done = 0
         self.alloc_blocks = 0          # net blocks retained by the timed ticks (after warm-up)
         self.alloc_ticks = 0
@@ -104,7 +177,11 @@ class DemoRun:
         self._sample_ns = 0
         self.wall = 0.0
         self.keep_tracks = keep_tracks
-        self.samples = []              # (scan, ids, positions): the plot, MOTA/IDF1/HOTA
+        # (scan, ids, positions) of the tracks and of the truth, inside the
+        # window, for the plot and MOTA/IDF1/HOTA: the latest MAX_SAMPLES only,
+        # so memory stays flat however long the demo runs.
+        self.samples = collections.deque(maxlen=MAX_SAMPLES)
+        self.truth_samples = collections.deque(maxlen=MAX_SAMPLES)
 
     # One chunk of ticks; everything else happens outside the loop.
     def _run_chunk(self, k):
@@ -121,14 +198,24 @@ class DemoRun:
         self.done += n
         return n
 
+    def _inside(self, pos):
+        return np.all(np.abs(pos) <= self.window, axis=1)
+
     def _sample(self):
         scan = self.done - 1
         ids, pos = self.tracker.confirmed_tracks()
-        g = sparse_gospa(self.scenario.truth_pos[scan], pos, c=GOSPA_C, details=True)
+        tid, tpos = self.source.truth
+        if self.window * 2.0 < self.extent:          # a window: both sides cut to it
+            m = self._inside(pos)
+            ids, pos = ids[m], pos[m]
+            m = self._inside(tpos)
+            tid, tpos = tid[m], tpos[m]
+        g = sparse_gospa(tpos, pos, c=GOSPA_C, details=True)
         self.last_gospa = g
         self.gospa_sum += g[0]
         self.gospa_n += 1
         self.samples.append((scan, ids, pos))
+        self.truth_samples.append((scan, tid, tpos))
 
     def run(self, on_chunk=None):
         """Run every scan; call ``on_chunk(self)`` between chunks."""
@@ -139,7 +226,8 @@ class DemoRun:
         self._alloc_base = b1 - b0
         # Warm GOSPA up (imports, first numpy calls) outside the run, and take
         # the second call's cost as the first estimate of a sample's cost.
-        truth = self.scenario.truth_pos[0]
+        truth = self.source.peek_truth()
+        truth = np.zeros((1, 2)) if truth is None else truth
         for _ in range(2):
             t = monotonic_ns()
             sparse_gospa(truth, truth + 0.5, c=GOSPA_C)
@@ -159,6 +247,7 @@ class DemoRun:
                         next_start = now
                 self._run_chunk(k)
                 next_start += k * period_ns
+                self.source.fill(self.chunk)          # the next chunk's scans, outside the ticks
                 # Sample GOSPA only when it fits before the next chunk (at
                 # 10,000 targets it takes longer than a tick's slack).
                 if self.fast or next_start - monotonic_ns() > 1.5 * self._sample_ns \
@@ -196,11 +285,10 @@ class DemoRun:
 
         if not self.samples:
             return None
-        sc = self.scenario
         scans = [s[0] for s in self.samples]
         est = [(s[1], s[2]) for s in self.samples]
-        tid = [sc.truth_ids[k] for k in scans]
-        tpos = [sc.truth_pos[k] for k in scans]
+        tid = [s[1] for s in self.truth_samples]
+        tpos = [s[2] for s in self.truth_samples]
         out = {"scans": len(scans), "hota": hota(tid, tpos, [e[0] for e in est],
                                                  [e[1] for e in est], match)["hota"]}
         try:
@@ -228,7 +316,7 @@ class DemoRun:
             "skipped": None if self.fast else s["skipped"],
             "alloc_per_tick": self.allocations_per_tick,
             "confirmed": c["confirmed"], "tentative": c["tentative"],
-            "truth": int(self.scenario.truth_ids[scan].size),
+            "truth": int(self.source.truth[0].size),
             "detections": c["detections"],
             "gospa": self.last_gospa[0], "gospa_mean": self.mean_gospa,
             "missed": self.last_gospa[2], "false": self.last_gospa[3],
@@ -237,12 +325,13 @@ class DemoRun:
     def summary(self):
         s = self.snapshot()
         st = self.loop.stats()
-        sc = self.scenario
         lines = [
             "dod.tracker demo: summary",
             f"  scenario   {self.targets} targets, {self.total} scans at {self.rate:g} Hz "
             f"({self.total * self.dt:g} s), seed {self.seed}, Pd 0.9, clutter 0.2 N/scan, "
-            f"region {sc.extent:.0f} m wide",
+            f"region {self.extent:.0f} m wide; tick threads {self.tracker.threads}"
+            + (f"; GOSPA and plot over the central {2 * self.window:.0f} m square"
+               if self.window * 2.0 < self.extent else ""),
             f"  mode       {'fast (no sleeping)' if self.fast else 'real time'}; "
             f"wall {self.wall:.2f} s ({self.done / self.wall if self.wall else 0:.0f} ticks/s)",
             f"  tick time  p50 {s['p50_ms']:.3f} ms  p99 {s['p99_ms']:.3f} ms  "
@@ -341,11 +430,10 @@ def write_plot(run, path):
     except ImportError:
         raise RuntimeError("--plot needs matplotlib: pip install 'dod[demo]' "
                            "(or pip install matplotlib)") from None
-    sc = run.scenario
     fig, (ax, ah) = plt.subplots(1, 2, figsize=(14, 6.5), gridspec_kw={"width_ratios": [1.3, 1]})
-    # ground truth: one polyline per target id
+    # ground truth (sampled with the tracks, inside the window): one polyline per target id
     tracks = {}
-    for ids, pos in zip(sc.truth_ids[:run.done], sc.truth_pos[:run.done]):
+    for _, ids, pos in run.truth_samples:
         for i, p in zip(ids.tolist(), pos[:, :2]):
             tracks.setdefault(i, []).append(p)
     ax.add_collection(LineCollection([np.array(v) for v in tracks.values()], colors="0.6",
@@ -421,6 +509,7 @@ def build_parser():
     p.add_argument("--fast", action="store_true", help="run as fast as possible (no sleeping)")
     p.add_argument("--plot", metavar="FILE.png", help="write tracks vs truth and the tick histogram")
     p.add_argument("--no-live", action="store_true", help="plain progress lines, no live view")
+    p.add_argument("--threads", type=int, default=1, help="threads of one tick (1)")
     return p
 
 
@@ -437,9 +526,14 @@ def main(argv=None, out=None):
             print("error: --plot needs matplotlib: pip install 'dod[demo]' (or pip install matplotlib)",
                   file=sys.stderr)
             return 2
-    run = DemoRun(a.targets, a.rate, a.duration, a.seed, a.fast, keep_tracks=bool(a.plot))
+    try:
+        run = DemoRun(a.targets, a.rate, a.duration, a.seed, a.fast, keep_tracks=bool(a.plot), threads=a.threads)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"dod.tracker demo: {a.targets} targets, {run.total} scans at {a.rate:g} Hz, seed {a.seed} "
-          f"(scenario generated in {run.gen_seconds:.2f} s)", file=out, flush=True)
+          f"({run.tracker.threads} tick threads; first scans drawn in {run.gen_seconds:.2f} s, the rest "
+          "stream in between chunks)", file=out, flush=True)
     try:
         _run_with_view(run, a, out)
     except KeyboardInterrupt:

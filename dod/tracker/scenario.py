@@ -1,6 +1,7 @@
 """Seeded multi-target scenarios: truth trajectories and per-scan detections.
 
-``generate(n_targets, scans, ...)`` returns a :class:`Scenario`: for every
+``generate(n_targets, scans, ...)`` returns a :class:`Scenario` (and
+``iter_scans`` streams the same scans one at a time, in bounded memory): for every
 scan the true ids and positions of the targets alive then, and the scan's
 detections (each alive target detected with probability ``pd``, with
 Gaussian noise of standard deviation ``r``; Poisson clutter, uniform over the
@@ -10,6 +11,7 @@ fraction flies in pairs that cross each other mid-scenario. Everything comes
 from one ``numpy.random.Generator(seed)``, so a seed names a scenario.
 """
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -48,11 +50,52 @@ class Scenario:
             yield d, self.dt
 
 
-def generate(n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.0, q=1.0,
+class Scan(NamedTuple):
+    """One scan of a scenario, as :func:`iter_scans` yields it."""
+    detections: np.ndarray      # float64 (k, dim), C-contiguous
+    dt: float
+    truth_ids: np.ndarray       # int64 (m,)
+    truth_pos: np.ndarray       # float64 (m, dim)
+    det_truth: np.ndarray       # int64 (k,), -1 clutter
+
+
+def generate(n_targets=100, scans=200, **kwargs):
+    """A seeded scenario, every scan held in memory (the parameters are
+    :func:`iter_scans`'; use that to stream scans in bounded memory instead)."""
+    meta = {}
+    stream = _scan_stream(meta, n_targets, scans, **kwargs)
+    scans_ = list(stream)
+    sc = Scenario(**meta)
+    for scan in scans_:
+        sc.detections.append(scan.detections)
+        sc.det_truth.append(scan.det_truth)
+        sc.truth_ids.append(scan.truth_ids)
+        sc.truth_pos.append(scan.truth_pos)
+    return sc
+
+
+def scan_extent(n_targets, *, dim=2, spacing=200.0, **_):
+    """Side of the surveillance region of a scenario of `n_targets`."""
+    return spacing * max(int(n_targets), 1) ** (1.0 / dim)
+
+
+def iter_scans(n_targets=100, scans=200, **kwargs):
+    """A seeded scenario, one :class:`Scan` at a time (a generator).
+
+    Memory stays bounded by the targets (O(n_targets)) however many scans
+    are drawn: a producer thread can run it for any duration. The scans are
+    exactly those of :func:`generate` with the same arguments (one random
+    stream, drawn in the same order). Parameters: see :func:`_scan_stream`.
+    """
+    return _scan_stream({}, n_targets, scans, **kwargs)
+
+
+def _scan_stream(meta, n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.0, q=1.0,
              clutter=None, clutter_density=None, patches=0, patch_fraction=0.5,
              patch_radius=None, speed=(5.0, 20.0), spacing=200.0, birth_death=0.2,
              crossing=0.1, seed=0):
-    """A seeded scenario.
+    """The scans of a seeded scenario, one :class:`Scan` at a time; fills
+    `meta` (the Scenario fields) before the first scan.
 
     n_targets : targets over the scenario (not all alive at once when
         ``birth_death`` > 0).
@@ -137,8 +180,7 @@ def generate(n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.0, q=1.0,
             pos[a] = c - vel[a] * t_mid
             pos[b] = c - vel[b] * t_mid
             crossing_mask[a] = crossing_mask[b] = True
-    sc = Scenario(dim=dim, dt=dt, extent=extent, clutter=lam, patch_centres=centres,
-                  patch_radius=patch_r)
+    meta.update(dim=dim, dt=dt, extent=extent, clutter=lam, patch_centres=centres, patch_radius=patch_r)
     ids = np.arange(1, n + 1, dtype=np.int64)
     sq = np.sqrt(q * dt)
     for s in range(scans):
@@ -152,13 +194,10 @@ def generate(n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.0, q=1.0,
         allz = np.concatenate([z, zc])
         allt = np.concatenate([zt, np.full(nc, -1, dtype=np.int64)])
         perm = rng.permutation(allz.shape[0])
-        sc.detections.append(np.ascontiguousarray(allz[perm]))
-        sc.det_truth.append(allt[perm])
-        sc.truth_ids.append(ids[alive].copy())
-        sc.truth_pos.append(tp.copy())
+        scan = Scan(np.ascontiguousarray(allz[perm]), dt, ids[alive].copy(), tp.copy(), allt[perm])
         # advance: constant velocity plus white acceleration (not for crossing pairs)
         acc = rng.normal(size=(n, dim)) * sq
         acc[crossing_mask] = 0.0
         vel = vel + acc
         pos = pos + vel * dt
-    return sc
+        yield scan

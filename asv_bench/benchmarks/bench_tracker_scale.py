@@ -1,0 +1,106 @@
+"""asv: the tracker at scale (issue 12): N = 100,000 at threads 1 and 2, the
+time per track per tick at 10k vs 100k, and allocations per tick with threads.
+
+Goals: N = 100,000, threads = 2: p99 <= 20 ms on a 2-core machine; threads
+1 -> 2 >= 1.7x; ns per track at 100k within 1.3x of 10k; zero allocations per
+tick at every thread count. Scans stream from ``scenario.iter_scans`` (a
+100k-target scenario held whole would be gigabytes). Skipped
+(NotImplementedError) on commits without TrackerConfig.threads.
+"""
+import gc
+import os
+import sys
+import time
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")     # as the bench and the demo (see dod.tracker.bench)
+
+try:
+    import numpy as np
+
+    from dod.tracker import Tracker, TrackerConfig
+    from dod.tracker.scenario import iter_scans
+    HAVE = "threads" in TrackerConfig.__dataclass_fields__
+except ImportError:
+    HAVE = False
+
+WARMUP = 30
+
+
+def _need():
+    if not HAVE:
+        raise NotImplementedError("TrackerConfig.threads not in this commit")
+
+
+def _run(n, threads, count):
+    """(p50 ms, p99 ms, ns per live track at p50, blocks retained per timed tick)."""
+    cfg = TrackerConfig(capacity=4 * n, max_detections=2 * n + 64, threads=threads)
+    t = Tracker(cfg)
+    ms, rows = [], []
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        b0 = None
+        for s, scan in enumerate(iter_scans(n, WARMUP + count, seed=0, pd=0.9)):
+            z, dt = scan.detections, scan.dt
+            if s == WARMUP:
+                b0 = sys.getallocatedblocks()
+            t0 = time.perf_counter_ns()
+            t.tick(z, dt)
+            t1 = time.perf_counter_ns()
+            if s >= WARMUP:
+                ms.append((t1 - t0) / 1e6)
+                rows.append(len(t))
+        # the scans themselves are numpy arrays freed each round: count only what stays
+        blocks = (sys.getallocatedblocks() - b0) / max(1, count)
+    finally:
+        if was:
+            gc.enable()
+    ms = np.array(ms)
+    return (float(np.median(ms)), float(np.percentile(ms, 99)),
+            1e6 * float(np.median(ms)) / float(np.median(rows)), blocks)
+
+
+class TrackerScale:
+    """One tracker per (N, threads), 30 warm-up scans, then a timed window."""
+
+    params = ([10000, 100000], [1, 2])
+    param_names = ["n", "threads"]
+    timeout = 1200
+    COUNT = 40
+
+    def setup_cache(self):
+        if not HAVE:
+            return {"missing": True}
+        return {(n, th): _run(n, th, self.COUNT) for n in self.params[0] for th in self.params[1]}
+
+    def setup(self, data, n, threads):
+        _need()
+
+    def track_p50_ms(self, data, n, threads):
+        return data[(n, threads)][0]
+    track_p50_ms.unit = "ms"
+
+    def track_p99_ms(self, data, n, threads):
+        return data[(n, threads)][1]
+    track_p99_ms.unit = "ms"
+
+    def track_ns_per_track(self, data, n, threads):
+        """Median tick / live rows: flat from 10k to 100k when the tick scales linearly."""
+        return data[(n, threads)][2]
+    track_ns_per_track.unit = "ns"
+
+    def track_per_track_ratio_100k_over_10k(self, data, n, threads):
+        """ns per track at 100k over that at 10k (goal <= 1.3); reported on the n=100000 rows."""
+        if n != 100000:
+            raise NotImplementedError("reported on n=100000")
+        return data[(100000, threads)][2] / data[(10000, threads)][2]
+    track_per_track_ratio_100k_over_10k.unit = "x"
+
+    def track_speedup_vs_one_thread(self, data, n, threads):
+        return data[(n, 1)][0] / data[(n, threads)][0]
+    track_speedup_vs_one_thread.unit = "x"
+
+    def track_blocks_per_tick(self, data, n, threads):
+        """Python blocks retained per tick (goal: 0; includes nothing of the scan stream)."""
+        return data[(n, threads)][3]
+    track_blocks_per_tick.unit = "blocks"

@@ -1,0 +1,206 @@
+"""Threads and locality of the tracker's tick: bit-identical at every thread
+count, spatial sorts that keep every handle, zero allocations per tick."""
+import sys
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from dod.tracker import Tracker, TrackerConfig
+from dod.tracker.config import MAX_THREADS
+from dod.tracker.scenario import generate, iter_scans
+
+# Enough rows that every thread count up to 4 takes the parallel paths
+# (the tick stays serial below 512 rows per worker).
+N_TARGETS = 2600
+
+
+def _config(**kw):
+    base = dict(capacity=4 * N_TARGETS, max_detections=2 * N_TARGETS + 64)
+    base.update(kw)
+    return TrackerConfig(**base)
+
+
+def _state(t):
+    """Everything a tick leaves behind: the table's bytes in row order, the
+    slot of each row's handle (generations start at a per-table base), the
+    table's statistics, the counters."""
+    st = t.table.stats()
+    st.pop("views")
+    return (t.table.to_numpy().tobytes(), (t.table.handles() & 0xFFFFFFFF).tobytes(), st,
+            tuple(t.counts().values()), t.scans, t.sorts)
+
+
+@pytest.mark.parametrize("seed,sort_every", [(3, 16), (4, 1), (5, 0)])
+def test_bit_identical_for_every_thread_count(seed, sort_every):
+    # Clutter (0.2 N per scan), 10 % crossing pairs, births and deaths; every scan compared.
+    sc = generate(N_TARGETS, 70, seed=seed, pd=0.9, crossing=0.2)
+    trackers = {n: Tracker(_config(threads=n, sort_every=sort_every)) for n in (1, 2, 3, 4)}
+    assert [t.threads for t in trackers.values()] == [1, 2, 3, 4]
+    rows = 0
+    for s, (z, dt) in enumerate(sc):
+        for t in trackers.values():
+            t.tick(z, dt)
+        want = _state(trackers[1])
+        for n in (2, 3, 4):
+            assert _state(trackers[n]) == want, f"threads={n} differs from threads=1 at scan {s}"
+        rows = max(rows, len(trackers[1]))
+    assert rows >= 4 * 512                   # the parallel paths ran at 4 threads
+    c = trackers[1].counts()
+    assert c["confirmed"] > 0.8 * N_TARGETS * 0.8 and c["clusters"] > 0
+    if sort_every:
+        assert trackers[1].sorts >= 70 // sort_every
+    for t in trackers.values():
+        t.table.check()
+
+
+def test_threads_validated_before_anything_changes():
+    for bad in (0, -1, MAX_THREADS + 1, 10**9, 1.5, True, "2", None):
+        with pytest.raises(ValueError):
+            TrackerConfig(threads=bad)
+        with pytest.raises(ValueError):
+            Tracker(threads=bad)
+    for bad in (-1, 1.0, True):
+        with pytest.raises(ValueError):
+            TrackerConfig(sort_every=bad)
+    assert TrackerConfig.__dataclass_fields__["threads"].default == 1
+    assert Tracker(threads=MAX_THREADS).threads == MAX_THREADS
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_bit_identical_small_scenes_always_parallel(n):
+    # parallel_min_rows=0: every pass runs on the workers, even with a few rows.
+    sc = generate(120, 80, seed=30 + n, crossing=0.3, clutter=40)
+    a = Tracker(threads=1, sort_every=5)
+    b = Tracker(threads=n, sort_every=5, parallel_min_rows=0)
+    for s, (z, dt) in enumerate(sc):
+        a.tick(z, dt)
+        b.tick(z, dt)
+        assert _state(a) == _state(b), f"scan {s}"
+
+
+def test_more_threads_than_rows_and_empty_scans():
+    t1, t8 = Tracker(threads=1), Tracker(threads=8, parallel_min_rows=0)
+    for z in (np.empty((0, 2)), np.array([[1.0, 2.0]]), np.array([[1.1, 2.0], [50.0, 50.0]]), np.empty((0, 2))):
+        t1.tick(z, 0.02)
+        t8.tick(z, 0.02)
+        assert _state(t1) == _state(t8)
+
+
+def test_spatial_sort_keeps_handles_and_orders_rows():
+    sc = generate(3000, 40, seed=8)
+    t = Tracker(_config(sort_every=8))
+    ids_by_handle = {}
+    for s, (z, dt) in enumerate(sc):
+        t.tick(z, dt)
+        if s == 30:
+            ids_by_handle = dict(zip(t.handles().tolist(), t.ids.tolist()))
+            x_by_handle = dict(zip(t.handles().tolist(), t.positions.copy()))
+    assert t.sorts == 5
+    t.table.check()
+    # Handles taken before later sorts still name their tracks (if alive).
+    alive = [h for h in ids_by_handle if h in t.table]
+    assert len(alive) > 2000
+    rows = t.table.rows(alive)
+    assert np.array_equal(t.ids[rows], [ids_by_handle[h] for h in alive])
+    # Right after a sort, neighbours in row order are neighbours in space:
+    # consecutive rows are far closer than random pairs of rows.
+    t2 = Tracker(_config(sort_every=1))
+    for z, dt in sc:
+        t2.tick(z, dt)
+    p = t2.positions
+    step = np.linalg.norm(np.diff(p, axis=0), axis=1)
+    rand = np.linalg.norm(p - p[np.random.default_rng(0).permutation(len(p))], axis=1)
+    assert np.median(step) < 0.1 * np.median(rand)
+    del x_by_handle
+
+
+def test_sorting_does_not_change_the_tracks():
+    # Row order is not part of the result: the same tracks (by id) bit for bit.
+    sc = generate(1500, 60, seed=11, crossing=0.2)
+    a, b = Tracker(_config(sort_every=0)), Tracker(_config(sort_every=3, threads=2))
+    for z, dt in sc:
+        a.tick(z, dt)
+        b.tick(z, dt)
+        ca, cb = a.counts(), b.counts()
+        for key in ("associations", "births", "deaths", "confirmed", "tentative", "pairs"):
+            assert ca[key] == cb[key], key
+    ra, rb = a.table.to_numpy(), b.table.to_numpy()
+    assert ra[np.argsort(ra["id"])].tobytes() == rb[np.argsort(rb["id"])].tobytes()
+
+
+def test_zero_allocations_per_tick_with_threads():
+    sc = generate(N_TARGETS, 90, seed=9)
+    scans = list(sc.detections)
+    dt = sc.dt
+    t = Tracker(_config(threads=2, sort_every=4))
+    for z in scans[:40]:                        # warm up (OpenMP makes its pool once, here)
+        t.tick(z, dt)
+    tick = t.tick
+    before = sys.getallocatedblocks()
+    for _ in range(3):
+        for z in scans[40:]:
+            tick(z, dt)
+    grew = sys.getallocatedblocks() - before
+    assert grew < 20, grew
+    tracemalloc.start()
+    try:
+        rises = []
+        for i, z in enumerate(scans[40:]):
+            cur, _ = tracemalloc.get_traced_memory()
+            tracemalloc.reset_peak()
+            tick(z, dt)
+            _, peak = tracemalloc.get_traced_memory()
+            if i >= 2:
+                rises.append(peak - cur)
+    finally:
+        tracemalloc.stop()
+    assert max(rises) == 0, sorted(rises)[-5:]
+    assert t.scratch.used == 0
+
+
+def test_iter_scans_equals_generate():
+    kw = dict(seed=21, pd=0.8, crossing=0.3, birth_death=0.3)
+    sc = generate(300, 50, **kw)
+    got = list(iter_scans(300, 50, **kw))
+    assert len(got) == sc.scans == 50
+    for s, scan in enumerate(got):
+        assert scan.dt == sc.dt
+        assert scan.detections.tobytes() == sc.detections[s].tobytes()
+        assert np.array_equal(scan.det_truth, sc.det_truth[s])
+        assert np.array_equal(scan.truth_ids, sc.truth_ids[s])
+        assert scan.truth_pos.tobytes() == sc.truth_pos[s].tobytes()
+    # lazily: the first scans come without drawing the rest
+    it = iter_scans(300, 10**9, **kw)
+    first = next(it)
+    assert first.detections.shape[1] == 2
+
+
+def test_demo_scan_source_streams_in_bounded_memory():
+    from dod.tracker.demo import ScanSource
+
+    src = ScanSource(200, 30, 4, seed=2)
+    want = list(iter_scans(200, 30, seed=2))
+    got = []
+    while True:
+        src.fill(3)
+        assert len(src) <= 3 and len(src._frames) <= 4      # what it holds stays bounded
+        if not len(src):
+            break
+        while len(src):
+            z, dt = src.take()
+            got.append(z)
+            assert src.truth[0] is want[len(got) - 1].truth_ids or \
+                np.array_equal(src.truth[0], want[len(got) - 1].truth_ids)
+    assert len(got) == 30 and all(a.tobytes() == b.detections.tobytes() for a, b in zip(got, want))
+    with pytest.raises(IndexError):
+        src.take()
+
+
+def test_demo_runs_threaded_without_retaining_blocks():
+    from dod.tracker import demo
+
+    run = demo.DemoRun(targets=300, rate=200.0, duration=1.0, seed=4, fast=True, threads=2).run()
+    assert run.done == run.total == 200
+    assert run.tracker.threads == 2
+    assert abs(run.allocations_per_tick) < 0.2, run.allocations_per_tick
