@@ -514,7 +514,7 @@ cdef class LockFreePool:
     @property
     def cache_slack(self):
         """Bytes of :attr:`cached_blocks` (the slack thread caches keep from other threads)."""
-        return <size_t>dod_atomic_load_u64(&self.engine.cached) * self.pool.block_size
+        return <size_t>dod_atomic_load_u64(&self.engine.cached) * self.engine.block_size
 
     def stats(self):
         """The shared statistics (bytes: blocks times ``block_size``), then the

@@ -467,7 +467,7 @@ cdef class SegFit:
         """Bytes of :attr:`cached_blocks` (class sizes): the slack thread caches keep."""
         cdef size_t i, total = 0
         for i in range(DOD_SEGFIT_CLASSES):
-            total += <size_t>dod_atomic_load_u64(&self.engine.classes[i].cached) * self.segfit.classes[i].block_size
+            total += <size_t>dod_atomic_load_u64(&self.engine.classes[i].cached) * self.engine.classes[i].block_size
         return total
 
     def class_stats(self):

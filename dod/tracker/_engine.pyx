@@ -1187,7 +1187,7 @@ cdef class Tracker:
             for w in range(config.threads):
                 wa = Arena(_CLUSTER_BYTES + (1 << 16))
                 self._worker_arenas.append(wa)
-                self._workers[w] = &(<Arena>wa).arena
+                self._workers[w] = &(<Arena>wa).engine
             e.workers = self._workers
         e.threads = config.threads
         e.min_rows = config.parallel_min_rows
