@@ -184,6 +184,7 @@ cdef class Arena:
     cdef Py_buffer _buffer            # the caller's buffer, when the arena lives in one
     cdef bint _has_buffer
     cdef dod_range_pins _pins         # live views into this arena (dod._lease.RangePin)
+    cdef Py_ssize_t _scopes           # scopes entered and not yet exited (dod.numpy_memory refuses a block inside one)
     cdef bint growable_
 
     cdef size_t _pinned_above(self, size_t position) noexcept

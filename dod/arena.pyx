@@ -183,6 +183,7 @@ cdef class Scope:
     cdef Arena arena
     cdef size_t position
     cdef bint entered
+    cdef bint exited
 
     def __init__(self, *args, **kwargs):
         raise TypeError("scopes come from Arena.scope()")
@@ -193,6 +194,7 @@ cdef class Scope:
         if self.entered:
             raise RuntimeError("an arena scope can be entered once")
         self.entered = True
+        self.arena._scopes += 1
         range_pins_close(&self.arena._pins)
         self.position = dod_arena_mark(&self.arena.engine)
         return self.arena
@@ -201,6 +203,9 @@ cdef class Scope:
         cdef Arena arena = self.arena
         if arena is None or not self.entered:
             return False
+        if not self.exited:
+            self.exited = True
+            arena._scopes -= 1
         if self.position > dod_arena_mark(&arena.engine):
             return False        # an unchecked rewind inside the scope went below it
         if exc_type is None:

@@ -39,9 +39,9 @@ Requests
 
 Nesting and bad input
     Blocks nest (on the same arena or others); each falls back to the one it
-    was entered in. A block inside an arena ``scope()`` (or a scope inside a
-    block) is allowed: the leases keep it safe, and the scope's normal exit
-    raises BufferError while escapees of the block live above its mark.
+    was entered in. A scope inside a block is allowed; a block on an arena
+    with a live ``scope()`` raises RuntimeError at entry (the two exits would
+    rewind the same arena in an interleaved order), nothing changed.
     Entering the same block object twice raises RuntimeError; a block on an
     arena that has no memory (a closed one) raises ValueError; nothing
     changes when they raise. Blocks must end in reverse order of entry; one
@@ -513,6 +513,12 @@ cdef class NumpyHandler:
     def __enter__(self):
         if self.entered:
             raise RuntimeError("a numpy handler block can be entered once")
+        if self.arena._scopes > 0:
+            # The block's exit rewinds the arena; inside a scope that rewind
+            # and the scope's would interleave. Open the block first, or use
+            # another arena.
+            raise RuntimeError("arena.numpy() inside a live scope of the same arena: enter the "
+                               "block outside the scope (a scope inside a block is fine)")
         if self._begin() != 0:      # a fresh object has no fallbacks: cannot happen
             raise RuntimeError("numpy handler could not begin")
         self.entered = True
