@@ -50,6 +50,7 @@ from dod._ndarray cimport dod_array_request, wrap_memory
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate, dod_resource_allocate_from_python,
                            dod_resource_deallocate)
 from dod.arena cimport Arena
+from dod._lease cimport export_pin
 
 from collections.abc import Mapping
 
@@ -123,19 +124,7 @@ cdef size_t dod_table_insert_many(dod_table* t, size_t n, dod_handle* out) noexc
     return n
 
 
-# ---------------------------------------------------------------- views: what keeps exports safe
-
-@cython.no_gc
-@cython.freelist(16)
-cdef class _View:
-    """Base object of column views and Arrow exports: keeps the table alive
-    and counts as a live export, which blocks checked removes and clears."""
-    cdef Table table
-
-    def __dealloc__(self):
-        if self.table is not None:
-            self.table._views -= 1
-
+# ---------------------------------------------------------------- the exclusive pass
 
 @cython.final
 cdef class _ExclusivePass:
@@ -361,10 +350,10 @@ cdef class Table:
         self._exclusive_what = None
 
     cdef object _new_view(self):
-        cdef _View v = _View.__new__(_View)
-        v.table = self
-        self._views += 1
-        return v
+        # The base of column views and Arrow exports (dod._lease.ExportPin):
+        # keeps the table alive and counts a live export, which blocks
+        # checked removes, clears and reorders.
+        return export_pin(self, &self._views)
 
     cdef object _column_array(self, Py_ssize_t c, size_t first, size_t n, object base):
         cdef dod_array_request req

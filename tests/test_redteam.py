@@ -70,7 +70,7 @@ def test_copied_table_view_does_not_unpin_the_table():
     t.insert(a=2.0)
     col = t["a"]
     b = col.base
-    while type(b).__name__ != "_View":
+    while type(b).__name__ != "ExportPin":
         b = b.base
     with pytest.raises(TypeError):
         copy.copy(b)
