@@ -106,9 +106,14 @@ cdef bint dod_lfpool_grow(dod_lfpool* p) noexcept nogil:
             return False
         if want > p.max_blocks - p.capacity:
             want = p.max_blocks - p.capacity
-    # The list is (nearly) empty when we grow: the walk is short, and the
-    # pool is about as full as it has been.
-    used = p.capacity - dod_lfpool_free_count(p) - <size_t>dod_atomic_load_u64(&p.cached)
+    # The list was empty when this grow was decided, so the pool is about as
+    # full as it has been: fold capacity minus cached blocks into the peak.
+    # Never walk the list here: other threads pop concurrently and write
+    # their data over the links of the blocks they took, so a walk could
+    # follow a payload word (a 2-thread benchmark crashed on exactly that).
+    # Exact with one thread; with several it may count blocks released since
+    # the empty list was seen (an over-estimate of at most those blocks).
+    used = p.capacity - <size_t>dod_atomic_load_u64(&p.cached)
     if used > p.peak:
         p.peak = used
     if dod_mul_overflow(want, p.block_size, &nbytes) or \
