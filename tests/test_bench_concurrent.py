@@ -34,3 +34,15 @@ def test_threads_option_sets_the_thread_counts(monkeypatch):
     monkeypatch.setattr(cli, "SECTIONS", [])          # run no section: only the option matters
     cli.main(["--only", "--threads", "1,2,4"])
     assert os.environ["DOD_BENCH_THREADS"] == "1,2,4" and thread_counts() == [1, 2, 4]
+
+
+def test_random_sizes_hold_the_word_every_kernel_writes():
+    # _run writes one uint64 into every block: a smaller request overflowed
+    # (the sanitize build caught a 7-byte malloc)
+    from dod.bench._concurrent_kernels import random_sizes
+
+    sizes = random_sizes()
+    # within the random pattern's pool block (1 KiB), every request at least one word
+    assert len(sizes) == 256 and min(sizes) >= 8 and max(sizes) <= 1024
+    assert max(sizes) > 768                   # the top classes are drawn too
+    assert len(set(sizes)) > 100          # spread over the classes, not clamped flat

@@ -5,7 +5,7 @@ Workload (dod.bench._concurrent_kernels): N threads at once, one allocator
 shared by all of them; each thread keeps a window of 64 live blocks and, at
 each operation, frees the block in a random slot and allocates a new one
 there (one operation = one allocation plus one free). Two patterns:
-  * random classes: sizes drawn across SegFit's 41 size classes up to 1 KiB
+  * random classes: sizes drawn across SegFit's 33 size classes up to 1 KiB
     (a class uniformly, then a size inside it);
   * single class: 64 bytes every time.
 Allocators: glibc malloc/free; AtomicArena, LockFreePool and SegFit, each
@@ -41,7 +41,7 @@ LABELS = {"malloc": "glibc malloc/free", "arena_shared": "AtomicArena shared",
           "arena_cached": "AtomicArena thread cache", "lfpool_shared": "LockFreePool shared",
           "lfpool_cached": "LockFreePool thread cache", "segfit_shared": "SegFit shared",
           "segfit_cached": "SegFit thread cache"}
-PATTERNS = {"random": "random classes (41 SegFit classes up to 1 KiB)", "single": "single class, 64 B"}
+PATTERNS = {"random": "random classes (33 SegFit classes up to 1 KiB)", "single": "single class, 64 B"}
 
 
 def scaling(pattern="random", threads=(1, 2), iterations=400_000, repeat=5, l1d=True):
