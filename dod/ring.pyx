@@ -60,9 +60,9 @@ from dod._atomic cimport (dod_atomic_load_u64, dod_atomic_store_u64, dod_atomic_
                           dod_atomic_fence,
                           dod_atomic_wait_u32, dod_atomic_wake_all_u32, dod_cpu_relax)
 from dod._core cimport DOD_CACHE_LINE, dod_add_overflow, dod_mul_overflow
+from dod._lease cimport Owned, owned, ExportPin, export_pin
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
-from dod.resource cimport (Resource, dod_resource, dod_resource_allocate_from_python,
-                           dod_resource_deallocate)
+from dod.resource cimport Resource, dod_resource_allocate_from_python
 
 import numpy as np
 
@@ -179,26 +179,6 @@ cdef int dod_ring_wait_read(dod_ring* r, int64_t timeout_ns, dod_ring_slot** out
 
 cdef inline size_t _round_line(size_t n) noexcept nogil:
     return (n + DOD_CACHE_LINE - 1) & ~(<size_t>DOD_CACHE_LINE - 1)
-
-
-@cython.no_gc_clear
-cdef class _SlotMemory:
-    """The one block of slots, taken from a Resource and given back to it."""
-    cdef void* ptr
-    cdef size_t size
-    cdef Resource resource
-
-    def __dealloc__(self):
-        if self.ptr != NULL:
-            dod_resource_deallocate(&self.resource.resource, self.ptr, self.size, DOD_CACHE_LINE)
-            self.ptr = NULL
-
-
-@cython.final
-cdef class _SlotLease:
-    """Base object of a slot's arrays: keeps the block alive; its reference
-    count tells whether a view of the slot is still around."""
-    cdef _SlotMemory memory
 
 
 cdef int64_t _timeout_ns(object timeout) except? -2:
@@ -457,9 +437,9 @@ cdef class Ring:
         cdef cnp.dtype dt = as_dtype(dtype)
         cdef size_t nslots, nrows, row_bytes, data_bytes, stride, total, i
         cdef void* p
-        cdef _SlotMemory mem
+        cdef Owned mem
         cdef Slot face
-        cdef _SlotLease lease
+        cdef ExportPin lease
         ns = PyNumber_Index(slots)
         if ns < 1 or ns > _MAX_SLOTS:
             raise ValueError(f"slots must be between 1 and {_MAX_SLOTS}, not {slots!r}")
@@ -481,13 +461,15 @@ cdef class Ring:
             raise MemoryError(f"{slots} slots of {rows} rows of {dt} {shape} do not fit in memory")
         if resource is None:
             resource = _pages
-        mem = _SlotMemory.__new__(_SlotMemory)
-        mem.resource = resource
+        # the block of slots returns to its resource when the ring and the last
+        # view of any slot are gone (dod._lease.Owned keeps the resource alive)
+        mem = owned(resource, resource.resource.deallocate, resource.resource.ctx)
         p = dod_resource_allocate_from_python(resource, &resource.resource, total, DOD_CACHE_LINE)
         if p == NULL:
             raise MemoryError(f"could not obtain {total} bytes for a ring of {slots} slots from {resource!r}")
         mem.ptr = p
         mem.size = total
+        mem.alignment = DOD_CACHE_LINE
         if (<uintptr_t>p) & (DOD_CACHE_LINE - 1):
             raise MemoryError(f"{resource!r} returned memory that is not 64-byte aligned")
         if resource is not _pages:
@@ -506,8 +488,9 @@ cdef class Ring:
         self._readers = []
         for i in range(nslots):
             for writable in (True, False):
-                lease = _SlotLease.__new__(_SlotLease)
-                lease.memory = mem
+                # one base per face: its reference count tells whether a view
+                # of the slot is still around (Slot._shared)
+                lease = export_pin(mem, NULL)
                 face = Slot.__new__(Slot)
                 face.header = dod_ring_slot_at(&self.engine, i)
                 face.writable = writable

@@ -9,7 +9,6 @@ import gc
 import sys
 import threading
 import time
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -18,6 +17,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from dod.arena import Arena
 from dod.ring import Ring, RingClosed, Slot
+
+from alloc_measure import per_call_rises
 
 
 def payload(seq, n, row_shape=(2,)):
@@ -529,18 +530,7 @@ def test_python_face_hand_off_allocates_nothing_per_item():
 
     for _ in range(50):
         one()
-    rises = [0] * 200                          # preallocated: the list must not grow in the window
-    tracemalloc.start()
-    try:
-        for i in range(200):
-            cur, _ = tracemalloc.get_traced_memory()
-            tracemalloc.reset_peak()
-            one()
-            _, peak = tracemalloc.get_traced_memory()
-            rises[i] = peak - cur
-    finally:
-        tracemalloc.stop()
-    rises = rises[10:]                         # the first rounds warm up tracemalloc itself
+    rises = per_call_rises(one, [()] * 200, warm=10)
     assert max(rises) == 0, sorted(rises)[-5:]
     before = sys.getallocatedblocks()
     for _ in range(5000):

@@ -12,7 +12,7 @@ from dod.tracker import ReferenceTracker, Tracker, TrackerConfig
 from dod.tracker.metrics import gospa, mot_metrics, ospa, run_tracker, scenario_gospa
 from dod.tracker.scenario import generate
 
-from alloc_measure import PythonAllocations, c_heap_bytes
+from alloc_measure import PythonAllocations, c_heap_bytes, per_call_rises
 
 
 def _by_id(ids, pos):
@@ -357,18 +357,7 @@ def test_no_transient_allocation_inside_a_tick():
     tick = t.tick
     for z in scans[:60]:
         tick(z, dt)
-    tracemalloc.start()
-    try:
-        rises = []
-        for i, z in enumerate(scans[60:]):
-            cur, _ = tracemalloc.get_traced_memory()
-            tracemalloc.reset_peak()
-            tick(z, dt)
-            _, peak = tracemalloc.get_traced_memory()
-            if i >= 2:                         # the first rounds warm up tracemalloc itself
-                rises.append(peak - cur)
-    finally:
-        tracemalloc.stop()
+    rises = per_call_rises(tick, [(z, dt) for z in scans[60:]])
     assert max(rises) == 0, sorted(rises)[-5:]
 
 

@@ -4,7 +4,6 @@ initiation and the clutter density estimate, against the numpy reference
 hand, on bad input, and for allocations; and the scenario generator's own
 statistics."""
 import math
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -12,6 +11,8 @@ from hypothesis import given, settings, strategies as st
 
 from dod.tracker import ReferenceTracker, Tracker, TrackerConfig
 from dod.tracker.scenario import generate
+
+from alloc_measure import per_call_rises
 
 SCORE_2PT = dict(confirmation="score", initiation="two_point")
 
@@ -306,18 +307,7 @@ def test_zero_allocations_per_tick_with_score_and_two_point():
     tick = t.tick
     for z in scans[:60]:
         tick(z, dt)
-    tracemalloc.start()
-    try:
-        rises = []
-        for i, z in enumerate(scans[60:]):
-            cur, _ = tracemalloc.get_traced_memory()
-            tracemalloc.reset_peak()
-            tick(z, dt)
-            _, peak = tracemalloc.get_traced_memory()
-            if i >= 2:
-                rises.append(peak - cur)
-    finally:
-        tracemalloc.stop()
+    rises = per_call_rises(tick, [(z, dt) for z in scans[60:]])
     assert max(rises) == 0, sorted(rises)[-5:]
     assert t.counts()["confirmed"] >= 30
 

@@ -1,7 +1,6 @@
 """Threads and locality of the tracker's tick: bit-identical at every thread
 count, spatial sorts that keep every handle, zero allocations per tick."""
 import sys
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -9,6 +8,8 @@ import pytest
 from dod.tracker import Tracker, TrackerConfig
 from dod.tracker.config import MAX_THREADS
 from dod.tracker.scenario import generate, iter_scans
+
+from alloc_measure import per_call_rises
 
 # Enough rows that every thread count up to 4 takes the parallel paths
 # (the tick stays serial below 512 rows per worker).
@@ -143,18 +144,7 @@ def test_zero_allocations_per_tick_with_threads():
             tick(z, dt)
     grew = sys.getallocatedblocks() - before
     assert grew < 20, grew
-    tracemalloc.start()
-    try:
-        rises = []
-        for i, z in enumerate(scans[40:]):
-            cur, _ = tracemalloc.get_traced_memory()
-            tracemalloc.reset_peak()
-            tick(z, dt)
-            _, peak = tracemalloc.get_traced_memory()
-            if i >= 2:
-                rises.append(peak - cur)
-    finally:
-        tracemalloc.stop()
+    rises = per_call_rises(tick, [(z, dt) for z in scans[40:]])
     assert max(rises) == 0, sorted(rises)[-5:]
     assert t.scratch.used == 0
 

@@ -63,6 +63,10 @@ OLD_STATS = re.compile(r"stats\(\)\[\s*[\"'](in_use|bytes|bytes_in_use|mapped)[\
 
 
 def rewrite(text):
+    # A changelog lists the old names on purpose: leave it as it is.
+    head, mark, log = text.partition("\n## Changelog\n")
+    if mark:
+        return rewrite(head) + mark + log
     for pat, new in WORDS:
         text = re.sub(pat, new, text)
     text = ADDRESS.sub(lambda m: f"&{m.group(1)}.engine", text)
