@@ -43,7 +43,7 @@ if VARIANT == "sanitize":
     san = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
     compile_args += san
     link_args += san
-# 16-byte compare-and-swap for the lock-free stacks (dod/_atomic.h).
+# 16-byte compare-and-swap for the lock-free stacks (dod/atomics.h).
 if os.uname().machine in ("x86_64", "AMD64"):
     compile_args += ["-mcx16"]
 link_args += ["-latomic"]

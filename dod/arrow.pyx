@@ -16,7 +16,7 @@ from libc.string cimport memcpy
 from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
 
-from dod._atomic cimport dod_atomic_fetch_sub_u64
+from dod.atomics cimport dod_atomic_fetch_sub_u64
 
 
 # ---------------------------------------------------------------- Arrow C data interface

@@ -72,7 +72,7 @@
 from libc.stdint cimport uint64_t, uint32_t, uintptr_t
 from libc.string cimport memset
 
-from dod._atomic cimport (dod_mutex, dod_atomic_fetch_add_u64, dod_atomic_fetch_sub_u64,
+from dod.atomics cimport (dod_mutex, dod_atomic_fetch_add_u64, dod_atomic_fetch_sub_u64,
                           dod_atomic_load_ptr)
 from dod.resource cimport dod_resource, Resource
 

@@ -66,7 +66,7 @@ from libc.string cimport memset, memcpy
 from cpython.number cimport PyNumber_Index
 
 from dod._core cimport dod_is_pow2
-from dod._atomic cimport (dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod_mutex_unlock,
+from dod.atomics cimport (dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod_mutex_unlock,
                           dod_atomic_load_u64, dod_atomic_store_u64, dod_atomic_fetch_add_u64,
                           dod_atomic_fetch_add_relaxed_u64, dod_atomic_fetch_sub_u64,
                           dod_atomic_store_ptr, dod_atomic_load_relaxed_u64)

@@ -24,7 +24,7 @@
 # page-aligned memory when asked for page alignment (pages and malloc do).
 from libc.stdint cimport uint64_t
 
-from dod._atomic cimport dod_mutex
+from dod.atomics cimport dod_mutex
 from dod.resource cimport dod_resource, Resource
 
 

@@ -40,7 +40,7 @@ from libc.stdlib cimport malloc, free, calloc
 from libc.string cimport memset
 
 from dod._core cimport dod_is_pow2, dod_add_overflow
-from dod._atomic cimport dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod_mutex_unlock
+from dod.atomics cimport dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod_mutex_unlock
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
 from dod._lease cimport Owned, owned
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,

@@ -43,7 +43,7 @@ from libc.stdio cimport fprintf, stderr
 from libc.stdlib cimport abort
 
 from dod._core cimport DOD_DEBUG, dod_poison
-from dod._atomic cimport (dod_tagged_ptr, dod_tagged_load, dod_tagged_cas, dod_mutex,
+from dod.atomics cimport (dod_tagged_ptr, dod_tagged_load, dod_tagged_cas, dod_mutex,
                           dod_atomic_load_ptr, dod_atomic_store_ptr,
                           dod_atomic_fetch_add_relaxed_u64)
 from dod.resource cimport dod_resource, Resource

@@ -42,7 +42,7 @@ from libc.stdlib cimport abort
 from cpython.number cimport PyNumber_Index
 
 from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_mul_overflow, dod_is_pow2, dod_poison
-from dod._atomic cimport (dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod_mutex_unlock,
+from dod.atomics cimport (dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod_mutex_unlock,
                           dod_atomic_load_ptr, dod_atomic_store_ptr, dod_atomic_load_u64,
                           dod_atomic_fetch_add_relaxed_u64, dod_thread_self)
 from dod._types cimport dod_handle

@@ -27,7 +27,7 @@
 #     default handler may release the GIL inside).
 from libc.stdint cimport uint8_t
 
-from dod._atomic cimport dod_mutex
+from dod.atomics cimport dod_mutex
 from dod.arena cimport Arena, dod_arena
 
 

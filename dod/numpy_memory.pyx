@@ -67,7 +67,7 @@ from cpython.mem cimport PyMem_RawMalloc, PyMem_RawCalloc, PyMem_RawRealloc, PyM
 from libc.stdint cimport uintptr_t, SIZE_MAX
 from libc.string cimport memcpy, memset, strncpy
 
-from dod._atomic cimport dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod_mutex_unlock
+from dod.atomics cimport dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod_mutex_unlock
 from dod._core cimport dod_is_pow2, dod_mul_overflow, dod_poison
 from dod.arena cimport (Arena, dod_arena, dod_arena_push, dod_arena_mark, dod_arena_rewind,
                         DOD_ARENA_GRAIN)

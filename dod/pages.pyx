@@ -27,7 +27,7 @@ cimport cython
 cimport numpy as cnp
 from libc.stdint cimport uint64_t
 
-from dod._atomic cimport (dod_atomic_fetch_add_relaxed_u64, dod_atomic_fetch_sub_u64,
+from dod.atomics cimport (dod_atomic_fetch_add_relaxed_u64, dod_atomic_fetch_sub_u64,
                           dod_atomic_load_relaxed_u64, dod_atomic_cas_u64)
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
 from dod._lease cimport Owned, owned

@@ -54,7 +54,7 @@
 # *_locked variants take the owner's mutex around them; every thread that
 # touches a shared pool must use the locked variants.
 from dod._core cimport DOD_DEBUG, dod_poison, dod_debug_fail
-from dod._atomic cimport dod_mutex, dod_mutex_lock, dod_mutex_unlock
+from dod.atomics cimport dod_mutex, dod_mutex_lock, dod_mutex_unlock
 from dod.resource cimport dod_resource, Resource
 from dod._ndarray cimport dod_array_request
 from dod._lease cimport dod_slots

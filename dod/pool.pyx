@@ -84,7 +84,7 @@ from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memor
 from dod._lease cimport (dod_slots, SlotPin, slot_pin, slots_init, slots_free, slots_cover,
                          slots_cover_links, slots_pop, slots_push, slots_clear_free, slots_open,
                          slots_close, slots_is_live, slots_find, export_pin)
-from dod._atomic cimport dod_mutex_init, dod_mutex_destroy, dod_mutex_trylock
+from dod.atomics cimport dod_mutex_init, dod_mutex_destroy, dod_mutex_trylock
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate, dod_resource_allocate_from_python,
                            dod_resource_deallocate, dod_pages_resource)
 

@@ -46,7 +46,7 @@
 # thread, a nogil consumer) is fine.
 from libc.stdint cimport uint32_t, uint64_t, int64_t
 
-from dod._atomic cimport (dod_atomic_load_u64, dod_atomic_store_u64, dod_atomic_load_u32,
+from dod.atomics cimport (dod_atomic_load_u64, dod_atomic_store_u64, dod_atomic_load_u32,
                           dod_atomic_exchange_u32, dod_atomic_fence)
 
 

@@ -7,7 +7,7 @@ a batch of samples, a frame) plus a row count and a few scalars (``time``,
 generator, a file reader, a socket thread) fills the next free slot and
 commits it; a consumer (a tick) reads the oldest committed slot and releases
 it. Nothing is allocated per item and the hand-off is two atomic counters
-(acquire/release ordering from ``dod/_atomic.h``): with the GIL released
+(acquire/release ordering from ``dod/atomics.h``): with the GIL released
 on both sides when they are Cython.
 
 Producer: ``slot = ring.acquire_write()`` -> fill ``slot.data`` / ``slot.write(a)``
@@ -55,7 +55,7 @@ from libc.stdint cimport uint32_t, uint64_t, int64_t, uintptr_t
 from libc.string cimport memcpy, memset
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
-from dod._atomic cimport (dod_atomic_load_u64, dod_atomic_store_u64, dod_atomic_load_u32,
+from dod.atomics cimport (dod_atomic_load_u64, dod_atomic_store_u64, dod_atomic_load_u32,
                           dod_atomic_fetch_add_u32, dod_atomic_exchange_u32, dod_atomic_store_u32,
                           dod_atomic_fence,
                           dod_atomic_wait_u32, dod_atomic_wake_all_u32, dod_cpu_relax)

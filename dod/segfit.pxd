@@ -41,12 +41,12 @@
 # class the size names (O(spans of that class)).
 from libc.stdint cimport uint64_t, uintptr_t
 
-from dod._atomic cimport dod_atomic_fetch_add_relaxed_u64
+from dod.atomics cimport dod_atomic_fetch_add_relaxed_u64
 from dod.lfpool cimport (dod_lfpool, dod_lfpool_acquire, dod_lfpool_try_acquire,
                          dod_lfpool_release, dod_lfpool_release_chain, dod_lfpool_link,
                          dod_lfpool_bin, dod_lfpool_bin_push, dod_lfpool_bin_publish)
 from dod._core cimport DOD_DEBUG
-from dod._atomic cimport dod_atomic_load_ptr
+from dod.atomics cimport dod_atomic_load_ptr
 from dod.resource cimport dod_resource, Resource
 from dod._lease cimport dod_slots
 

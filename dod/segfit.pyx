@@ -40,7 +40,7 @@ from libc.stdlib cimport abort
 from cpython.number cimport PyNumber_Index
 
 from dod._core cimport DOD_DEBUG, dod_is_pow2
-from dod._atomic cimport (dod_mutex_init, dod_mutex_destroy, dod_atomic_load_u64,
+from dod.atomics cimport (dod_mutex_init, dod_mutex_destroy, dod_atomic_load_u64,
                           dod_atomic_fetch_add_relaxed_u64, dod_atomic_fetch_sub_u64)
 from dod.lfpool cimport (dod_lfpool_chunk, dod_lfpool_owns, dod_lfpool_free_count,
                          dod_lfpool_bin_limit, dod_lfpool_bin_refill, dod_lfpool_bin_spill,

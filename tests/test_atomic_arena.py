@@ -244,7 +244,7 @@ STRESS = r"""
 # cython: boundscheck=False, wraparound=False
 from libc.stdint cimport uint64_t, uintptr_t
 from libc.string cimport memset
-from dod._atomic cimport dod_atomic_exchange_ptr, dod_atomic_fetch_add_u64
+from dod.atomics cimport dod_atomic_exchange_ptr, dod_atomic_fetch_add_u64
 from dod.atomic_arena cimport (AtomicArena, dod_aa, dod_aa_allocate,
     dod_aa_free, dod_aa_cache, dod_aa_cache_allocate, dod_aa_cache_free,
     dod_aa_cache_flush, dod_aa_reallocate, dod_aa_cache_init)

@@ -4,7 +4,7 @@ import pytest
 KERNEL = r"""
 from libc.stdint cimport uint64_t
 from libc.stdlib cimport calloc, free
-from dod._atomic cimport dod_atomic_load_u64, dod_atomic_fetch_add_u64, dod_thread_yield
+from dod.atomics cimport dod_atomic_load_u64, dod_atomic_fetch_add_u64, dod_thread_yield
 from dod.bench._threads cimport ThreadKernel
 
 cdef struct State:

@@ -213,7 +213,7 @@ TestPoolWalk = PoolWalk.TestCase
 
 STRESS = r"""
 from libc.stdint cimport uint64_t, uintptr_t
-from dod._atomic cimport (dod_atomic_exchange_ptr, dod_atomic_cas_u64, dod_atomic_store_u64,
+from dod.atomics cimport (dod_atomic_exchange_ptr, dod_atomic_cas_u64, dod_atomic_store_u64,
                           dod_atomic_fetch_add_u64, dod_atomic_load_u64,
                           dod_tagged_ptr, dod_tagged_load, dod_tagged_cas, dod_atomic_cas_ptr)
 from dod.lfpool cimport (LockFreePool, dod_lfpool, dod_lfpool_acquire, dod_lfpool_try_acquire,

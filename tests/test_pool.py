@@ -559,7 +559,7 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from dod.pool cimport (Pool, dod_pool, dod_pool_acquire, dod_pool_release, dod_pool_acquire_locked,
                        dod_pool_release_locked, dod_pool_index, dod_pool_block, dod_pool_capacity,
                        dod_pool_reset)
-from dod._atomic cimport dod_atomic_exchange_ptr
+from dod.atomics cimport dod_atomic_exchange_ptr
 from libc.string cimport memset
 
 cdef uint64_t MAGIC = 0xA5A5A5A5A5A5A5A5

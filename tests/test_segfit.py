@@ -184,7 +184,7 @@ TestSegFitWalk = SegFitWalk.TestCase
 
 STRESS = r"""
 from libc.stdint cimport uint64_t, uintptr_t
-from dod._atomic cimport (dod_atomic_exchange_ptr, dod_atomic_cas_u64, dod_atomic_store_u64,
+from dod.atomics cimport (dod_atomic_exchange_ptr, dod_atomic_cas_u64, dod_atomic_store_u64,
                           dod_atomic_fetch_add_u64, dod_atomic_load_u64)
 from dod.segfit cimport (SegFit, dod_segfit, dod_segfit_allocate, dod_segfit_free,
                          dod_segfit_try_allocate, dod_segfit_free_chain, dod_segfit_class_for,

@@ -416,7 +416,7 @@ TestSegFitCacheWalk = SegFitCacheWalk.TestCase
 STRESS = r"""
 from libc.stdint cimport uint64_t
 from libc.string cimport memset
-from dod._atomic cimport (dod_atomic_exchange_ptr, dod_atomic_cas_u64, dod_atomic_store_u64,
+from dod.atomics cimport (dod_atomic_exchange_ptr, dod_atomic_cas_u64, dod_atomic_store_u64,
                           dod_atomic_fetch_add_u64, dod_atomic_load_u64)
 from dod.lfpool cimport (LockFreePool, dod_lfpool_cache, dod_lfpool_cache_init,
                          dod_lfpool_cache_acquire, dod_lfpool_cache_release, dod_lfpool_cache_flush)

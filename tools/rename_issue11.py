@@ -17,6 +17,7 @@ What it renames (the list is also in the README's changelog):
   ``dod_atomic_arena_realloc`` -> ``dod_aa_reallocate``,
   ``dod_atomic_cache_alloc`` -> ``dod_aa_cache_allocate``;
 * ``dod_freelist_alloc`` -> ``dod_freelist_allocate``;
+* ``dod._atomic`` -> ``dod.atomics`` (``_atomic.h`` -> ``atomics.h``), public now;
 * the engine struct of every owner, taken by address in Cython
   (``&owner.arena``, ``&owner.pool``, ``&owner.fl``, ``&owner.source``,
   ``&owner.guard``, ``&owner.cache``, ``&owner.segfit``) -> ``&owner.engine``,
@@ -44,6 +45,8 @@ WORDS = [
     (r"\bdod_atomic_cache", "dod_aa_cache"),
     (r"\bdod_atomic_arena", "dod_aa"),
     (r"\bdod_freelist_alloc\b", "dod_freelist_allocate"),
+    (r"\bdod\._atomic\b", "dod.atomics"),            # the atomics are public now
+    (r"\b_atomic\.(h|pxd)\b", r"atomics.\1"),
 ]
 
 ENGINE_ATTRS = ("arena", "pool", "fl", "source", "guard", "cache", "segfit")

@@ -13,7 +13,7 @@ from dod.bench._timing cimport now_ns_u64
 
 from dod.bench._threads cimport ThreadKernel
 from dod.bench._threads import malloc_kernel
-from dod._atomic cimport dod_atomic_fetch_add_u64, dod_atomic_load_u64
+from dod.atomics cimport dod_atomic_fetch_add_u64, dod_atomic_load_u64
 from dod.arena cimport Arena, dod_arena_push, dod_arena_reset
 from dod.atomic_arena cimport (AtomicArena, dod_aa, dod_aa_allocate,
                                dod_aa_free, dod_aa_cache, dod_aa_cache_allocate,

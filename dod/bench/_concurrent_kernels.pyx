@@ -27,7 +27,7 @@ from libc.string cimport memset
 from dod.bench._timing cimport now_ns_u64
 
 from dod.bench._threads cimport ThreadKernel
-from dod._atomic cimport dod_atomic_fetch_add_u64, dod_atomic_load_u64
+from dod.atomics cimport dod_atomic_fetch_add_u64, dod_atomic_load_u64
 from dod.lfpool cimport (LockFreePool, dod_lfpool, dod_lfpool_acquire, dod_lfpool_release,
                          dod_lfpool_cache, dod_lfpool_cache_init, dod_lfpool_cache_acquire,
                          dod_lfpool_cache_release, dod_lfpool_cache_flush)

@@ -21,7 +21,7 @@ from libc.stdint cimport uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from dod.bench._timing cimport now_ns_u64
 
-from dod._atomic cimport (dod_atomic_load_u64, dod_atomic_store_u64,
+from dod.atomics cimport (dod_atomic_load_u64, dod_atomic_store_u64,
                           dod_atomic_fetch_add_u64, dod_cpu_relax, dod_thread_yield)
 
 import threading

@@ -1,6 +1,6 @@
-/* dod/_atomic.h: every atomic operation and lock in dod, and nothing else.
+/* dod/atomics.h: every atomic operation and lock in dod, and nothing else.
  *
- * Cython code reaches these through dod/_atomic.pxd (cdef extern); no other
+ * Cython code reaches these through dod/atomics.pxd (cdef extern); no other
  * file in the tree spells an intrinsic. GCC/Clang __atomic builtins; the
  * 16-byte compare-and-swap of the tagged stack head is cmpxchg16b on x86-64
  * (-mcx16, linked with -latomic as gcc routes it through libatomic).

@@ -1,8 +1,14 @@
-# dod/_atomic.pxd: the declarations of dod/_atomic.h, the one place where
+# dod/atomics.pxd: the declarations of dod/atomics.h, the one place where
 # atomics and locks are spelled. See the header for memory orders.
+#
+# Public cimport API (``from dod.atomics cimport dod_atomic_fetch_add_u64``):
+# the atomics and the small mutex every dod engine is built on, for Cython
+# code that shares counters or state across nogil threads (dod's own
+# benchmark kernels use it this way). It was private (an underscore module)
+# until issue 11.
 from libc.stdint cimport uint32_t, uint64_t, int64_t, uintptr_t
 
-cdef extern from "_atomic.h" nogil:
+cdef extern from "atomics.h" nogil:
     uint64_t dod_atomic_load_u64(const uint64_t* p)
     uint64_t dod_atomic_load_relaxed_u64(const uint64_t* p)
     void dod_atomic_store_u64(uint64_t* p, uint64_t v)
