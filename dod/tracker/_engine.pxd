@@ -36,6 +36,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 
 from dod.arena cimport dod_arena, Arena
 from dod.table cimport dod_table, Table
+from dod.tracker.imm cimport dod_imm
 
 cdef enum:
     DOD_TRACKER_MAX_THREADS = 256   # most threads of one tick (TrackerConfig.threads)
@@ -114,6 +115,7 @@ ctypedef struct dod_tracker:
     uint32_t sort_every     # rows into spatial order every this many scans (0: never)
     uint32_t since_sort     # scans since the last spatial sort
     uint64_t sorts          # spatial sorts done
+    dod_imm imm             # motion="imm" (dod/tracker/imm.pxd; ZII: imm.models 0 is constant velocity)
 
 
 cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, double dt,
