@@ -245,7 +245,7 @@ class TrackerConfig:
     sort_every: int = 0
     parallel_min_rows: int = 512
     motion: str = "cv"
-    imm_q: tuple = (0.5, 20.0)
+    imm_q: tuple = (1.0, 20.0)
     turn_q: float = 1.0
     turn_rate_q: float = 0.01
     turn_rate_v0: float = 0.2
