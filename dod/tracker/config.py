@@ -249,7 +249,7 @@ class TrackerConfig:
     turn_q: float = 1.0
     turn_rate_q: float = 0.01
     turn_rate_v0: float = 0.2
-    imm_transition: tuple = ((0.97, 0.01, 0.02), (0.02, 0.95, 0.03), (0.02, 0.03, 0.95))
+    imm_transition: tuple = ((0.90, 0.05, 0.05), (0.05, 0.90, 0.05), (0.05, 0.05, 0.90))
     imm_mu0: tuple = (0.8, 0.1, 0.1)
 
     def __post_init__(self):
