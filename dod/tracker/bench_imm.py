@@ -1,0 +1,150 @@
+"""``python -m dod.tracker.bench --imm``: the IMM (motion="imm") against
+constant velocity, accuracy and tick time, in the same run on the same scans.
+
+Scenarios (:data:`dod.tracker.scenario.PRESETS`): ``manoeuvre`` (one scan
+a second, every target alternating straight legs and turns of 0.05-0.3
+rad/s) and ``straight`` (the same picture without turns); N targets, Pd
+0.9, Poisson clutter 0.2 N per scan. Per scenario and motion: GOSPA (c = 10
+m, mean over scans, confirmed tracks), ID switches and MOTA (py-motmetrics,
+when installed), the tick's median and p99 (ms, wall clock, every tick
+after ``warmup`` timed alone) and the Python memory blocks the ticks kept
+(sys.getallocatedblocks over the timed ticks: 0 is zero allocations per tick).
+
+Goals (issue 18, N = 1,000): manoeuvre GOSPA of the IMM >= 25 % lower than
+CV and its ID switches at most half of CV's; the IMM (3 models) tick <= 3x
+the CV tick; straight-line GOSPA within 3 % of CV; zero allocations per tick.
+
+Options: ``--sizes 1000``, ``--scans 300``, ``--warmup 20``, ``--seed 0``,
+``--threads 1``, ``--markdown``.
+"""
+import argparse
+import gc
+import os
+import sys
+import time
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")     # as dod.tracker.bench
+
+import numpy as np
+
+from dod.tracker import Tracker, TrackerConfig
+from dod.tracker.metrics import sparse_gospa
+from dod.tracker.scenario import PRESET_CONFIG, PRESETS, generate
+
+SCENARIOS = ("manoeuvre", "straight")
+MOTIONS = ("cv", "imm")
+
+
+def measure(n, scenario, motion, scans=300, warmup=20, seed=0, threads=1):
+    """One tracker over one scenario: a dict of gospa, switches, mota (None
+    without motmetrics), p50, p99 (ms), kept_blocks, confirmed."""
+    sc = generate(n, scans, seed=seed, **PRESETS[scenario])
+    cfg = TrackerConfig(motion=motion, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64),
+                        threads=threads, **PRESET_CONFIG[scenario])
+    t = Tracker(cfg)
+    tick = t.tick
+    ms = np.zeros(scans)
+    estimates = [None] * scans
+    kept = 0
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        for s, (z, dt) in enumerate(sc):
+            b0 = sys.getallocatedblocks()
+            t0 = time.perf_counter_ns()
+            tick(z, dt)
+            t1 = time.perf_counter_ns()
+            b1 = sys.getallocatedblocks()
+            if s >= warmup:
+                kept += b1 - b0
+            ms[s] = (t1 - t0) / 1e6
+            estimates[s] = t.confirmed_tracks()
+    finally:
+        if was:
+            gc.enable()
+    timed = ms[warmup:]
+    g = float(np.mean([sparse_gospa(tp, e[1]) for tp, e in zip(sc.truth_pos, estimates)]))
+    switches = mota = None
+    try:
+        from dod.tracker.metrics import mot_metrics
+        m = mot_metrics(sc, estimates)
+        switches, mota = int(m["num_switches"]), float(m["mota"])
+    except ImportError:
+        pass
+    return dict(gospa=g, switches=switches, mota=mota, p50=float(np.median(timed)),
+                p99=float(np.percentile(timed, 99)), kept_blocks=int(kept),
+                confirmed=int(t.counts()["confirmed"]))
+
+
+def run(sizes=(1000,), scans=300, warmup=20, seed=0, threads=1, markdown=False, out=print):
+    """Measure every size x scenario x motion; print the table and the goals; return the rows."""
+    rows = []
+    for n in sizes:
+        for scenario in SCENARIOS:
+            for motion in MOTIONS:
+                r = measure(n, scenario, motion, scans, warmup, seed, threads)
+                r.update(n=n, scenario=scenario, motion=motion)
+                rows.append(r)
+    cols = ["N", "scenario", "motion", "GOSPA", "ID switches", "MOTA", "tick p50", "tick p99",
+            "vs CV tick", "kept blocks"]
+    by = {(r["n"], r["scenario"], r["motion"]): r for r in rows}
+    lines = []
+    for r in rows:
+        cv = by[(r["n"], r["scenario"], "cv")]
+        lines.append([f"{r['n']:,}", r["scenario"], r["motion"], f"{r['gospa']:.3f}",
+                      "-" if r["switches"] is None else str(r["switches"]),
+                      "-" if r["mota"] is None else f"{r['mota']:.3f}",
+                      f"{r['p50']:.3f}", f"{r['p99']:.3f}", f"{r['p50'] / cv['p50']:.2f}x",
+                      str(r["kept_blocks"])])
+    head = (f"dod.tracker IMM vs CV: 2-D, Pd 0.9, clutter 0.2 N, one scan a second, {scans} scans "
+            f"(first {warmup} not timed), threads={threads}; tick in ms")
+    if markdown:
+        out(f"**{head}**")
+        out("")
+        out("| " + " | ".join(cols) + " |")
+        out("|" + "---:|" * len(cols))
+        for line in lines:
+            out("| " + " | ".join(line) + " |")
+    else:
+        out(head)
+        w = [max(len(c), *(len(line[i]) for line in lines)) for i, c in enumerate(cols)]
+        out("  ".join(c.rjust(w[i]) for i, c in enumerate(cols)))
+        for line in lines:
+            out("  ".join(v.rjust(w[i]) for i, v in enumerate(line)))
+    for n in sizes:
+        mc, mi = by[(n, "manoeuvre", "cv")], by[(n, "manoeuvre", "imm")]
+        sc_, si = by[(n, "straight", "cv")], by[(n, "straight", "imm")]
+        goals = [f"N={n} manoeuvre: IMM GOSPA {100 * (1 - mi['gospa'] / mc['gospa']):.1f}% lower than CV "
+                 "(goal >= 25%)"]
+        if mi["switches"] is not None:
+            goals.append(f"N={n} manoeuvre: ID switches IMM/CV = {mi['switches']}/{mc['switches']} = "
+                         f"{mi['switches'] / max(1, mc['switches']):.2f} (goal <= 0.5)")
+        goals.append(f"N={n}: IMM tick / CV tick = {mi['p50'] / mc['p50']:.2f}x (manoeuvre), "
+                     f"{si['p50'] / sc_['p50']:.2f}x (straight) (goal <= 3)")
+        goals.append(f"N={n} straight: IMM GOSPA {100 * (si['gospa'] / sc_['gospa'] - 1):+.1f}% vs CV "
+                     "(goal within +3%)")
+        goals.append(f"N={n}: blocks kept by the timed ticks: " +
+                     ", ".join(f"{r['scenario']}/{r['motion']} {r['kept_blocks']}"
+                               for r in rows if r["n"] == n) + " (goal 0)")
+        for g in goals:
+            out(("- " if markdown else "") + g)
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m dod.tracker.bench --imm", description=__doc__.split("\n")[0])
+    p.add_argument("--sizes", default="1000")
+    p.add_argument("--scans", type=int, default=300)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--markdown", action="store_true")
+    a = p.parse_args(argv)
+    sizes = tuple(int(s) for s in a.sizes.split(",") if s)
+    if not sizes or any(s < 1 for s in sizes) or a.scans <= a.warmup or a.warmup < 0:
+        p.error("need sizes >= 1 and scans > warmup >= 0")
+    run(sizes, a.scans, a.warmup, a.seed, a.threads, a.markdown)
+
+
+if __name__ == "__main__":
+    main()
