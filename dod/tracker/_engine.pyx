@@ -471,8 +471,11 @@ cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, 
     cdef double r2 = t.r * t.r, hmax, v
     cdef size_t ti
     for ti in range(row0, row1):
-        if t.imm.models:            # mix, predict each model, combine into x, P
-            dod_imm_predict(&t.imm, ti, c.x + ti * n, c.P + ti * n * n, dim, dt)
+        if t.imm.models:            # mix, predict each model, combine into x, P (constant d: unrolled)
+            if dim == 2:
+                dod_imm_predict(&t.imm, ti, c.x + ti * 4, c.P + ti * 16, 2, dt)
+            else:
+                dod_imm_predict(&t.imm, ti, c.x + ti * 6, c.P + ti * 36, 3, dt)
         elif dim == 2:
             dod_kalman_predict(c.x + ti * 4, c.P + ti * 16, 2, dt, t.q)
         else:
@@ -503,8 +506,10 @@ cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t
     for ti in range(row0, row1):
         j = k.track_det[ti]
         if j >= 0:
-            if t.imm.models:        # every model, then the probabilities and the combination
-                dod_imm_update(&t.imm, ti, k.z + j * t.dim, r2, c.x + ti * t.n, c.P + ti * t.n * t.n, t.dim)
+            if t.imm.models and t.dim == 2:     # every model, the probabilities, the combination
+                dod_imm_update(&t.imm, ti, k.z + j * 2, r2, c.x + ti * 4, c.P + ti * 16, 2)
+            elif t.imm.models:
+                dod_imm_update(&t.imm, ti, k.z + j * 3, r2, c.x + ti * 6, c.P + ti * 36, 3)
             elif t.dim == 2:
                 dod_kalman_update(c.x + ti * 4, c.P + ti * 16, k.z + j * 2, k.Si + ti * 4, 2, r2)
             else:

@@ -20,7 +20,8 @@
 # One scan of a track (rows of dod_imm's columns mu [3], xm [3, N], Pm [3, N, N]):
 #   predict:  c_j = sum_i T[i, j] mu_i (the predicted model probabilities, kept
 #             in mu), mixing weights w_ij = T[i, j] mu_i / c_j (mu_i when c_j = 0),
-#             x0_j = sum_i w_ij x_i, P0_j = sum_i w_ij (P_i + (x_i - x0_j)(x_i - x0_j)'),
+#             x0_j = sum_i w_ij x_i, P0_j = sum_i w_ij (P_i + (x_i - x0_j)(x_i - x0_j)')
+#             (computed about model 0's state, see dod_imm_predict),
 #             then each model predicts its mixed state; the combination
 #             x = sum_j c_j x_j, P = sum_j c_j (P_j + (x_j - x)(x_j - x)') (its
 #             position-velocity part) goes to the track's x and P, which
@@ -63,87 +64,109 @@ ctypedef struct dod_imm:
     double* Pm                  # column [capacity, 3, N, N]
 
 
-cdef inline void _dod_imm_turn_terms(double w, double dt, double* A, double* B, double* dA,
-                                     double* dB) noexcept nogil:
-    """A = sin(w dt)/w, B = (1 - cos(w dt))/w and their derivatives in w."""
-    cdef double th = w * dt, t2 = th * th, s, co
+cdef inline void _dod_imm_turn_terms(double w, double dt, double s, double co, double* A, double* B,
+                                     double* dA, double* dB) noexcept nogil:
+    """A = sin(w dt)/w, B = (1 - cos(w dt))/w and their derivatives in w
+    (s, co: sin and cos of w dt)."""
+    cdef double th = w * dt, t2 = th * th
     if th < 1e-3 and th > -1e-3:
         A[0] = dt * (1.0 - t2 / 6.0 + t2 * t2 / 120.0)
         B[0] = dt * th * (0.5 - t2 / 24.0 + t2 * t2 / 720.0)
         dA[0] = dt * dt * th * (-1.0 / 3.0 + t2 / 30.0)
         dB[0] = dt * dt * (0.5 - t2 / 8.0 + t2 * t2 / 144.0)
         return
-    s = sin(th)
-    co = cos(th)
     A[0] = s / w
     B[0] = (1.0 - co) / w
     dA[0] = (dt * co * w - s) / (w * w)
     dB[0] = (dt * s * w - (1.0 - co)) / (w * w)
 
 
+cdef inline void _dod_imm_propagate(double* P, int N, const int* gi, const int* gk, const double* gv,
+                                    int ng) noexcept nogil:
+    """P = F P F' for F = I + G, G given by its ng nonzeros (gi, gk, gv):
+    FP = P + G P row by row, then F P F' = FP + FP G' column by column, so
+    the cost is 2 N (N + ng), not 2 N^3. Keeps P exactly symmetric."""
+    cdef double FP[DOD_IMM_MAXN * DOD_IMM_MAXN]
+    cdef int i, j, e
+    for i in range(N * N):
+        FP[i] = P[i]
+    for e in range(ng):
+        for j in range(N):
+            FP[gi[e] * N + j] += gv[e] * P[gk[e] * N + j]
+    for i in range(N * N):
+        P[i] = FP[i]
+    for e in range(ng):
+        for i in range(N):
+            P[i * N + gi[e]] += gv[e] * FP[i * N + gk[e]]
+    for i in range(N):
+        for j in range(i + 1, N):
+            P[j * N + i] = P[i * N + j] = 0.5 * (P[i * N + j] + P[j * N + i])
+
+
 cdef inline void dod_imm_model_predict(double* x, double* P, int d, int model, double dt,
                                        const dod_imm* m) noexcept nogil:
     """Predict one model's state (N = 2d + 1) in place: x = f(x), P = F P F' + Q."""
-    cdef int N = 2 * d + 1, i, j, k, a
-    cdef double F[DOD_IMM_MAXN * DOD_IMM_MAXN]
-    cdef double FP[DOD_IMM_MAXN * DOD_IMM_MAXN]
-    cdef double A, B, dA, dB, s, co, vx, vy, q, v
-    for i in range(N * N):
-        F[i] = 0.0
-    for i in range(N):
-        F[i * N + i] = 1.0
+    cdef int N = 2 * d + 1, a, i, ng = 0
+    cdef int gi[13]
+    cdef int gk[13]
+    cdef double gv[13]
+    cdef double A, B, dA, dB, s, co, vx, vy, q
     if model < 2:
         q = m.q[model]
-        for a in range(d):
-            F[a * N + d + a] = dt
+        for a in range(d):              # position += dt velocity
             x[a] += dt * x[d + a]
     else:
         q = m.q[2]
-        _dod_imm_turn_terms(x[N - 1], dt, &A, &B, &dA, &dB)
         s = sin(x[N - 1] * dt)
         co = cos(x[N - 1] * dt)
+        _dod_imm_turn_terms(x[N - 1], dt, s, co, &A, &B, &dA, &dB)
         vx = x[d]
         vy = x[d + 1]
-        F[0 * N + d] = A
-        F[0 * N + d + 1] = -B
-        F[1 * N + d] = B
-        F[1 * N + d + 1] = A
-        F[d * N + d] = co
-        F[d * N + d + 1] = -s
-        F[(d + 1) * N + d] = s
-        F[(d + 1) * N + d + 1] = co
-        F[0 * N + N - 1] = dA * vx - dB * vy
-        F[1 * N + N - 1] = dB * vx + dA * vy
-        F[d * N + N - 1] = -dt * s * vx - dt * co * vy
-        F[(d + 1) * N + N - 1] = dt * co * vx - dt * s * vy
+        # G = F - I: the rows of px, py, vx, vy (columns vx, vy, w), and pz += dt vz in 3-D
+        gi[0] = 0; gk[0] = d; gv[0] = A
+        gi[1] = 0; gk[1] = d + 1; gv[1] = -B
+        gi[2] = 0; gk[2] = N - 1; gv[2] = dA * vx - dB * vy
+        gi[3] = 1; gk[3] = d; gv[3] = B
+        gi[4] = 1; gk[4] = d + 1; gv[4] = A
+        gi[5] = 1; gk[5] = N - 1; gv[5] = dB * vx + dA * vy
+        gi[6] = d; gk[6] = d; gv[6] = co - 1.0
+        gi[7] = d; gk[7] = d + 1; gv[7] = -s
+        gi[8] = d; gk[8] = N - 1; gv[8] = -dt * s * vx - dt * co * vy
+        gi[9] = d + 1; gk[9] = d; gv[9] = s
+        gi[10] = d + 1; gk[10] = d + 1; gv[10] = co - 1.0
+        gi[11] = d + 1; gk[11] = N - 1; gv[11] = dt * co * vx - dt * s * vy
+        ng = 12
+        if d == 3:
+            gi[12] = 2; gk[12] = 5; gv[12] = dt
+            ng = 13
         x[0] += A * vx - B * vy
         x[1] += B * vx + A * vy
         x[d] = co * vx - s * vy
         x[d + 1] = s * vx + co * vy
         if d == 3:
-            F[2 * N + 5] = dt
             x[2] += dt * x[5]
-    for i in range(N):                  # FP = F P
-        for j in range(N):
-            v = 0.0
-            for k in range(N):
-                v += F[i * N + k] * P[k * N + j]
-            FP[i * N + j] = v
-    for i in range(N):                  # P = FP F' (upper triangle, mirrored)
-        for j in range(i, N):
-            v = 0.0
-            for k in range(N):
-                v += FP[i * N + k] * F[j * N + k]
-            P[i * N + j] = v
+    if model < 2:
+        # F = I + dt (velocity into position): rows a < d read rows d + a and
+        # columns a < d read columns d + a, which those passes leave alone,
+        # so F P F' is formed in place; the upper triangle is mirrored.
+        for a in range(d):
+            for i in range(N):
+                P[a * N + i] += dt * P[(d + a) * N + i]
+        for a in range(d):
+            for i in range(N):
+                P[i * N + a] += dt * P[i * N + d + a]
+        for i in range(N):
+            for ng in range(i):
+                P[i * N + ng] = P[ng * N + i]
+    else:
+        _dod_imm_propagate(P, N, gi, gk, gv, ng)
     for a in range(d):
         P[a * N + a] += q * dt * dt * dt / 3.0
         P[a * N + d + a] += q * dt * dt / 2.0
+        P[(d + a) * N + a] += q * dt * dt / 2.0
         P[(d + a) * N + d + a] += q * dt
     if model == 2:
         P[N * N - 1] += m.qw * dt
-    for i in range(N):
-        for j in range(i):
-            P[i * N + j] = P[j * N + i]
 
 
 cdef inline double dod_imm_position_update(double* x, double* P, int N, const double* z, int d,
@@ -226,7 +249,7 @@ cdef inline double dod_imm_position_update(double* x, double* P, int N, const do
 cdef inline void dod_imm_combine(const dod_imm* m, size_t row, double* x, double* P, int d) noexcept nogil:
     """The mixture of the row's models, weighted by mu: its position-velocity
     part into x (2d values) and P (2d x 2d)."""
-    cdef int N = m.N, n = 2 * d, j, a, b
+    cdef int N = 2 * d + 1, n = 2 * d, j, a, b
     cdef const double* mu = m.mu + row * DOD_IMM_MODELS
     cdef const double* xm = m.xm + row * DOD_IMM_MODELS * N
     cdef const double* Pm = m.Pm + row * DOD_IMM_MODELS * N * N
@@ -252,16 +275,24 @@ cdef inline void dod_imm_combine(const dod_imm* m, size_t row, double* x, double
 cdef inline void dod_imm_predict(const dod_imm* m, size_t row, double* x, double* P, int d,
                                  double dt) noexcept nogil:
     """Mix, predict every model, keep the predicted model probabilities in
-    mu, and write the combined prediction into x, P (the track's columns)."""
-    cdef int N = m.N, NN = m.N * m.N, i, j, a, b
+    mu, and write the combined prediction into x, P (the track's columns).
+
+    The mixing spreads are taken about model 0's state: with D_i = x_i - x_0
+    and e_j = x0_j - x_0 = sum_i w_ij D_i,
+    sum_i w_ij (P_i + (x_i - x0_j)(x_i - x0_j)') = sum_i w_ij (P_i + D_i D_i') - e_j e_j',
+    so P_i + D_i D_i' is formed once per model, not once per pair (the
+    models' states are close: no cancellation worth the name)."""
+    cdef int N = 2 * d + 1, NN = (2 * d + 1) * (2 * d + 1), i, j, a, b
     cdef double* mu = m.mu + row * DOD_IMM_MODELS
     cdef double* xm = m.xm + row * DOD_IMM_MODELS * N
     cdef double* Pm = m.Pm + row * DOD_IMM_MODELS * NN
     cdef double c[DOD_IMM_MODELS]
-    cdef double w[DOD_IMM_MODELS]
-    cdef double x0[DOD_IMM_MODELS * DOD_IMM_MAXN]
-    cdef double P0[DOD_IMM_MODELS * DOD_IMM_MAXN * DOD_IMM_MAXN]
-    cdef double v, ct = 0.0
+    cdef double w[DOD_IMM_MODELS * DOD_IMM_MODELS]     # w[j * 3 + i]
+    cdef double xb[DOD_IMM_MAXN]
+    cdef double D[DOD_IMM_MODELS * DOD_IMM_MAXN]
+    cdef double S[DOD_IMM_MODELS * DOD_IMM_MAXN * DOD_IMM_MAXN]
+    cdef double e[DOD_IMM_MAXN]
+    cdef double v, ct = 0.0, inv
     for j in range(DOD_IMM_MODELS):
         v = 0.0
         for i in range(DOD_IMM_MODELS):
@@ -269,28 +300,42 @@ cdef inline void dod_imm_predict(const dod_imm* m, size_t row, double* x, double
         c[j] = v
         ct += v
     for j in range(DOD_IMM_MODELS):
-        for i in range(DOD_IMM_MODELS):
-            w[i] = m.trans[i * DOD_IMM_MODELS + j] * mu[i] / c[j] if c[j] > 0.0 else mu[i]
+        if c[j] > 0.0:
+            inv = 1.0 / c[j]
+            for i in range(DOD_IMM_MODELS):
+                w[j * DOD_IMM_MODELS + i] = m.trans[i * DOD_IMM_MODELS + j] * mu[i] * inv
+        else:
+            for i in range(DOD_IMM_MODELS):
+                w[j * DOD_IMM_MODELS + i] = mu[i]
+    for a in range(N):
+        xb[a] = xm[a]
+    for i in range(DOD_IMM_MODELS):
+        for a in range(N):
+            D[i * N + a] = xm[i * N + a] - xb[a]
+        for a in range(N):
+            for b in range(a, N):
+                S[i * NN + a * N + b] = Pm[i * NN + a * N + b] + D[i * N + a] * D[i * N + b]
+    for j in range(DOD_IMM_MODELS):
         for a in range(N):
             v = 0.0
             for i in range(DOD_IMM_MODELS):
-                v += w[i] * xm[i * N + a]
-            x0[j * N + a] = v
+                v += w[j * DOD_IMM_MODELS + i] * D[i * N + a]
+            e[a] = v
+            xm[j * N + a] = xb[a] + v
         for a in range(N):
             for b in range(a, N):
                 v = 0.0
                 for i in range(DOD_IMM_MODELS):
-                    v += w[i] * (Pm[i * NN + a * N + b]
-                                 + (xm[i * N + a] - x0[j * N + a]) * (xm[i * N + b] - x0[j * N + b]))
-                P0[j * NN + a * N + b] = v
-                P0[j * NN + b * N + a] = v
-    for j in range(DOD_IMM_MODELS):
-        for a in range(N):
-            xm[j * N + a] = x0[j * N + a]
-        for a in range(NN):
-            Pm[j * NN + a] = P0[j * NN + a]
-        dod_imm_model_predict(xm + j * N, Pm + j * NN, d, j, dt, m)
+                    v += w[j * DOD_IMM_MODELS + i] * S[i * NN + a * N + b]
+                v -= e[a] * e[b]
+                Pm[j * NN + a * N + b] = v
+                Pm[j * NN + b * N + a] = v
         mu[j] = c[j] / ct if ct > 0.0 else c[j]
+    # one call per model with a constant model number: gcc folds the model's
+    # branch and its sparse Jacobian's indices, and unrolls the loops
+    dod_imm_model_predict(xm, Pm, d, 0, dt, m)
+    dod_imm_model_predict(xm + N, Pm + NN, d, 1, dt, m)
+    dod_imm_model_predict(xm + 2 * N, Pm + 2 * NN, d, 2, dt, m)
     dod_imm_combine(m, row, x, P, d)
 
 
@@ -298,7 +343,7 @@ cdef inline void dod_imm_update(const dod_imm* m, size_t row, const double* z, d
                                 double* P, int d) noexcept nogil:
     """Update every model of the row with detection z, the model
     probabilities with their likelihoods, and write the combination into x, P."""
-    cdef int N = m.N, NN = m.N * m.N, j
+    cdef int N = 2 * d + 1, NN = (2 * d + 1) * (2 * d + 1), j
     cdef double* mu = m.mu + row * DOD_IMM_MODELS
     cdef double ll[DOD_IMM_MODELS]
     cdef double best = -INFINITY, s = 0.0
@@ -321,7 +366,7 @@ cdef inline void dod_imm_birth(const dod_imm* m, size_t row, const double* x, co
                                int d) noexcept nogil:
     """Set every model of a newborn row from its CV state x (2d) and P (2d x 2d):
     turn rate 0 with variance w0var, probabilities mu0."""
-    cdef int N = m.N, NN = m.N * m.N, n = 2 * d, j, a, b
+    cdef int N = 2 * d + 1, NN = (2 * d + 1) * (2 * d + 1), n = 2 * d, j, a, b
     cdef double* xm
     cdef double* Pm
     for j in range(DOD_IMM_MODELS):

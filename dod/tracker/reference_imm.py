@@ -98,7 +98,7 @@ def predict(mu, xm, Pm, d, dt, cfg):
     T = np.asarray(cfg.imm_transition, dtype=np.float64)
     c = mu @ T                                          # c_j = sum_i T_ij mu_i
     with np.errstate(invalid="ignore", divide="ignore"):
-        wmix = mu[:, :, None] * T[None, :, :] / c[:, None, :]      # [k, i, j]
+        wmix = mu[:, :, None] * T[None, :, :] * (1.0 / c[:, None, :])      # [k, i, j]
     wmix = np.where(c[:, None, :] > 0.0, wmix, mu[:, :, None])
     x0 = np.einsum("kij,kia->kja", wmix, xm)
     dx = xm[:, :, None, :] - x0[:, None, :, :]                  # [k, i, j, a]
