@@ -81,40 +81,27 @@ cdef inline void _dod_imm_turn_terms(double w, double dt, double s, double co, d
     dB[0] = (dt * s * w - (1.0 - co)) / (w * w)
 
 
-cdef inline void _dod_imm_propagate(double* P, int N, const int* gi, const int* gk, const double* gv,
-                                    int ng) noexcept nogil:
-    """P = F P F' for F = I + G, G given by its ng nonzeros (gi, gk, gv):
-    FP = P + G P row by row, then F P F' = FP + FP G' column by column, so
-    the cost is 2 N (N + ng), not 2 N^3. Keeps P exactly symmetric."""
-    cdef double FP[DOD_IMM_MAXN * DOD_IMM_MAXN]
-    cdef int i, j, e
-    for i in range(N * N):
-        FP[i] = P[i]
-    for e in range(ng):
-        for j in range(N):
-            FP[gi[e] * N + j] += gv[e] * P[gk[e] * N + j]
-    for i in range(N * N):
-        P[i] = FP[i]
-    for e in range(ng):
-        for i in range(N):
-            P[i * N + gi[e]] += gv[e] * FP[i * N + gk[e]]
-    for i in range(N):
-        for j in range(i + 1, N):
-            P[j * N + i] = P[i * N + j] = 0.5 * (P[i * N + j] + P[j * N + i])
-
-
 cdef inline void dod_imm_model_predict(double* x, double* P, int d, int model, double dt,
                                        const dod_imm* m) noexcept nogil:
-    """Predict one model's state (N = 2d + 1) in place: x = f(x), P = F P F' + Q."""
-    cdef int N = 2 * d + 1, a, i, ng = 0
-    cdef int gi[13]
-    cdef int gk[13]
-    cdef double gv[13]
-    cdef double A, B, dA, dB, s, co, vx, vy, q
+    """Predict one model's state (N = 2d + 1) in place: x = f(x), P = F P F' + Q.
+
+    F differs from I only in a few rows (CV: position += dt velocity; the
+    turn: px, py, vx, vy from vx, vy, w, and pz += dt vz in 3-D), so F P is
+    formed in place row-wise and (F P) F' column-wise, each entry reading
+    only rows (columns) that its pass has not yet written; the upper
+    triangle is then mirrored (P stays exactly symmetric)."""
+    cdef int N = 2 * d + 1, a, i, j
+    cdef double A, B, dA, dB, s, co, vx, vy, q, g0, g1, g2, g3, pv, pu, pw
     if model < 2:
         q = m.q[model]
         for a in range(d):              # position += dt velocity
             x[a] += dt * x[d + a]
+        for a in range(d):
+            for i in range(N):
+                P[a * N + i] += dt * P[(d + a) * N + i]
+        for a in range(d):
+            for i in range(N):
+                P[i * N + a] += dt * P[i * N + d + a]
     else:
         q = m.q[2]
         s = sin(x[N - 1] * dt)
@@ -122,44 +109,40 @@ cdef inline void dod_imm_model_predict(double* x, double* P, int d, int model, d
         _dod_imm_turn_terms(x[N - 1], dt, s, co, &A, &B, &dA, &dB)
         vx = x[d]
         vy = x[d + 1]
-        # G = F - I: the rows of px, py, vx, vy (columns vx, vy, w), and pz += dt vz in 3-D
-        gi[0] = 0; gk[0] = d; gv[0] = A
-        gi[1] = 0; gk[1] = d + 1; gv[1] = -B
-        gi[2] = 0; gk[2] = N - 1; gv[2] = dA * vx - dB * vy
-        gi[3] = 1; gk[3] = d; gv[3] = B
-        gi[4] = 1; gk[4] = d + 1; gv[4] = A
-        gi[5] = 1; gk[5] = N - 1; gv[5] = dB * vx + dA * vy
-        gi[6] = d; gk[6] = d; gv[6] = co - 1.0
-        gi[7] = d; gk[7] = d + 1; gv[7] = -s
-        gi[8] = d; gk[8] = N - 1; gv[8] = -dt * s * vx - dt * co * vy
-        gi[9] = d + 1; gk[9] = d; gv[9] = s
-        gi[10] = d + 1; gk[10] = d + 1; gv[10] = co - 1.0
-        gi[11] = d + 1; gk[11] = N - 1; gv[11] = dt * co * vx - dt * s * vy
-        ng = 12
-        if d == 3:
-            gi[12] = 2; gk[12] = 5; gv[12] = dt
-            ng = 13
+        # the Jacobian's turn-rate column (rows px, py, vx, vy)
+        g0 = dA * vx - dB * vy
+        g1 = dB * vx + dA * vy
+        g2 = -dt * s * vx - dt * co * vy
+        g3 = dt * co * vx - dt * s * vy
         x[0] += A * vx - B * vy
         x[1] += B * vx + A * vy
         x[d] = co * vx - s * vy
         x[d + 1] = s * vx + co * vy
         if d == 3:
             x[2] += dt * x[5]
-    if model < 2:
-        # F = I + dt (velocity into position): rows a < d read rows d + a and
-        # columns a < d read columns d + a, which those passes leave alone,
-        # so F P F' is formed in place; the upper triangle is mirrored.
-        for a in range(d):
-            for i in range(N):
-                P[a * N + i] += dt * P[(d + a) * N + i]
-        for a in range(d):
-            for i in range(N):
-                P[i * N + a] += dt * P[i * N + d + a]
-        for i in range(N):
-            for ng in range(i):
-                P[i * N + ng] = P[ng * N + i]
-    else:
-        _dod_imm_propagate(P, N, gi, gk, gv, ng)
+        for j in range(N):              # F P: rows 0, 1, d, d+1 (and 2) of column j
+            pv = P[d * N + j]
+            pu = P[(d + 1) * N + j]
+            pw = P[(N - 1) * N + j]
+            P[j] += A * pv - B * pu + g0 * pw
+            P[N + j] += B * pv + A * pu + g1 * pw
+            P[d * N + j] = co * pv - s * pu + g2 * pw
+            P[(d + 1) * N + j] = s * pv + co * pu + g3 * pw
+            if d == 3:
+                P[2 * N + j] += dt * P[5 * N + j]
+        for i in range(N):              # (F P) F': columns 0, 1, d, d+1 (and 2) of row i
+            pv = P[i * N + d]
+            pu = P[i * N + d + 1]
+            pw = P[i * N + N - 1]
+            P[i * N] += A * pv - B * pu + g0 * pw
+            P[i * N + 1] += B * pv + A * pu + g1 * pw
+            P[i * N + d] = co * pv - s * pu + g2 * pw
+            P[i * N + d + 1] = s * pv + co * pu + g3 * pw
+            if d == 3:
+                P[i * N + 2] += dt * P[i * N + 5]
+    for i in range(N):
+        for j in range(i):
+            P[i * N + j] = P[j * N + i]
     for a in range(d):
         P[a * N + a] += q * dt * dt * dt / 3.0
         P[a * N + d + a] += q * dt * dt / 2.0
