@@ -401,3 +401,19 @@ def test_manoeuvre_scenario_turns_within_the_rates_and_keeps_speed():
         next(iter_scans(5, 5, manoeuvre=1.5))
     with pytest.raises(ValueError):
         next(iter_scans(5, 5, manoeuvre=0.5, turn_rate=(0.3, 0.1)))
+
+
+def test_demo_runs_the_manoeuvre_scenario_with_the_imm():
+    import io
+
+    from dod.tracker import demo
+
+    out = io.StringIO()
+    assert demo.main(["--scenario", "manoeuvre", "--fast", "--no-live", "--duration", "20",
+                      "--targets", "30"], out=out) == 0
+    text = out.getvalue()
+    assert "scenario manoeuvre; motion imm" in text and "20 scans" in text
+    run = demo.DemoRun(targets=20, duration=10, fast=True, scenario="manoeuvre", motion="cv")
+    assert run.config.motion == "cv" and run.dt == 1.0 and run.total == 10
+    with pytest.raises(ValueError):
+        demo.DemoRun(targets=20, scenario="spiral")

@@ -8,7 +8,8 @@
 #         rc = dod_tracker_tick(&t.engine, dets, n_dets, dt, &scratch.engine)
 #
 # Storage: the tracks are the rows of a dod Table (dod/table.pxd), columns
-# id, x, P, hits, misses, age, history, state, score, score_max; `cols`
+# id, x, P, hits, misses, age, history, state, score, score_max (and with
+# motion="imm" mu, xm, Pm, whose pointers live in `imm`: imm.pxd); `cols`
 # caches their base pointers (table columns never move) and the live count
 # is table.count. Two-point initiation keeps the detections waiting for a
 # partner in a second table (`singles`, one column z, max_detections rows).

@@ -1,7 +1,9 @@
 """The tracker's tick and its owner: one nogil call per scan.
 
 The tick composes three engines, each in its own module: the Kalman algebra
-(``dod/tracker/kalman.pxd``: predict, innovation inverse, Joseph update),
+(``dod/tracker/kalman.pxd``: predict, innovation inverse, Joseph update;
+with motion="imm" the IMM's in ``dod/tracker/imm.pxd`` predicts and updates
+instead, writing the models' combination where the CV state lives),
 the spatial index (``dod/tracker/grid.pxd``: a hashed uniform grid of the
 detections) and the assignment solver (``dod.tracker.assignment``). Reading
 order here: the per-tick scratch layout, one association stage (gate through
@@ -1140,7 +1142,8 @@ if sizeof(dod_tick_counts) != len(COUNT_NAMES) * sizeof(uint64_t) or sizeof(size
 
 @cython.final
 cdef class Tracker:
-    """A constant-velocity multi-target tracker (global nearest neighbour).
+    """A constant-velocity (or, with ``motion="imm"``, interacting multiple
+    model) multi-target tracker (global nearest neighbour).
 
     Tracker(config=None, *, scratch=None, **overrides)
 
@@ -1342,7 +1345,8 @@ cdef class Tracker:
 
     def column(self, name):
         """Read-only view of the live rows of a column: id, x, P, hits,
-        misses, age, history, state, score or score_max. Rows reorder when tracks die (the
+        misses, age, history, state, score or score_max (and, with
+        motion="imm", mu, xm, Pm: see track_schema). Rows reorder when tracks die (the
         last row moves into the hole): match rows by id or handle. The view
         shows the rows live when it was made, and stays safe to read (the
         table's memory never moves and lives as long as the view)."""
