@@ -3,7 +3,8 @@
 # track's row (no allocation, no GIL, no checks).
 #
 #     from dod.tracker.imm cimport (dod_imm, dod_imm_predict, dod_imm_update,
-#                                   dod_imm_birth, dod_imm_position_update)
+#                                   dod_imm_birth, dod_imm_position_update,
+#                                   dod_imm_weigh, dod_imm_model_x, dod_imm_model_P)
 #
 # Models (DOD_IMM_MODELS = 3), each over the same state of N = 2d + 1 values
 # (position, velocity, turn rate w):
@@ -322,17 +323,26 @@ cdef inline void dod_imm_predict(const dod_imm* m, size_t row, double* x, double
     dod_imm_combine(m, row, x, P, d)
 
 
-cdef inline void dod_imm_update(const dod_imm* m, size_t row, const double* z, double r2, double* x,
-                                double* P, int d) noexcept nogil:
-    """Update every model of the row with detection z, the model
-    probabilities with their likelihoods, and write the combination into x, P."""
-    cdef int N = 2 * d + 1, NN = (2 * d + 1) * (2 * d + 1), j
+cdef inline double* dod_imm_model_x(const dod_imm* m, size_t row, int j, int d) noexcept nogil:
+    """Model j's state of the row (2d + 1 values)."""
+    return m.xm + (row * DOD_IMM_MODELS + j) * (2 * d + 1)
+
+
+cdef inline double* dod_imm_model_P(const dod_imm* m, size_t row, int j, int d) noexcept nogil:
+    """Model j's covariance of the row ((2d + 1) x (2d + 1))."""
+    return m.Pm + (row * DOD_IMM_MODELS + j) * (2 * d + 1) * (2 * d + 1)
+
+
+cdef inline void dod_imm_weigh(const dod_imm* m, size_t row, double* ll, double* x, double* P,
+                               int d) noexcept nogil:
+    """After every model of the row took the detection (ll[j] its log-likelihood,
+    -INFINITY for a model that could not): mu_j = c_j L_j / sum_k c_k L_k
+    (unchanged when no likelihood is finite or all underflow), and the
+    combination into x, P. ll is overwritten."""
     cdef double* mu = m.mu + row * DOD_IMM_MODELS
-    cdef double ll[DOD_IMM_MODELS]
     cdef double best = -INFINITY, s = 0.0
+    cdef int j
     for j in range(DOD_IMM_MODELS):
-        ll[j] = dod_imm_position_update(m.xm + (row * DOD_IMM_MODELS + j) * N,
-                                        m.Pm + (row * DOD_IMM_MODELS + j) * NN, N, z, d, r2)
         if ll[j] > best:
             best = ll[j]
     if isfinite(best):
@@ -343,6 +353,20 @@ cdef inline void dod_imm_update(const dod_imm* m, size_t row, const double* z, d
             for j in range(DOD_IMM_MODELS):
                 mu[j] = ll[j] / s
     dod_imm_combine(m, row, x, P, d)
+
+
+cdef inline void dod_imm_update(const dod_imm* m, size_t row, const double* z, double r2, double* x,
+                                double* P, int d) noexcept nogil:
+    """Update every model of the row with position z (dod_imm_position_update),
+    then the probabilities and the combination (dod_imm_weigh). Another
+    measurement (range-bearing EKF) composes the same way: its update per
+    model on dod_imm_model_x/_P, then dod_imm_weigh."""
+    cdef int N = 2 * d + 1, j
+    cdef double ll[DOD_IMM_MODELS]
+    for j in range(DOD_IMM_MODELS):
+        ll[j] = dod_imm_position_update(dod_imm_model_x(m, row, j, d), dod_imm_model_P(m, row, j, d),
+                                        N, z, d, r2)
+    dod_imm_weigh(m, row, ll, x, P, d)
 
 
 cdef inline void dod_imm_birth(const dod_imm* m, size_t row, const double* x, const double* P,
