@@ -417,3 +417,16 @@ def test_demo_runs_the_manoeuvre_scenario_with_the_imm():
     assert run.config.motion == "cv" and run.dt == 1.0 and run.total == 10
     with pytest.raises(ValueError):
         demo.DemoRun(targets=20, scenario="spiral")
+
+
+def test_bench_imm_table_runs_both_motions_on_both_scenarios():
+    from dod.tracker import bench_imm
+
+    lines = []
+    rows = bench_imm.run((30,), scans=25, warmup=5, out=lines.append)
+    assert {(r["scenario"], r["motion"]) for r in rows} == {
+        (s, m) for s in ("manoeuvre", "straight") for m in ("cv", "imm")}
+    for r in rows:
+        assert r["gospa"] > 0 and r["cpu50"] > 0 and isinstance(r["kept_blocks"], int)
+    text = "\n".join(lines)
+    assert "IMM GOSPA" in text and "goal <= 3" in text and "(goal 0)" in text

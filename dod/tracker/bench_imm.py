@@ -30,6 +30,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")     # as dod.tracker.bench
 
 import numpy as np
 
+from dod._report import table
 from dod.tracker import Tracker, TrackerConfig
 from dod.tracker.metrics import sparse_gospa
 from dod.tracker.scenario import PRESET_CONFIG, PRESETS, generate
@@ -108,19 +109,8 @@ def run(sizes=(1000,), scans=300, warmup=20, seed=0, threads=1, markdown=False, 
                       str(r["kept_blocks"])])
     head = (f"dod.tracker IMM vs CV: 2-D, Pd 0.9, clutter 0.2 N, one scan a second, {scans} scans "
             f"(first {warmup} not timed), threads={threads}; tick in ms")
-    if markdown:
-        out(f"**{head}**")
-        out("")
-        out("| " + " | ".join(cols) + " |")
-        out("|" + "---:|" * len(cols))
-        for line in lines:
-            out("| " + " | ".join(line) + " |")
-    else:
-        out(head)
-        w = [max(len(c), *(len(line[i]) for line in lines)) for i, c in enumerate(cols)]
-        out("  ".join(c.rjust(w[i]) for i, c in enumerate(cols)))
-        for line in lines:
-            out("  ".join(v.rjust(w[i]) for i, v in enumerate(line)))
+    out(f"**{head}**\n" if markdown else head)
+    out(table(cols, lines, markdown=markdown))
     for n in sizes:
         mc, mi = by[(n, "manoeuvre", "cv")], by[(n, "manoeuvre", "imm")]
         sc_, si = by[(n, "straight", "cv")], by[(n, "straight", "imm")]
