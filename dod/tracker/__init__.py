@@ -4,8 +4,10 @@ A constant-velocity Kalman tracker (2-D or 3-D) with Mahalanobis gating over
 a spatial index, exact global-nearest-neighbour assignment per cluster,
 M-of-N confirmation and miss-count deletion (or, for heavy clutter, track
 scores with Wald's thresholds and velocity-gated two-point initiation:
-``TrackerConfig(confirmation="score", initiation="two_point")``). One call
-per scan crosses into nogil Cython and allocates nothing.
+``TrackerConfig(confirmation="score", initiation="two_point")``), and for
+manoeuvring targets an IMM of two constant-velocity models and a
+coordinated turn (``TrackerConfig(motion="imm")``). One call per scan
+crosses into nogil Cython and allocates nothing.
 
     from dod.tracker import Tracker, TrackerConfig
     t = Tracker(TrackerConfig(dim=2, r=1.0, q=1.0))

@@ -8,7 +8,8 @@
 #         rc = dod_tracker_tick(&t.engine, dets, n_dets, dt, &scratch.engine)
 #
 # Storage: the tracks are the rows of a dod Table (dod/table.pxd), columns
-# id, x, P, hits, misses, age, history, state, score, score_max; `cols`
+# id, x, P, hits, misses, age, history, state, score, score_max (and with
+# motion="imm" mu, xm, Pm, whose pointers live in `imm`: imm.pxd); `cols`
 # caches their base pointers (table columns never move) and the live count
 # is table.count. Two-point initiation keeps the detections waiting for a
 # partner in a second table (`singles`, one column z, max_detections rows).
@@ -36,6 +37,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 
 from dod.arena cimport dod_arena, Arena
 from dod.table cimport dod_table, Table
+from dod.tracker.imm cimport dod_imm
 
 cdef enum:
     DOD_TRACKER_MAX_THREADS = 256   # most threads of one tick (TrackerConfig.threads)
@@ -114,6 +116,7 @@ ctypedef struct dod_tracker:
     uint32_t sort_every     # rows into spatial order every this many scans (0: never)
     uint32_t since_sort     # scans since the last spatial sort
     uint64_t sorts          # spatial sorts done
+    dod_imm imm             # motion="imm" (dod/tracker/imm.pxd; ZII: imm.models 0 is constant velocity)
 
 
 cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, double dt,

@@ -1,7 +1,9 @@
 """The tracker's tick and its owner: one nogil call per scan.
 
 The tick composes three engines, each in its own module: the Kalman algebra
-(``dod/tracker/kalman.pxd``: predict, innovation inverse, Joseph update),
+(``dod/tracker/kalman.pxd``: predict, innovation inverse, Joseph update;
+with motion="imm" the IMM's in ``dod/tracker/imm.pxd`` predicts and updates
+instead, writing the models' combination where the CV state lives),
 the spatial index (``dod/tracker/grid.pxd``: a hashed uniform grid of the
 detections) and the assignment solver (``dod.tracker.assignment``). Reading
 order here: the per-tick scratch layout, one association stage (gate through
@@ -45,6 +47,7 @@ from dod.tracker.grid cimport dod_grid, dod_grid_build, dod_grid_bucket, dod_gri
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse,
                                  dod_kalman_mahalanobis2, dod_kalman_update,
                                  dod_kalman_log_likelihood)
+from dod.tracker.imm cimport DOD_IMM_MODELS, dod_imm_predict, dod_imm_update, dod_imm_birth
 
 import numpy as np
 
@@ -470,7 +473,12 @@ cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, 
     cdef double r2 = t.r * t.r, hmax, v
     cdef size_t ti
     for ti in range(row0, row1):
-        if dim == 2:
+        if t.imm.models:            # mix, predict each model, combine into x, P (constant d: unrolled)
+            if dim == 2:
+                dod_imm_predict(&t.imm, ti, c.x + ti * 4, c.P + ti * 16, 2, dt)
+            else:
+                dod_imm_predict(&t.imm, ti, c.x + ti * 6, c.P + ti * 36, 3, dt)
+        elif dim == 2:
             dod_kalman_predict(c.x + ti * 4, c.P + ti * 16, 2, dt, t.q)
         else:
             dod_kalman_predict(c.x + ti * 6, c.P + ti * 36, 3, dt, t.q)
@@ -500,7 +508,11 @@ cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t
     for ti in range(row0, row1):
         j = k.track_det[ti]
         if j >= 0:
-            if t.dim == 2:
+            if t.imm.models and t.dim == 2:     # every model, the probabilities, the combination
+                dod_imm_update(&t.imm, ti, k.z + j * 2, r2, c.x + ti * 4, c.P + ti * 16, 2)
+            elif t.imm.models:
+                dod_imm_update(&t.imm, ti, k.z + j * 3, r2, c.x + ti * 6, c.P + ti * 36, 3)
+            elif t.dim == 2:
                 dod_kalman_update(c.x + ti * 4, c.P + ti * 16, k.z + j * 2, k.Si + ti * 4, 2, r2)
             else:
                 dod_kalman_update(c.x + ti * 6, c.P + ti * 36, k.z + j * 3, k.Si + ti * 9, 3, r2)
@@ -795,6 +807,8 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
             c.score[i] = (t.log_birth - lc) + (t.log_pd - lc + dod_kalman_log_likelihood(d2, Si, dim))
             c.score_max[i] = c.score[i]
         dod_kalman_update(c.x + i * n, c.P + i * n * n, k.z + j * dim, Si, dim, r2)
+        if t.imm.models:
+            dod_imm_birth(&t.imm, i, c.x + i * n, c.P + i * n * n, dim)
         c.hits[i] = 2
         c.age[i] = 2
         c.history[i] = 3
@@ -984,6 +998,8 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
         for a in range(dim):
             c.P[i * n * n + a * n + a] = r2
             c.P[i * n * n + (dim + a) * n + dim + a] = t.v0 * t.v0
+        if t.imm.models:
+            dod_imm_birth(&t.imm, i, c.x + i * n, c.P + i * n * n, dim)
         c.hits[i] = 1
         c.age[i] = 1
         c.history[i] = 1
@@ -1046,10 +1062,39 @@ def scratch_bytes(config):
     from dod.tracker.config import TrackerConfig
     if not isinstance(config, TrackerConfig):
         raise TypeError(f"config must be a TrackerConfig, got {type(config).__name__}")
-    return _scratch_bytes(config.capacity, config.max_detections, config.dim)
+    return max(_scratch_bytes(config.capacity, config.max_detections, config.dim),
+               _imm_sort_bytes(config))
 
 
-def track_schema(int dim):
+cdef size_t _imm_sort_bytes(config):
+    """The spatial sort's scratch when the IMM's Pm column is the widest row."""
+    cdef size_t N = 2 * config.dim + 1
+    if config.motion != "imm":
+        return 0
+    return _round_up(config.capacity * 16) + _round_up(config.capacity * DOD_IMM_MODELS * N * N * 8) + 4 * 4096
+
+
+cdef void _init_imm(dod_imm* m, config, Table table) except *:
+    """The IMM's parameters (validated by TrackerConfig) and column pointers."""
+    cdef int i
+    m.models = DOD_IMM_MODELS
+    m.N = 2 * config.dim + 1
+    m.q[0] = config.imm_q[0]
+    m.q[1] = config.imm_q[1]
+    m.q[2] = config.turn_q
+    m.qw = config.turn_rate_q
+    m.w0var = config.turn_rate_v0 * config.turn_rate_v0
+    tr = np.asarray(config.imm_transition, dtype=np.float64).ravel()
+    for i in range(DOD_IMM_MODELS * DOD_IMM_MODELS):
+        m.trans[i] = tr[i]
+    for i in range(DOD_IMM_MODELS):
+        m.mu0[i] = float(config.imm_mu0[i])
+    m.mu = <double*>table.engine.columns[table.column_index("mu")]
+    m.xm = <double*>table.engine.columns[table.column_index("xm")]
+    m.Pm = <double*>table.engine.columns[table.column_index("Pm")]
+
+
+def track_schema(int dim, str motion="cv"):
     """The track table's Schema for `dim` (2 or 3) spatial dimensions.
 
     id uint64 (0: no track; ids are never reused), x float64[2*dim]
@@ -1057,19 +1102,29 @@ def track_schema(int dim):
     misses (consecutive), age (scans since birth), history (detection bits,
     latest in bit 0) as uint32, state uint8 (0 none, 1 tentative, 2
     confirmed), score and score_max float64 (the track score and its
-    running maximum; 0 unless confirmation="score"). Every column is zeroed
-    on insert (ZII).
+    running maximum; 0 unless confirmation="score"). With motion="imm"
+    also mu float64[3] (model probabilities: CV low, CV high, turn), xm
+    float64[3, 2*dim+1] and Pm float64[3, 2*dim+1, 2*dim+1] (each model's
+    state, position, velocity and turn rate, and covariance); x and P then
+    hold the models' combination. Every column is zeroed on insert (ZII).
     """
     from dod.table import Schema
     if dim not in (2, 3):
         raise ValueError("dim must be 2 or 3")
+    if motion not in ("cv", "imm"):
+        raise ValueError("motion must be 'cv' or 'imm'")
     n = 2 * dim
+    imm = {}
+    if motion == "imm":
+        imm = dict(mu=(np.float64, (DOD_IMM_MODELS,)), xm=(np.float64, (DOD_IMM_MODELS, n + 1)),
+                   Pm=(np.float64, (DOD_IMM_MODELS, n + 1, n + 1)))
     return Schema(id=np.uint64, x=(np.float64, (n,)), P=(np.float64, (n, n)), hits=np.uint32,
                   misses=np.uint32, age=np.uint32, history=np.uint32, state=np.uint8,
-                  score=np.float64, score_max=np.float64)
+                  score=np.float64, score_max=np.float64, **imm)
 
 
 _COLUMNS = ("id", "x", "P", "hits", "misses", "age", "history", "state", "score", "score_max")
+_IMM_COLUMNS = ("mu", "xm", "Pm")
 
 
 cdef dod_tick_counts _zero_counts
@@ -1087,7 +1142,8 @@ if sizeof(dod_tick_counts) != len(COUNT_NAMES) * sizeof(uint64_t) or sizeof(size
 
 @cython.final
 cdef class Tracker:
-    """A constant-velocity multi-target tracker (global nearest neighbour).
+    """A constant-velocity (or, with ``motion="imm"``, interacting multiple
+    model) multi-target tracker (global nearest neighbour).
 
     Tracker(config=None, *, scratch=None, **overrides)
 
@@ -1127,7 +1183,7 @@ cdef class Tracker:
             raise TypeError("config must be a TrackerConfig")
         self.config = config
         cdef int dim = config.dim
-        cdef Table table = Table(track_schema(dim), config.capacity)
+        cdef Table table = Table(track_schema(dim, config.motion), config.capacity)
         cdef dod_tracker* e = &self.engine
         self.table = table
         e.table = &table.engine
@@ -1141,6 +1197,8 @@ cdef class Tracker:
         e.cols.state = <uint8_t*>table.engine.columns[table.column_index("state")]
         e.cols.score = <double*>table.engine.columns[table.column_index("score")]
         e.cols.score_max = <double*>table.engine.columns[table.column_index("score_max")]
+        if config.motion == "imm":
+            _init_imm(&e.imm, config, table)
         # Waiting detections of two-point initiation: a ZII table of their own,
         # sized once (one scan's detections at most).
         from dod.table import Schema
@@ -1192,8 +1250,8 @@ cdef class Tracker:
         e.threads = config.threads
         e.min_rows = config.parallel_min_rows
         self._overflow_drop = config.overflow == "drop"
-        self.scratch = scratch if scratch is not None else Arena(
-            _scratch_bytes(config.capacity, config.max_detections, dim))
+        self.scratch = scratch if scratch is not None else Arena(max(
+            _scratch_bytes(config.capacity, config.max_detections, dim), _imm_sort_bytes(config)))
 
     def __dealloc__(self):
         PyMem_Free(self._workers)
@@ -1287,11 +1345,12 @@ cdef class Tracker:
 
     def column(self, name):
         """Read-only view of the live rows of a column: id, x, P, hits,
-        misses, age, history, state, score or score_max. Rows reorder when tracks die (the
+        misses, age, history, state, score or score_max (and, with
+        motion="imm", mu, xm, Pm: see track_schema). Rows reorder when tracks die (the
         last row moves into the hole): match rows by id or handle. The view
         shows the rows live when it was made, and stays safe to read (the
         table's memory never moves and lives as long as the view)."""
-        if name not in _COLUMNS:
+        if name not in _COLUMNS and not (self.engine.imm.models and name in _IMM_COLUMNS):
             raise KeyError(f"no column {name!r}; columns are {', '.join(_COLUMNS)}")
         return self._view(name)
 
@@ -1326,6 +1385,20 @@ cdef class Tracker:
     def states(self):
         """1 tentative, 2 confirmed."""
         return self._view("state")
+
+    @property
+    def model_probabilities(self):
+        """motion="imm": read-only (k, 3) view of the live rows' model
+        probabilities (CV low, CV high, turn); None for motion="cv"."""
+        return self._view("mu") if self.engine.imm.models else None
+
+    @property
+    def turn_rates(self):
+        """motion="imm": the combined turn rate of each live row (rad/s,
+        sum_j mu_j w_j; a new array); None for motion="cv"."""
+        if not self.engine.imm.models:
+            return None
+        return np.einsum("kj,kj->k", self._view("mu"), self._view("xm")[:, :, 2 * self.engine.dim])
 
     @property
     def scores(self):

@@ -35,6 +35,10 @@ timing; by default it is disabled around the timed ticks of both trackers).
 ``--accuracy [options]``: the accuracy-in-clutter table instead (MOTA, IDF1,
 HOTA, false confirmed tracks, and the tick cost of the clutter options;
 :mod:`dod.tracker.accuracy`, whose options follow, e.g. ``--accuracy --quick``).
+
+``--imm [options]``: IMM against constant velocity on the manoeuvring and
+straight-line scenarios (GOSPA, ID switches, tick ratio, allocations;
+:mod:`dod.tracker.bench_imm`, whose options follow, e.g. ``--imm --sizes 1000``).
 """
 import argparse
 import gc
@@ -215,6 +219,11 @@ def main(argv=None):
 
         argv.remove("--accuracy")
         return accuracy.main(argv)
+    if "--imm" in argv:
+        from dod.tracker import bench_imm
+
+        argv.remove("--imm")
+        return bench_imm.main(argv)
     p = argparse.ArgumentParser(prog="python -m dod.tracker.bench", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--sizes", default="10,100,1000,10000")

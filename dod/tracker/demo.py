@@ -34,6 +34,9 @@ view is a plain line per second of scenario time.
 
 Options: --targets N, --rate HZ, --duration S, --seed K, --fast (no sleeping:
 as fast as possible; deadlines are then meaningless and not reported),
+--scenario default|manoeuvre|straight (``scenario.PRESETS``; manoeuvre: one
+scan a second of turning targets, tracked with --motion imm by default),
+--motion cv|imm,
 --plot FILE.png (needs matplotlib: ``pip install 'dod[demo]'``), --no-live.
 """
 import argparse
@@ -55,7 +58,7 @@ import numpy as np
 from dod.loop import Loop, monotonic_ns
 from dod.tracker import Tracker, TrackerConfig
 from dod.tracker.metrics import sparse_gospa
-from dod.tracker.scenario import iter_scans, scan_extent
+from dod.tracker.scenario import PRESET_CONFIG, PRESETS, iter_scans, scan_extent
 
 GOSPA_C = 10.0          # cut-off (m): 10 x the measurement noise
 MAX_SAMPLES = 1200       # samples kept for the plot and the MOT scores (5 min at 4 Hz)
@@ -126,30 +129,38 @@ class DemoRun:
     read :meth:`summary`. Used by the CLI and the tests."""
 
     def __init__(self, targets=1000, rate=50.0, duration=10.0, seed=0, fast=False,
-                 keep_tracks=False, threads=1):
+                 keep_tracks=False, threads=1, scenario="default", motion=None):
         if targets < 1:
             raise ValueError("targets must be >= 1")
         if not (rate > 0 and math.isfinite(rate)):
             raise ValueError("rate must be a positive number")
         if not (duration > 0 and math.isfinite(duration)):
             raise ValueError("duration must be a positive number of seconds")
+        if scenario not in PRESETS:
+            raise ValueError(f"scenario must be one of {', '.join(PRESETS)}, not {scenario!r}")
         self.targets, self.rate, self.duration, self.seed, self.fast = targets, rate, duration, seed, fast
-        self.total = max(1, int(round(duration * rate)))
-        self.dt = 1.0 / rate
-        self.extent = scan_extent(targets)
+        # A preset with its own scan period (manoeuvre: one scan a second) is
+        # replayed at `rate` ticks per second; duration is scenario time.
+        preset = dict(PRESETS[scenario])
+        self.dt = preset.pop("dt", 1.0 / rate)
+        self.total = max(1, int(round(duration / self.dt)))
+        self.scenario = scenario
+        self.extent = scan_extent(targets, **preset)
         # Above WINDOW_TARGETS targets, GOSPA and the plot look at a centred square holding ~that many.
         frac = min(1.0, WINDOW_TARGETS / targets)
         self.window = self.extent * math.sqrt(frac) / 2.0
+        if motion is None:
+            motion = "imm" if scenario == "manoeuvre" else "cv"
         self.config = TrackerConfig(capacity=max(64, 4 * targets),
                                     max_detections=max(64, 2 * targets + 64), overflow="drop",
-                                    threads=threads)
+                                    threads=threads, motion=motion, **PRESET_CONFIG[scenario])
         self.tracker = Tracker(self.config)
         # Chunk: about 1/REFRESH_HZ seconds of ticks, dividing a second when it can
         # (so that plain lines fall on whole seconds).
         per_s = max(1, int(round(rate)))
         self.chunk = max([d for d in range(1, per_s + 1)
                           if per_s % d == 0 and d <= max(1.0, rate / REFRESH_HZ)])
-        self.source = ScanSource(targets, self.total, 2 * self.chunk, dt=self.dt, seed=seed)
+        self.source = ScanSource(targets, self.total, 2 * self.chunk, dt=self.dt, seed=seed, **preset)
         t = time.perf_counter()
         self.source.fill(self.chunk)
         self.gen_seconds = time.perf_counter() - t
@@ -330,6 +341,8 @@ class DemoRun:
             f"  scenario   {self.targets} targets, {self.total} scans at {self.rate:g} Hz "
             f"({self.total * self.dt:g} s), seed {self.seed}, Pd 0.9, clutter 0.2 N/scan, "
             f"region {self.extent:.0f} m wide; tick threads {self.tracker.threads}"
+            + (f"; scenario {self.scenario}" if self.scenario != "default" else "")
+            + f"; motion {self.config.motion}"
             + (f"; GOSPA and plot over the central {2 * self.window:.0f} m square"
                if self.window * 2.0 < self.extent else ""),
             f"  mode       {'fast (no sleeping)' if self.fast else 'real time'}; "
@@ -510,6 +523,11 @@ def build_parser():
     p.add_argument("--plot", metavar="FILE.png", help="write tracks vs truth and the tick histogram")
     p.add_argument("--no-live", action="store_true", help="plain progress lines, no live view")
     p.add_argument("--threads", type=int, default=1, help="threads of one tick (1)")
+    p.add_argument("--scenario", choices=tuple(PRESETS), default="default",
+                   help="default (50 Hz, constant velocity), manoeuvre (one scan a second, turning "
+                        "targets, replayed at --rate; try --duration 300 --fast) or straight")
+    p.add_argument("--motion", choices=("cv", "imm"), default=None,
+                   help="motion model (default: imm for --scenario manoeuvre, else cv)")
     return p
 
 
@@ -527,7 +545,8 @@ def main(argv=None, out=None):
                   file=sys.stderr)
             return 2
     try:
-        run = DemoRun(a.targets, a.rate, a.duration, a.seed, a.fast, keep_tracks=bool(a.plot), threads=a.threads)
+        run = DemoRun(a.targets, a.rate, a.duration, a.seed, a.fast, keep_tracks=bool(a.plot), threads=a.threads,
+                      scenario=a.scenario, motion=a.motion)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

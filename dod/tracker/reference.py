@@ -20,7 +20,9 @@ is the oracle of the tests and the baseline of the benchmarks:
   births from pairs of a waiting detection and a free detection of the next
   scan within the velocity gate, cheapest pair first (TrackerConfig states
   the rules); the clutter density given or estimated after the confirmed
-  stage.
+  stage;
+* with motion="imm": the IMM of :mod:`dod.tracker.reference_imm` (mix,
+  predict per model, gate on the combination, update per model).
 
 Detections with NaN/inf are dropped. Rows are kept in birth order (deletion
 compacts); compare with the fast tracker by id.
@@ -29,6 +31,7 @@ import numpy as np
 
 from dod.tracker.config import TrackerConfig
 from dod.tracker._engine import COUNT_NAMES
+from dod.tracker import reference_imm
 
 NONE, TENTATIVE, CONFIRMED = 0, 1, 2
 _CLAMP = 1 << 20
@@ -177,6 +180,11 @@ class ReferenceTracker:
         self.state = np.zeros(0, np.uint8)
         self.score = np.zeros(0)
         self.score_max = np.zeros(0)
+        self.imm = c.motion == "imm"
+        if self.imm:                    # per-model columns, as the engine's track table
+            self.mu = np.zeros((0, reference_imm.MODELS))
+            self.xm = np.zeros((0, reference_imm.MODELS, n + 1))
+            self.Pm = np.zeros((0, reference_imm.MODELS, n + 1, n + 1))
         self.singles = np.zeros((0, d))
         self.clutter = c.clutter_density if c.clutter_density is not None else 0.0
         self.next_id = 1
@@ -331,6 +339,11 @@ class ReferenceTracker:
         self.state = np.concatenate([self.state, np.full(k, TENTATIVE, np.uint8)])
         self.score = np.concatenate([self.score, score])
         self.score_max = np.concatenate([self.score_max, score])
+        if self.imm:
+            mu, xm, Pm = reference_imm.birth(xb, Pb, self.config)
+            self.mu = np.concatenate([self.mu, mu])
+            self.xm = np.concatenate([self.xm, xm])
+            self.Pm = np.concatenate([self.Pm, Pm])
 
     # ------------------------------------------------------------ the tick
 
@@ -356,9 +369,12 @@ class ReferenceTracker:
         T = self.x.shape[0]
         F, Q = self._model(dt)
         # predict
-        x = self.x @ F.T
-        P = F @ self.P @ F.T + Q
-        P = 0.5 * (P + np.swapaxes(P, 1, 2))
+        if self.imm:
+            mu, xm, Pm, x, P = reference_imm.predict(self.mu, self.xm, self.Pm, d, dt, cfg)
+        else:
+            x = self.x @ F.T
+            P = F @ self.P @ F.T + Q
+            P = 0.5 * (P + np.swapaxes(P, 1, 2))
         self.age = self.age + 1
         S = P[:, :d, :d] + self.r2 * np.eye(d)
         Si = _inv_spd(S) if T else np.zeros((0, d, d))
@@ -386,6 +402,10 @@ class ReferenceTracker:
             if score_logic:
                 d2 = np.einsum("ki,kij,kj->k", y, Sia, y)
                 score[a] += np.log(cfg.pd) - lc + self._log_likelihood(d2, Sia)
+        if a.size and self.imm:
+            mu[a], xm[a], Pm[a], x[a], P[a] = reference_imm.update(mu[a], xm[a], Pm[a], z[track_det[a]],
+                                                                   d, self.r2)
+        elif a.size:
             x[a] = xa + np.einsum("knd,kd->kn", K, y)
             A = np.broadcast_to(np.eye(n), Pa.shape).copy()
             A[:, :, :d] -= K
@@ -419,6 +439,8 @@ class ReferenceTracker:
         self.id, self.hits, self.misses = self.id[keep], self.hits[keep], self.misses[keep]
         self.age, self.history = self.age[keep], self.history[keep]
         self.score, self.score_max = score[keep], score_max[keep]
+        if self.imm:
+            self.mu, self.xm, self.Pm = mu[keep], xm[keep], Pm[keep]
         if cfg.initiation == "two_point":
             self._births_two_point(z, det_track, pair_s, pair_d, dt, lc, counts)
             k = 0
@@ -513,6 +535,16 @@ class ReferenceTracker:
     @property
     def scores(self):
         return self.score
+
+    @property
+    def model_probabilities(self):
+        """motion="imm": (k, 3) model probabilities; None for motion="cv"."""
+        return self.mu if self.imm else None
+
+    @property
+    def turn_rates(self):
+        """motion="imm": the combined turn rate of each row; None for motion="cv"."""
+        return np.einsum("kj,kj->k", self.mu, self.xm[:, :, -1]) if self.imm else None
 
     @property
     def clutter_density(self):

@@ -7,7 +7,9 @@ detections (each alive target detected with probability ``pd``, with
 Gaussian noise of standard deviation ``r``; Poisson clutter, uniform over the
 surveillance region or partly in a few dense patches; rows shuffled). Targets move at constant velocity with
 white-acceleration noise ``q``; a fraction is born late or dies early, and a
-fraction flies in pairs that cross each other mid-scenario. Everything comes
+fraction flies in pairs that cross each other mid-scenario. With
+``manoeuvre`` > 0 that fraction of the targets alternates straight legs and
+coordinated turns (``--scenario manoeuvre`` of the demo: :data:`PRESETS`). Everything comes
 from one ``numpy.random.Generator(seed)``, so a seed names a scenario.
 """
 from dataclasses import dataclass, field
@@ -59,6 +61,23 @@ class Scan(NamedTuple):
     det_truth: np.ndarray       # int64 (k,), -1 clutter
 
 
+# Named scenarios of the demo and the benchmarks (python -m dod.tracker --scenario NAME):
+# keyword arguments of iter_scans.
+PRESETS = {
+    "default": {},
+    # A surveillance radar's picture: one scan a second, targets at 10-30 m/s
+    # 500 m apart, every one alternating straight legs (10-40 s) and turns
+    # of 0.05-0.3 rad/s (5-20 s). Track it with TrackerConfig(v0=30) (PRESET_CONFIG).
+    "manoeuvre": dict(manoeuvre=1.0, turn_rate=(0.05, 0.3), leg=(10.0, 40.0), turn_time=(5.0, 20.0),
+                      dt=1.0, speed=(10.0, 30.0), spacing=500.0),
+    # the same picture flown straight: the baseline the IMM must not lose on
+    "straight": dict(dt=1.0, speed=(10.0, 30.0), spacing=500.0),
+}
+
+# TrackerConfig overrides that match each preset (newborn velocity spread).
+PRESET_CONFIG = {"default": {}, "manoeuvre": dict(v0=30.0), "straight": dict(v0=30.0)}
+
+
 def generate(n_targets=100, scans=200, **kwargs):
     """A seeded scenario, every scan held in memory (the parameters are
     :func:`iter_scans`'; use that to stream scans in bounded memory instead)."""
@@ -93,7 +112,8 @@ def iter_scans(n_targets=100, scans=200, **kwargs):
 def _scan_stream(meta, n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.0, q=1.0,
              clutter=None, clutter_density=None, patches=0, patch_fraction=0.5,
              patch_radius=None, speed=(5.0, 20.0), spacing=200.0, birth_death=0.2,
-             crossing=0.1, seed=0):
+             crossing=0.1, manoeuvre=0.0, turn_rate=(0.05, 0.3), leg=(2.0, 6.0),
+             turn_time=(1.0, 5.0), seed=0):
     """The scans of a seeded scenario, one :class:`Scan` at a time; fills
     `meta` (the Scenario fields) before the first scan.
 
@@ -112,6 +132,13 @@ def _scan_stream(meta, n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.
         ``spacing * n_targets ** (1 / dim)``.
     birth_death : fraction of targets born after the start or dying before the end.
     crossing : fraction of targets flying in pairs that cross mid-scenario.
+    manoeuvre : fraction of the targets (not of the crossing pairs) that
+        manoeuvre: each starts a straight leg of ``leg`` = (min, max) seconds
+        (uniform), then turns for ``turn_time`` seconds at a rate uniform in
+        ``turn_rate`` = (min, max) rad/s, either sense (the velocity vector
+        rotates in the horizontal plane, axes 0 and 1; speed kept), then
+        another leg, and so on. 0 (default) draws nothing extra: the other
+        scenarios keep their seeds' streams.
     """
     if dim not in (2, 3):
         raise ValueError("dim must be 2 or 3")
@@ -123,6 +150,11 @@ def _scan_stream(meta, n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.
         raise ValueError("need patches >= 0 and patch_fraction in [0, 1]")
     if not 0.0 <= speed[0] <= speed[1]:
         raise ValueError(f"speed must be (min, max) with 0 <= min <= max, not {speed!r}")
+    if not 0.0 <= manoeuvre <= 1.0:
+        raise ValueError(f"manoeuvre must be a fraction in [0, 1], not {manoeuvre!r}")
+    for name, (lo, hi) in (("turn_rate", turn_rate), ("leg", leg), ("turn_time", turn_time)):
+        if not (0.0 <= lo <= hi and np.isfinite(hi)):
+            raise ValueError(f"{name} must be (min, max) with 0 <= min <= max, not {(lo, hi)!r}")
     rng = np.random.default_rng(seed)
     n = int(n_targets)
     extent = spacing * max(n, 1) ** (1.0 / dim)
@@ -180,6 +212,15 @@ def _scan_stream(meta, n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.
             pos[a] = c - vel[a] * t_mid
             pos[b] = c - vel[b] * t_mid
             crossing_mask[a] = crossing_mask[b] = True
+    # Manoeuvring targets: phase_end is the scan where the current leg or turn ends.
+    turning = np.zeros(n, dtype=bool)
+    omega = np.zeros(n)
+    phase_end = np.full(n, np.iinfo(np.int64).max)
+    k_man = int(round(manoeuvre * n))
+    if k_man:
+        free = np.flatnonzero(~crossing_mask)
+        man = rng.choice(free, size=min(k_man, free.size), replace=False)
+        phase_end[man] = start[man] + np.round(rng.uniform(*leg, size=man.size) / dt).astype(np.int64)
     meta.update(dim=dim, dt=dt, extent=extent, clutter=lam, patch_centres=centres, patch_radius=patch_r)
     ids = np.arange(1, n + 1, dtype=np.int64)
     sq = np.sqrt(q * dt)
@@ -199,5 +240,19 @@ def _scan_stream(meta, n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.
         acc = rng.normal(size=(n, dim)) * sq
         acc[crossing_mask] = 0.0
         vel = vel + acc
+        if k_man:
+            switch = np.flatnonzero(phase_end <= s)
+            if switch.size:
+                turning[switch] = ~turning[switch]
+                rate = rng.uniform(*turn_rate, size=switch.size) * rng.choice([-1.0, 1.0], size=switch.size)
+                omega[switch] = np.where(turning[switch], rate, 0.0)
+                span = np.where(turning[switch], rng.uniform(*turn_time, size=switch.size),
+                                rng.uniform(*leg, size=switch.size))
+                phase_end[switch] = s + np.maximum(1, np.round(span / dt)).astype(np.int64)
+            th = omega * dt
+            co, si = np.cos(th), np.sin(th)
+            vx, vy = vel[:, 0].copy(), vel[:, 1].copy()
+            vel[:, 0] = co * vx - si * vy
+            vel[:, 1] = si * vx + co * vy
         pos = pos + vel * dt
         yield scan
