@@ -19,7 +19,7 @@ oracle and baseline), :mod:`dod.tracker.scenario` (seeded scenarios) and
 """
 from dod.tracker.config import TrackerConfig, chi2_ppf
 
-__all__ = ["Tracker", "TrackerConfig", "ReferenceTracker", "chi2_ppf", "solve_assignment",
+__all__ = ["Tracker", "TrackerConfig", "ReferenceTracker", "Sensor", "chi2_ppf", "solve_assignment",
            "track_schema", "scratch_bytes"]
 
 
@@ -32,6 +32,10 @@ def __getattr__(name):
         from dod.tracker import _engine
 
         return getattr(_engine, name)
+    if name == "Sensor":
+        from dod.tracker.sensor import Sensor
+
+        return Sensor
     if name == "ReferenceTracker":
         from dod.tracker.reference import ReferenceTracker
 
