@@ -47,7 +47,8 @@ from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inver
                                  dod_kalman_log_likelihood)
 from dod.tracker.measurement cimport (dod_sensor, dod_meas_predict, dod_meas_innovation_cov,
                                       dod_meas_inverse_spd, dod_meas_innovation, dod_meas_gate_radius,
-                                      dod_meas_update, dod_meas_to_cartesian, dod_meas_log_jacobian)
+                                      dod_meas_update, dod_meas_to_cartesian, dod_meas_log_jacobian,
+                                      dod_ekf_update)
 
 import numpy as np
 
@@ -91,6 +92,22 @@ def _kernel_update(double[::1] x, double[:, ::1] P, double[::1] z, double r):
     d2 = dod_kalman_mahalanobis2(y, Si, d)
     dod_kalman_update(&x[0], &P[0, 0], &z[0], Si, d, r * r)
     return d2
+
+
+def _kernel_ekf_update(double[::1] x, double[:, ::1] P, double[::1] z, double[::1] pos, double[::1] var):
+    """Test hook: dod_ekf_update of one state (n = len(x), d = len(z)) in
+    place; returns (d2, Si) or (nan, None) when the measurement is unusable."""
+    cdef dod_sensor s
+    cdef double Si[9]
+    cdef int a, d = z.shape[0]
+    memset(&s, 0, sizeof(s))
+    for a in range(d):
+        s.pos[a] = pos[a]
+        s.var[a] = var[a]
+    d2 = dod_ekf_update(&x[0], &P[0, 0], x.shape[0], d, &z[0], &s, Si)
+    if d2 < 0:
+        return float("nan"), None
+    return d2, np.array([Si[a] for a in range(d * d)]).reshape(d, d)
 
 
 # ---------------------------------------------------------------- per-tick scratch layout
