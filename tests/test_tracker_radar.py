@@ -342,3 +342,36 @@ def test_radar_accuracy_two_sensors_and_against_the_reference():
     assert abs(g_fast - g_ref) <= 0.02 * g_ref
     assert g_fast < 0.5 * none, (g_fast, none)
     assert len(radar_sensors(100, sensors=2)) == 2 and sc.sensors[0] != sc.sensors[1]
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_gate_box_holds_every_gated_detection(d):
+    # Points on the gate's boundary in measurement space (y' S^-1 y = gate),
+    # mapped to Cartesian positions, lie inside the box the grid searches;
+    # also for wide gates (large covariances, near the sensor).
+    from dod.tracker.sensor import gate_box, predict
+    rng = np.random.default_rng(d)
+    gate = TrackerConfig(dim=d).gate
+    s = np.zeros(d)
+    for trial in range(300):
+        n = 2 * d
+        x = np.zeros((1, n))
+        x[0, :d] = rng.normal(size=d) * 10 ** rng.uniform(0, 4)
+        A = rng.normal(size=(n, n)) * 10 ** rng.uniform(-1, 2)
+        P = A @ A.T + np.eye(n)
+        var = np.array([rng.uniform(0.1, 10), 10 ** rng.uniform(-5, -1), 10 ** rng.uniform(-5, -1)][:d])
+        h, J, ok = predict(x, s, d)
+        if not ok[0]:
+            continue
+        S = J[0] @ P[:d, :d] @ J[0].T + np.diag(var)
+        hw = gate_box(h, J, S[None], gate, s)[0]
+        L = np.linalg.cholesky(S)
+        u = rng.normal(size=(400, d))
+        u /= np.linalg.norm(u, axis=1, keepdims=True)
+        y = u @ L.T * math.sqrt(gate) * 0.999999
+        z = h[0] + y
+        z = z[z[:, 0] >= 0]
+        if d == 3:
+            z = z[np.abs(z[:, 2]) <= np.pi / 2]
+        q = to_cartesian(z, s)
+        assert (np.abs(q - x[0, :d]) <= hw).all(), trial

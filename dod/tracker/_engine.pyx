@@ -46,7 +46,7 @@ from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inver
                                  dod_kalman_mahalanobis2, dod_kalman_update,
                                  dod_kalman_log_likelihood)
 from dod.tracker.measurement cimport (dod_sensor, dod_meas_predict, dod_meas_innovation_cov,
-                                      dod_meas_inverse_spd, dod_meas_innovation, dod_meas_gate_radius,
+                                      dod_meas_inverse_spd, dod_meas_innovation, dod_meas_gate_box,
                                       dod_meas_update, dod_meas_to_cartesian, dod_meas_log_jacobian,
                                       dod_ekf_update)
 
@@ -509,8 +509,11 @@ cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, 
         c.age[ti] += 1
         k.track_det[ti] = -1
         k.loc_t[ti] = -1
-        if k.sensor != NULL:
-            _polar_gate_row(t, k, ti)
+        if k.sensor != NULL:        # constant dimensions: gcc unrolls the inlined kernels
+            if dim == 2:
+                _polar_gate_row(t, k, ti, 2)
+            else:
+                _polar_gate_row(t, k, ti, 3)
             continue
         if dim == 2:
             k.gateable[ti] = dod_kalman_innovation_inverse(c.P + ti * 16, 2, r2, k.Si + ti * 4)
@@ -526,12 +529,12 @@ cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, 
         k.hm[ti] = hmax if k.gateable[ti] else 0.0
 
 
-cdef inline void _polar_gate_row(const dod_tracker* t, _tick* k, size_t ti) noexcept nogil:
+cdef inline void _polar_gate_row(const dod_tracker* t, _tick* k, size_t ti, int dim) noexcept nogil:
     """Range-bearing scan: predicted measurement, Jacobian, innovation
-    inverse of row ti, and the radius of a Cartesian ball holding its gate
-    (every axis of the grid's box: dod_meas_gate_radius). A track in the
+    inverse of row ti, and the half-widths of a Cartesian box holding its
+    gate (the grid's box: dod_meas_gate_box). A track in the
     sensor's singular zone, or with S not positive definite, is not gated."""
-    cdef int dim = t.dim, n = t.n, a
+    cdef int n = 2 * dim, a
     cdef double S[9]
     cdef double rad = 0.0
     cdef bint ok
@@ -540,10 +543,12 @@ cdef inline void _polar_gate_row(const dod_tracker* t, _tick* k, size_t ti) noex
         dod_meas_innovation_cov(t.cols.P + ti * n * n, n, dim, k.J + ti * dim * dim, k.sensor.var, S)
         ok = dod_meas_inverse_spd(S, dim, k.Si + ti * dim * dim)
     if ok:
-        rad = dod_meas_gate_radius(k.hp + ti * dim, S, dim, t.gate, k.sensor)
+        rad = dod_meas_gate_box(k.hp + ti * dim, k.J + ti * dim * dim, S, dim, t.gate, k.sensor,
+                                k.hw + ti * dim)
+    else:
+        for a in range(dim):
+            k.hw[ti * dim + a] = 0.0
     k.gateable[ti] = ok
-    for a in range(dim):
-        k.hw[ti * dim + a] = rad
     k.hm[ti] = rad
 
 
@@ -556,10 +561,12 @@ cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t
     cdef double y[3]
     for ti in range(row0, row1):
         j = k.track_det[ti]
-        if j >= 0 and k.sensor != NULL:     # extended Kalman update (measurement.pxd)
-            dod_meas_innovation(k.zm + j * t.dim, k.hp + ti * t.dim, t.dim, y)
-            dod_meas_update(c.x + ti * t.n, c.P + ti * t.n * t.n, t.n, t.dim, y, k.J + ti * t.dim * t.dim,
-                            k.Si + ti * t.dim * t.dim, k.sensor.var)
+        if j >= 0 and k.sensor != NULL and t.dim == 2:  # extended Kalman update (measurement.pxd)
+            dod_meas_innovation(k.zm + j * 2, k.hp + ti * 2, 2, y)
+            dod_meas_update(c.x + ti * 4, c.P + ti * 16, 4, 2, y, k.J + ti * 4, k.Si + ti * 4, k.sensor.var)
+        elif j >= 0 and k.sensor != NULL:
+            dod_meas_innovation(k.zm + j * 3, k.hp + ti * 3, 3, y)
+            dod_meas_update(c.x + ti * 6, c.P + ti * 36, 6, 3, y, k.J + ti * 9, k.Si + ti * 9, k.sensor.var)
         elif j >= 0:
             if t.dim == 2:
                 dod_kalman_update(c.x + ti * 4, c.P + ti * 16, k.z + j * 2, k.Si + ti * 4, 2, r2)
@@ -970,7 +977,10 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
             finite = _polar_valid(dets + j * dim, dim)
         if finite and sensor != NULL:
             memcpy(k.zm + k.D * dim, dets + j * dim, dim * sizeof(double))
-            dod_meas_to_cartesian(dets + j * dim, sensor, dim, k.z + k.D * dim, NULL)
+            if dim == 2:
+                dod_meas_to_cartesian(dets + j * 2, sensor, 2, k.z + k.D * 2, NULL)
+            else:
+                dod_meas_to_cartesian(dets + j * 3, sensor, 3, k.z + k.D * 3, NULL)
             k.D += 1
         elif finite:
             memcpy(k.z + k.D * dim, dets + j * dim, dim * sizeof(double))

@@ -35,6 +35,10 @@ timing; by default it is disabled around the timed ticks of both trackers).
 ``--accuracy [options]``: the accuracy-in-clutter table instead (MOTA, IDF1,
 HOTA, false confirmed tracks, and the tick cost of the clutter options;
 :mod:`dod.tracker.accuracy`, whose options follow, e.g. ``--accuracy --quick``).
+
+``--radar [options]``: the range-bearing (EKF) tick against the Cartesian
+tick on the same detections, and its GOSPA against the reference's
+(:mod:`dod.tracker.bench_radar`, e.g. ``--radar --sizes 1000``).
 """
 import argparse
 import gc
@@ -215,6 +219,11 @@ def main(argv=None):
 
         argv.remove("--accuracy")
         return accuracy.main(argv)
+    if "--radar" in argv:
+        from dod.tracker import bench_radar
+
+        argv.remove("--radar")
+        return bench_radar.main(argv)
     p = argparse.ArgumentParser(prog="python -m dod.tracker.bench", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--sizes", default="10,100,1000,10000")

@@ -34,7 +34,9 @@ view is a plain line per second of scenario time.
 
 Options: --targets N, --rate HZ, --duration S, --seed K, --fast (no sleeping:
 as fast as possible; deadlines are then meaningless and not reported),
---plot FILE.png (needs matplotlib: ``pip install 'dod[demo]'``), --no-live.
+--plot FILE.png (needs matplotlib: ``pip install 'dod[demo]'``), --no-live,
+--scenario radar (range-bearing scans of two sensors taking turns:
+``scenario.iter_radar_scans``; the tracker's EKF update).
 """
 import argparse
 import collections
@@ -55,7 +57,7 @@ import numpy as np
 from dod.loop import Loop, monotonic_ns
 from dod.tracker import Tracker, TrackerConfig
 from dod.tracker.metrics import sparse_gospa
-from dod.tracker.scenario import iter_scans, scan_extent
+from dod.tracker.scenario import iter_radar_scans, iter_scans, scan_extent
 
 GOSPA_C = 10.0          # cut-off (m): 10 x the measurement noise
 MAX_SAMPLES = 1200       # samples kept for the plot and the MOT scores (5 min at 4 Hz)
@@ -75,8 +77,11 @@ class ScanSource:
     dropped by the next one, so that taking frees nothing either (the demo
     counts Python blocks across its chunks of ticks)."""
 
-    def __init__(self, targets, scans, capacity, **scenario):
-        self._it = iter_scans(targets, scans, **scenario)
+    def __init__(self, targets, scans, capacity, radar=False, **scenario):
+        # radar: range-bearing scans of two sensors (scenario.iter_radar_scans);
+        # each frame then carries its sensor: (detections, dt, sensor).
+        self._radar = radar
+        self._it = (iter_radar_scans if radar else iter_scans)(targets, scans, **scenario)
         self._frames = []
         self._truths = []
         self._next = 0
@@ -97,7 +102,8 @@ class ScanSource:
             except StopIteration:
                 self.exhausted = True
                 break
-            self._frames.append((scan.detections, scan.dt))
+            self._frames.append((scan.detections, scan.dt, scan.sensor) if self._radar
+                                else (scan.detections, scan.dt))
             self._truths.append((scan.truth_ids, scan.truth_pos))
             self.drawn += 1
 
@@ -126,7 +132,7 @@ class DemoRun:
     read :meth:`summary`. Used by the CLI and the tests."""
 
     def __init__(self, targets=1000, rate=50.0, duration=10.0, seed=0, fast=False,
-                 keep_tracks=False, threads=1):
+                 keep_tracks=False, threads=1, scenario="cartesian"):
         if targets < 1:
             raise ValueError("targets must be >= 1")
         if not (rate > 0 and math.isfinite(rate)):
@@ -140,16 +146,20 @@ class DemoRun:
         # Above WINDOW_TARGETS targets, GOSPA and the plot look at a centred square holding ~that many.
         frac = min(1.0, WINDOW_TARGETS / targets)
         self.window = self.extent * math.sqrt(frac) / 2.0
+        if scenario not in ("cartesian", "radar"):
+            raise ValueError(f"scenario must be 'cartesian' or 'radar', not {scenario!r}")
+        self.scenario = scenario
         self.config = TrackerConfig(capacity=max(64, 4 * targets),
                                     max_detections=max(64, 2 * targets + 64), overflow="drop",
-                                    threads=threads)
+                                    threads=threads, **({"r": 3.0} if scenario == "radar" else {}))
         self.tracker = Tracker(self.config)
         # Chunk: about 1/REFRESH_HZ seconds of ticks, dividing a second when it can
         # (so that plain lines fall on whole seconds).
         per_s = max(1, int(round(rate)))
         self.chunk = max([d for d in range(1, per_s + 1)
                           if per_s % d == 0 and d <= max(1.0, rate / REFRESH_HZ)])
-        self.source = ScanSource(targets, self.total, 2 * self.chunk, dt=self.dt, seed=seed)
+        self.source = ScanSource(targets, self.total, 2 * self.chunk, radar=scenario == "radar",
+                                 dt=self.dt, seed=seed)
         t = time.perf_counter()
         self.source.fill(self.chunk)
         self.gen_seconds = time.perf_counter() - t
@@ -157,7 +167,7 @@ class DemoRun:
         take = self.source.take
 
         def step():
-            # No allocation here: the (detections, dt) tuples exist already.
+            # No allocation here: the (detections, dt[, sensor]) tuples exist already.
             tick(*take())
 
         # The loop resets the tracker's scratch arena after every tick.
@@ -329,6 +339,7 @@ class DemoRun:
             "dod.tracker demo: summary",
             f"  scenario   {self.targets} targets, {self.total} scans at {self.rate:g} Hz "
             f"({self.total * self.dt:g} s), seed {self.seed}, Pd 0.9, clutter 0.2 N/scan, "
+            + ("two radars (range 2 m, bearing 1 mrad), " if self.scenario == "radar" else "") +
             f"region {self.extent:.0f} m wide; tick threads {self.tracker.threads}"
             + (f"; GOSPA and plot over the central {2 * self.window:.0f} m square"
                if self.window * 2.0 < self.extent else ""),
@@ -510,6 +521,8 @@ def build_parser():
     p.add_argument("--plot", metavar="FILE.png", help="write tracks vs truth and the tick histogram")
     p.add_argument("--no-live", action="store_true", help="plain progress lines, no live view")
     p.add_argument("--threads", type=int, default=1, help="threads of one tick (1)")
+    p.add_argument("--scenario", choices=("cartesian", "radar"), default="cartesian",
+                   help="cartesian (positions) or radar (range-bearing scans of two sensors)")
     return p
 
 
@@ -527,7 +540,8 @@ def main(argv=None, out=None):
                   file=sys.stderr)
             return 2
     try:
-        run = DemoRun(a.targets, a.rate, a.duration, a.seed, a.fast, keep_tracks=bool(a.plot), threads=a.threads)
+        run = DemoRun(a.targets, a.rate, a.duration, a.seed, a.fast, keep_tracks=bool(a.plot), threads=a.threads,
+                     scenario=a.scenario)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -170,29 +170,47 @@ cdef inline void dod_meas_innovation(const double* z, const double* h, int d, do
         y[2] = z[2] - h[2]
 
 
-cdef inline double dod_meas_gate_radius(const double* h, const double* S, int d, double gate,
-                                        const dod_sensor* s) noexcept nogil:
-    """Radius (m) of a Cartesian ball around the predicted position that holds
-    every detection with y' S^-1 y <= gate: conservative, for the spatial grid.
+cdef inline double dod_meas_gate_box(const double* h, const double* J, const double* S, int d,
+                                     double gate, const dod_sensor* s, double* hw) noexcept nogil:
+    """Half-widths hw[d] of a Cartesian box around the predicted position that
+    holds every detection with y' S^-1 y <= gate (conservative, for the
+    spatial grid); returns the widest.
 
     Inside the gate |dr| <= hr = sqrt(gate S_rr), |dbearing| <= hb and
-    |delevation| <= he likewise, so a detection lies in the sector of ranges
-    h0 +- hr and angles within hb (+ he) of the prediction, whose points are
-    within hr + h0 * min(hb + he, 2) of it (the chord of an angle is at most
-    the angle and at most 2). A relative 1e-9 (plus 1e-9 of the coordinates'
-    size) covers the rounding of the detections' Cartesian positions."""
+    |delevation| <= he likewise, so a detection lies at range r in
+    h0 +- hr and at an angle theta <= ang = hb (+ he) from the predicted
+    direction u (J's first row). Relative to the prediction it is a u + b t
+    (t a unit vector across u) with |a| <= A = hr + h0 ang^2 / 2 (1 - cos
+    theta <= theta^2 / 2) and |b| <= B = (h0 + hr) ang (sin theta <= theta),
+    for theta <= pi/2; along axis k that is at most A |u_k| + B sqrt(1 -
+    u_k^2). A wider angle (ang > 1.5) falls back to the ball of radius
+    hr + h0 min(ang, 2) (a chord is at most 2). A relative 1e-9 (plus 1e-9
+    of the coordinates' size) covers the rounding of the detections'
+    Cartesian positions."""
     cdef double ang = sqrt(gate * S[d + 1])
-    cdef double rad, scale
+    cdef double hr = sqrt(gate * S[0]), A, B, scale, v, u, widest = 0.0
     cdef int i
     if d == 3:
         ang += sqrt(gate * S[8])
-    if ang > 2.0:
-        ang = 2.0
-    rad = sqrt(gate * S[0]) + h[0] * ang
     scale = h[0] + 1.0
     for i in range(d):
         scale += s.pos[i] if s.pos[i] > 0.0 else -s.pos[i]
-    return rad * (1.0 + 1e-9) + 1e-9 * scale
+    scale *= 1e-9
+    if ang > 1.5:
+        v = (hr + h[0] * (ang if ang < 2.0 else 2.0)) * (1.0 + 1e-9) + scale
+        for i in range(d):
+            hw[i] = v
+        return v
+    A = hr + 0.5 * h[0] * ang * ang
+    B = (h[0] + hr) * ang
+    for i in range(d):
+        u = J[i]
+        v = 1.0 - u * u
+        v = (A * (u if u > 0.0 else -u) + B * sqrt(v if v > 0.0 else 0.0)) * (1.0 + 1e-9) + scale
+        hw[i] = v
+        if v > widest:
+            widest = v
+    return widest
 
 
 cdef inline void dod_meas_update(double* x, double* P, int n, int d, const double* y,

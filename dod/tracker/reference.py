@@ -25,7 +25,7 @@ is the oracle of the tests and the baseline of the benchmarks:
 Range-bearing scans (``tick(z, dt, sensor=Sensor(...))``): extended Kalman
 update with H = [J 0] at the predicted position, gate in measurement space
 (bearing innovation wrapped), the grid searched within a Cartesian ball that
-holds the gate (:func:`dod.tracker.sensor.gate_radius`), births at the
+holds the gate (:func:`dod.tracker.sensor.gate_box`), births at the
 converted positions with the converted covariance, the score's density
 taken per unit area/volume (minus ln |det dp/dz|); tracks in the sensor's
 singular zone are not gated (dod/tracker/measurement.pxd states the model).
@@ -401,8 +401,8 @@ class ReferenceTracker:
             gateable &= np.linalg.det(S) > 0 if T else gateable
             S[~gateable] = np.eye(d)
             Si = np.linalg.inv(S) if T else np.zeros((0, d, d))
-            hwmax = np.where(gateable, _meas.gate_radius(hpred, S, self.gate, sensor.position), 0.0) \
-                if T else np.zeros(0)
+            hwmax = np.where(gateable, _meas.gate_box(hpred, J, S, self.gate, sensor.position).max(axis=1),
+                             0.0) if T else np.zeros(0)
             meas = (zm, hpred)
         track_det = np.full(T, -1, np.intp)
         det_track = np.full(z.shape[0], -1, np.intp)

@@ -177,17 +177,22 @@ def predict(x, position, d):
     return h, J, ok
 
 
-def gate_radius(h, S, gate, position):
-    """Radius of a Cartesian ball holding each track's gate (measurement.pxd
-    dod_meas_gate_radius): hr + range * min(hb (+ he), 2), padded for rounding."""
+def gate_box(h, J, S, gate, position):
+    """Half-widths (k, d) of a Cartesian box around each predicted position
+    that holds its gate (measurement.pxd dod_meas_gate_box states the bound)."""
     d = h.shape[1]
     ang = np.sqrt(gate * S[:, 1, 1])
     if d == 3:
         ang = ang + np.sqrt(gate * S[:, 2, 2])
-    ang = np.minimum(ang, 2.0)
-    rad = np.sqrt(gate * S[:, 0, 0]) + h[:, 0] * ang
-    scale = h[:, 0] + 1.0 + float(np.abs(np.asarray(position, dtype=np.float64)).sum())
-    return rad * (1.0 + 1e-9) + 1e-9 * scale
+    hr = np.sqrt(gate * S[:, 0, 0])
+    scale = 1e-9 * (h[:, 0] + 1.0 + float(np.abs(np.asarray(position, dtype=np.float64)).sum()))
+    u = J[:, 0, :]
+    A = hr + 0.5 * h[:, 0] * ang * ang
+    B = (h[:, 0] + hr) * ang
+    box = (A[:, None] * np.abs(u) + B[:, None] * np.sqrt(np.maximum(1.0 - u * u, 0.0))) * (1.0 + 1e-9) \
+        + scale[:, None]
+    ball = (hr + h[:, 0] * np.minimum(ang, 2.0)) * (1.0 + 1e-9) + scale
+    return np.where((ang > 1.5)[:, None], ball[:, None], box)
 
 
 def log_jacobian(z):
