@@ -65,6 +65,13 @@ def test_ekf_update_matches_a_numpy_ekf(d, n):
         assert d2 == pytest.approx(d2e, rel=1e-5)
         np.testing.assert_allclose(Si, Sie, rtol=1e-5)
         assert np.array_equal(Pk, Pk.T)
+        # The IMM's contract (ln N of the prediction, same update) on another copy.
+        xl, Pl = x.copy(), P.copy()
+        ll = _engine._kernel_ekf_update(xl, Pl, z, s, var, True)
+        S = np.linalg.inv(Sie)
+        want = -0.5 * (d * math.log(2 * math.pi) + math.log(np.linalg.det(S)) + d2e)
+        assert ll == pytest.approx(want, rel=1e-6, abs=1e-6)
+        assert np.array_equal(xl, xk) and np.array_equal(Pl, Pk)
 
 
 def test_ekf_bearing_wraps_at_pi_and_refuses_the_sensor_position():
@@ -78,6 +85,7 @@ def test_ekf_bearing_wraps_at_pi_and_refuses_the_sensor_position():
     xz, Pz = np.array([1e-9, 0.0, 1.0, 1.0]), np.eye(4)
     d2, Si = _engine._kernel_ekf_update(xz, Pz, z, s, np.array([1.0, 1e-4]))
     assert math.isnan(d2) and Si is None
+    assert _engine._kernel_ekf_update(xz, Pz, z, s, np.array([1.0, 1e-4]), True) == -math.inf
     assert np.array_equal(xz, [1e-9, 0.0, 1.0, 1.0]) and np.array_equal(Pz, np.eye(4))
 
 

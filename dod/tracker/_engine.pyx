@@ -48,7 +48,7 @@ from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inver
 from dod.tracker.measurement cimport (dod_sensor, dod_meas_predict, dod_meas_innovation_cov,
                                       dod_meas_inverse_spd, dod_meas_innovation, dod_meas_gate_box,
                                       dod_meas_update, dod_meas_to_cartesian, dod_meas_log_jacobian,
-                                      dod_ekf_update)
+                                      dod_ekf_update, dod_ekf_position_update)
 
 import numpy as np
 
@@ -94,9 +94,11 @@ def _kernel_update(double[::1] x, double[:, ::1] P, double[::1] z, double r):
     return d2
 
 
-def _kernel_ekf_update(double[::1] x, double[:, ::1] P, double[::1] z, double[::1] pos, double[::1] var):
+def _kernel_ekf_update(double[::1] x, double[:, ::1] P, double[::1] z, double[::1] pos, double[::1] var,
+                       bint log_likelihood=False):
     """Test hook: dod_ekf_update of one state (n = len(x), d = len(z)) in
-    place; returns (d2, Si) or (nan, None) when the measurement is unusable."""
+    place; returns (d2, Si) or (nan, None) when the measurement is unusable;
+    with log_likelihood, dod_ekf_position_update's ln N (or -inf) instead."""
     cdef dod_sensor s
     cdef double Si[9]
     cdef int a, d = z.shape[0]
@@ -104,6 +106,8 @@ def _kernel_ekf_update(double[::1] x, double[:, ::1] P, double[::1] z, double[::
     for a in range(d):
         s.pos[a] = pos[a]
         s.var[a] = var[a]
+    if log_likelihood:
+        return dod_ekf_position_update(&x[0], &P[0, 0], x.shape[0], &z[0], d, &s)
     d2 = dod_ekf_update(&x[0], &P[0, 0], x.shape[0], d, &z[0], &s, Si)
     if d2 < 0:
         return float("nan"), None

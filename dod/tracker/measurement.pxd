@@ -38,7 +38,7 @@
 # P is symmetric (the update keeps it so, exactly); var > 0; the arrays do
 # not overlap. Thread-safety: pure functions of their arguments.
 
-from libc.math cimport sqrt, atan2, cos, sin, fmod, log, M_PI
+from libc.math cimport sqrt, atan2, cos, sin, fmod, log, M_PI, INFINITY
 
 cdef enum:
     DOD_MEAS_MAXN = 8           # largest state dimension an update takes (IMM's coordinated turn: 7 in 3-D)
@@ -292,6 +292,26 @@ cdef inline double dod_ekf_update(double* x, double* P, int n, int d, const doub
             d2 += y[i] * Si[i * d + j] * y[j]
     dod_meas_update(x, P, n, d, y, J, Si, s.var)
     return d2
+
+
+cdef inline double dod_ekf_position_update(double* x, double* P, int n, const double* z, int d,
+                                           const dod_sensor* s) noexcept nogil:
+    """dod_ekf_update with the contract of the IMM's per-model position update
+    (dod/tracker/imm.pxd dod_imm_position_update): returns ln N(y; 0, S), the
+    measurement-space density of the prediction (within one track every model
+    sees the same measurement, so the unit cancels in the model
+    probabilities), or -INFINITY with x and P unchanged."""
+    cdef double Si[9]
+    cdef double d2 = dod_ekf_update(x, P, n, d, z, s, Si)
+    cdef double det
+    if d2 < 0.0:
+        return -INFINITY
+    if d == 2:
+        det = Si[0] * Si[3] - Si[1] * Si[2]
+    else:
+        det = (Si[0] * (Si[4] * Si[8] - Si[5] * Si[7]) - Si[1] * (Si[3] * Si[8] - Si[5] * Si[6])
+               + Si[2] * (Si[3] * Si[7] - Si[4] * Si[6]))
+    return -0.5 * (d * 1.8378770664093453 - log(det) + d2)
 
 
 cdef inline void dod_meas_to_cartesian(const double* z, const dod_sensor* s, int d, double* p,
