@@ -383,3 +383,29 @@ def test_gate_box_holds_every_gated_detection(d):
             z = z[np.abs(z[:, 2]) <= np.pi / 2]
         q = to_cartesian(z, s)
         assert (np.abs(q - x[0, :d]) <= hw).all(), trial
+
+
+def test_demo_runs_the_radar_scenario():
+    import io
+
+    from dod.tracker import demo
+    out = io.StringIO()
+    assert demo.main(["--scenario", "radar", "--targets", "100", "--duration", "1", "--fast", "--no-live"],
+                     out=out) == 0
+    assert "two radars" in out.getvalue()
+    run = demo.DemoRun(targets=50, rate=100.0, duration=0.5, seed=1, fast=True, scenario="radar").run()
+    assert run.alloc_ticks > 0 and run.snapshot()["confirmed"] > 40
+    if sys.getallocatedblocks():          # pymalloc: the demo's own measure holds
+        assert run.allocations_per_tick <= 0.0
+    with pytest.raises(ValueError):
+        demo.DemoRun(targets=10, scenario="sonar")
+
+
+def test_radar_bench_table_runs_and_reports_both_trackers():
+    from dod.tracker import bench_radar
+    lines = []
+    rows = bench_radar.run(sizes=(60,), scans=20, warmup=10, out=lines.append)
+    r = rows[0]
+    assert r["ticks"] == 20 and r["ratio"] > 0 and r["polar"][3] == 0
+    assert r["gospa"] == pytest.approx(r["gospa_reference"], rel=1e-9)
+    assert any("polar/cart" in line for line in lines)
