@@ -40,6 +40,8 @@
 
 from libc.math cimport sqrt, atan2, cos, sin, fmod, log, M_PI, INFINITY
 
+from dod.tracker.kalman cimport dod_kalman_log_likelihood
+
 cdef enum:
     DOD_MEAS_MAXN = 8           # largest state dimension an update takes (IMM's coordinated turn: 7 in 3-D)
 
@@ -303,15 +305,9 @@ cdef inline double dod_ekf_position_update(double* x, double* P, int n, const do
     probabilities), or -INFINITY with x and P unchanged."""
     cdef double Si[9]
     cdef double d2 = dod_ekf_update(x, P, n, d, z, s, Si)
-    cdef double det
     if d2 < 0.0:
         return -INFINITY
-    if d == 2:
-        det = Si[0] * Si[3] - Si[1] * Si[2]
-    else:
-        det = (Si[0] * (Si[4] * Si[8] - Si[5] * Si[7]) - Si[1] * (Si[3] * Si[8] - Si[5] * Si[6])
-               + Si[2] * (Si[3] * Si[7] - Si[4] * Si[6]))
-    return -0.5 * (d * 1.8378770664093453 - log(det) + d2)
+    return dod_kalman_log_likelihood(d2, Si, d)
 
 
 cdef inline void dod_meas_to_cartesian(const double* z, const dod_sensor* s, int d, double* p,
