@@ -13,6 +13,10 @@ per scan crosses into nogil Cython and allocates nothing.
     t.ids, t.positions, t.states         # read-only views of the live rows
     t.table                              # the tracks: a dod.table.Table (handles, Arrow)
 
+Radar: ``t.tick(measurements, dt, sensor=Sensor(position, range_sigma,
+bearing_sigma[, elevation_sigma]))`` folds in a range-bearing(-elevation)
+scan of that sensor (extended Kalman update; :mod:`dod.tracker.sensor`).
+
 Also here: :mod:`dod.tracker.reference` (the same tracker in numpy: the
 oracle and baseline), :mod:`dod.tracker.scenario` (seeded scenarios) and
 :mod:`dod.tracker.metrics` (GOSPA, OSPA, HOTA, MOTA/IDF1 via py-motmetrics).
