@@ -409,3 +409,47 @@ def test_radar_bench_table_runs_and_reports_both_trackers():
     assert r["ticks"] == 20 and r["ratio"] > 0 and r["polar"][3] == 0
     assert r["gospa"] == pytest.approx(r["gospa_reference"], rel=1e-9)
     assert any("polar/cart" in line for line in lines)
+
+
+def test_cimport_sensor_tick_and_ekf_kernel(compile_cython):
+    # The cimport API: dod_tracker_tick_sensor from nogil code, and the EKF
+    # routine an IMM model update calls (dod_ekf_position_update).
+    mod = compile_cython(
+        """
+from libc.string cimport memset
+from dod.tracker._engine cimport Tracker, dod_tracker_tick_sensor
+from dod.tracker.measurement cimport dod_sensor, dod_ekf_position_update
+
+def run(Tracker t, double[:, ::1] z, double dt, double sx, double sy, double sr, double sb):
+    cdef dod_sensor s
+    cdef int rc
+    memset(&s, 0, sizeof(s))
+    s.pos[0] = sx
+    s.pos[1] = sy
+    s.var[0] = sr * sr
+    s.var[1] = sb * sb
+    with nogil:
+        rc = dod_tracker_tick_sensor(&t.engine, &z[0, 0], z.shape[0], dt, &s, &t.scratch.engine)
+    return rc
+
+def ekf(double[::1] x, double[:, ::1] P, double[::1] z, double sr, double sb):
+    cdef dod_sensor s
+    memset(&s, 0, sizeof(s))
+    s.var[0] = sr * sr
+    s.var[1] = sb * sb
+    return dod_ekf_position_update(&x[0], &P[0, 0], x.shape[0], &z[0], 2, &s)
+"""
+    )
+    sensor = Sensor((10.0, -20.0), 2.0, 1e-3)
+    target = np.array([[500.0, 300.0]])
+    a, b = Tracker(r=3.0), Tracker(r=3.0)
+    for _ in range(6):
+        z = np.ascontiguousarray(sensor.measure(target))
+        assert mod.run(a, z, 0.02, 10.0, -20.0, 2.0, 1e-3) == 0
+        b.tick(z, 0.02, sensor=sensor)
+    assert a.table.to_numpy().tobytes() == b.table.to_numpy().tobytes()
+    assert a.states.tolist() == [2]
+    x = np.array([100.0, 0.0, 0.0, 0.0, 0.1])          # a 5-state (coordinated-turn) model
+    P = np.eye(5) * 4.0
+    ll = mod.ekf(x, P, np.array([101.0, 0.001]), 1.0, 1e-3)
+    assert np.isfinite(ll) and 99.0 < x[0] < 101.0 and np.array_equal(P, P.T)
