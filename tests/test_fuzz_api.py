@@ -165,6 +165,13 @@ TARGETS = {
     "dod.tracker.scenario.Scenario": [
         lambda w: __import__("dod.tracker.scenario").tracker.scenario.generate(3, 5, seed=1)],
     "dod.tracker.scenario.generate": None,
+    "dod.tracker.Sensor": [lambda w: __import__("dod.tracker").tracker.Sensor((0.0, 0.0), 1.0, 1e-3)],
+    "dod.tracker.scenario.RadarScenario": [
+        lambda w: __import__("dod.tracker.scenario").tracker.scenario.generate_radar(3, 5, seed=1)],
+    "dod.tracker.scenario.RadarScan": None,
+    "dod.tracker.scenario.generate_radar": None,
+    "dod.tracker.scenario.iter_radar_scans": None,
+    "dod.tracker.scenario.radar_sensors": None,
     "dod.tracker.metrics.gospa": None,
     "dod.tracker.metrics.sparse_gospa": None,
     "dod.tracker.scenario.Scan": None,

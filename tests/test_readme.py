@@ -192,6 +192,22 @@ def _loop_p99(ns, out, block):
     assert stats["ticks"] + stats["skipped"] == ns["scenario"].scans
 
 
+@claim('t = Tracker(TrackerConfig(motion="imm", **PRESET_CONFIG["manoeuvre"]))')
+def _imm(ns, out, block):
+    t = ns["t"]
+    mu = t.model_probabilities
+    assert mu.shape == (len(t), 3) and np.allclose(mu.sum(axis=1), 1.0)   # CV low, CV high, turn
+    assert t.turn_rates.shape == (len(t),) and np.isfinite(t.turn_rates).all()
+    assert t.counts()["confirmed"] >= 40                  # of the 50 turning targets
+
+
+@claim("west = Sensor((-5000.0, 0.0), range_sigma=2.0, bearing_sigma=1e-3)")
+def _radar(ns, out, block):
+    t, target = ns["t"], ns["target"]
+    assert len(t) == 1 and np.allclose(t.positions, target, atol=1.0)     # asserted in the block too
+    assert t.counts()["associations"] == 1                # the last scan (the south sensor's) updated it
+
+
 # Last: the checks above are registered by then.
 @pytest.mark.parametrize("marker", list(CHECKS))
 def test_readme_block_does_what_it_says(marker, capsys):

@@ -15,13 +15,17 @@ crosses into nogil Cython and allocates nothing.
     t.ids, t.positions, t.states         # read-only views of the live rows
     t.table                              # the tracks: a dod.table.Table (handles, Arrow)
 
+Radar: ``t.tick(measurements, dt, sensor=Sensor(position, range_sigma,
+bearing_sigma[, elevation_sigma]))`` folds in a range-bearing(-elevation)
+scan of that sensor (extended Kalman update; :mod:`dod.tracker.sensor`).
+
 Also here: :mod:`dod.tracker.reference` (the same tracker in numpy: the
 oracle and baseline), :mod:`dod.tracker.scenario` (seeded scenarios) and
 :mod:`dod.tracker.metrics` (GOSPA, OSPA, HOTA, MOTA/IDF1 via py-motmetrics).
 """
 from dod.tracker.config import TrackerConfig, chi2_ppf
 
-__all__ = ["Tracker", "TrackerConfig", "ReferenceTracker", "chi2_ppf", "solve_assignment",
+__all__ = ["Tracker", "TrackerConfig", "ReferenceTracker", "Sensor", "chi2_ppf", "solve_assignment",
            "track_schema", "scratch_bytes"]
 
 
@@ -34,6 +38,10 @@ def __getattr__(name):
         from dod.tracker import _engine
 
         return getattr(_engine, name)
+    if name == "Sensor":
+        from dod.tracker.sensor import Sensor
+
+        return Sensor
     if name == "ReferenceTracker":
         from dod.tracker.reference import ReferenceTracker
 

@@ -38,6 +38,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from dod.arena cimport dod_arena, Arena
 from dod.table cimport dod_table, Table
 from dod.tracker.imm cimport dod_imm
+from dod.tracker.measurement cimport dod_sensor
 
 cdef enum:
     DOD_TRACKER_MAX_THREADS = 256   # most threads of one tick (TrackerConfig.threads)
@@ -121,6 +122,13 @@ ctypedef struct dod_tracker:
 
 cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, double dt,
                           dod_arena* scratch) noexcept nogil
+
+# A range-bearing scan of one sensor (measurement.pxd: dets hold n_dets
+# measurements (range, bearing[, elevation]); the sensor's variances > 0 and
+# position finite are the caller's checks); sensor NULL: Cartesian, as
+# dod_tracker_tick. two_point initiation is not supported with a sensor.
+cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_dets, double dt,
+                                 const dod_sensor* sensor, dod_arena* scratch) noexcept nogil
 
 
 cdef class Tracker:

@@ -47,7 +47,12 @@ from dod.tracker.grid cimport dod_grid, dod_grid_build, dod_grid_bucket, dod_gri
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse,
                                  dod_kalman_mahalanobis2, dod_kalman_update,
                                  dod_kalman_log_likelihood)
-from dod.tracker.imm cimport DOD_IMM_MODELS, dod_imm_predict, dod_imm_update, dod_imm_birth
+from dod.tracker.imm cimport (DOD_IMM_MODELS, dod_imm_predict, dod_imm_update, dod_imm_birth,
+                              dod_imm_model_x, dod_imm_model_P, dod_imm_weigh)
+from dod.tracker.measurement cimport (dod_sensor, dod_meas_predict, dod_meas_innovation_cov,
+                                      dod_meas_inverse_spd, dod_meas_innovation, dod_meas_gate_box,
+                                      dod_meas_update, dod_meas_to_cartesian, dod_meas_log_jacobian,
+                                      dod_ekf_update, dod_ekf_position_update)
 
 import numpy as np
 
@@ -93,6 +98,26 @@ def _kernel_update(double[::1] x, double[:, ::1] P, double[::1] z, double r):
     return d2
 
 
+def _kernel_ekf_update(double[::1] x, double[:, ::1] P, double[::1] z, double[::1] pos, double[::1] var,
+                       bint log_likelihood=False):
+    """Test hook: dod_ekf_update of one state (n = len(x), d = len(z)) in
+    place; returns (d2, Si) or (nan, None) when the measurement is unusable;
+    with log_likelihood, dod_ekf_position_update's ln N (or -inf) instead."""
+    cdef dod_sensor s
+    cdef double Si[9]
+    cdef int a, d = z.shape[0]
+    memset(&s, 0, sizeof(s))
+    for a in range(d):
+        s.pos[a] = pos[a]
+        s.var[a] = var[a]
+    if log_likelihood:
+        return dod_ekf_position_update(&x[0], &P[0, 0], x.shape[0], &z[0], d, &s)
+    d2 = dod_ekf_update(&x[0], &P[0, 0], x.shape[0], d, &z[0], &s, Si)
+    if d2 < 0:
+        return float("nan"), None
+    return d2, np.array([Si[a] for a in range(d * d)]).reshape(d, d)
+
+
 # ---------------------------------------------------------------- per-tick scratch layout
 
 ctypedef struct _tick:
@@ -126,6 +151,12 @@ ctypedef struct _tick:
     int32_t* sbest          # [singles] its cheapest pair this round
     int32_t* dbest          # [D] a free detection's cheapest pair this round
     size_t pairs_dropped    # pairs beyond pair_cap in the latest gating pass
+    # range-bearing scans (sensor != NULL; measurement.pxd): z holds the
+    # detections' Cartesian positions (grid, births, clutter), zm the measurements
+    const dod_sensor* sensor
+    double* zm              # [D, dim] valid measurements (range, bearing[, elevation])
+    double* hp              # [T, dim] predicted measurement of each track
+    double* J               # [T, dim, dim] its Jacobian
 
 
 ctypedef struct _pairs:
@@ -153,10 +184,16 @@ cdef inline void _try_pair(const dod_tracker* t, const _tick* k, _pairs* out, si
     cdef double d2
     if free_only and k.det_track[j] >= 0:
         return
-    for a in range(dim):
-        y[a] = zj[a] - t.cols.x[ti * t.n + a]
-        if y[a] > k.hw[ti * dim + a] or y[a] < -k.hw[ti * dim + a]:
-            return
+    if k.sensor != NULL:            # range-bearing scan: innovation in measurement space
+        if dim == 2:
+            dod_meas_innovation(k.zm + j * 2, k.hp + ti * 2, 2, y)
+        else:
+            dod_meas_innovation(k.zm + j * 3, k.hp + ti * 3, 3, y)
+    else:
+        for a in range(dim):
+            y[a] = zj[a] - t.cols.x[ti * t.n + a]
+            if y[a] > k.hw[ti * dim + a] or y[a] < -k.hw[ti * dim + a]:
+                return
     # constant dimension at each call site: gcc unrolls the inlined kernels
     if dim == 2:
         d2 = dod_kalman_mahalanobis2(y, k.Si + ti * 4, 2)
@@ -485,6 +522,12 @@ cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, 
         c.age[ti] += 1
         k.track_det[ti] = -1
         k.loc_t[ti] = -1
+        if k.sensor != NULL:        # constant dimensions: gcc unrolls the inlined kernels
+            if dim == 2:
+                _polar_gate_row(t, k, ti, 2)
+            else:
+                _polar_gate_row(t, k, ti, 3)
+            continue
         if dim == 2:
             k.gateable[ti] = dod_kalman_innovation_inverse(c.P + ti * 16, 2, r2, k.Si + ti * 4)
         else:
@@ -499,20 +542,69 @@ cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, 
         k.hm[ti] = hmax if k.gateable[ti] else 0.0
 
 
+cdef inline void _polar_gate_row(const dod_tracker* t, _tick* k, size_t ti, int dim) noexcept nogil:
+    """Range-bearing scan: predicted measurement, Jacobian, innovation
+    inverse of row ti, and the half-widths of a Cartesian box holding its
+    gate (the grid's box: dod_meas_gate_box). A track in the
+    sensor's singular zone, or with S not positive definite, is not gated."""
+    cdef int n = 2 * dim, a
+    cdef double S[9]
+    cdef double rad = 0.0
+    cdef bint ok
+    ok = dod_meas_predict(t.cols.x + ti * n, k.sensor, dim, k.hp + ti * dim, k.J + ti * dim * dim)
+    if ok:
+        dod_meas_innovation_cov(t.cols.P + ti * n * n, n, dim, k.J + ti * dim * dim, k.sensor.var, S)
+        ok = dod_meas_inverse_spd(S, dim, k.Si + ti * dim * dim)
+    if ok:
+        rad = dod_meas_gate_box(k.hp + ti * dim, k.J + ti * dim * dim, S, dim, t.gate, k.sensor,
+                                k.hw + ti * dim)
+    else:
+        for a in range(dim):
+            k.hw[ti * dim + a] = 0.0
+    k.gateable[ti] = ok
+    k.hm[ti] = rad
+
+
+cdef inline void _imm_sensor_update(const dod_tracker* t, const _tick* k, size_t ti, const double* zm,
+                                   int d) noexcept nogil:
+    """IMM with a range-bearing scan: each model's EKF update (measurement.pxd,
+    the per-model contract of imm.pxd), then the probabilities and the
+    combination."""
+    cdef double ll[DOD_IMM_MODELS]
+    cdef int m
+    for m in range(DOD_IMM_MODELS):
+        ll[m] = dod_ekf_position_update(dod_imm_model_x(&t.imm, ti, m, d), dod_imm_model_P(&t.imm, ti, m, d),
+                                        2 * d + 1, zm, d, k.sensor)
+    dod_imm_weigh(&t.imm, ti, ll, t.cols.x + ti * 2 * d, t.cols.P + ti * 4 * d * d, d)
+
+
 cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1) noexcept nogil:
     """Kalman update of the assigned tracks among rows [row0, row1)."""
     cdef const dod_track_cols* c = &t.cols
     cdef double r2 = t.r * t.r
     cdef size_t ti
     cdef int32_t j
+    cdef double y[3]
     for ti in range(row0, row1):
         j = k.track_det[ti]
-        if j >= 0:
-            if t.imm.models and t.dim == 2:     # every model, the probabilities, the combination
+        if j >= 0 and t.imm.models and k.sensor != NULL:   # every model through the EKF
+            if t.dim == 2:
+                _imm_sensor_update(t, k, ti, k.zm + j * 2, 2)
+            else:
+                _imm_sensor_update(t, k, ti, k.zm + j * 3, 3)
+        elif j >= 0 and t.imm.models:   # every model, the probabilities, the combination
+            if t.dim == 2:
                 dod_imm_update(&t.imm, ti, k.z + j * 2, r2, c.x + ti * 4, c.P + ti * 16, 2)
-            elif t.imm.models:
+            else:
                 dod_imm_update(&t.imm, ti, k.z + j * 3, r2, c.x + ti * 6, c.P + ti * 36, 3)
-            elif t.dim == 2:
+        elif j >= 0 and k.sensor != NULL and t.dim == 2:  # extended Kalman update (measurement.pxd)
+            dod_meas_innovation(k.zm + j * 2, k.hp + ti * 2, 2, y)
+            dod_meas_update(c.x + ti * 4, c.P + ti * 16, 4, 2, y, k.J + ti * 4, k.Si + ti * 4, k.sensor.var)
+        elif j >= 0 and k.sensor != NULL:
+            dod_meas_innovation(k.zm + j * 3, k.hp + ti * 3, 3, y)
+            dod_meas_update(c.x + ti * 6, c.P + ti * 36, 6, 3, y, k.J + ti * 9, k.Si + ti * 9, k.sensor.var)
+        elif j >= 0:
+            if t.dim == 2:
                 dod_kalman_update(c.x + ti * 4, c.P + ti * 16, k.z + j * 2, k.Si + ti * 4, 2, r2)
             else:
                 dod_kalman_update(c.x + ti * 6, c.P + ti * 36, k.z + j * 3, k.Si + ti * 9, 3, r2)
@@ -824,10 +916,35 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
     cnt.singles = t.singles.count
 
 
+# ---------------------------------------------------------------- range-bearing scans
+
+cdef inline bint _polar_valid(const double* z, int dim) noexcept nogil:
+    """A usable (finite) measurement: range >= 0, elevation in [-pi/2, pi/2]."""
+    if not z[0] >= 0.0:
+        return False
+    return dim == 2 or (z[2] >= -1.5707963267948966 and z[2] <= 1.5707963267948966)
+
+
+cdef inline void _polar_birth_cov(const double* z, const dod_sensor* s, int dim, double* P, int n) noexcept nogil:
+    """The position block of a birth's covariance: z's converted covariance."""
+    cdef double p[3]
+    cdef double C[9]
+    cdef int a, b
+    dod_meas_to_cartesian(z, s, dim, p, C)
+    for a in range(dim):
+        for b in range(dim):
+            P[a * n + b] = C[a * dim + b]
+
+
 # ---------------------------------------------------------------- the tick
 
 cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, double dt,
                           dod_arena* scratch) noexcept nogil:
+    return dod_tracker_tick_sensor(t, dets, n_dets, dt, NULL, scratch)
+
+
+cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_dets, double dt,
+                                 const dod_sensor* sensor, dod_arena* scratch) noexcept nogil:
     cdef _tick k
     cdef dod_tick_counts cnt
     cdef size_t mark = dod_arena_mark(scratch)
@@ -878,17 +995,32 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
         k.sused = <uint8_t*>_push(scratch, ns, 1, &ok)
         k.sbest = <int32_t*>_push(scratch, ns, sizeof(int32_t), &ok)
         k.dbest = <int32_t*>_push(scratch, n_dets, sizeof(int32_t), &ok)
+    if sensor != NULL:
+        k.sensor = sensor
+        k.zm = <double*>_push(scratch, n_dets * dim, sizeof(double), &ok)
+        k.hp = <double*>_push(scratch, T * dim, sizeof(double), &ok)
+        k.J = <double*>_push(scratch, T * dim * dim, sizeof(double), &ok)
     if not ok:
         dod_arena_rewind(scratch, mark)
         return -1
 
-    # 2. Valid detections (NaN/inf rows dropped and counted).
+    # 2. Valid detections (NaN/inf rows dropped and counted; range-bearing:
+    # also a negative range or an elevation outside [-pi/2, pi/2]).
     for j in range(n_dets):
         finite = True
         for a in range(dim):
             if not isfinite(dets[j * dim + a]):
                 finite = False
-        if finite:
+        if finite and sensor != NULL:
+            finite = _polar_valid(dets + j * dim, dim)
+        if finite and sensor != NULL:
+            memcpy(k.zm + k.D * dim, dets + j * dim, dim * sizeof(double))
+            if dim == 2:
+                dod_meas_to_cartesian(dets + j * 2, sensor, 2, k.z + k.D * 2, NULL)
+            else:
+                dod_meas_to_cartesian(dets + j * 3, sensor, 3, k.z + k.D * 3, NULL)
+            k.D += 1
+        elif finite:
             memcpy(k.z + k.D * dim, dets + j * dim, dim * sizeof(double))
             k.D += 1
         else:
@@ -934,6 +1066,9 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
             if k.track_det[ti] >= 0:
                 for a in range(dim):
                     y[a] = k.z[k.track_det[ti] * dim + a] - c.x[ti * n + a]
+                if sensor != NULL:      # measurement-space density, per unit area/volume
+                    dod_meas_innovation(k.zm + k.track_det[ti] * dim, k.hp + ti * dim, dim, y)
+                    c.score[ti] -= dod_meas_log_jacobian(k.zm + k.track_det[ti] * dim, dim)
                 d2 = dod_kalman_mahalanobis2(y, k.Si + ti * dim * dim, dim)
                 c.score[ti] += t.log_pd - lc + dod_kalman_log_likelihood(d2, k.Si + ti * dim * dim, dim)
     if nt > 1 and T >= <size_t>nt * t.min_rows:
@@ -998,7 +1133,9 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
         for a in range(dim):
             c.P[i * n * n + a * n + a] = r2
             c.P[i * n * n + (dim + a) * n + dim + a] = t.v0 * t.v0
-        if t.imm.models:
+        if sensor != NULL:          # the converted measurement's covariance
+            _polar_birth_cov(k.zm + j * dim, sensor, dim, c.P + i * n * n, n)
+        if t.imm.models:            # after the covariance: every model starts from it
             dod_imm_birth(&t.imm, i, c.x + i * n, c.P + i * n * n, dim)
         c.hits[i] = 1
         c.age[i] = 1
@@ -1046,6 +1183,7 @@ cdef size_t _scratch_bytes(size_t cap, size_t dmax, int dim) noexcept:
     total += 2 * _round_up((cap + dmax + 1) * 4) + _round_up(cap * 4) + _round_up(dmax * 4) + _round_up(cap * 8)
     total += 5 * _round_up(pairs * 4) + _round_up(pairs * 8)       # pt pd porder glob_t glob_d, pc
     total += _round_up(dmax) + 2 * _round_up(dmax * 4)     # two-point pairing (sused, sbest, dbest)
+    total += _round_up(dmax * dim * 8) + _round_up(cap * dim * 8) + _round_up(cap * dim * dim * 8)  # zm hp J
     total += _CLUSTER_BYTES + (1 << 16)      # cluster cost matrices: 16 MiB holds a 1000 x 1000 cluster
     # The spatial sort after the tick reuses the same bytes: keys, rows and
     # one column's worth of gathered rows (the covariance is the widest).
@@ -1138,6 +1276,40 @@ COUNT_NAMES = tuple(_zero_counts)
 # read_counts copies the struct as an array of uint64: every field is a size_t.
 if sizeof(dod_tick_counts) != len(COUNT_NAMES) * sizeof(uint64_t) or sizeof(size_t) != sizeof(uint64_t):
     raise ImportError("dod_tick_counts must hold only 64-bit size_t fields")
+
+
+cdef object _Sensor = None
+
+
+cdef void _read_sensor(object sensor, int dim, bint two_point, dod_sensor* out) except *:
+    """Fill `out` from a dod.tracker.Sensor, re-checking its values (a frozen
+    dataclass can still be written through object.__setattr__). Allocates
+    nothing for a valid sensor."""
+    global _Sensor
+    cdef int a
+    cdef double v
+    if _Sensor is None:
+        from dod.tracker.sensor import Sensor
+        _Sensor = Sensor
+    if not isinstance(sensor, _Sensor):
+        raise TypeError(f"sensor must be a dod.tracker.Sensor, not {type(sensor).__name__}")
+    if two_point:
+        raise ValueError("range-bearing scans (sensor=...) need initiation='single'")
+    pos = sensor.position
+    if not isinstance(pos, tuple) or len(pos) != dim:
+        raise ValueError(f"sensor position must have {dim} coordinates for this {dim}-D tracker, "
+                         f"not {pos!r}")
+    memset(out, 0, sizeof(dod_sensor))
+    for a in range(dim):
+        v = pos[a]
+        if not isfinite(v):
+            raise ValueError(f"sensor position must be finite, not {pos!r}")
+        out.pos[a] = v
+    for a in range(dim):
+        v = sensor.range_sigma if a == 0 else (sensor.bearing_sigma if a == 1 else sensor.elevation_sigma)
+        if not (isfinite(v) and v > 0.0):
+            raise ValueError(f"sensor noise must be positive and finite, not {v!r}")
+        out.var[a] = v * v
 
 
 @cython.final
@@ -1266,11 +1438,24 @@ cdef class Tracker:
         """Spatial sorts of the track rows so far (every config.sort_every scans)."""
         return self.engine.sorts
 
-    def tick(self, cnp.ndarray detections not None, double dt):
+    def tick(self, cnp.ndarray detections not None, double dt, sensor=None):
         """Advance all tracks by `dt` seconds and fold in one scan of detections.
 
         `detections`: float64 array of shape (k, dim), C-contiguous (k may be
-        0). Rows with NaN or inf are dropped and counted (``invalid``). With
+        0): Cartesian positions, or with ``sensor`` (a
+        :class:`dod.tracker.Sensor`: its position and noise for this scan)
+        range-bearing measurements (range, bearing[, elevation]) in metres
+        and radians, bearing from the x axis towards y, elevation above the
+        x-y plane; scans of several sensors may follow each other in time
+        order. Such a scan is folded in by an extended Kalman update
+        (dod/tracker/measurement.pxd), gated in measurement space, and
+        starts tracks at the converted positions with the converted
+        covariance. Rows with NaN or inf (range-bearing: also a negative
+        range or an elevation outside [-pi/2, pi/2]) are dropped and
+        counted (``invalid``). TypeError for a sensor that is not a Sensor;
+        ValueError for a sensor of the other dimension, non-finite position
+        or non-positive noise, or with initiation="two_point" (not
+        supported with range-bearing scans). With
         more than ``max_detections`` rows, overflow="error" raises ValueError
         and overflow="drop" uses the first max_detections (the rest counted
         in ``overflow``). Raises TypeError/ValueError for a wrong dtype,
@@ -1281,8 +1466,13 @@ cdef class Tracker:
         cdef size_t k, over = 0
         cdef int rc
         cdef const double* data
+        cdef dod_sensor sens
+        cdef const dod_sensor* sp = NULL
         if self.table is None or self.scratch is None:
             raise TypeError("this Tracker was never initialised (Tracker.__new__ without __init__)")
+        if sensor is not None:
+            _read_sensor(sensor, self.engine.dim, self.engine.two_point, &sens)
+            sp = &sens
         if cnp.PyArray_TYPE(detections) != cnp.NPY_FLOAT64:
             raise TypeError(f"detections must be float64, not {(<object>detections).dtype}")
         if cnp.PyArray_NDIM(detections) != 2 or cnp.PyArray_DIM(detections, 1) != self.engine.dim:
@@ -1316,7 +1506,7 @@ cdef class Tracker:
         self._busy = True
         try:
             with nogil:
-                rc = dod_tracker_tick(&self.engine, data, k, dt, &self.scratch.engine)
+                rc = dod_tracker_tick_sensor(&self.engine, data, k, dt, sp, &self.scratch.engine)
         finally:
             self._busy = False
             self.singles.end_exclusive()

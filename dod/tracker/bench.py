@@ -39,6 +39,10 @@ HOTA, false confirmed tracks, and the tick cost of the clutter options;
 ``--imm [options]``: IMM against constant velocity on the manoeuvring and
 straight-line scenarios (GOSPA, ID switches, tick ratio, allocations;
 :mod:`dod.tracker.bench_imm`, whose options follow, e.g. ``--imm --sizes 1000``).
+
+``--radar [options]``: the range-bearing (EKF) tick against the Cartesian
+tick on the same detections, and its GOSPA against the reference's
+(:mod:`dod.tracker.bench_radar`, e.g. ``--radar --sizes 1000``).
 """
 import argparse
 import gc
@@ -224,6 +228,11 @@ def main(argv=None):
 
         argv.remove("--imm")
         return bench_imm.main(argv)
+    if "--radar" in argv:
+        from dod.tracker import bench_radar
+
+        argv.remove("--radar")
+        return bench_radar.main(argv)
     p = argparse.ArgumentParser(prog="python -m dod.tracker.bench", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--sizes", default="10,100,1000,10000")

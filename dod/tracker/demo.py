@@ -34,8 +34,10 @@ view is a plain line per second of scenario time.
 
 Options: --targets N, --rate HZ, --duration S, --seed K, --fast (no sleeping:
 as fast as possible; deadlines are then meaningless and not reported),
---scenario default|manoeuvre|straight (``scenario.PRESETS``; manoeuvre: one
-scan a second of turning targets, tracked with --motion imm by default),
+--scenario default|manoeuvre|straight|radar (``scenario.PRESETS``; manoeuvre:
+one scan a second of turning targets, tracked with --motion imm by default;
+radar: range-bearing scans of two sensors taking turns,
+``scenario.iter_radar_scans``, through the tracker's EKF update),
 --motion cv|imm,
 --plot FILE.png (needs matplotlib: ``pip install 'dod[demo]'``), --no-live.
 """
@@ -58,7 +60,9 @@ import numpy as np
 from dod.loop import Loop, monotonic_ns
 from dod.tracker import Tracker, TrackerConfig
 from dod.tracker.metrics import sparse_gospa
-from dod.tracker.scenario import PRESET_CONFIG, PRESETS, iter_scans, scan_extent
+from dod.tracker.scenario import PRESET_CONFIG, PRESETS, iter_radar_scans, iter_scans, scan_extent
+
+SCENARIOS = tuple(PRESETS) + ("radar",)     # radar: scenario.iter_radar_scans, the EKF update
 
 GOSPA_C = 10.0          # cut-off (m): 10 x the measurement noise
 MAX_SAMPLES = 1200       # samples kept for the plot and the MOT scores (5 min at 4 Hz)
@@ -78,8 +82,11 @@ class ScanSource:
     dropped by the next one, so that taking frees nothing either (the demo
     counts Python blocks across its chunks of ticks)."""
 
-    def __init__(self, targets, scans, capacity, **scenario):
-        self._it = iter_scans(targets, scans, **scenario)
+    def __init__(self, targets, scans, capacity, radar=False, **scenario):
+        # radar: range-bearing scans of two sensors (scenario.iter_radar_scans);
+        # each frame then carries its sensor: (detections, dt, sensor).
+        self._radar = radar
+        self._it = (iter_radar_scans if radar else iter_scans)(targets, scans, **scenario)
         self._frames = []
         self._truths = []
         self._next = 0
@@ -100,7 +107,8 @@ class ScanSource:
             except StopIteration:
                 self.exhausted = True
                 break
-            self._frames.append((scan.detections, scan.dt))
+            self._frames.append((scan.detections, scan.dt, scan.sensor) if self._radar
+                                else (scan.detections, scan.dt))
             self._truths.append((scan.truth_ids, scan.truth_pos))
             self.drawn += 1
 
@@ -136,12 +144,12 @@ class DemoRun:
             raise ValueError("rate must be a positive number")
         if not (duration > 0 and math.isfinite(duration)):
             raise ValueError("duration must be a positive number of seconds")
-        if scenario not in PRESETS:
-            raise ValueError(f"scenario must be one of {', '.join(PRESETS)}, not {scenario!r}")
+        if scenario not in SCENARIOS:
+            raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}, not {scenario!r}")
         self.targets, self.rate, self.duration, self.seed, self.fast = targets, rate, duration, seed, fast
         # A preset with its own scan period (manoeuvre: one scan a second) is
         # replayed at `rate` ticks per second; duration is scenario time.
-        preset = dict(PRESETS[scenario])
+        preset = dict(PRESETS.get(scenario, {}))
         self.dt = preset.pop("dt", 1.0 / rate)
         self.total = max(1, int(round(duration / self.dt)))
         self.scenario = scenario
@@ -153,14 +161,16 @@ class DemoRun:
             motion = "imm" if scenario == "manoeuvre" else "cv"
         self.config = TrackerConfig(capacity=max(64, 4 * targets),
                                     max_detections=max(64, 2 * targets + 64), overflow="drop",
-                                    threads=threads, motion=motion, **PRESET_CONFIG[scenario])
+                                    threads=threads, motion=motion,
+                                    **({"r": 3.0} if scenario == "radar" else PRESET_CONFIG[scenario]))
         self.tracker = Tracker(self.config)
         # Chunk: about 1/REFRESH_HZ seconds of ticks, dividing a second when it can
         # (so that plain lines fall on whole seconds).
         per_s = max(1, int(round(rate)))
         self.chunk = max([d for d in range(1, per_s + 1)
                           if per_s % d == 0 and d <= max(1.0, rate / REFRESH_HZ)])
-        self.source = ScanSource(targets, self.total, 2 * self.chunk, dt=self.dt, seed=seed, **preset)
+        self.source = ScanSource(targets, self.total, 2 * self.chunk, radar=scenario == "radar",
+                                 dt=self.dt, seed=seed, **preset)
         t = time.perf_counter()
         self.source.fill(self.chunk)
         self.gen_seconds = time.perf_counter() - t
@@ -168,7 +178,7 @@ class DemoRun:
         take = self.source.take
 
         def step():
-            # No allocation here: the (detections, dt) tuples exist already.
+            # No allocation here: the (detections, dt[, sensor]) tuples exist already.
             tick(*take())
 
         # The loop resets the tracker's scratch arena after every tick.
@@ -340,6 +350,7 @@ class DemoRun:
             "dod.tracker demo: summary",
             f"  scenario   {self.targets} targets, {self.total} scans at {self.rate:g} Hz "
             f"({self.total * self.dt:g} s), seed {self.seed}, Pd 0.9, clutter 0.2 N/scan, "
+            + ("two radars (range 2 m, bearing 1 mrad), " if self.scenario == "radar" else "") +
             f"region {self.extent:.0f} m wide; tick threads {self.tracker.threads}"
             + (f"; scenario {self.scenario}" if self.scenario != "default" else "")
             + f"; motion {self.config.motion}"
@@ -523,9 +534,10 @@ def build_parser():
     p.add_argument("--plot", metavar="FILE.png", help="write tracks vs truth and the tick histogram")
     p.add_argument("--no-live", action="store_true", help="plain progress lines, no live view")
     p.add_argument("--threads", type=int, default=1, help="threads of one tick (1)")
-    p.add_argument("--scenario", choices=tuple(PRESETS), default="default",
+    p.add_argument("--scenario", choices=SCENARIOS, default="default",
                    help="default (50 Hz, constant velocity), manoeuvre (one scan a second, turning "
-                        "targets, replayed at --rate; try --duration 300 --fast) or straight")
+                        "targets, replayed at --rate; try --duration 300 --fast), straight, or "
+                        "radar (range-bearing scans of two sensors)")
     p.add_argument("--motion", choices=("cv", "imm"), default=None,
                    help="motion model (default: imm for --scenario manoeuvre, else cv)")
     return p

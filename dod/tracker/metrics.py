@@ -386,7 +386,7 @@ def run_tracker(tracker, scenario):
     """Feed every scan to `tracker`; return the per-scan (ids, positions) of
     its confirmed tracks (copies)."""
     out = []
-    for z, dt in scenario:
-        tracker.tick(z, dt)
+    for z, dt, *sensor in scenario:         # a RadarScenario yields each scan's sensor too
+        tracker.tick(z, dt, *sensor)
         out.append(tracker.confirmed_tracks())
     return out

@@ -24,6 +24,14 @@ is the oracle of the tests and the baseline of the benchmarks:
 * with motion="imm": the IMM of :mod:`dod.tracker.reference_imm` (mix,
   predict per model, gate on the combination, update per model).
 
+Range-bearing scans (``tick(z, dt, sensor=Sensor(...))``): extended Kalman
+update with H = [J 0] at the predicted position, gate in measurement space
+(bearing innovation wrapped), the grid searched within a Cartesian ball that
+holds the gate (:func:`dod.tracker.sensor.gate_box`), births at the
+converted positions with the converted covariance, the score's density
+taken per unit area/volume (minus ln |det dp/dz|); tracks in the sensor's
+singular zone are not gated (dod/tracker/measurement.pxd states the model).
+
 Detections with NaN/inf are dropped. Rows are kept in birth order (deletion
 compacts); compare with the fast tracker by id.
 """
@@ -32,6 +40,7 @@ import numpy as np
 from dod.tracker.config import TrackerConfig
 from dod.tracker._engine import COUNT_NAMES
 from dod.tracker import reference_imm
+from dod.tracker import sensor as _meas
 
 NONE, TENTATIVE, CONFIRMED = 0, 1, 2
 _CLAMP = 1 << 20
@@ -196,7 +205,7 @@ class ReferenceTracker:
     def _model(self, dt):
         return cv_model(self.dim, dt, self.config.q)
 
-    def _gate(self, rows, z, free, xp, Si, hw):
+    def _gate(self, rows, z, free, xp, Si, hw, meas=None):
         """Gated pairs (track row, detection, d2) of `rows` against the free detections."""
         d = self.dim
         dets = np.flatnonzero(free)
@@ -233,13 +242,20 @@ class ReferenceTracker:
             return np.zeros(0, np.intp), np.zeros(0, np.intp), np.zeros(0)
         pt = np.concatenate(pt_parts)
         pd = np.concatenate(pd_parts)
-        y = z[pd] - xp[pt, :d]
+        y = z[pd] - xp[pt, :d] if meas is None else self._innovation(meas[0][pd], meas[1][pt])
         d2 = np.einsum("ki,kij,kj->k", y, Si[pt], y)
         keep = d2 <= self.gate
         return pt[keep], pd[keep], d2[keep]
 
-    def _associate(self, rows, z, det_track, track_det, xp, Si, hw, counts):
-        pt, pd, d2 = self._gate(rows, z, det_track < 0, xp, Si, hw)
+    @staticmethod
+    def _innovation(zm, h):
+        """Measurement-space innovation, the bearing wrapped (measurement.pxd)."""
+        y = zm - h
+        y[:, 1] = _meas.wrap_angle(y[:, 1])
+        return y
+
+    def _associate(self, rows, z, det_track, track_det, xp, Si, hw, counts, meas=None):
+        pt, pd, d2 = self._gate(rows, z, det_track < 0, xp, Si, hw, meas)
         counts["pairs"] += pt.size
         if pt.size == 0:
             return
@@ -347,8 +363,15 @@ class ReferenceTracker:
 
     # ------------------------------------------------------------ the tick
 
-    def tick(self, detections, dt):
+    def tick(self, detections, dt, sensor=None):
         cfg, d, n = self.config, self.dim, self.n
+        if sensor is not None:
+            if not isinstance(sensor, _meas.Sensor):
+                raise TypeError("sensor must be a dod.tracker.Sensor")
+            if cfg.initiation == "two_point":
+                raise ValueError("range-bearing scans (sensor=...) need initiation='single'")
+            if sensor.dim != d:
+                raise ValueError(f"sensor position must have {d} coordinates")
         detections = np.asarray(detections)
         if detections.dtype != np.float64:
             raise TypeError("detections must be float64")
@@ -362,8 +385,12 @@ class ReferenceTracker:
                 raise ValueError("too many detections")
             over = detections.shape[0] - cfg.max_detections
             detections = detections[: cfg.max_detections]
-        finite = np.isfinite(detections).all(axis=1)
+        finite = np.isfinite(detections).all(axis=1) if sensor is None else _meas.valid(detections)
         z = detections[finite]
+        zm = None
+        if sensor is not None:              # measurements; z: their Cartesian positions
+            zm, z = z, _meas.to_cartesian(z, sensor.position)
+            R = np.diag(sensor.variances)
         counts = dict.fromkeys(COUNT_NAMES, 0)      # the engine's one list of counters
         counts.update(detections=int(z.shape[0]), invalid=int((~finite).sum()), overflow=over)
         T = self.x.shape[0]
@@ -376,17 +403,30 @@ class ReferenceTracker:
             P = F @ self.P @ F.T + Q
             P = 0.5 * (P + np.swapaxes(P, 1, 2))
         self.age = self.age + 1
-        S = P[:, :d, :d] + self.r2 * np.eye(d)
-        Si = _inv_spd(S) if T else np.zeros((0, d, d))
-        hw = np.sqrt(self.gate * np.diagonal(S, axis1=1, axis2=2)) if T else np.zeros((0, d))
+        gateable = np.ones(T, bool)
+        meas = None
+        if sensor is None:
+            S = P[:, :d, :d] + self.r2 * np.eye(d)
+            Si = _inv_spd(S) if T else np.zeros((0, d, d))
+            hw = np.sqrt(self.gate * np.diagonal(S, axis1=1, axis2=2)) if T else np.zeros((0, d))
+            hwmax = hw.max(axis=1) if T else np.zeros(0)
+        else:
+            hpred, J, gateable = _meas.predict(x, sensor.position, d)
+            S = J @ P[:, :d, :d] @ np.swapaxes(J, 1, 2) + R
+            S = 0.5 * (S + np.swapaxes(S, 1, 2))
+            gateable &= np.linalg.det(S) > 0 if T else gateable
+            S[~gateable] = np.eye(d)
+            Si = np.linalg.inv(S) if T else np.zeros((0, d, d))
+            hwmax = np.where(gateable, _meas.gate_box(hpred, J, S, self.gate, sensor.position).max(axis=1),
+                             0.0) if T else np.zeros(0)
+            meas = (zm, hpred)
         track_det = np.full(T, -1, np.intp)
         det_track = np.full(z.shape[0], -1, np.intp)
-        hwmax = hw.max(axis=1) if T else np.zeros(0)
         for stage in (CONFIRMED, TENTATIVE):
             if stage == TENTATIVE:
                 self._estimate_clutter(z, det_track, counts)
-            rows = np.flatnonzero(self.state == stage)
-            self._associate(rows, z, det_track, track_det, x, Si, hwmax, counts)
+            rows = np.flatnonzero((self.state == stage) & gateable)
+            self._associate(rows, z, det_track, track_det, x, Si, hwmax, counts, meas)
         score_logic = cfg.confirmation == "score"
         lc = float(np.log(self.clutter)) if self.clutter > 0.0 else 0.0
         if cfg.initiation == "two_point":
@@ -395,17 +435,32 @@ class ReferenceTracker:
         # update (Joseph form)
         a = np.flatnonzero(track_det >= 0)
         counts["associations"] = int(a.size)
-        if a.size:
+        if a.size and sensor is not None:   # the EKF's innovation, H = [J 0]
+            Pa, xa, Sia, Ja = P[a], x[a], Si[a], J[a]
+            y = self._innovation(zm[track_det[a]], hpred[a])
+            if score_logic:
+                d2 = np.einsum("ki,kij,kj->k", y, Sia, y)
+                score[a] += np.log(cfg.pd) - lc + self._log_likelihood(d2, Sia) \
+                    - _meas.log_jacobian(zm[track_det[a]])
+        elif a.size:
             Pa, xa, Sia = P[a], x[a], Si[a]
-            K = Pa[:, :, :d] @ Sia                                  # (k, n, d)
             y = z[track_det[a]] - xa[:, :d]
             if score_logic:
                 d2 = np.einsum("ki,kij,kj->k", y, Sia, y)
                 score[a] += np.log(cfg.pd) - lc + self._log_likelihood(d2, Sia)
-        if a.size and self.imm:
-            mu[a], xm[a], Pm[a], x[a], P[a] = reference_imm.update(mu[a], xm[a], Pm[a], z[track_det[a]],
-                                                                   d, self.r2)
-        elif a.size:
+        if a.size and self.imm:             # every model (EKF per model with a sensor), then mu
+            zu = z[track_det[a]] if sensor is None else zm[track_det[a]]
+            mu[a], xm[a], Pm[a], x[a], P[a] = reference_imm.update(mu[a], xm[a], Pm[a], zu, d, self.r2,
+                                                                   sensor)
+        elif a.size and sensor is not None:  # extended Kalman update (Joseph form)
+            K = Pa[:, :, :d] @ np.swapaxes(Ja, 1, 2) @ Sia          # (k, n, d)
+            x[a] = xa + np.einsum("knd,kd->kn", K, y)
+            A = np.broadcast_to(np.eye(n), Pa.shape).copy()
+            A[:, :, :d] -= K @ Ja
+            Pn = A @ Pa @ np.swapaxes(A, 1, 2) + K @ R @ np.swapaxes(K, 1, 2)
+            P[a] = 0.5 * (Pn + np.swapaxes(Pn, 1, 2))
+        elif a.size:                        # Kalman update (Joseph form)
+            K = Pa[:, :, :d] @ Sia                                  # (k, n, d)
             x[a] = xa + np.einsum("knd,kd->kn", K, y)
             A = np.broadcast_to(np.eye(n), Pa.shape).copy()
             A[:, :, :d] -= K
@@ -458,6 +513,8 @@ class ReferenceTracker:
             Pb = np.zeros((k, n, n))
             Pb[:, range(d), range(d)] = self.r2
             Pb[:, range(d, n), range(d, n)] = cfg.v0 * cfg.v0
+            if sensor is not None:          # the converted measurements' covariance
+                Pb[:, :d, :d] = _meas.converted_covariance(zm[born], sensor.variances)
             sb = np.full(k, np.log(cfg.new_target_density) - lc) if score_logic else np.zeros(k)
             self._append(xb, Pb, 1, 1, 1, sb)
         counts["confirmed"] = int((self.state == CONFIRMED).sum())

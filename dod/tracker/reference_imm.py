@@ -8,6 +8,8 @@ constant velocity (process noise ``imm_q``), 2 coordinated turn (``turn_q``,
 """
 import numpy as np
 
+from dod.tracker import sensor as _meas
+
 MODELS = 3
 _SMALL_TURN = 1e-3          # |w dt| below it: Taylor series (as imm.pxd)
 
@@ -133,20 +135,52 @@ def position_update(x, P, z, d, r2):
     return xn, 0.5 * (Pn + np.swapaxes(Pn, 1, 2)), ll
 
 
-def update(mu, xm, Pm, z, d, r2):
-    """Update every model with z (k, d); (mu, xm, Pm, x, P) after it."""
+def ekf_update(x, P, zm, d, sensor):
+    """Extended Kalman update of states x (k, N) with measurements zm (k, d) of
+    a range-bearing `sensor` (measurement.pxd dod_ekf_update), Joseph form:
+    (x, P, ln N(y; 0, S)); rows in the sensor's singular zone keep x and P and
+    get -inf."""
+    N = x.shape[1]
+    h, J, ok = _meas.predict(x, sensor.position, d)
+    R = np.diag(sensor.variances)
+    Jt = np.swapaxes(J, 1, 2)
+    S = J @ P[:, :d, :d] @ Jt + R
+    Si = np.linalg.inv(S)
+    y = zm - h
+    y[:, 1] = _meas.wrap_angle(y[:, 1])
+    d2 = np.einsum("ki,kij,kj->k", y, Si, y)
+    ll = -0.5 * (d * 1.8378770664093453 - np.log(np.linalg.det(Si)) + d2)
+    K = P[:, :, :d] @ Jt @ Si
+    xn = x + np.einsum("knd,kd->kn", K, y)
+    A = np.broadcast_to(np.eye(N), P.shape).copy()
+    A[:, :, :d] -= K @ J
+    Pn = A @ P @ np.swapaxes(A, 1, 2) + K @ R @ np.swapaxes(K, 1, 2)
+    Pn = 0.5 * (Pn + np.swapaxes(Pn, 1, 2))
+    return (np.where(ok[:, None], xn, x), np.where(ok[:, None, None], Pn, P),
+            np.where(ok, ll, -np.inf))
+
+
+def update(mu, xm, Pm, z, d, r2, sensor=None):
+    """Update every model with z (k, d): positions, or the measurements of a
+    range-bearing `sensor` (then through :func:`ekf_update`); (mu, xm, Pm, x,
+    P) after it."""
     xs, Ps, lls = [], [], []
     for j in range(MODELS):
-        xj, Pj, lj = position_update(xm[:, j], Pm[:, j], z, d, r2)
+        if sensor is None:
+            xj, Pj, lj = position_update(xm[:, j], Pm[:, j], z, d, r2)
+        else:
+            xj, Pj, lj = ekf_update(xm[:, j], Pm[:, j], z, d, sensor)
         xs.append(xj)
         Ps.append(Pj)
         lls.append(lj)
     xm = np.stack(xs, axis=1)
     Pm = np.stack(Ps, axis=1)
     ll = np.stack(lls, axis=1)
-    w = mu * np.exp(ll - ll.max(axis=1, keepdims=True))
+    best = ll.max(axis=1, keepdims=True)
+    usable = np.isfinite(best)              # no finite likelihood: mu unchanged (imm.pxd dod_imm_weigh)
+    w = mu * np.exp(ll - np.where(usable, best, 0.0))
     s = w.sum(axis=1, keepdims=True)
-    mu = np.where(s > 0.0, w / np.where(s > 0.0, s, 1.0), mu)
+    mu = np.where(usable & (s > 0.0), w / np.where(s > 0.0, s, 1.0), mu)
     x, P = combine(mu, xm, Pm, 2 * d)
     return mu, xm, Pm, x, P
 

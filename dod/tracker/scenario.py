@@ -256,3 +256,121 @@ def _scan_stream(meta, n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.
             vel[:, 1] = si * vx + co * vy
         pos = pos + vel * dt
         yield scan
+
+
+# ---------------------------------------------------------------- radar scenarios (range-bearing scans)
+
+@dataclass
+class RadarScenario(Scenario):
+    """A :class:`Scenario` seen by range-bearing sensors: ``detections[s]``
+    holds scan s's measurements (range, bearing[, elevation]) and
+    ``sensors[s]`` the :class:`dod.tracker.Sensor` that made them."""
+    sensors: list = field(default_factory=list)     # per scan: the Sensor of that scan
+
+    def __iter__(self):
+        """Yields (detections, dt, sensor) per scan: ``tick(z, dt, sensor=sensor)``."""
+        for d, s in zip(self.detections, self.sensors):
+            yield d, self.dt, s
+
+
+class RadarScan(NamedTuple):
+    """One scan of a radar scenario, as :func:`iter_radar_scans` yields it."""
+    detections: np.ndarray      # float64 (k, dim): range, bearing[, elevation], C-contiguous
+    dt: float
+    sensor: object              # the dod.tracker.Sensor of this scan
+    truth_ids: np.ndarray       # int64 (m,)
+    truth_pos: np.ndarray       # float64 (m, dim), Cartesian
+    det_truth: np.ndarray       # int64 (k,), -1 clutter
+
+
+def radar_sensors(n_targets, *, dim=2, sensors=2, range_sigma=2.0, bearing_sigma=1e-3,
+                  elevation_sigma=1e-3, spacing=200.0, **_):
+    """The sensors of a radar scenario: one west of the region (at 0.75 of its
+    side from the centre), a second south of it; on the ground (z = 0) in 3-D."""
+    from dod.tracker.sensor import Sensor
+    if sensors not in (1, 2):
+        raise ValueError(f"sensors must be 1 or 2, not {sensors!r}")
+    ext = scan_extent(n_targets, dim=dim, spacing=spacing)
+    places = [(-0.75 * ext, 0.0), (0.0, -0.75 * ext)][:sensors]
+    noise = dict(range_sigma=range_sigma, bearing_sigma=bearing_sigma,
+                 elevation_sigma=elevation_sigma if dim == 3 else None)
+    return [Sensor(p + ((0.0,) if dim == 3 else ()), **noise) for p in places]
+
+
+def generate_radar(n_targets=100, scans=200, **kwargs):
+    """A seeded radar scenario, every scan in memory (parameters: :func:`iter_radar_scans`)."""
+    meta = {}
+    out = list(_radar_stream(meta, n_targets, scans, **kwargs))
+    sc = RadarScenario(**meta)
+    for scan in out:
+        sc.detections.append(scan.detections)
+        sc.sensors.append(scan.sensor)
+        sc.det_truth.append(scan.det_truth)
+        sc.truth_ids.append(scan.truth_ids)
+        sc.truth_pos.append(scan.truth_pos)
+    return sc
+
+
+def iter_radar_scans(n_targets=100, scans=200, **kwargs):
+    """A seeded radar scenario, one :class:`RadarScan` at a time (bounded memory).
+
+    The targets move as in :func:`iter_scans` with the same seed and motion
+    parameters (its truth, drawn from its own stream); one or two sensors
+    (:func:`radar_sensors`) take turns, scan s coming from sensor s mod
+    ``sensors``. Each alive target is detected with probability ``pd``, its
+    range, bearing (and elevation) with Gaussian noise of ``range_sigma`` (m),
+    ``bearing_sigma`` (and ``elevation_sigma``, rad); clutter is Poisson
+    (mean ``clutter``, default 0.2 n_targets per scan) and uniform in polar
+    coordinates: range uniform in [0, 1.05 x the farthest corner of the region], bearing
+    over the sector the region spans from the sensor (elevation over the
+    region's span in 3-D). The noise streams use ``seed + 1``.
+    Other parameters: :func:`_scan_stream`'s (dim, dt, q, speed, spacing,
+    birth_death, crossing, seed).
+    """
+    return _radar_stream({}, n_targets, scans, **kwargs)
+
+
+def _radar_stream(meta, n_targets=100, scans=200, *, dim=2, sensors=2, range_sigma=2.0,
+                  bearing_sigma=1e-3, elevation_sigma=1e-3, pd=0.9, clutter=None, seed=0, **motion):
+    from dod.tracker.sensor import to_polar
+    if not 0.0 <= pd <= 1.0:
+        raise ValueError(f"pd must be in [0, 1], not {pd!r}")
+    spacing = motion.get("spacing", 200.0)
+    sens = radar_sensors(n_targets, dim=dim, sensors=sensors, range_sigma=range_sigma,
+                         bearing_sigma=bearing_sigma, elevation_sigma=elevation_sigma, spacing=spacing)
+    lam = 0.2 * int(n_targets) if clutter is None else float(clutter)
+    if not (lam >= 0.0 and np.isfinite(lam)):
+        raise ValueError(f"clutter must be a finite number >= 0, not {lam!r}")
+    truth = _scan_stream(meta, n_targets, scans, dim=dim, pd=1.0, r=1e-9, clutter=0, seed=seed, **motion)
+    rng = np.random.default_rng(seed + 1)
+    ext = scan_extent(n_targets, dim=dim, spacing=spacing)
+    half = ext / 2.0
+    corners = np.array(np.meshgrid(*[[-half, half]] * dim, indexing="ij")).reshape(dim, -1).T
+    spans = []                                 # per sensor: (max range, bearing lo/hi, elevation lo/hi)
+    for s in sens:
+        c = to_polar(corners, s.position)
+        spans.append((c[:, 0].max() * 1.05, c[:, 1].min(), c[:, 1].max(),
+                      (c[:, 2].min(), c[:, 2].max()) if dim == 3 else None))
+    sigma = np.array([range_sigma, bearing_sigma] + ([elevation_sigma] if dim == 3 else []))
+    first = True
+    for s, scan in enumerate(truth):
+        if first:
+            meta["clutter"] = lam
+            first = False
+        k = s % len(sens)
+        sensor = sens[k]
+        rmax, blo, bhi, elev = spans[k]
+        tp = scan.truth_pos
+        det_mask = rng.random(tp.shape[0]) < pd
+        z = to_polar(tp[det_mask], sensor.position) + rng.normal(size=(int(det_mask.sum()), dim)) * sigma
+        z[:, 0] = np.abs(z[:, 0])               # a range is never negative
+        nc = rng.poisson(lam) if lam > 0 else 0
+        zc = np.empty((nc, dim))
+        zc[:, 0] = rng.uniform(0.0, rmax, size=nc)
+        zc[:, 1] = rng.uniform(blo, bhi, size=nc)
+        if dim == 3:
+            zc[:, 2] = rng.uniform(elev[0], elev[1], size=nc)
+        allz = np.concatenate([z, zc])
+        allt = np.concatenate([scan.truth_ids[det_mask], np.full(nc, -1, dtype=np.int64)])
+        perm = rng.permutation(allz.shape[0])
+        yield RadarScan(np.ascontiguousarray(allz[perm]), scan.dt, sensor, scan.truth_ids, tp, allt[perm])

@@ -1,0 +1,376 @@
+# dod/tracker/measurement.pxd: range-bearing(-elevation) measurements of a
+# sensor at a known position: the extended Kalman filter's algebra, as inline
+# nogil kernels on one track's state (no allocation, no GIL, no checks).
+#
+#     from dod.tracker.measurement cimport dod_sensor, dod_ekf_update, ...
+#
+# Measurement of dimension d = 2: (range, bearing), d = 3: (range, bearing,
+# elevation), of the position p = x[0:d] seen from the sensor at s:
+#     range     = |p - s|
+#     bearing   = atan2(p_y - s_y, p_x - s_x)                  in (-pi, pi]
+#     elevation = atan2(p_z - s_z, hypot(p_x - s_x, p_y - s_y)) in [-pi/2, pi/2]
+# with independent Gaussian noise of variances var[0:d]. The state x has n
+# entries (the position first: any motion model that keeps x[0:d] the
+# position, so the IMM's models too) and covariance P[n * n], row-major and
+# symmetric; H = [J 0] with J = dh/dp (d x d) at the predicted position.
+#
+# Why an EKF and not unbiased converted measurements: the tick gates every
+# track against many candidate detections. With the EKF the innovation
+# covariance S = J P J' + R belongs to the track (one inverse per track and
+# scan, as in the Cartesian tick), and a candidate pair costs a subtraction,
+# a bearing wrap and y' Si y. Converted measurements carry a covariance per
+# detection, so S, its inverse and its determinant would belong to each
+# (track, detection) pair: a 2x2/3x3 inverse per gated candidate. At radar
+# accuracies (cross-range error r * sigma_bearing much smaller than the
+# range) the EKF's linearisation error is negligible; converted
+# measurements are used where they are the right tool: to start a track
+# from one detection (dod_meas_to_cartesian).
+#
+# Near the sensor the model is singular (the bearing of a point at the
+# sensor is undefined; in 3-D, of a point straight above it):
+# dod_meas_predict refuses a position within DOD_MEAS_MIN_RANGE2 (squared
+# metres: 1e-12, one micrometre) horizontally of the sensor, and the tick
+# then does not gate that track against the scan (it coasts). A birth at
+# range r gets cross-range standard deviations max(r sigma_angle, sigma_range)
+# so its covariance stays positive definite at any range, zero included.
+#
+# Contract (checks the caller owns): d is 2 or 3; d <= n <= DOD_MEAS_MAXN;
+# P is symmetric (the update keeps it so, exactly); var > 0; the arrays do
+# not overlap. Thread-safety: pure functions of their arguments.
+
+from libc.math cimport sqrt, atan2, cos, sin, fmod, log, M_PI, INFINITY
+
+from dod.tracker.kalman cimport dod_kalman_log_likelihood
+
+cdef enum:
+    DOD_MEAS_MAXN = 8           # largest state dimension an update takes (IMM's coordinated turn: 7 in 3-D)
+
+
+ctypedef struct dod_sensor:
+    double pos[3]               # sensor position (the third entry unused in 2-D)
+    double var[3]               # noise variances: range (m^2), bearing and elevation (rad^2)
+
+
+cdef inline double dod_meas_min_range2() noexcept nogil:
+    """DOD_MEAS_MIN_RANGE2: squared (horizontal) range below which the model is singular."""
+    return 1e-12
+
+
+cdef inline double dod_wrap_angle(double a) noexcept nogil:
+    """a wrapped into [-pi, pi)."""
+    if a >= -M_PI and a < M_PI:
+        return a
+    a = fmod(a + M_PI, 2.0 * M_PI)
+    if a < 0.0:
+        a += 2.0 * M_PI
+    return a - M_PI
+
+
+cdef inline bint dod_meas_predict(const double* x, const dod_sensor* s, int d, double* h,
+                                  double* J) noexcept nogil:
+    """Predicted measurement h[d] of position x[0:d] and its Jacobian J
+    (d x d, row-major, dh/dp); False (h, J unspecified) within the singular
+    zone of the sensor (see the header)."""
+    cdef double dx = x[0] - s.pos[0], dy = x[1] - s.pos[1], dz, g2, g, r2, r
+    g2 = dx * dx + dy * dy
+    if not g2 > dod_meas_min_range2():
+        return False
+    if d == 2:
+        r = sqrt(g2)
+        h[0] = r
+        h[1] = atan2(dy, dx)
+        J[0] = dx / r
+        J[1] = dy / r
+        J[2] = -dy / g2
+        J[3] = dx / g2
+        return True
+    dz = x[2] - s.pos[2]
+    g = sqrt(g2)
+    r2 = g2 + dz * dz
+    r = sqrt(r2)
+    h[0] = r
+    h[1] = atan2(dy, dx)
+    h[2] = atan2(dz, g)
+    J[0] = dx / r
+    J[1] = dy / r
+    J[2] = dz / r
+    J[3] = -dy / g2
+    J[4] = dx / g2
+    J[5] = 0.0
+    J[6] = -dx * dz / (r2 * g)
+    J[7] = -dy * dz / (r2 * g)
+    J[8] = g / r2
+    return True
+
+
+cdef inline void dod_meas_innovation_cov(const double* P, int n, int d, const double* J,
+                                         const double* var, double* S) noexcept nogil:
+    """S = J P[:d, :d] J' + diag(var) (d x d, exactly symmetric)."""
+    cdef double JP[9]
+    cdef int i, j, k
+    cdef double acc
+    for i in range(d):
+        for j in range(d):
+            acc = 0.0
+            for k in range(d):
+                acc += J[i * d + k] * P[k * n + j]
+            JP[i * d + j] = acc
+    for i in range(d):
+        for j in range(i, d):
+            acc = 0.0
+            for k in range(d):
+                acc += JP[i * d + k] * J[j * d + k]
+            S[i * d + j] = acc
+            S[j * d + i] = acc
+        S[i * d + i] += var[i]
+
+
+cdef inline bint dod_meas_inverse_spd(const double* S, int d, double* Si) noexcept nogil:
+    """Si = S^-1 for a symmetric d x d S (d 2 or 3); False when S is not positive definite."""
+    cdef double a, b, c, e, f, k, g, h, det
+    if d == 2:
+        a = S[0]
+        b = S[1]
+        c = S[3]
+        det = a * c - b * b
+        if not (det > 0.0 and a > 0.0):
+            return False
+        Si[0] = c / det
+        Si[1] = -b / det
+        Si[2] = -b / det
+        Si[3] = a / det
+        return True
+    a = S[0]
+    b = S[1]
+    c = S[2]
+    e = S[4]
+    f = S[5]
+    k = S[8]
+    g = e * k - f * f
+    h = c * f - b * k
+    det = a * g + b * h + c * (b * f - c * e)
+    if not (det > 0.0 and a > 0.0 and a * e - b * b > 0.0):
+        return False
+    Si[0] = g / det
+    Si[1] = h / det
+    Si[2] = (b * f - c * e) / det
+    Si[3] = Si[1]
+    Si[4] = (a * k - c * c) / det
+    Si[5] = (b * c - a * f) / det
+    Si[6] = Si[2]
+    Si[7] = Si[5]
+    Si[8] = (a * e - b * b) / det
+    return True
+
+
+cdef inline void dod_meas_innovation(const double* z, const double* h, int d, double* y) noexcept nogil:
+    """y = z - h, the bearing difference wrapped into [-pi, pi) (elevations
+    lie in [-pi/2, pi/2]: their difference needs no wrap)."""
+    y[0] = z[0] - h[0]
+    y[1] = dod_wrap_angle(z[1] - h[1])
+    if d == 3:
+        y[2] = z[2] - h[2]
+
+
+cdef inline double dod_meas_gate_box(const double* h, const double* J, const double* S, int d,
+                                     double gate, const dod_sensor* s, double* hw) noexcept nogil:
+    """Half-widths hw[d] of a Cartesian box around the predicted position that
+    holds every detection with y' S^-1 y <= gate (conservative, for the
+    spatial grid); returns the widest.
+
+    Inside the gate |dr| <= hr = sqrt(gate S_rr), |dbearing| <= hb and
+    |delevation| <= he likewise, so a detection lies at range r in
+    h0 +- hr and at an angle theta <= ang = hb (+ he) from the predicted
+    direction u (J's first row). Relative to the prediction it is a u + b t
+    (t a unit vector across u) with |a| <= A = hr + h0 ang^2 / 2 (1 - cos
+    theta <= theta^2 / 2) and |b| <= B = (h0 + hr) ang (sin theta <= theta),
+    for theta <= pi/2; along axis k that is at most A |u_k| + B sqrt(1 -
+    u_k^2). A wider angle (ang > 1.5) falls back to the ball of radius
+    hr + h0 min(ang, 2) (a chord is at most 2). A relative 1e-9 (plus 1e-9
+    of the coordinates' size) covers the rounding of the detections'
+    Cartesian positions."""
+    cdef double ang = sqrt(gate * S[d + 1])
+    cdef double hr = sqrt(gate * S[0]), A, B, scale, v, u, widest = 0.0
+    cdef int i
+    if d == 3:
+        ang += sqrt(gate * S[8])
+    scale = h[0] + 1.0
+    for i in range(d):
+        scale += s.pos[i] if s.pos[i] > 0.0 else -s.pos[i]
+    scale *= 1e-9
+    if ang > 1.5:
+        v = (hr + h[0] * (ang if ang < 2.0 else 2.0)) * (1.0 + 1e-9) + scale
+        for i in range(d):
+            hw[i] = v
+        return v
+    A = hr + 0.5 * h[0] * ang * ang
+    B = (h[0] + hr) * ang
+    for i in range(d):
+        u = J[i]
+        v = 1.0 - u * u
+        v = (A * (u if u > 0.0 else -u) + B * sqrt(v if v > 0.0 else 0.0)) * (1.0 + 1e-9) + scale
+        hw[i] = v
+        if v > widest:
+            widest = v
+    return widest
+
+
+cdef inline void dod_meas_update(double* x, double* P, int n, int d, const double* y,
+                                 const double* J, const double* Si, const double* var) noexcept nogil:
+    """EKF update with innovation y (dod_meas_innovation), Jacobian J and
+    Si = S^-1 of the same prediction: K = P H' Si, x += K y, Joseph form
+    P = (I - K H) P (I - K H)' + K R K', H = [J 0]; symmetric on return."""
+    cdef double PH[DOD_MEAS_MAXN * 3]
+    cdef double K[DOD_MEAS_MAXN * 3]
+    cdef double G[DOD_MEAS_MAXN * 3]
+    cdef double M[DOD_MEAS_MAXN * DOD_MEAS_MAXN]
+    cdef int i, j, k
+    cdef double acc
+    for i in range(n):                  # PH = P[:, :d] J'
+        for j in range(d):
+            acc = 0.0
+            for k in range(d):
+                acc += P[i * n + k] * J[j * d + k]
+            PH[i * d + j] = acc
+    for i in range(n):                  # K = PH Si
+        for j in range(d):
+            acc = 0.0
+            for k in range(d):
+                acc += PH[i * d + k] * Si[k * d + j]
+            K[i * d + j] = acc
+    for i in range(n):
+        acc = 0.0
+        for j in range(d):
+            acc += K[i * d + j] * y[j]
+        x[i] += acc
+    for i in range(n):                  # G = K J: the first d columns of K H
+        for j in range(d):
+            acc = 0.0
+            for k in range(d):
+                acc += K[i * d + k] * J[k * d + j]
+            G[i * d + j] = acc
+    # A = I - K H differs from I only in its first d columns (-G), so
+    # A P = P - G P[:d, :] and M A' = M - M[:, :d] G'.
+    for i in range(n):                  # M = A P
+        for j in range(n):
+            acc = P[i * n + j]
+            for k in range(d):
+                acc -= G[i * d + k] * P[k * n + j]
+            M[i * n + j] = acc
+    for i in range(n):                  # P = M A' + K R K' (upper triangle)
+        for j in range(i, n):
+            acc = M[i * n + j]
+            for k in range(d):
+                acc += var[k] * K[i * d + k] * K[j * d + k] - M[i * n + k] * G[j * d + k]
+            P[i * n + j] = acc
+    for i in range(n):                  # the lower triangle mirrors the upper one
+        for j in range(i):
+            P[i * n + j] = P[j * n + i]
+
+
+cdef inline double dod_ekf_update(double* x, double* P, int n, int d, const double* z,
+                                  const dod_sensor* s, double* Si) noexcept nogil:
+    """The whole EKF step of one state with one measurement z[d] of sensor s:
+    predict the measurement, innovation covariance and inverse (into Si,
+    d x d, for the caller's likelihood: dod_kalman_log_likelihood(d2, Si, d)),
+    wrapped innovation, Joseph update. Returns d2 = y' Si y of the innovation
+    before the update, or -1.0 with x and P unchanged when the measurement
+    cannot be used (position in the singular zone, S not positive definite).
+    This is the routine a per-model (IMM) update calls."""
+    cdef double h[3]
+    cdef double J[9]
+    cdef double S[9]
+    cdef double y[3]
+    cdef double d2 = 0.0
+    cdef int i, j
+    if not dod_meas_predict(x, s, d, h, J):
+        return -1.0
+    dod_meas_innovation_cov(P, n, d, J, s.var, S)
+    if not dod_meas_inverse_spd(S, d, Si):
+        return -1.0
+    dod_meas_innovation(z, h, d, y)
+    for i in range(d):
+        for j in range(d):
+            d2 += y[i] * Si[i * d + j] * y[j]
+    dod_meas_update(x, P, n, d, y, J, Si, s.var)
+    return d2
+
+
+cdef inline double dod_ekf_position_update(double* x, double* P, int n, const double* z, int d,
+                                           const dod_sensor* s) noexcept nogil:
+    """dod_ekf_update with the contract of the IMM's per-model position update
+    (dod/tracker/imm.pxd dod_imm_position_update): returns ln N(y; 0, S), the
+    measurement-space density of the prediction (within one track every model
+    sees the same measurement, so the unit cancels in the model
+    probabilities), or -INFINITY with x and P unchanged."""
+    cdef double Si[9]
+    cdef double d2 = dod_ekf_update(x, P, n, d, z, s, Si)
+    if d2 < 0.0:
+        return -INFINITY
+    return dod_kalman_log_likelihood(d2, Si, d)
+
+
+cdef inline void dod_meas_to_cartesian(const double* z, const dod_sensor* s, int d, double* p,
+                                       double* C) noexcept nogil:
+    """Position p[d] of measurement z seen from s, and its converted
+    covariance C (d x d): J R J' with the cross-range standard deviations
+    floored at the range's (see the header), so C is positive definite at
+    any range. C may be NULL (position only)."""
+    cdef double r = z[0], cb = cos(z[1]), sb = sin(z[1]), ce, se, vr = s.var[0], vb, ve
+    cdef double u[3]
+    cdef double v[3]
+    cdef double w[3]
+    cdef int i, j
+    if d == 2:
+        p[0] = s.pos[0] + r * cb
+        p[1] = s.pos[1] + r * sb
+        if C == NULL:
+            return
+        vb = r * r * s.var[1]
+        if vb < vr:
+            vb = vr
+        C[0] = vr * cb * cb + vb * sb * sb
+        C[1] = (vr - vb) * cb * sb
+        C[2] = C[1]
+        C[3] = vr * sb * sb + vb * cb * cb
+        return
+    ce = cos(z[2])
+    se = sin(z[2])
+    p[0] = s.pos[0] + r * ce * cb
+    p[1] = s.pos[1] + r * ce * sb
+    p[2] = s.pos[2] + r * se
+    if C == NULL:
+        return
+    # radial, bearing and elevation unit vectors (orthonormal)
+    u[0] = ce * cb
+    u[1] = ce * sb
+    u[2] = se
+    v[0] = -sb
+    v[1] = cb
+    v[2] = 0.0
+    w[0] = -se * cb
+    w[1] = -se * sb
+    w[2] = ce
+    vb = r * r * ce * ce * s.var[1]
+    if vb < vr:
+        vb = vr
+    ve = r * r * s.var[2]
+    if ve < vr:
+        ve = vr
+    for i in range(3):
+        for j in range(3):
+            C[i * 3 + j] = vr * u[i] * u[j] + vb * v[i] * v[j] + ve * w[i] * w[j]
+
+
+cdef inline double dod_meas_log_jacobian(const double* z, int d) noexcept nogil:
+    """ln |det dp/dz| of the polar-to-Cartesian map at z: ln r (2-D), ln(r^2
+    cos(elevation)) (3-D), r floored at 1e-6 m and cos at 1e-12. A density
+    in measurement space minus this is the density per unit area/volume
+    (the unit of the clutter density the track score compares with)."""
+    cdef double r = z[0] if z[0] > 1e-6 else 1e-6, c
+    if d == 2:
+        return log(r)
+    c = cos(z[2])
+    if c < 1e-12:
+        c = 1e-12
+    return log(r * r * c)

@@ -1,0 +1,213 @@
+"""A range-bearing sensor (radar) for the tracker's range-bearing scans.
+
+``Tracker.tick(measurements, dt, sensor=Sensor(...))`` folds in one scan of
+this sensor: measurements are float64 (k, 2) rows (range, bearing) or
+(k, 3) rows (range, bearing, elevation), metres and radians, bearing from
+the x axis towards y (``atan2``), elevation above the x-y plane. Each scan
+names its own sensor, so several sensors at different places (or one that
+moves) feed one track picture, scan by scan in time order:
+
+    from dod.tracker import Sensor, Tracker
+    north = Sensor((0.0, 5000.0), range_sigma=5.0, bearing_sigma=1e-3)
+    south = Sensor((0.0, -5000.0), range_sigma=5.0, bearing_sigma=2e-3)
+    t = Tracker(r=5.0)
+    t.tick(z_north, 0.5, sensor=north)
+    t.tick(z_south, 0.5, sensor=south)
+
+The conversions here (numpy, vectorised) are the ones the tick's kernels
+compute (dod/tracker/measurement.pxd), for scenarios, the reference
+tracker and users who need the same model.
+"""
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_RANGE2 = 1e-12      # measurement.pxd dod_meas_min_range2: the singular zone around the sensor
+
+
+@dataclass(frozen=True)
+class Sensor:
+    """Sensor(position, range_sigma, bearing_sigma, elevation_sigma=None)
+
+    position : the sensor's position, 2 (2-D) or 3 (3-D) finite numbers
+        (any array-like; stored as a tuple of floats).
+    range_sigma : range noise standard deviation (m), > 0.
+    bearing_sigma : bearing noise standard deviation (rad), > 0.
+    elevation_sigma : elevation noise standard deviation (rad), > 0: required
+        in 3-D, must be None in 2-D.
+
+    ValueError for a position of the wrong shape or not finite, or a noise
+    that is not a positive finite number. Immutable and hashable; a sensor
+    that moves is a new Sensor per scan (cheap). Thread-safety: immutable,
+    share it freely.
+    """
+
+    position: tuple
+    range_sigma: float
+    bearing_sigma: float
+    elevation_sigma: float | None = None
+
+    def __post_init__(self):
+        try:
+            p = np.asarray(self.position, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"sensor position must be 2 or 3 numbers, not {self.position!r}") from None
+        if p.shape not in ((2,), (3,)):
+            raise ValueError(f"sensor position must have shape (2,) or (3,), not {p.shape}")
+        if not np.isfinite(p).all():
+            raise ValueError(f"sensor position must be finite, not {self.position!r}")
+        object.__setattr__(self, "position", tuple(float(v) for v in p))
+        names = ("range_sigma", "bearing_sigma") + (("elevation_sigma",) if p.size == 3 else ())
+        for name in names:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) \
+                    or not (math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a positive finite number, not {v!r}")
+            object.__setattr__(self, name, float(v))
+        if p.size == 2 and self.elevation_sigma is not None:
+            raise ValueError("a 2-D sensor has no elevation_sigma (leave it None)")
+
+    @property
+    def dim(self):
+        """2 or 3: the dimension of the position (and of a measurement)."""
+        return len(self.position)
+
+    @property
+    def variances(self):
+        """Noise variances (range, bearing[, elevation]) as a float64 array."""
+        s = (self.range_sigma, self.bearing_sigma) + ((self.elevation_sigma,) if self.dim == 3 else ())
+        return np.square(np.array(s, dtype=np.float64))
+
+    def measure(self, points):
+        """Noise-free measurements of Cartesian `points` (k, dim): (k, dim) float64."""
+        return to_polar(points, self.position)
+
+    def to_cartesian(self, measurements):
+        """Cartesian positions of `measurements` (k, dim): (k, dim) float64."""
+        return to_cartesian(measurements, self.position)
+
+
+def to_polar(points, position):
+    """(range, bearing[, elevation]) of Cartesian points (k, d) seen from `position`."""
+    p = np.asarray(points, dtype=np.float64)
+    s = np.asarray(position, dtype=np.float64)
+    dx = p - s
+    g = np.hypot(dx[:, 0], dx[:, 1])
+    out = np.empty_like(dx)
+    out[:, 1] = np.arctan2(dx[:, 1], dx[:, 0])
+    if p.shape[1] == 2:
+        out[:, 0] = g
+    else:
+        out[:, 0] = np.sqrt(g * g + dx[:, 2] * dx[:, 2])
+        out[:, 2] = np.arctan2(dx[:, 2], g)
+    return out
+
+
+def to_cartesian(z, position):
+    """Cartesian positions of measurements z (k, d) of a sensor at `position`."""
+    z = np.asarray(z, dtype=np.float64)
+    s = np.asarray(position, dtype=np.float64)
+    r, b = z[:, 0], z[:, 1]
+    if z.shape[1] == 2:
+        return np.stack([s[0] + r * np.cos(b), s[1] + r * np.sin(b)], axis=1)
+    ce = np.cos(z[:, 2])
+    return np.stack([s[0] + r * ce * np.cos(b), s[1] + r * ce * np.sin(b), s[2] + r * np.sin(z[:, 2])], axis=1)
+
+
+def converted_covariance(z, variances):
+    """Covariance (k, d, d) of the Cartesian positions of measurements z:
+    J R J' with the cross-range standard deviations floored at the range
+    noise's, so it is positive definite at any range (measurement.pxd)."""
+    z = np.asarray(z, dtype=np.float64)
+    var = np.asarray(variances, dtype=np.float64)
+    r, cb, sb = z[:, 0], np.cos(z[:, 1]), np.sin(z[:, 1])
+    vr = var[0]
+    if z.shape[1] == 2:
+        vb = np.maximum(r * r * var[1], vr)
+        u = np.stack([cb, sb], axis=1)
+        v = np.stack([-sb, cb], axis=1)
+        return vr * u[:, :, None] * u[:, None, :] + vb[:, None, None] * v[:, :, None] * v[:, None, :]
+    ce, se = np.cos(z[:, 2]), np.sin(z[:, 2])
+    vb = np.maximum(r * r * ce * ce * var[1], vr)
+    ve = np.maximum(r * r * var[2], vr)
+    u = np.stack([ce * cb, ce * sb, se], axis=1)
+    v = np.stack([-sb, cb, np.zeros_like(sb)], axis=1)
+    w = np.stack([-se * cb, -se * sb, ce], axis=1)
+    return (vr * u[:, :, None] * u[:, None, :] + vb[:, None, None] * v[:, :, None] * v[:, None, :]
+            + ve[:, None, None] * w[:, :, None] * w[:, None, :])
+
+
+def wrap_angle(a):
+    """Angles wrapped into [-pi, pi)."""
+    a = np.asarray(a, dtype=np.float64)
+    return np.where((a >= -np.pi) & (a < np.pi), a, np.mod(a + np.pi, 2.0 * np.pi) - np.pi)
+
+
+def predict(x, position, d):
+    """Predicted measurements h (k, d), Jacobians J (k, d, d) of the
+    positions x[:, :d], and a mask of the rows outside the singular zone
+    (the others' h and J are zeros)."""
+    dx = x[:, :d] - np.asarray(position, dtype=np.float64)
+    g2 = dx[:, 0] * dx[:, 0] + dx[:, 1] * dx[:, 1]
+    ok = g2 > MIN_RANGE2
+    g2s = np.where(ok, g2, 1.0)
+    k = x.shape[0]
+    h = np.zeros((k, d))
+    J = np.zeros((k, d, d))
+    h[:, 1] = np.arctan2(dx[:, 1], dx[:, 0])
+    if d == 2:
+        r = np.sqrt(g2s)
+        h[:, 0] = r
+        J[:, 0, 0], J[:, 0, 1] = dx[:, 0] / r, dx[:, 1] / r
+        J[:, 1, 0], J[:, 1, 1] = -dx[:, 1] / g2s, dx[:, 0] / g2s
+    else:
+        g = np.sqrt(g2s)
+        r2 = g2s + dx[:, 2] * dx[:, 2]
+        r = np.sqrt(r2)
+        h[:, 0] = r
+        h[:, 2] = np.arctan2(dx[:, 2], g)
+        J[:, 0] = dx / r[:, None]
+        J[:, 1, 0], J[:, 1, 1] = -dx[:, 1] / g2s, dx[:, 0] / g2s
+        J[:, 2, 0] = -dx[:, 0] * dx[:, 2] / (r2 * g)
+        J[:, 2, 1] = -dx[:, 1] * dx[:, 2] / (r2 * g)
+        J[:, 2, 2] = g / r2
+    h[~ok] = 0.0
+    J[~ok] = 0.0
+    return h, J, ok
+
+
+def gate_box(h, J, S, gate, position):
+    """Half-widths (k, d) of a Cartesian box around each predicted position
+    that holds its gate (measurement.pxd dod_meas_gate_box states the bound)."""
+    d = h.shape[1]
+    ang = np.sqrt(gate * S[:, 1, 1])
+    if d == 3:
+        ang = ang + np.sqrt(gate * S[:, 2, 2])
+    hr = np.sqrt(gate * S[:, 0, 0])
+    scale = 1e-9 * (h[:, 0] + 1.0 + float(np.abs(np.asarray(position, dtype=np.float64)).sum()))
+    u = J[:, 0, :]
+    A = hr + 0.5 * h[:, 0] * ang * ang
+    B = (h[:, 0] + hr) * ang
+    box = (A[:, None] * np.abs(u) + B[:, None] * np.sqrt(np.maximum(1.0 - u * u, 0.0))) * (1.0 + 1e-9) \
+        + scale[:, None]
+    ball = (hr + h[:, 0] * np.minimum(ang, 2.0)) * (1.0 + 1e-9) + scale
+    return np.where((ang > 1.5)[:, None], ball[:, None], box)
+
+
+def log_jacobian(z):
+    """ln |det dp/dz| per measurement (measurement.pxd dod_meas_log_jacobian)."""
+    r = np.maximum(z[:, 0], 1e-6)
+    if z.shape[1] == 2:
+        return np.log(r)
+    return np.log(r * r * np.maximum(np.cos(z[:, 2]), 1e-12))
+
+
+def valid(z):
+    """Rows of measurements z the tracker uses: finite, range >= 0, elevation in [-pi/2, pi/2]."""
+    ok = np.isfinite(z).all(axis=1)
+    with np.errstate(invalid="ignore"):
+        ok &= z[:, 0] >= 0.0
+        if z.shape[1] == 3:
+            ok &= (z[:, 2] >= -np.pi / 2) & (z[:, 2] <= np.pi / 2)
+    return ok
