@@ -45,12 +45,12 @@ from dod._types cimport dod_index
 from dod.tracker.assignment cimport dod_assignment_solve
 from dod.tracker.grid cimport dod_grid, dod_grid_build, dod_grid_bucket, dod_grid_cell_of, dod_grid_holds
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse,
-                                 dod_kalman_mahalanobis2, dod_kalman_update,
+                                 dod_kalman_mahalanobis2, dod_kalman_update, dod_kalman_inverse_spd,
                                  dod_kalman_log_likelihood)
 from dod.tracker.imm cimport (DOD_IMM_MODELS, dod_imm_predict, dod_imm_update, dod_imm_birth,
                               dod_imm_model_x, dod_imm_model_P, dod_imm_weigh)
 from dod.tracker.measurement cimport (dod_sensor, dod_meas_predict, dod_meas_innovation_cov,
-                                      dod_meas_inverse_spd, dod_meas_innovation, dod_meas_gate_box,
+                                      dod_meas_innovation, dod_meas_gate_box,
                                       dod_meas_update, dod_meas_to_cartesian, dod_meas_log_jacobian,
                                       dod_ekf_update, dod_ekf_position_update)
 
@@ -554,7 +554,7 @@ cdef inline void _polar_gate_row(const dod_tracker* t, _tick* k, size_t ti, int 
     ok = dod_meas_predict(t.cols.x + ti * n, k.sensor, dim, k.hp + ti * dim, k.J + ti * dim * dim)
     if ok:
         dod_meas_innovation_cov(t.cols.P + ti * n * n, n, dim, k.J + ti * dim * dim, k.sensor.var, S)
-        ok = dod_meas_inverse_spd(S, dim, k.Si + ti * dim * dim)
+        ok = dod_kalman_inverse_spd(S, dim, k.Si + ti * dim * dim)
     if ok:
         rad = dod_meas_gate_box(k.hp + ti * dim, k.J + ti * dim * dim, S, dim, t.gate, k.sensor,
                                 k.hw + ti * dim)

@@ -44,7 +44,10 @@
 # Thread-safety: each kernel writes only its row: different rows may run on
 # different threads.
 
-from libc.math cimport sin, cos, exp, log, INFINITY, isfinite
+from libc.math cimport sin, cos, exp, INFINITY, isfinite
+
+from dod.tracker.kalman cimport (dod_kalman_position_inverse, dod_kalman_position_update,
+                                 dod_kalman_mahalanobis2, dod_kalman_log_likelihood)
 
 cdef enum:
     DOD_IMM_MODELS = 3          # CV low, CV high, coordinated turn
@@ -157,77 +160,22 @@ cdef inline double dod_imm_position_update(double* x, double* P, int N, const do
                                            double r2) noexcept nogil:
     """The measurement update of one model: position z (H = [I 0], noise r2 I)
     into the state x (N values) and covariance P (N x N), Joseph form, kept
-    exactly symmetric. Returns ln N(z - H x; 0, S) of the prediction, or
-    -INFINITY (x, P unchanged) when S = H P H' + R is not positive definite.
-    Every model's update goes through this one routine: another measurement
-    (e.g. an EKF range-bearing update) of the same shape replaces it."""
-    cdef double S[9]
+    exactly symmetric (kalman.pxd's position kernels). Returns
+    ln N(z - H x; 0, S) of the prediction, or -INFINITY (x, P unchanged) when
+    S = H P H' + R is not positive definite. Every model's update goes
+    through this one routine: another measurement of the same shape (the
+    range-bearing EKF, measurement.pxd dod_ekf_position_update) replaces it."""
     cdef double Si[9]
     cdef double y[3]
-    cdef double K[DOD_IMM_MAXN * 3]
-    cdef double M[DOD_IMM_MAXN * DOD_IMM_MAXN]
-    cdef double det, g0, g1, g2, d2, s
-    cdef int i, j, k
+    cdef double d2
+    cdef int i
+    if not dod_kalman_position_inverse(P, N, d, r2, Si):
+        return -INFINITY
     for i in range(d):
-        for j in range(d):
-            S[i * d + j] = P[i * N + j]
-        S[i * d + i] += r2
         y[i] = z[i] - x[i]
-    if d == 2:
-        det = S[0] * S[3] - S[1] * S[1]
-        if not (det > 0.0 and S[0] > 0.0):
-            return -INFINITY
-        Si[0] = S[3] / det
-        Si[1] = -S[1] / det
-        Si[2] = Si[1]
-        Si[3] = S[0] / det
-    else:
-        g0 = S[4] * S[8] - S[5] * S[5]
-        g1 = S[2] * S[5] - S[1] * S[8]
-        g2 = S[1] * S[5] - S[2] * S[4]
-        det = S[0] * g0 + S[1] * g1 + S[2] * g2
-        if not (det > 0.0 and S[0] > 0.0 and S[0] * S[4] - S[1] * S[1] > 0.0):
-            return -INFINITY
-        Si[0] = g0 / det
-        Si[1] = g1 / det
-        Si[2] = g2 / det
-        Si[3] = Si[1]
-        Si[4] = (S[0] * S[8] - S[2] * S[2]) / det
-        Si[5] = (S[1] * S[2] - S[0] * S[5]) / det
-        Si[6] = Si[2]
-        Si[7] = Si[5]
-        Si[8] = (S[0] * S[4] - S[1] * S[1]) / det
-    d2 = 0.0
-    for i in range(d):
-        for j in range(d):
-            d2 += y[i] * Si[i * d + j] * y[j]
-    for i in range(N):                  # K = P H' Si
-        for j in range(d):
-            s = 0.0
-            for k in range(d):
-                s += P[i * N + k] * Si[k * d + j]
-            K[i * d + j] = s
-    for i in range(N):
-        s = 0.0
-        for j in range(d):
-            s += K[i * d + j] * y[j]
-        x[i] += s
-    for i in range(N):                  # M = (I - K H) P
-        for j in range(N):
-            s = P[i * N + j]
-            for k in range(d):
-                s -= K[i * d + k] * P[k * N + j]
-            M[i * N + j] = s
-    for i in range(N):                  # P = M (I - K H)' + r2 K K' (upper triangle)
-        for j in range(i, N):
-            s = M[i * N + j]
-            for k in range(d):
-                s += (r2 * K[i * d + k] - M[i * N + k]) * K[j * d + k]
-            P[i * N + j] = s
-    for i in range(N):
-        for j in range(i):
-            P[i * N + j] = P[j * N + i]
-    return -0.5 * (d * 1.8378770664093453 + log(det) + d2)
+    d2 = dod_kalman_mahalanobis2(y, Si, d)
+    dod_kalman_position_update(x, P, N, z, Si, d, r2)
+    return dod_kalman_log_likelihood(d2, Si, d)
 
 
 cdef inline void dod_imm_combine(const dod_imm* m, size_t row, double* x, double* P, int d) noexcept nogil:

@@ -6,7 +6,9 @@
 #                                      dod_kalman_log_likelihood)
 #
 # Layout: a state of dimension d (2 or 3) is x[2d] (position then velocity)
-# and its covariance P[2d * 2d], row-major and symmetric. The measurement is
+# and its covariance P[2d * 2d], row-major and symmetric; the *_position_*
+# kernels take any state of n <= DOD_KALMAN_MAXN values with the position
+# first (the IMM's models carry a turn rate: n = 2d + 1). The measurement is
 # the position (H = [I 0]) with noise r2 * I. Si is the d x d inverse of the
 # innovation covariance S = H P H' + R, row-major.
 #
@@ -18,7 +20,7 @@
 from libc.math cimport log
 
 cdef enum:
-    DOD_KALMAN_MAXN = 6         # largest state dimension (3-D: position and velocity)
+    DOD_KALMAN_MAXN = 7         # largest state: 3-D position, velocity and a turn rate (IMM)
 
 
 cdef inline void dod_kalman_predict(double* x, double* P, int d, double dt, double q) noexcept nogil:
@@ -52,14 +54,15 @@ cdef inline void dod_kalman_predict(double* x, double* P, int d, double dt, doub
             P[j * n + i] = a
 
 
-cdef inline bint dod_kalman_innovation_inverse(const double* P, int d, double r2, double* Si) noexcept nogil:
-    """Si = (H P H' + R)^-1 (d x d, symmetric); False when S is not positive definite."""
-    cdef int n = 2 * d
+cdef inline bint dod_kalman_inverse_spd(const double* S, int d, double* Si) noexcept nogil:
+    """Si = S^-1 for a symmetric d x d S (d 2 or 3; its upper triangle is
+    read); False when S is not positive definite. The one small inverse of
+    the tracker: Cartesian, range-bearing (measurement.pxd) and IMM updates."""
     cdef double a, b, c, det, e, f, g, h, k
     if d == 2:
-        a = P[0] + r2
-        b = 0.5 * (P[1] + P[n])
-        c = P[n + 1] + r2
+        a = S[0]
+        b = S[1]
+        c = S[3]
         det = a * c - b * b
         if not (det > 0.0 and a > 0.0):
             return False
@@ -68,12 +71,12 @@ cdef inline bint dod_kalman_innovation_inverse(const double* P, int d, double r2
         Si[2] = -b / det
         Si[3] = a / det
         return True
-    a = P[0] + r2
-    b = 0.5 * (P[1] + P[n])
-    c = 0.5 * (P[2] + P[2 * n])
-    e = P[n + 1] + r2
-    f = 0.5 * (P[n + 2] + P[2 * n + 1])
-    k = P[2 * n + 2] + r2
+    a = S[0]
+    b = S[1]
+    c = S[2]
+    e = S[4]
+    f = S[5]
+    k = S[8]
     # cofactors of [[a b c] [b e f] [c f k]]
     g = e * k - f * f
     h = c * f - b * k
@@ -92,6 +95,26 @@ cdef inline bint dod_kalman_innovation_inverse(const double* P, int d, double r2
     return True
 
 
+cdef inline bint dod_kalman_position_inverse(const double* P, int n, int d, double r2, double* Si) noexcept nogil:
+    """Si = (H P H' + R)^-1 for a position measurement (H = [I 0], R = r2 I) of
+    a state of n values (P: n x n, the position first); the off-diagonal
+    entries are averaged, so a P a rounding off symmetric gives a symmetric
+    Si. False when S is not positive definite."""
+    cdef double S[9]
+    cdef int i, j
+    for i in range(d):
+        S[i * d + i] = P[i * n + i] + r2
+        for j in range(i + 1, d):
+            S[i * d + j] = 0.5 * (P[i * n + j] + P[j * n + i])
+    return dod_kalman_inverse_spd(S, d, Si)
+
+
+cdef inline bint dod_kalman_innovation_inverse(const double* P, int d, double r2, double* Si) noexcept nogil:
+    """Si = (H P H' + R)^-1 (d x d, symmetric) of the constant-velocity state
+    (n = 2d); False when S is not positive definite."""
+    return dod_kalman_position_inverse(P, 2 * d, d, r2, Si)
+
+
 cdef inline double dod_kalman_mahalanobis2(const double* y, const double* Si, int d) noexcept nogil:
     """y' Si y: the squared Mahalanobis distance of innovation y (d values)."""
     cdef double s = 0.0
@@ -102,10 +125,12 @@ cdef inline double dod_kalman_mahalanobis2(const double* y, const double* Si, in
     return s
 
 
-cdef inline void dod_kalman_update(double* x, double* P, const double* z, const double* Si, int d,
-                         double r2) noexcept nogil:
-    """Kalman update, Joseph form: P = (I-KH) P (I-KH)' + K R K', then symmetrised."""
-    cdef int n = 2 * d, i, j, k
+cdef inline void dod_kalman_position_update(double* x, double* P, int n, const double* z, const double* Si,
+                                           int d, double r2) noexcept nogil:
+    """Kalman update of a state of n values (position first) with a position
+    z (H = [I 0], R = r2 I) and Si = S^-1, Joseph form:
+    P = (I-KH) P (I-KH)' + K R K', then symmetrised."""
+    cdef int i, j, k
     cdef double K[DOD_KALMAN_MAXN * 3]
     cdef double M[DOD_KALMAN_MAXN * DOD_KALMAN_MAXN]
     cdef double y[3]
@@ -142,6 +167,12 @@ cdef inline void dod_kalman_update(double* x, double* P, const double* z, const 
     for i in range(n):                  # the lower triangle mirrors the upper one
         for j in range(i):
             P[i * n + j] = P[j * n + i]
+
+
+cdef inline void dod_kalman_update(double* x, double* P, const double* z, const double* Si, int d,
+                         double r2) noexcept nogil:
+    """Kalman update of the constant-velocity state (n = 2d), Joseph form."""
+    dod_kalman_position_update(x, P, 2 * d, z, Si, d, r2)
 
 
 cdef inline double dod_kalman_log_likelihood(double d2, const double* Si, int d) noexcept nogil:

@@ -40,7 +40,7 @@
 
 from libc.math cimport sqrt, atan2, cos, sin, fmod, log, M_PI, INFINITY
 
-from dod.tracker.kalman cimport dod_kalman_log_likelihood
+from dod.tracker.kalman cimport dod_kalman_inverse_spd, dod_kalman_log_likelihood
 
 cdef enum:
     DOD_MEAS_MAXN = 8           # largest state dimension an update takes (IMM's coordinated turn: 7 in 3-D)
@@ -123,44 +123,6 @@ cdef inline void dod_meas_innovation_cov(const double* P, int n, int d, const do
             S[i * d + j] = acc
             S[j * d + i] = acc
         S[i * d + i] += var[i]
-
-
-cdef inline bint dod_meas_inverse_spd(const double* S, int d, double* Si) noexcept nogil:
-    """Si = S^-1 for a symmetric d x d S (d 2 or 3); False when S is not positive definite."""
-    cdef double a, b, c, e, f, k, g, h, det
-    if d == 2:
-        a = S[0]
-        b = S[1]
-        c = S[3]
-        det = a * c - b * b
-        if not (det > 0.0 and a > 0.0):
-            return False
-        Si[0] = c / det
-        Si[1] = -b / det
-        Si[2] = -b / det
-        Si[3] = a / det
-        return True
-    a = S[0]
-    b = S[1]
-    c = S[2]
-    e = S[4]
-    f = S[5]
-    k = S[8]
-    g = e * k - f * f
-    h = c * f - b * k
-    det = a * g + b * h + c * (b * f - c * e)
-    if not (det > 0.0 and a > 0.0 and a * e - b * b > 0.0):
-        return False
-    Si[0] = g / det
-    Si[1] = h / det
-    Si[2] = (b * f - c * e) / det
-    Si[3] = Si[1]
-    Si[4] = (a * k - c * c) / det
-    Si[5] = (b * c - a * f) / det
-    Si[6] = Si[2]
-    Si[7] = Si[5]
-    Si[8] = (a * e - b * b) / det
-    return True
 
 
 cdef inline void dod_meas_innovation(const double* z, const double* h, int d, double* y) noexcept nogil:
@@ -286,7 +248,7 @@ cdef inline double dod_ekf_update(double* x, double* P, int n, int d, const doub
     if not dod_meas_predict(x, s, d, h, J):
         return -1.0
     dod_meas_innovation_cov(P, n, d, J, s.var, S)
-    if not dod_meas_inverse_spd(S, d, Si):
+    if not dod_kalman_inverse_spd(S, d, Si):
         return -1.0
     dod_meas_innovation(z, h, d, y)
     for i in range(d):
