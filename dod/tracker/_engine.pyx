@@ -41,7 +41,8 @@ from dod.table cimport (dod_table, Table, dod_table_insert, dod_table_remove_row
                         dod_table_reorder_scratch_bytes)
 from dod._types cimport dod_index
 from dod.tracker.assignment cimport dod_assignment_solve
-from dod.tracker.grid cimport dod_grid, dod_grid_build, dod_grid_bucket, dod_grid_cell_of, dod_grid_holds
+from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_bucket, dod_grid_holds, dod_grid_box,
+                               dod_grid_row)
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse,
                                  dod_kalman_mahalanobis2, dod_kalman_update,
                                  dod_kalman_log_likelihood)
@@ -183,25 +184,34 @@ cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t
     cdef const dod_grid* g = &k.grid
     cdef int64_t lo[3]
     cdef int64_t hi[3]
-    cdef int64_t cx, cy, cz
+    cdef double blo[3]
+    cdef double bhi[3]
+    cdef int64_t cx, cy, cz, base
     cdef double ncells
     cdef bint free_only = stage == DOD_TRACK_TENTATIVE
     for ti in range(row0, row1):
         if t.cols.state[ti] != stage or not k.gateable[ti]:
             continue
+        for a in range(dim):
+            blo[a] = t.cols.x[ti * t.n + a] - k.hw[ti * dim + a]
+            bhi[a] = t.cols.x[ti * t.n + a] + k.hw[ti * dim + a]
+        if not dod_grid_box(g, blo, bhi, dim, lo, hi):
+            continue
         ncells = 1.0
         for a in range(3):
-            if a < dim:
-                lo[a] = dod_grid_cell_of(t.cols.x[ti * t.n + a] - k.hw[ti * dim + a], g.h)
-                hi[a] = dod_grid_cell_of(t.cols.x[ti * t.n + a] + k.hw[ti * dim + a], g.h)
-            else:
-                lo[a] = 0
-                hi[a] = 0
             ncells *= <double>(hi[a] - lo[a] + 1)
         if ncells > <double>k.D:
             # A gate wider than the whole index: scanning every detection is cheaper.
             for j in range(k.D):
                 _try_pair(t, k, out, ti, j, k.z + j * dim, free_only)
+            continue
+        if g.direct:
+            # Each row of cells of the box is one run of the sorted points.
+            for cz in range(lo[2], hi[2] + 1):
+                for cy in range(lo[1], hi[1] + 1):
+                    base = dod_grid_row(g, cy, cz)
+                    for s in range(g.bucket[base + lo[0]], g.bucket[base + hi[0] + 1]):
+                        _try_pair(t, k, out, ti, g.order[s], g.spos + s * dim, free_only)
             continue
         cx = lo[0]
         while cx <= hi[0]:
@@ -685,7 +695,9 @@ cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double d
     cdef double R = t.v_max * dt + t.pair_noise, ncells
     cdef int64_t lo[3]
     cdef int64_t hi[3]
-    cdef int64_t cx, cy, cz
+    cdef double blo[3]
+    cdef double bhi[3]
+    cdef int64_t cx, cy, cz, base
     cdef int32_t bi, bd
     cdef size_t matched
     cdef const dod_grid* g = &k.grid
@@ -697,19 +709,25 @@ cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double d
         dod_grid_build(&k.grid, k.z, k.D, dim)
     for i in range(ns):
         k.sused[i] = 0
-        # The same cell walk as _gate, over the box [s - R, s + R].
+        # The same cell walk as _gate_rows, over the box [s - R, s + R].
+        for a in range(dim):
+            blo[a] = t.single_z[i * dim + a] - R
+            bhi[a] = t.single_z[i * dim + a] + R
+        if not dod_grid_box(g, blo, bhi, dim, lo, hi):
+            continue
         ncells = 1.0
         for a in range(3):
-            if a < dim:
-                lo[a] = dod_grid_cell_of(t.single_z[i * dim + a] - R, g.h)
-                hi[a] = dod_grid_cell_of(t.single_z[i * dim + a] + R, g.h)
-            else:
-                lo[a] = 0
-                hi[a] = 0
             ncells *= <double>(hi[a] - lo[a] + 1)
         if ncells > <double>k.D:
             for j in range(k.D):
                 _try_single(t, k, cnt, i, j, R * R)
+            continue
+        if g.direct:
+            for cz in range(lo[2], hi[2] + 1):
+                for cy in range(lo[1], hi[1] + 1):
+                    base = dod_grid_row(g, cy, cz)
+                    for s in range(g.bucket[base + lo[0]], g.bucket[base + hi[0] + 1]):
+                        _try_single(t, k, cnt, i, g.order[s], R * R)
             continue
         cx = lo[0]
         while cx <= hi[0]:
