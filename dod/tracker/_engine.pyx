@@ -516,6 +516,47 @@ cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t
                 dod_kalman_update(c.x + ti * 6, c.P + ti * 36, k.z + j * 3, k.Si + ti * 9, 3, r2)
 
 
+cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1) noexcept nogil:
+    """Hits, misses, history, score, confirmation and the death mark
+    (state NONE) of rows [row0, row1); returns their associations. Each row
+    reads and writes only its own entries: any split over workers gives the
+    serial result."""
+    cdef const dod_track_cols* c = &t.cols
+    cdef size_t ti, assoc = 0
+    cdef uint32_t hist
+    cdef uint32_t nmask = <uint32_t>((<uint64_t>1 << t.confirm_n) - 1)
+    for ti in range(row0, row1):
+        hist = c.history[ti] << 1
+        if k.track_det[ti] >= 0:
+            c.hits[ti] += 1
+            c.misses[ti] = 0
+            hist |= 1
+            assoc += 1
+        else:
+            c.misses[ti] += 1
+            if t.score_logic:
+                c.score[ti] += t.log_miss
+        c.history[ti] = hist
+        if t.score_logic:
+            if c.score[ti] > c.score_max[ti]:
+                c.score_max[ti] = c.score[ti]
+            if c.state[ti] == DOD_TRACK_TENTATIVE:
+                if c.score[ti] >= t.score_confirm:
+                    c.state[ti] = DOD_TRACK_CONFIRMED
+                elif c.score[ti] <= t.score_delete:
+                    c.state[ti] = DOD_TRACK_NONE
+            elif c.score_max[ti] - c.score[ti] >= t.score_drop:
+                c.state[ti] = DOD_TRACK_NONE
+        elif c.state[ti] == DOD_TRACK_TENTATIVE:
+            if _popcount(hist & nmask) >= t.confirm_m:
+                c.state[ti] = DOD_TRACK_CONFIRMED
+            elif c.age[ti] >= t.confirm_n:
+                c.state[ti] = DOD_TRACK_NONE
+        elif c.misses[ti] >= t.max_misses:
+            c.state[ti] = DOD_TRACK_NONE
+    return assoc
+
+
 # ---------------------------------------------------------------- locality: rows in spatial order
 
 cdef inline uint32_t _spread2(uint32_t v) noexcept nogil:
@@ -847,6 +888,7 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     cdef dod_track_cols* c = &t.cols
     cdef int nt = t.threads, w
     cdef size_t bound[DOD_TRACKER_MAX_THREADS + 1]
+    cdef size_t assoc[DOD_TRACKER_MAX_THREADS]
     memset(&cnt, 0, sizeof(cnt))
     memset(&k, 0, sizeof(k))
     # 1. Every fixed-size temporary first: failure here leaves the tracker unchanged.
@@ -940,42 +982,18 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
                     y[a] = k.z[k.track_det[ti] * dim + a] - c.x[ti * n + a]
                 d2 = dod_kalman_mahalanobis2(y, k.Si + ti * dim * dim, dim)
                 c.score[ti] += t.log_pd - lc + dod_kalman_log_likelihood(d2, k.Si + ti * dim * dim, dim)
+    # Update, then hits/misses/confirmation, in one parallel region (the
+    # management pass was serial: Amdahl at 2 threads).
     if nt > 1 and T >= <size_t>nt * t.min_rows:
         _row_ranges(bound, T, nt)
         for w in prange(nt, num_threads=nt, schedule="static", chunksize=1):
             _update_rows(t, &k, bound[w], bound[w + 1])
+            assoc[w] = _manage_rows(t, &k, bound[w], bound[w + 1])
+        for w in range(nt):
+            cnt.associations += assoc[w]
     else:
         _update_rows(t, &k, 0, T)
-    nmask = <uint32_t>((<uint64_t>1 << t.confirm_n) - 1)
-    for ti in range(T):
-        hist = c.history[ti] << 1
-        if k.track_det[ti] >= 0:
-            c.hits[ti] += 1
-            c.misses[ti] = 0
-            hist |= 1
-            cnt.associations += 1
-        else:
-            c.misses[ti] += 1
-            if t.score_logic:
-                c.score[ti] += t.log_miss
-        c.history[ti] = hist
-        if t.score_logic:
-            if c.score[ti] > c.score_max[ti]:
-                c.score_max[ti] = c.score[ti]
-            if c.state[ti] == DOD_TRACK_TENTATIVE:
-                if c.score[ti] >= t.score_confirm:
-                    c.state[ti] = DOD_TRACK_CONFIRMED
-                elif c.score[ti] <= t.score_delete:
-                    c.state[ti] = DOD_TRACK_NONE
-            elif c.score_max[ti] - c.score[ti] >= t.score_drop:
-                c.state[ti] = DOD_TRACK_NONE
-        elif c.state[ti] == DOD_TRACK_TENTATIVE:
-            if _popcount(hist & nmask) >= t.confirm_m:
-                c.state[ti] = DOD_TRACK_CONFIRMED
-            elif c.age[ti] >= t.confirm_n:
-                c.state[ti] = DOD_TRACK_NONE
-        elif c.misses[ti] >= t.max_misses:
-            c.state[ti] = DOD_TRACK_NONE
+        cnt.associations += _manage_rows(t, &k, 0, T)
     # Walk down so the row that moves into a hole was already visited.
     i = T
     while i > 0:
