@@ -123,29 +123,19 @@ cdef inline bint dod_grid_box(const dod_grid* g, const double* lo_pos, const dou
     return hit
 
 
-cdef inline double _dod_grid_box_cells(dod_grid* g, const double* points, size_t n, int dim) noexcept nogil:
-    """Direct mode geometry at side g.h: origin and cells per axis of the
-    points' bounding box; returns the number of cells (as a double)."""
-    cdef size_t j
+cdef inline double _dod_grid_box_cells(dod_grid* g, const double* lo, const double* hi, int dim) noexcept nogil:
+    """Direct mode geometry at side g.h for points within lo .. hi: origin
+    and cells per axis; returns the number of cells (as a double). floor(v / h)
+    is monotone in v, so the box's corner cells bound every point's cell."""
     cdef int a
-    cdef int64_t c, lo, hi
     cdef double cells = 1.0
     for a in range(3):
         g.org[a] = 0
         g.ncell[a] = 1
-        if a >= dim:
-            continue
-        lo = dod_grid_cell_of(points[a], g.h)
-        hi = lo
-        for j in range(1, n):
-            c = dod_grid_cell_of(points[j * dim + a], g.h)
-            if c < lo:
-                lo = c
-            elif c > hi:
-                hi = c
-        g.org[a] = lo
-        g.ncell[a] = hi - lo + 1
-        cells *= <double>(hi - lo + 1)
+        if a < dim:
+            g.org[a] = dod_grid_cell_of(lo[a], g.h)
+            g.ncell[a] = dod_grid_cell_of(hi[a], g.h) - g.org[a] + 1
+            cells *= <double>g.ncell[a]
     return cells
 
 
@@ -155,17 +145,30 @@ cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int
     the mode (see the header) and may widen g.h."""
     cdef size_t j, b, acc, c
     cdef int a, widen
-    cdef double cells, h0 = g.h, f, crowd
+    cdef double cells, h0 = g.h, f, crowd, v
+    cdef double lo[3]
+    cdef double hi[3]
     g.n = n
     g.direct = False
     if n > 0:
-        cells = _dod_grid_box_cells(g, points, n, dim)
+        # the points' bounding box, once (each widening below is then O(1))
+        for a in range(dim):
+            lo[a] = points[a]
+            hi[a] = points[a]
+        for j in range(1, n):
+            for a in range(dim):
+                v = points[j * dim + a]
+                if v < lo[a]:
+                    lo[a] = v
+                if v > hi[a]:
+                    hi[a] = v
+        cells = _dod_grid_box_cells(g, lo, hi, dim)
         widen = 0
         while cells > <double>g.nb and widen < 8 and g.h <= h0 * _DOD_GRID_MAX_WIDEN:
             # cells ~ (extent / h) ** dim: widen by the root of the excess (and a little)
             f = (cells / <double>g.nb) ** (1.0 / dim) * 1.001 + 1e-9
             g.h *= f
-            cells = _dod_grid_box_cells(g, points, n, dim)
+            cells = _dod_grid_box_cells(g, lo, hi, dim)
             widen += 1
         g.direct = cells <= <double>g.nb and g.h <= h0 * _DOD_GRID_MAX_WIDEN
     if g.direct:
