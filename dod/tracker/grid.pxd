@@ -71,12 +71,18 @@ cdef enum:
 cdef inline int64_t dod_grid_cell_of(double v, double h) noexcept nogil:
     """Cell coordinate of value v for cell side h, clamped to +-2**40."""
     cdef double limit = 1099511627776.0
-    cdef double c = floor(v / h)
+    cdef double c = v / h
+    cdef int64_t i
     if c > limit:
         c = limit
     if c < -limit:
         c = -limit
-    return <int64_t>c
+    # floor by truncation (exact within +-2**40): gcc's inline floor without
+    # SSE4.1 was 8 % of the tick's instructions at 100,000 targets (callgrind)
+    i = <int64_t>c
+    if <double>i > c:
+        i -= 1
+    return i
 
 
 cdef inline size_t dod_grid_bucket(const dod_grid* g, int64_t a, int64_t b, int64_t c) noexcept nogil:
