@@ -61,6 +61,29 @@ def test_fast_and_reference_agree_in_dense_clusters():
     assert fast.counts()["greedy_clusters"] == 0
 
 
+@pytest.mark.parametrize("extra", ["outlier", "crowd"])
+def test_fast_and_reference_agree_in_either_grid_mode(extra):
+    # The detection grid is direct-addressed unless the scan sprawls (a far
+    # outlier: the cells would have to widen too much) or the widened cells
+    # crowd (a tight patch): then it hashes. Same pairs, same tracks either way.
+    sc = generate(100, 30, seed=21, spacing=10.0)
+    cfg = TrackerConfig()
+    fast, ref = Tracker(cfg), ReferenceTracker(cfg)
+    rng = np.random.default_rng(5)
+    for z, dt in sc:
+        if extra == "outlier":
+            add = np.array([[1e6, -1e6]]) + rng.normal(size=(1, 2))
+        else:
+            add = z[0] + rng.normal(scale=2.0, size=(80, 2))
+        zz = np.ascontiguousarray(np.concatenate([z, add])[rng.permutation(len(z) + len(add))])
+        fast.tick(zz, dt)
+        ref.tick(zz, dt)
+        _assert_same_tracks(fast, ref)
+        cf, cr = fast.counts(), ref.counts()
+        for key in ("associations", "births", "deaths", "confirmed", "tentative", "pairs", "clusters"):
+            assert cf[key] == cr[key], key
+
+
 def test_accuracy_at_100_targets():
     pytest.importorskip("motmetrics")
     sc = generate(100, 200, seed=3)

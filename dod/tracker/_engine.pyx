@@ -43,7 +43,8 @@ from dod.table cimport (dod_table, Table, dod_table_insert, dod_table_remove_row
                         dod_table_reorder_scratch_bytes)
 from dod._types cimport dod_index
 from dod.tracker.assignment cimport dod_assignment_solve
-from dod.tracker.grid cimport dod_grid, dod_grid_build, dod_grid_bucket, dod_grid_cell_of, dod_grid_holds
+from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_bucket, dod_grid_holds, dod_grid_box,
+                               dod_grid_row)
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse,
                                  dod_kalman_mahalanobis2, dod_kalman_update, dod_kalman_inverse_spd,
                                  dod_kalman_log_likelihood)
@@ -223,25 +224,34 @@ cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t
     cdef const dod_grid* g = &k.grid
     cdef int64_t lo[3]
     cdef int64_t hi[3]
-    cdef int64_t cx, cy, cz
+    cdef double blo[3]
+    cdef double bhi[3]
+    cdef int64_t cx, cy, cz, base
     cdef double ncells
     cdef bint free_only = stage == DOD_TRACK_TENTATIVE
     for ti in range(row0, row1):
         if t.cols.state[ti] != stage or not k.gateable[ti]:
             continue
+        for a in range(dim):
+            blo[a] = t.cols.x[ti * t.n + a] - k.hw[ti * dim + a]
+            bhi[a] = t.cols.x[ti * t.n + a] + k.hw[ti * dim + a]
+        if not dod_grid_box(g, blo, bhi, dim, lo, hi):
+            continue
         ncells = 1.0
         for a in range(3):
-            if a < dim:
-                lo[a] = dod_grid_cell_of(t.cols.x[ti * t.n + a] - k.hw[ti * dim + a], g.h)
-                hi[a] = dod_grid_cell_of(t.cols.x[ti * t.n + a] + k.hw[ti * dim + a], g.h)
-            else:
-                lo[a] = 0
-                hi[a] = 0
             ncells *= <double>(hi[a] - lo[a] + 1)
         if ncells > <double>k.D:
             # A gate wider than the whole index: scanning every detection is cheaper.
             for j in range(k.D):
                 _try_pair(t, k, out, ti, j, k.z + j * dim, free_only)
+            continue
+        if g.direct:
+            # Each row of cells of the box is one run of the sorted points.
+            for cz in range(lo[2], hi[2] + 1):
+                for cy in range(lo[1], hi[1] + 1):
+                    base = dod_grid_row(g, cy, cz)
+                    for s in range(g.bucket[base + lo[0]], g.bucket[base + hi[0] + 1]):
+                        _try_pair(t, k, out, ti, g.order[s], g.spos + s * dim, free_only)
             continue
         cx = lo[0]
         while cx <= hi[0]:
@@ -610,6 +620,47 @@ cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t
                 dod_kalman_update(c.x + ti * 6, c.P + ti * 36, k.z + j * 3, k.Si + ti * 9, 3, r2)
 
 
+cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1) noexcept nogil:
+    """Hits, misses, history, score, confirmation and the death mark
+    (state NONE) of rows [row0, row1); returns their associations. Each row
+    reads and writes only its own entries: any split over workers gives the
+    serial result."""
+    cdef const dod_track_cols* c = &t.cols
+    cdef size_t ti, assoc = 0
+    cdef uint32_t hist
+    cdef uint32_t nmask = <uint32_t>((<uint64_t>1 << t.confirm_n) - 1)
+    for ti in range(row0, row1):
+        hist = c.history[ti] << 1
+        if k.track_det[ti] >= 0:
+            c.hits[ti] += 1
+            c.misses[ti] = 0
+            hist |= 1
+            assoc += 1
+        else:
+            c.misses[ti] += 1
+            if t.score_logic:
+                c.score[ti] += t.log_miss
+        c.history[ti] = hist
+        if t.score_logic:
+            if c.score[ti] > c.score_max[ti]:
+                c.score_max[ti] = c.score[ti]
+            if c.state[ti] == DOD_TRACK_TENTATIVE:
+                if c.score[ti] >= t.score_confirm:
+                    c.state[ti] = DOD_TRACK_CONFIRMED
+                elif c.score[ti] <= t.score_delete:
+                    c.state[ti] = DOD_TRACK_NONE
+            elif c.score_max[ti] - c.score[ti] >= t.score_drop:
+                c.state[ti] = DOD_TRACK_NONE
+        elif c.state[ti] == DOD_TRACK_TENTATIVE:
+            if _popcount(hist & nmask) >= t.confirm_m:
+                c.state[ti] = DOD_TRACK_CONFIRMED
+            elif c.age[ti] >= t.confirm_n:
+                c.state[ti] = DOD_TRACK_NONE
+        elif c.misses[ti] >= t.max_misses:
+            c.state[ti] = DOD_TRACK_NONE
+    return assoc
+
+
 # ---------------------------------------------------------------- locality: rows in spatial order
 
 cdef inline uint32_t _spread2(uint32_t v) noexcept nogil:
@@ -789,7 +840,9 @@ cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double d
     cdef double R = t.v_max * dt + t.pair_noise, ncells
     cdef int64_t lo[3]
     cdef int64_t hi[3]
-    cdef int64_t cx, cy, cz
+    cdef double blo[3]
+    cdef double bhi[3]
+    cdef int64_t cx, cy, cz, base
     cdef int32_t bi, bd
     cdef size_t matched
     cdef const dod_grid* g = &k.grid
@@ -801,19 +854,25 @@ cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double d
         dod_grid_build(&k.grid, k.z, k.D, dim)
     for i in range(ns):
         k.sused[i] = 0
-        # The same cell walk as _gate, over the box [s - R, s + R].
+        # The same cell walk as _gate_rows, over the box [s - R, s + R].
+        for a in range(dim):
+            blo[a] = t.single_z[i * dim + a] - R
+            bhi[a] = t.single_z[i * dim + a] + R
+        if not dod_grid_box(g, blo, bhi, dim, lo, hi):
+            continue
         ncells = 1.0
         for a in range(3):
-            if a < dim:
-                lo[a] = dod_grid_cell_of(t.single_z[i * dim + a] - R, g.h)
-                hi[a] = dod_grid_cell_of(t.single_z[i * dim + a] + R, g.h)
-            else:
-                lo[a] = 0
-                hi[a] = 0
             ncells *= <double>(hi[a] - lo[a] + 1)
         if ncells > <double>k.D:
             for j in range(k.D):
                 _try_single(t, k, cnt, i, j, R * R)
+            continue
+        if g.direct:
+            for cz in range(lo[2], hi[2] + 1):
+                for cy in range(lo[1], hi[1] + 1):
+                    base = dod_grid_row(g, cy, cz)
+                    for s in range(g.bucket[base + lo[0]], g.bucket[base + hi[0] + 1]):
+                        _try_single(t, k, cnt, i, g.order[s], R * R)
             continue
         cx = lo[0]
         while cx <= hi[0]:
@@ -960,6 +1019,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef dod_track_cols* c = &t.cols
     cdef int nt = t.threads, w
     cdef size_t bound[DOD_TRACKER_MAX_THREADS + 1]
+    cdef size_t assoc[DOD_TRACKER_MAX_THREADS]
     memset(&cnt, 0, sizeof(cnt))
     memset(&k, 0, sizeof(k))
     # 1. Every fixed-size temporary first: failure here leaves the tracker unchanged.
@@ -1071,42 +1131,18 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
                     c.score[ti] -= dod_meas_log_jacobian(k.zm + k.track_det[ti] * dim, dim)
                 d2 = dod_kalman_mahalanobis2(y, k.Si + ti * dim * dim, dim)
                 c.score[ti] += t.log_pd - lc + dod_kalman_log_likelihood(d2, k.Si + ti * dim * dim, dim)
+    # Update, then hits/misses/confirmation, in one parallel region (the
+    # management pass was serial: Amdahl at 2 threads).
     if nt > 1 and T >= <size_t>nt * t.min_rows:
         _row_ranges(bound, T, nt)
         for w in prange(nt, num_threads=nt, schedule="static", chunksize=1):
             _update_rows(t, &k, bound[w], bound[w + 1])
+            assoc[w] = _manage_rows(t, &k, bound[w], bound[w + 1])
+        for w in range(nt):
+            cnt.associations += assoc[w]
     else:
         _update_rows(t, &k, 0, T)
-    nmask = <uint32_t>((<uint64_t>1 << t.confirm_n) - 1)
-    for ti in range(T):
-        hist = c.history[ti] << 1
-        if k.track_det[ti] >= 0:
-            c.hits[ti] += 1
-            c.misses[ti] = 0
-            hist |= 1
-            cnt.associations += 1
-        else:
-            c.misses[ti] += 1
-            if t.score_logic:
-                c.score[ti] += t.log_miss
-        c.history[ti] = hist
-        if t.score_logic:
-            if c.score[ti] > c.score_max[ti]:
-                c.score_max[ti] = c.score[ti]
-            if c.state[ti] == DOD_TRACK_TENTATIVE:
-                if c.score[ti] >= t.score_confirm:
-                    c.state[ti] = DOD_TRACK_CONFIRMED
-                elif c.score[ti] <= t.score_delete:
-                    c.state[ti] = DOD_TRACK_NONE
-            elif c.score_max[ti] - c.score[ti] >= t.score_drop:
-                c.state[ti] = DOD_TRACK_NONE
-        elif c.state[ti] == DOD_TRACK_TENTATIVE:
-            if _popcount(hist & nmask) >= t.confirm_m:
-                c.state[ti] = DOD_TRACK_CONFIRMED
-            elif c.age[ti] >= t.confirm_n:
-                c.state[ti] = DOD_TRACK_NONE
-        elif c.misses[ti] >= t.max_misses:
-            c.state[ti] = DOD_TRACK_NONE
+        cnt.associations += _manage_rows(t, &k, 0, T)
     # Walk down so the row that moves into a hole was already visited.
     i = T
     while i > 0:

@@ -1,27 +1,44 @@
 # dod/tracker/grid.pxd: the tracker's spatial index, a uniform grid of cubic
-# cells hashed into buckets (counting sort), built once per scan over the
-# detections and queried with each track's gate box. Inline nogil functions
-# on a plain struct; the arrays come from the caller (the tick's scratch).
+# cells over the detections, built once per scan (counting sort) and queried
+# with each track's gate box. Inline nogil functions on a plain struct; the
+# arrays come from the caller (the tick's scratch).
 #
-#     from dod.tracker.grid cimport dod_grid, dod_grid_build, dod_grid_cell_of, ...
-#     dod_grid_build(&g, points, n, dim)            # g.h, g.nb and the arrays set
-#     b = dod_grid_bucket(&g, cx, cy, cz)
-#     for s in range(g.bucket[b], g.bucket[b + 1]):
-#         if dod_grid_holds(&g, s, cx, cy, cz):     # other cells share the bucket
-#             ... point g.order[s] lies in cell (cx, cy, cz)
+#     from dod.tracker.grid cimport dod_grid, dod_grid_build, dod_grid_box, ...
+#     dod_grid_build(&g, points, n, dim)            # g.h (minimum side), g.nb and the arrays set
+#     if dod_grid_box(&g, lo_pos, hi_pos, dim, lo, hi):   # the box's cells (see below)
+#         if g.direct:                              # one run of buckets per row of cells
+#             for cz, cy in the box: base = dod_grid_row(&g, cy, cz)
+#                 for s in range(g.bucket[base + lo[0]], g.bucket[base + hi[0] + 1]): point g.order[s]
+#         else:                                     # hashed: one bucket per cell, buckets mix cells
+#             for each cell (cx, cy, cz) of the box: b = dod_grid_bucket(&g, cx, cy, cz)
+#                 for s in range(g.bucket[b], g.bucket[b + 1]):
+#                     if dod_grid_holds(&g, s, cx, cy, cz): point g.order[s]
+#
+# Two modes, chosen by build (a pure function of the points, so every thread
+# count gets the same grid):
+#   * direct (the common case): the bounding box of the points, in cells, has
+#     at most nb cells; bucket b IS cell b in row-major order (x fastest), so
+#     the cells of one row of a query box are one contiguous run of `order`
+#     and `spos`, no bucket holds a foreign cell and scell is not written.
+#     When the box at the caller's side h has more than nb cells, build
+#     widens the cells (up to _DOD_GRID_MAX_WIDEN x) until it fits; if the
+#     widened grid crowds the points (sum of squared cell counts above
+#     _DOD_GRID_CROWDED points per point: clustered data, outliers), build
+#     falls back to
+#   * hashed: cells of side h hashed into nb buckets (any extent, outliers
+#     included); queries check scell for the cell.
+# Why (issue 12): at 100,000 targets the hashed lookups were random reads
+# of bucket, scell and spos, ~60 % of the gating pass's samples in perf;
+# direct buckets with the track rows in spatial order read them in order.
 #
 # Layout: points are n rows of dim (2 or 3) doubles; a 2-D point lives in
 # cell z = 0. Cell coordinates are floor(v / h), clamped to +-2**40 so that
 # any finite value (and +-inf) has a cell. bucket[b] .. bucket[b + 1] are the
-# positions in `order` of the points hashed to bucket b; scell[3 s ..] is the
-# cell of point order[s] and spos[dim s ..] its coordinates, kept beside
-# `order` so a query reads memory in order, not the points at random.
-#
-# Locality: a query reads bucket, scell and spos of one bucket in order,
-# never the points array at random. (Buckets in Z-order of the cells were
-# tried with the track rows sorted in Z-order, issue 12: at 1,000 targets
-# the dearer bucket function cost 15-20 % and nothing was gained at 10k or
-# 100k on the 2-core development machine, so the bucket stays a hash.)
+# positions in `order` of the points in bucket b; spos[dim s ..] are the
+# coordinates of point order[s] (and scell[3 s ..] its cell, hashed mode),
+# kept beside `order` so a query reads memory in order, not the points at
+# random. dod_grid_box returns cells relative to the grid's origin in
+# direct mode (clamped to the grid) and absolute cells in hashed mode.
 #
 # Contract (checks the caller owns): nb is a power of two;
 # cell and scell hold 3 n int64, spos dim n doubles, order n uint32, bucket
@@ -34,24 +51,38 @@ from libc.string cimport memset, memcpy
 
 ctypedef struct dod_grid:
     int64_t* cell           # [n, 3] cell of each point
-    uint32_t* bucket        # [nb + 1] start of each hash bucket in `order`
+    uint32_t* bucket        # [nb + 1] start of each bucket in `order`
     uint32_t* order         # [n] points sorted by bucket
     int64_t* scell          # [n, 3] cell of order[s]
     double* spos            # [n, dim] coordinates of order[s]
     size_t n                # points indexed
-    size_t nb               # buckets (power of two)
-    double h                # cell side
+    size_t nb               # buckets (a power of two; direct mode: the cells, set by build)
+    double h                # cell side (build may widen the caller's)
+    bint direct             # bucket b is cell b (row-major over the points' box); else hashed
+    int64_t org[3]          # direct: cell of the box's low corner
+    int64_t ncell[3]        # direct: cells per axis (1 for unused axes)
+
+
+cdef enum:
+    _DOD_GRID_MAX_WIDEN = 16        # direct mode widens the cells at most this much
+    _DOD_GRID_CROWDED = 8           # sum(count**2) / n above this: too crowded, hash instead
 
 
 cdef inline int64_t dod_grid_cell_of(double v, double h) noexcept nogil:
     """Cell coordinate of value v for cell side h, clamped to +-2**40."""
     cdef double limit = 1099511627776.0
-    cdef double c = floor(v / h)
+    cdef double c = v / h
+    cdef int64_t i
     if c > limit:
         c = limit
     if c < -limit:
         c = -limit
-    return <int64_t>c
+    # floor by truncation (exact within +-2**40): gcc's inline floor without
+    # SSE4.1 was 8 % of the tick's instructions at 100,000 targets (callgrind)
+    i = <int64_t>c
+    if <double>i > c:
+        i -= 1
+    return i
 
 
 cdef inline size_t dod_grid_bucket(const dod_grid* g, int64_t a, int64_t b, int64_t c) noexcept nogil:
@@ -67,12 +98,119 @@ cdef inline bint dod_grid_holds(const dod_grid* g, size_t s, int64_t a, int64_t 
     return g.scell[s * 3] == a and g.scell[s * 3 + 1] == b and g.scell[s * 3 + 2] == c
 
 
-cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int dim) noexcept nogil:
-    """Index n points (counting sort into the buckets); g.h, g.nb and the
-    arrays are set by the caller."""
-    cdef size_t j, b, acc, c
+cdef inline int64_t dod_grid_row(const dod_grid* g, int64_t cy, int64_t cz) noexcept nogil:
+    """Direct mode: bucket of cell (0, cy, cz) (relative cells); a row's cell cx is bucket row + cx."""
+    return (cz * g.ncell[1] + cy) * g.ncell[0]
+
+
+cdef inline bint dod_grid_box(const dod_grid* g, const double* lo_pos, const double* hi_pos, int dim,
+                              int64_t* lo, int64_t* hi) noexcept nogil:
+    """Cells lo[a] .. hi[a] (a < 3; unused axes 0 .. 0) of the box lo_pos .. hi_pos:
+    absolute in hashed mode, relative to the origin and clamped to the grid in
+    direct mode. False when the box misses the grid (direct mode: no point)."""
     cdef int a
+    cdef bint hit = True
+    for a in range(3):
+        if a < dim:
+            lo[a] = dod_grid_cell_of(lo_pos[a], g.h)
+            hi[a] = dod_grid_cell_of(hi_pos[a], g.h)
+            if g.direct:
+                lo[a] -= g.org[a]
+                hi[a] -= g.org[a]
+                if lo[a] < 0:
+                    lo[a] = 0
+                if hi[a] >= g.ncell[a]:
+                    hi[a] = g.ncell[a] - 1
+                if lo[a] > hi[a]:
+                    hit = False
+        else:
+            lo[a] = 0
+            hi[a] = 0
+    return hit
+
+
+cdef inline double _dod_grid_box_cells(dod_grid* g, const double* lo, const double* hi, int dim) noexcept nogil:
+    """Direct mode geometry at side g.h for points within lo .. hi: origin
+    and cells per axis; returns the number of cells (as a double). floor(v / h)
+    is monotone in v, so the box's corner cells bound every point's cell."""
+    cdef int a
+    cdef double cells = 1.0
+    for a in range(3):
+        g.org[a] = 0
+        g.ncell[a] = 1
+        if a < dim:
+            g.org[a] = dod_grid_cell_of(lo[a], g.h)
+            g.ncell[a] = dod_grid_cell_of(hi[a], g.h) - g.org[a] + 1
+            cells *= <double>g.ncell[a]
+    return cells
+
+
+cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int dim) noexcept nogil:
+    """Index n points (counting sort into the buckets); g.h (the smallest
+    cell side wanted), g.nb and the arrays are set by the caller. Chooses
+    the mode (see the header) and may widen g.h."""
+    cdef size_t j, b, acc, c
+    cdef int a, widen
+    cdef double cells, h0 = g.h, f, crowd, v
+    cdef double lo[3]
+    cdef double hi[3]
     g.n = n
+    g.direct = False
+    if n > 0:
+        # the points' bounding box, once (each widening below is then O(1))
+        for a in range(dim):
+            lo[a] = points[a]
+            hi[a] = points[a]
+        for j in range(1, n):
+            for a in range(dim):
+                v = points[j * dim + a]
+                if v < lo[a]:
+                    lo[a] = v
+                if v > hi[a]:
+                    hi[a] = v
+        cells = _dod_grid_box_cells(g, lo, hi, dim)
+        widen = 0
+        while cells > <double>g.nb and widen < 8 and g.h <= h0 * _DOD_GRID_MAX_WIDEN:
+            # cells ~ (extent / h) ** dim: widen by the root of the excess (and a little)
+            f = (cells / <double>g.nb) ** (1.0 / dim) * 1.001 + 1e-9
+            g.h *= f
+            cells = _dod_grid_box_cells(g, lo, hi, dim)
+            widen += 1
+        g.direct = cells <= <double>g.nb and g.h <= h0 * _DOD_GRID_MAX_WIDEN
+    if g.direct:
+        memset(g.bucket, 0, (<size_t>cells + 1) * sizeof(uint32_t))
+        for j in range(n):
+            b = 0
+            a = dim - 1
+            while a >= 0:
+                b = b * <size_t>g.ncell[a] + <size_t>(dod_grid_cell_of(points[j * dim + a], g.h) - g.org[a])
+                a -= 1
+            g.cell[j * 3] = <int64_t>b
+            g.bucket[b + 1] += 1
+        crowd = 0.0
+        for b in range(1, <size_t>cells + 1):
+            crowd += <double>g.bucket[b] * <double>g.bucket[b]
+        if crowd > <double>_DOD_GRID_CROWDED * <double>n + 64.0:
+            g.direct = False
+    if g.direct:
+        g.nb = <size_t>cells         # the buckets in use (bucket[nb] ends the last)
+        acc = 0
+        for b in range(g.nb + 1):
+            acc += g.bucket[b]
+            g.bucket[b] = <uint32_t>acc
+        for j in range(n):
+            b = <size_t>g.cell[j * 3]
+            g.order[g.bucket[b]] = <uint32_t>j
+            g.bucket[b] += 1
+        for j in range(n):
+            memcpy(g.spos + j * dim, points + <size_t>g.order[j] * dim, dim * sizeof(double))
+        c = g.nb
+        while c > 0:
+            g.bucket[c] = g.bucket[c - 1]
+            c -= 1
+        g.bucket[0] = 0
+        return
+    g.h = h0
     memset(g.bucket, 0, (g.nb + 1) * sizeof(uint32_t))
     for j in range(n):
         for a in range(3):
