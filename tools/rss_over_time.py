@@ -16,11 +16,19 @@ command failed or ended before the baseline. Linux only (``/proc``).
 Arguments after ``--`` go to ``python -m dod.tracker`` (this interpreter);
 ``--cmd`` runs any command instead. The command's own output goes to
 ``--log`` (default: discarded), so the table is the only output.
+
+``--mark REGEX`` (default ``demo: summary``, the demo's line after its last
+tick) ends the measured phase: the verdict covers the samples before the
+first output line that matches, and the table shows the rest apart (the
+demo's summary scores up to 1,200 sampled scans with motmetrics after the
+run, a one-time cost bounded by that cap, not by the duration).
 """
 import argparse
+import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 
 
@@ -54,12 +62,26 @@ def checkpoints(end, baseline):
     return sorted(set(x for x in out if x <= end))
 
 
-def sample(cmd, every, log):
-    """Run `cmd`; return ([(seconds, rss_kib, hwm_kib)], returncode)."""
-    out = open(log, "wb") if log else subprocess.DEVNULL
+def sample(cmd, every, log, mark=None):
+    """Run `cmd`; return ([(seconds, rss_kib, hwm_kib)], returncode, seconds
+    when a line of its output first matched `mark` or None)."""
+    out = open(log, "wb") if log else None
+    marked = []
     try:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         t0 = time.monotonic()
+        pattern = re.compile(mark.encode()) if mark else None
+
+        def reader():
+            for line in proc.stdout:
+                if out is not None:
+                    out.write(line)
+                    out.flush()
+                if pattern is not None and not marked and pattern.search(line):
+                    marked.append(time.monotonic() - t0)
+
+        th = threading.Thread(target=reader, daemon=True)
+        th.start()
         samples = []
         try:
             while proc.poll() is None:
@@ -70,14 +92,19 @@ def sample(cmd, every, log):
         except KeyboardInterrupt:
             proc.terminate()
             proc.wait()
-        return samples, proc.wait()
+        rc = proc.wait()
+        th.join(5)
+        return samples, rc, (marked[0] if marked else None)
     finally:
-        if log:
+        if out is not None:
             out.close()
 
 
-def table(samples, baseline, tolerance):
-    """The report lines and whether the run was flat (None: ended before the baseline)."""
+def table(samples, baseline, tolerance, mark_at=None):
+    """The report lines and whether the run was flat (None: ended before the
+    baseline); samples from `mark_at` seconds on are shown apart."""
+    rest = [s for s in samples if mark_at is not None and s[0] >= mark_at]
+    samples = [s for s in samples if mark_at is None or s[0] < mark_at]
     base = next((s for s in samples if s[0] >= baseline), None)
     if base is None:
         return [f"the command ended after {samples[-1][0] if samples else 0:.1f} s, before the "
@@ -96,6 +123,11 @@ def table(samples, baseline, tolerance):
                  f"{hi[1] / 1024:.1f} MiB at {hi[0]:.0f} s ({hi[1] / base[1] - 1:+.1%} of the "
                  f"baseline), {len(samples)} samples; "
                  + ("FLAT" if flat else "NOT FLAT") + f" within {tolerance:.0%}")
+    if rest:
+        top = max(rest, key=lambda s: s[1])
+        lines.append(f"after the mark ({mark_at:.1f} s: the end of the measured phase): max RSS "
+                     f"{top[1] / 1024:.1f} MiB at {top[0]:.0f} s, peak {rest[-1][2] / 1024:.1f} MiB, "
+                     f"until {rest[-1][0]:.0f} s")
     return lines, flat
 
 
@@ -112,13 +144,15 @@ def main(argv=None):
                    help="compare with the RSS after this many seconds (10)")
     p.add_argument("--tolerance", type=float, default=0.10, help="allowed relative change (0.10)")
     p.add_argument("--log", help="file for the command's own output (default: discarded)")
+    p.add_argument("--mark", default="demo: summary",
+                   help="regex of the output line that ends the measured phase ('demo: summary'; '' for none)")
     a = p.parse_args(argv)
     if not (a.every > 0 and a.baseline >= 0 and a.tolerance >= 0):
         p.error("--every must be > 0, --baseline and --tolerance >= 0")
     cmd = shlex.split(a.cmd) if a.cmd else [sys.executable, "-m", "dod.tracker"] + passthrough
     print("command: " + shlex.join(cmd), flush=True)
-    samples, rc = sample(cmd, a.every, a.log)
-    lines, flat = table(samples, a.baseline, a.tolerance)
+    samples, rc, mark_at = sample(cmd, a.every, a.log, a.mark or None)
+    lines, flat = table(samples, a.baseline, a.tolerance, mark_at)
     print("\n".join(lines))
     if rc != 0:
         print(f"the command exited with status {rc}")

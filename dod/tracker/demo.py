@@ -255,7 +255,8 @@ class DemoRun:
                         self._sample_ns = monotonic_ns() - t
                 else:
                     self.samples_skipped += 1
-                    self.stream.drop_truth(self.done - 1)     # its truth slot goes back unread
+                    alive = self.stream.drop_truth(self.done - 1)   # its truth goes back unread
+                    self.truth_alive = self.truth_alive if alive is None else alive
                     # Forget the estimate slowly: the first sample is the slowest
                     # (warm-up), and the load of the machine changes.
                     self._sample_ns *= 0.8
@@ -430,6 +431,7 @@ def _rich_table(run):
     t.add_row("deadline misses", "n/a (fast)" if run.fast else f"{s['misses']} ({s['skipped']} skipped)")
     t.add_row("allocations per tick", f"{s['alloc_per_tick']:.2f}")
     t.add_row("confirmed tracks", f"{s['confirmed']} (truth {s['truth']}, tentative {s['tentative']})")
+    t.add_row("real-time options", realtime_line(run.realtime))
     t.add_row("GOSPA now / mean", f"{s['gospa']:.2f} / {s['gospa_mean']:.2f} "
                                   f"({s['missed']} missed, {s['false']} false)")
     return t

@@ -113,9 +113,15 @@ class ScanStream:
             self.truth.release()
 
     def drop_truth(self, s):
-        """Release the truth of scan `s` (and older) unread: a skipped sample."""
-        if self.truth_of(s) is not None:
-            self.release_truth()
+        """Release the truth of scan `s` (and older) unread: a skipped sample.
+        Returns the targets alive at `s` (None when `s` had no truth slot)."""
+        slot = self.truth_of(s)
+        if slot is None:
+            return None
+        alive = slot.count
+        slot = None
+        self.release_truth()
+        return alive
 
     def quiet(self):
         """True when the producer holds no temporaries of a scan in progress
