@@ -20,6 +20,19 @@ the ring(s) it feeds (``with ring.write() as slot: slot.write(...)``; use
 One producer may feed several rings (a scan and its ground truth); the first
 is the one :meth:`take` reads by default.
 
+Batched refills (``batched=True``)
+    By default a producer parked on a full ring wakes at every release and
+    draws the next item at once, while the consumer's next tick may be
+    running. A Python producer needs the GIL to draw it, and a consumer
+    whose tick ends its nogil section while the producer holds the GIL
+    waits for it (5 ms switch interval; longer when the OS has preempted
+    the producer on a loaded machine). With ``batched=True`` the producer,
+    once the first ring is full, waits until the consumer calls
+    :meth:`refill` (in its slack between ticks) and then fills the ring up
+    again: the drawing happens where the consumer is idle. A :meth:`take`
+    that finds the ring empty calls :meth:`refill` itself, so a consumer
+    that never calls it is slower, never stuck.
+
 Shutdown (the one place the producer's lifetime rule lives)
     * End of items: every ring is closed; the consumer drains what was
       committed, then :meth:`take` returns None.
@@ -51,19 +64,20 @@ from dod.ring import Ring, RingClosed
 class RingProducer:
     """Fill one or more rings from `items` in a producer thread.
 
-    RingProducer(rings, items, fill, *, name="dod-ring-producer", start=False)
+    RingProducer(rings, items, fill, *, name="dod-ring-producer", start=False, batched=False)
 
     rings : Ring or sequence of Rings (the first is what :meth:`take` reads)
     items : iterable, iterated in the producer thread only
     fill : callable(item), runs in the producer thread, writes the item
     start : start the thread now (otherwise :meth:`start` or ``with``)
+    batched : on a full first ring, wait for :meth:`refill` (module docstring)
 
     Raises TypeError for a non-Ring, an empty sequence or a `fill` that is
     not callable (nothing started). See the module docstring for shutdown
     and thread-safety.
     """
 
-    def __init__(self, rings, items, fill, *, name="dod-ring-producer", start=False):
+    def __init__(self, rings, items, fill, *, name="dod-ring-producer", start=False, batched=False):
         rings = (rings,) if isinstance(rings, Ring) else tuple(rings)
         if not rings or not all(isinstance(r, Ring) for r in rings):
             raise TypeError("rings must be a dod.ring.Ring or a non-empty sequence of them")
@@ -76,6 +90,8 @@ class RingProducer:
         self._stop = False
         self._parked = False
         self._started = False
+        self._batched = bool(batched)
+        self._go = threading.Event()     # batched: the consumer's refill()
         self.error = None            # the producer's exception, once it raised
         self._surfaced = False       # error raised by take() or check() already
         self.produced = 0            # items filled (fill returned) so far
@@ -101,6 +117,9 @@ class RingProducer:
         ring = self.ring if ring is None else ring
         self._parked = True
         try:
+            if self._batched and ring is self.ring and len(ring) >= ring.slots:
+                self._go.wait()          # the GIL released; refill(), take() on empty or close()
+                self._go.clear()
             slot = ring.acquire_write(timeout)
         finally:
             self._parked = False
@@ -151,11 +170,19 @@ class RingProducer:
         ``ring.acquire_read(timeout)``. None at the end of the stream, unless
         the producer failed: then its exception is raised here. Release the
         slot with ``ring.release()``. TimeoutError as ``acquire_read``."""
-        slot = (self.ring if ring is None else ring).acquire_read(timeout)
+        r = self.ring if ring is None else ring
+        if self._batched and len(r) == 0:
+            self._go.set()               # about to wait: never for a producer waiting for us
+        slot = r.acquire_read(timeout)
         if slot is None and self.error is not None:
             self._surfaced = True
             raise self.error
         return slot
+
+    def refill(self):
+        """Consumer (``batched=True``): let a producer parked on the full
+        first ring fill it up again now (any thread; no effect otherwise)."""
+        self._go.set()
 
     def check(self):
         """Raise the producer's exception, if it raised one (any thread)."""
@@ -182,6 +209,7 @@ class RingProducer:
         self._stop = True
         for r in self.rings:
             r.close()
+        self._go.set()                   # a batched producer waiting for refill() wakes
         if self._started and self._thread is not threading.current_thread():
             self._thread.join(timeout)
         return not self._thread.is_alive()

@@ -293,3 +293,31 @@ def test_demo_cli_realtime_flags():
         demo.build_parser().parse_args(["--lock-memory", "always"])
     err = demo.main(["--cpu", "-1", "--no-live", "--duration", "0.1"], out=open(os.devnull, "w"))
     assert err == 2                                           # a bad value: an error before the run
+
+
+def test_batched_producer_refills_only_when_asked_and_never_stalls_a_consumer():
+    ring = Ring(4, 8, (2,))
+    p = RingProducer(ring, range(40), lambda i: None, batched=True)
+    p._fill = filler(p, ring)
+
+    def settle():
+        t0 = time.monotonic()
+        while not (p.parked or not p.alive) and time.monotonic() - t0 < 10:
+            time.sleep(0.001)
+        time.sleep(0.05)
+    with p:
+        settle()
+        assert len(ring) == 4 and p.parked
+        for _ in range(3):                             # released, but no refill asked for
+            assert p.take(timeout=30) is not None
+            ring.release()
+        settle()
+        assert len(ring) == 1 and p.produced == 4      # the producer did not wake per release
+        p.refill()
+        settle()
+        assert len(ring) == 4 and p.produced == 7
+        got = []
+        while (slot := p.take(timeout=30)) is not None:   # never refilled by hand: take() on empty does
+            got.append(slot.tag)
+            ring.release()
+    assert got == list(range(3, 40))

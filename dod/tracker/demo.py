@@ -245,6 +245,7 @@ class DemoRun:
                 if self._run_chunk(k) < k:
                     self.stream.producer.check()      # it failed: raise its error here
                     break                             # (or the stream ended early)
+                self.stream.refill()                  # the producer draws the next scans now, in the slack
                 next_start += k * period_ns
                 # Sample GOSPA only when it fits before the next chunk (at
                 # 10,000 targets it takes longer than a tick's slack).

@@ -6,7 +6,9 @@ detections into a :class:`dod.ring.Ring` of fixed slots; the tick takes the
 oldest slot and hands ``slot.rows`` (a view made once per slot) and
 ``slot.dt`` to ``Tracker.tick``, then releases it: no allocation and no lock
 per scan on the hand-off, and memory bounded by the slots for any duration.
-When the ring is full the producer waits without the GIL (back-pressure).
+When the ring is full the producer waits without the GIL (back-pressure)
+until the consumer calls :meth:`refill` between chunks (``batched``, see
+:mod:`dod.ring_producer`).
 
 The ground truth that GOSPA and the plot need travels in a second ring, one
 slot per sampled scan (every ``sample_every``-th and the last), each row
@@ -52,8 +54,11 @@ class ScanStream:
         self.truth = Ring(slots // self.sample_every + 3, max(1, int(targets)), (dim + 1,), np.float64)
         self._truth_held = None
         items = enumerate(iter_scans(targets, scans, dim=dim, **scenario))
+        # batched: the producer refills the ring when the demo says so, between
+        # chunks, not at each release while the next tick may be running.
         self.producer = RingProducer((self.scans, self.truth), items, self._fill,
-                                     name="dod-tracker-scans")
+                                     name="dod-tracker-scans", batched=True)
+        self.refill = self.producer.refill
         self.release_scan = self.scans.release
 
     def is_sampled(self, s):
