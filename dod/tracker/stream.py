@@ -129,10 +129,11 @@ class ScanStream:
         return alive
 
     def quiet(self):
-        """True when the producer holds no temporaries of a scan in progress
-        (parked on a full ring, or finished): process-wide allocation
-        counts taken now see the consumer's own."""
-        return self.producer.parked or not self.producer.alive
+        """"parked" (waiting for a free slot, holding one drawn scan) or
+        "done" (the thread ended) when the producer holds no temporaries of
+        a scan in progress, else None: process-wide allocation counts taken
+        at two moments of the same state see the consumer's own."""
+        return "done" if not self.producer.alive else "parked" if self.producer.parked else None
 
     def close(self, timeout=5.0):
         """Stop the producer and close both rings (idempotent)."""
