@@ -321,3 +321,17 @@ def test_batched_producer_refills_only_when_asked_and_never_stalls_a_consumer():
             got.append(slot.tag)
             ring.release()
     assert got == list(range(3, 40))
+
+
+def test_demo_sample_store_keeps_the_latest_samples_in_fixed_blocks():
+    store = demo.SampleStore(3, 4)
+    nbytes = store.ids.nbytes + store.pos.nbytes
+    for k in range(5):
+        n = k + 2                                        # 2..6 points: the last two are cut to 4
+        store.append(10 + k, np.arange(n) + 100 * k, np.full((n, 2), float(k)))
+    got = list(store)
+    assert [g[0] for g in got] == [12, 13, 14] and len(store) == 3
+    assert [g[1].tolist() for g in got] == [[200, 201, 202, 203], [300, 301, 302, 303],
+                                            [400, 401, 402, 403]]
+    assert all((g[2] == k + 2).all() and g[2].shape == (4, 2) for k, g in enumerate(got))
+    assert store.truncated == 1 + 2 and store.ids.nbytes + store.pos.nbytes == nbytes

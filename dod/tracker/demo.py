@@ -86,7 +86,8 @@ class SampleStore:
     (a deque of arrays would grow for MAX_SAMPLES samples: +60 MB over 5 min
     at 1,000 targets). A sample keeps at most `points` rows (the rest are
     counted in ``truncated``). Iterating yields (scan, ids, positions)
-    views, oldest first; they are overwritten by later appends."""
+    views, oldest first; they are overwritten by later appends.
+    Thread-safety: one thread (the demo's) appends and reads."""
 
     def __init__(self, samples, points, dim=2):
         self.capacity, self.points = int(samples), int(points)
