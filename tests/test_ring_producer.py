@@ -335,3 +335,18 @@ def test_demo_sample_store_keeps_the_latest_samples_in_fixed_blocks():
                                             [400, 401, 402, 403]]
     assert all((g[2] == k + 2).all() and g[2].shape == (4, 2) for k, g in enumerate(got))
     assert store.truncated == 1 + 2 and store.ids.nbytes + store.pos.nbytes == nbytes
+
+
+def test_demo_strict_refusal_is_an_error(monkeypatch, capsys):
+    import dod.realtime
+
+    def refuse(*a):
+        raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(dod.realtime._os, "sched_setaffinity", refuse)
+    out = open(os.devnull, "w")
+    assert demo.main(["--cpu", "0", "--rt-strict", "--no-live", "--duration", "0.1"], out=out) == 1
+    assert "cannot pin the loop thread to CPU 0" in capsys.readouterr().err
+    # not strict: a warning, the run goes on and the summary says what was refused
+    with pytest.warns(RuntimeWarning):
+        run = demo.DemoRun(targets=20, duration=0.1, fast=True, cpu=0).run()
+    assert "cpu 0 refused | refused: cannot pin" in run.summary()

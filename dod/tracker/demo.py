@@ -630,6 +630,8 @@ def main(argv=None, out=None):
     except KeyboardInterrupt:
         print(f"interrupted after {run.done} of {run.total} ticks", file=out, flush=True)
     except OSError as e:               # --rt-strict: the OS refused a real-time option
+        if isinstance(e, BrokenPipeError) or not run.realtime.refused:
+            raise
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(run.summary(), file=out, flush=True)
