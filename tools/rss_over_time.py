@@ -17,11 +17,11 @@ Arguments after ``--`` go to ``python -m dod.tracker`` (this interpreter);
 ``--cmd`` runs any command instead. The command's own output goes to
 ``--log`` (default: discarded), so the table is the only output.
 
-``--mark REGEX`` (default ``demo: summary``, the demo's line after its last
-tick) ends the measured phase: the verdict covers the samples before the
-first output line that matches, and the table shows the rest apart (the
-demo's summary scores up to 1,200 sampled scans with motmetrics after the
-run, a one-time cost bounded by that cap, not by the duration).
+``--mark REGEX`` (default: the demo's progress line of its last tick,
+``N/N ticks``) ends the measured phase: the verdict covers the samples
+before the first output line that matches, and the table shows the rest
+apart (after the run the demo's summary scores its latest sampled scans with
+motmetrics: a one-time cost bounded by that cap, not by the duration).
 """
 import argparse
 import re
@@ -144,8 +144,9 @@ def main(argv=None):
                    help="compare with the RSS after this many seconds (10)")
     p.add_argument("--tolerance", type=float, default=0.10, help="allowed relative change (0.10)")
     p.add_argument("--log", help="file for the command's own output (default: discarded)")
-    p.add_argument("--mark", default="demo: summary",
-                   help="regex of the output line that ends the measured phase ('demo: summary'; '' for none)")
+    p.add_argument("--mark", default=r" (\d+)/\1 ticks",
+                   help="regex of the output line that ends the measured phase (default: the demo's "
+                        "last progress line; '' for none)")
     a = p.parse_args(argv)
     if not (a.every > 0 and a.baseline >= 0 and a.tolerance >= 0):
         p.error("--every must be > 0, --baseline and --tolerance >= 0")

@@ -76,6 +76,7 @@ from dod.tracker.stream import ScanStream
 GOSPA_C = 10.0          # cut-off (m): 10 x the measurement noise
 MAX_SAMPLES = 600       # samples kept for the plot and the MOT scores (2.5 min at 4 Hz)
 REFRESH_HZ = 4.0        # view refreshes (and GOSPA samples) per second of scenario time
+MOT_SAMPLES = 120       # the summary's MOTA/IDF1/HOTA over the latest this many samples (30 s at 4 Hz)
 LATE_SAMPLE_S = 1.0     # a loop with no slack still samples GOSPA once per this many wall seconds
 WINDOW_TARGETS = 2000   # above this many targets, GOSPA and the plot look at a window holding about this many
 
@@ -328,17 +329,21 @@ class DemoRun:
 
     def mot_scores(self, match=5.0):
         """MOTA, IDF1 (py-motmetrics; None without it) and HOTA over the
-        sampled scans (the GOSPA samples: identities are followed from one
-        sample to the next), truth and tracks matched within `match` m.
-        Computed after the run, never inside a tick."""
+        latest MOT_SAMPLES sampled scans (the GOSPA samples: identities are
+        followed from one sample to the next), truth and tracks matched
+        within `match` m. Computed after the run, never inside a tick; the
+        cap bounds its time and memory (motmetrics over 600 samples of 1,000
+        targets took 2 minutes and hundreds of MB on the development machine)."""
         from dod.tracker.metrics import hota
 
         if not self.samples:
             return None
-        scans = [s[0] for s in self.samples]
-        est = [(s[1], s[2]) for s in self.samples]
-        tid = [s[1] for s in self.truth_samples]
-        tpos = [s[2] for s in self.truth_samples]
+        last = list(self.samples)[-MOT_SAMPLES:]
+        scans = [s[0] for s in last]
+        est = [(s[1], s[2]) for s in last]
+        truth = list(self.truth_samples)[-MOT_SAMPLES:]
+        tid = [s[1] for s in truth]
+        tpos = [s[2] for s in truth]
         out = {"scans": len(scans), "hota": hota(tid, tpos, [e[0] for e in est],
                                                  [e[1] for e in est], match)["hota"]}
         try:
