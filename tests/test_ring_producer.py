@@ -350,3 +350,10 @@ def test_demo_strict_refusal_is_an_error(monkeypatch, capsys):
     with pytest.warns(RuntimeWarning):
         run = demo.DemoRun(targets=20, duration=0.1, fast=True, cpu=0).run()
     assert "cpu 0 refused | refused: cannot pin" in run.summary()
+
+
+def test_demo_header_says_requested_before_the_run():
+    from dod.realtime import Realtime
+    line = demo.realtime_line(Realtime("onfault", 0, None), before=True)
+    assert line == "requested lock_memory onfault, cpu 0"
+    assert demo.realtime_line(Realtime(), before=True).startswith("none requested")

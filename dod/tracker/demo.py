@@ -436,10 +436,16 @@ class DemoRun:
 
 # ----------------------------------------------------------------- views
 
-def realtime_line(rt):
-    """What a :class:`dod.realtime.Realtime` holds (or held), and what the OS refused."""
+def realtime_line(rt, before=False):
+    """What a :class:`dod.realtime.Realtime` holds (or held), and what the OS
+    refused; `before`: what is requested (not applied yet)."""
     if not rt.requested:
         return "none requested (--lock-memory, --cpu, --realtime-priority)"
+    if before:
+        return "requested " + ", ".join(
+            ([f"lock_memory {'onfault' if rt.lock_memory == 'onfault' else 'all'}"] if rt.lock_memory else [])
+            + ([f"cpu {rt.cpu}"] if rt.cpu is not None else [])
+            + ([f"SCHED_FIFO {rt.priority}"] if rt.priority is not None else []))
     rep = rt.report()
     parts = []
     if rt.lock_memory:
@@ -483,7 +489,8 @@ def _rich_table(run):
     t.add_row("deadline misses", "n/a (fast)" if run.fast else f"{s['misses']} ({s['skipped']} skipped)")
     t.add_row("allocations per tick", f"{s['alloc_per_tick']:.2f}")
     t.add_row("confirmed tracks", f"{s['confirmed']} (truth {s['truth']}, tentative {s['tentative']})")
-    t.add_row("real-time options", realtime_line(run.realtime))
+    t.add_row("real-time options", realtime_line(run.realtime,
+                                                 before=not run.realtime.applied and not run.done))
     t.add_row("GOSPA now / mean", f"{s['gospa']:.2f} / {s['gospa_mean']:.2f} "
                                   f"({s['missed']} missed, {s['false']} false)")
     return t
@@ -628,7 +635,7 @@ def main(argv=None, out=None):
         return 2
     print(f"dod.tracker demo: {a.targets} targets, {run.total} scans at {a.rate:g} Hz, seed {a.seed} "
           f"({run.tracker.threads} tick threads; scans stream from a producer thread through a ring of "
-          f"{run.stream.scans.slots} slots; real-time options: {realtime_line(run.realtime)})",
+          f"{run.stream.scans.slots} slots; real-time options: {realtime_line(run.realtime, before=True)})",
           file=out, flush=True)
     try:
         _run_with_view(run, a, out)
