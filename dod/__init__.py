@@ -33,6 +33,7 @@ _EXPORTS = {
     "FreeList": "dod.freelist",
     "Loop": "dod.loop",
     "Ring": "dod.ring",
+    "RingProducer": "dod.ring_producer",
     "Realtime": "dod.realtime",
     "Resource": "dod.resource",
     "AtomicArena": "dod.atomic_arena",

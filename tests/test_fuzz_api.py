@@ -84,6 +84,8 @@ NOT_FUZZED = {
     "dod.errors.EscapeWarning": "a warning class",
     "dod.Ring": "blocking waits: a hostile timeout is a legitimately long wait, not a bug; "
                 "tests/test_ring.py walks it against a shadow queue, bad input included",
+    "dod.RingProducer": "starts a thread that blocks on its ring; tests/test_ring_producer.py "
+                        "drives its order, shutdown, errors and bad input",
 }
 
 _SCHEMA = dict(x="float32", v=("float64", (2,)), n="int32")

@@ -166,27 +166,6 @@ def test_iter_scans_equals_generate():
     assert first.detections.shape[1] == 2
 
 
-def test_demo_scan_source_streams_in_bounded_memory():
-    from dod.tracker.demo import ScanSource
-
-    src = ScanSource(200, 30, 4, seed=2)
-    want = list(iter_scans(200, 30, seed=2))
-    got = []
-    while True:
-        src.fill(3)
-        assert len(src) <= 3 and len(src._frames) <= 4      # what it holds stays bounded
-        if not len(src):
-            break
-        while len(src):
-            z, dt = src.take()
-            got.append(z)
-            assert src.truth[0] is want[len(got) - 1].truth_ids or \
-                np.array_equal(src.truth[0], want[len(got) - 1].truth_ids)
-    assert len(got) == 30 and all(a.tobytes() == b.detections.tobytes() for a, b in zip(got, want))
-    with pytest.raises(IndexError):
-        src.take()
-
-
 def test_demo_runs_threaded_without_retaining_blocks():
     from dod.tracker import demo
 

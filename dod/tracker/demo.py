@@ -1,8 +1,10 @@
 """``python -m dod.tracker``: the tracker running live at 50 Hz through dod.loop.
 
 A seeded scenario (default 1,000 targets for 10 s, Pd 0.9, clutter 0.2 N per
-scan) streams in: :class:`ScanSource` draws scans a chunk ahead from
-``scenario.iter_scans`` (bounded memory, any duration); :class:`dod.loop.Loop` calls the tracker
+scan) streams in: a producer thread runs ``scenario.iter_scans`` into the
+fixed slots of a :class:`dod.ring.Ring` (:class:`dod.tracker.stream.ScanStream`:
+bounded memory for any duration, back-pressure when the ring is full, no
+allocation or lock per scan on the hand-off); :class:`dod.loop.Loop` calls the tracker
 once per tick against absolute deadlines, and a live view shows progress,
 tick time p50/p99/max, deadline misses, allocations per tick, confirmed
 tracks and a running GOSPA. A summary follows (with MOTA, IDF1 and HOTA over
@@ -20,14 +22,26 @@ What is measured, and how the demo keeps out of the measurement
     chunk (the summary counts the samples skipped), and above
     ``WINDOW_TARGETS`` targets only over a square window at the centre of
     the region holding about that many (the plot draws the same window), so
-    a sample costs the same at 100,000 targets as at 2,000. The next chunk's
-    scans are drawn between chunks too (:class:`ScanSource`): the producer
-    side of a bounded queue, ready to move to a thread.
+    a sample costs the same at 100,000 targets as at 2,000. The scans are
+    drawn by the producer thread, which runs ahead by up to the ring's slots.
     Allocations per tick are the net growth of ``sys.getallocatedblocks()``
     across the chunks after the first (whose one-time effects are shown
     apart), divided by their ticks: 0 means the loop and the tracker retained
-    no Python object. Transient blocks freed inside a tick do not count;
-    ``tests/test_tracker.py`` checks those with tracemalloc.
+    no Python object. The count is process-wide, so a chunk counts only when
+    the producer was in the same quiet state at both ends (parked on a full
+    ring holding no temporaries, or finished); the summary says how many
+    chunks were left out. Transient blocks freed
+    inside a tick do not count; ``tests/test_tracker.py`` checks those with
+    tracemalloc.
+
+Real-time options (``--lock-memory``, ``--cpu``, ``--realtime-priority``)
+    :class:`dod.realtime.Realtime` applied once on the loop's thread for the
+    whole run (not per chunk, as ``Loop(lock_memory=...)`` would: the demo
+    runs the loop in chunks), after the producer thread started, so the
+    producer keeps the ordinary policy and affinity. What the OS refuses is
+    a warning and the summary's ``realtime`` line says so (``--rt-strict``:
+    an error instead). The tick's OpenMP workers (``--threads`` > 1) start
+    at the first tick and inherit the loop thread's CPU pin and priority.
 
 Without a terminal (a pipe, CI, ``--no-live``, or rich not installed) the
 view is a plain line per second of scenario time.
@@ -39,10 +53,10 @@ one scan a second of turning targets, tracked with --motion imm by default;
 radar: range-bearing scans of two sensors taking turns,
 ``scenario.iter_radar_scans``, through the tracker's EKF update),
 --motion cv|imm,
---plot FILE.png (needs matplotlib: ``pip install 'dod[demo]'``), --no-live.
+--plot FILE.png (needs matplotlib: ``pip install 'dod[demo]'``), --no-live,
+--threads N, --lock-memory [onfault], --cpu K, --realtime-priority P, --rt-strict.
 """
 import argparse
-import collections
 import math
 import os
 import sys
@@ -58,74 +72,60 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import numpy as np
 
 from dod.loop import Loop, monotonic_ns
+from dod.realtime import Realtime
 from dod.tracker import Tracker, TrackerConfig
 from dod.tracker.metrics import sparse_gospa
-from dod.tracker.scenario import PRESET_CONFIG, PRESETS, iter_radar_scans, iter_scans, scan_extent
+from dod.tracker.scenario import PRESET_CONFIG, PRESETS, scan_extent
+from dod.tracker.stream import ScanStream
 
 SCENARIOS = tuple(PRESETS) + ("radar",)     # radar: scenario.iter_radar_scans, the EKF update
 
 GOSPA_C = 10.0          # cut-off (m): 10 x the measurement noise
-MAX_SAMPLES = 1200       # samples kept for the plot and the MOT scores (5 min at 4 Hz)
+MAX_SAMPLES = 600       # samples kept for the plot and the MOT scores (2.5 min at 4 Hz)
 REFRESH_HZ = 4.0        # view refreshes (and GOSPA samples) per second of scenario time
+MOT_SAMPLES = 120       # the summary's MOTA/IDF1/HOTA over the latest this many samples (30 s at 4 Hz)
+LATE_SAMPLE_S = 1.0     # a loop with no slack still samples GOSPA once per this many wall seconds
 WINDOW_TARGETS = 2000   # above this many targets, GOSPA and the plot look at a window holding about this many
 
 
-class ScanSource:
-    """The scans of a seeded scenario, drawn ahead in bounded memory.
+class SampleStore:
+    """The latest `samples` (scan, ids, positions) in blocks allocated and
+    touched once, so that the demo's memory is flat from its first seconds
+    (a deque of arrays would grow for MAX_SAMPLES samples: +60 MB over 5 min
+    at 1,000 targets). A sample keeps at most `points` rows (the rest are
+    counted in ``truncated``). Iterating yields (scan, ids, positions)
+    views, oldest first; they are overwritten by later appends.
+    Thread-safety: one thread (the demo's) appends and reads."""
 
-    ``fill(k)`` draws scans until ``k`` wait (the producer's side: the demo
-    calls it between chunks, a producer thread could call it instead);
-    ``take()`` hands the oldest one out (the tick's side; a tuple
-    (detections, dt) that already exists, so taking allocates nothing).
-    ``truth`` is the ground truth (ids, positions) of the scan taken last.
-    At most ``capacity`` scans wait; the scans taken since the last fill are
-    dropped by the next one, so that taking frees nothing either (the demo
-    counts Python blocks across its chunks of ticks)."""
+    def __init__(self, samples, points, dim=2):
+        self.capacity, self.points = int(samples), int(points)
+        self.scan = np.empty(self.capacity, np.int64)
+        self.count = np.empty(self.capacity, np.int64)
+        self.ids = np.empty((self.capacity, self.points), np.int64)
+        self.pos = np.empty((self.capacity, self.points, dim), np.float64)
+        for a in (self.scan, self.count, self.ids, self.pos):
+            a.fill(0)                       # touch every page now, not as samples arrive
+        self.appended = 0
+        self.truncated = 0
 
-    def __init__(self, targets, scans, capacity, radar=False, **scenario):
-        # radar: range-bearing scans of two sensors (scenario.iter_radar_scans);
-        # each frame then carries its sensor: (detections, dt, sensor).
-        self._radar = radar
-        self._it = (iter_radar_scans if radar else iter_scans)(targets, scans, **scenario)
-        self._frames = []
-        self._truths = []
-        self._next = 0
-        self.capacity = max(1, int(capacity))
-        self.truth = (np.empty(0, np.int64), np.empty((0, scenario.get("dim", 2))))
-        self.drawn = 0
-        self.exhausted = False
-
-    def fill(self, k=None):
-        """Draw scans until min(k, capacity) are waiting (or the scenario ends)."""
-        want = self.capacity if k is None else min(int(k), self.capacity)
-        del self._frames[:self._next]
-        del self._truths[:self._next]
-        self._next = 0
-        while len(self._frames) < want and not self.exhausted:
-            try:
-                scan = next(self._it)
-            except StopIteration:
-                self.exhausted = True
-                break
-            self._frames.append((scan.detections, scan.dt, scan.sensor) if self._radar
-                                else (scan.detections, scan.dt))
-            self._truths.append((scan.truth_ids, scan.truth_pos))
-            self.drawn += 1
-
-    def take(self):
-        """The next scan's (detections, dt); IndexError when none waits."""
-        i = self._next
-        frame = self._frames[i]
-        self.truth = self._truths[i]
-        self._next = i + 1
-        return frame
-
-    def peek_truth(self):
-        """Positions of the truth of the next scan waiting (None when none)."""
-        return self._truths[self._next][1] if self._next < len(self._truths) else None
+    def append(self, scan, ids, pos):
+        i = self.appended % self.capacity
+        k = min(len(ids), self.points)
+        self.truncated += len(ids) - k
+        self.scan[i], self.count[i] = scan, k
+        self.ids[i, :k] = ids[:k]
+        self.pos[i, :k] = pos[:k]
+        self.appended += 1
 
     def __len__(self):
-        return len(self._frames) - self._next
+        return min(self.appended, self.capacity)
+
+    def __iter__(self):
+        n = len(self)
+        for j in range(self.appended - n, self.appended):
+            i = j % self.capacity
+            k = self.count[i]
+            yield int(self.scan[i]), self.ids[i, :k], self.pos[i, :k]
 
 
 # ----------------------------------------------------------------- the run
@@ -137,7 +137,8 @@ class DemoRun:
     read :meth:`summary`. Used by the CLI and the tests."""
 
     def __init__(self, targets=1000, rate=50.0, duration=10.0, seed=0, fast=False,
-                 keep_tracks=False, threads=1, scenario="default", motion=None):
+                 keep_tracks=False, threads=1, scenario="default", motion=None, lock_memory=False,
+                 cpu=None, realtime_priority=None, rt_strict=False):
         if targets < 1:
             raise ValueError("targets must be >= 1")
         if not (rate > 0 and math.isfinite(rate)):
@@ -163,23 +164,37 @@ class DemoRun:
                                     max_detections=max(64, 2 * targets + 64), overflow="drop",
                                     threads=threads, motion=motion,
                                     **({"r": 3.0} if scenario == "radar" else PRESET_CONFIG[scenario]))
+        # Validated now (ValueError/TypeError); applied once around run().
+        self.realtime = Realtime(lock_memory, cpu, realtime_priority, strict=rt_strict)
         self.tracker = Tracker(self.config)
         # Chunk: about 1/REFRESH_HZ seconds of ticks, dividing a second when it can
         # (so that plain lines fall on whole seconds).
         per_s = max(1, int(round(rate)))
         self.chunk = max([d for d in range(1, per_s + 1)
                           if per_s % d == 0 and d <= max(1.0, rate / REFRESH_HZ)])
-        self.source = ScanSource(targets, self.total, 2 * self.chunk, radar=scenario == "radar",
+        # The producer runs up to two chunks ahead; the truth of each chunk's last scan is kept.
+        self.stream = ScanStream(targets, self.total, rows=self.config.max_detections,
+                                 slots=2 * self.chunk, sample_every=self.chunk, radar=scenario == "radar",
                                  dt=self.dt, seed=seed, **preset)
-        t = time.perf_counter()
-        self.source.fill(self.chunk)
-        self.gen_seconds = time.perf_counter() - t
+        self.gen_seconds = 0.0         # waiting for the first chunk's scans (run())
+        self.truth_alive = 0           # targets alive at the last sampled scan
         tick = self.tracker.tick
-        take = self.source.take
+        take = self.stream.take
+        release = self.stream.release_scan
+        sensors = self.stream.sensors          # None unless radar
 
         def step():
-            # No allocation here: the (detections, dt[, sensor]) tuples exist already.
-            tick(*take())
+            # The hand-off: the oldest slot (two atomic counters; its arrays
+            # exist already), the tick on its rows, the slot back to the producer.
+            slot = take()
+            if slot is None:                    # the stream ended early (take raises a producer error)
+                self.loop.stop()
+                return
+            if sensors is None:
+                tick(slot.rows, slot.dt)
+            else:                               # scan s came from sensor s mod len(sensors)
+                tick(slot.rows, slot.dt, sensor=sensors[slot.tag % len(sensors)])
+            release()
 
         # The loop resets the tracker's scratch arena after every tick.
         # --fast: the highest rate the loop accepts, catching up without sleeping.
@@ -197,25 +212,30 @@ class DemoRun:
         self.cpu_ns = 0                # thread CPU time inside the chunks (sleep costs none)
         self._sample_ns = 0
         self.wall = 0.0
+        self.alloc_unquiet = 0         # chunks left out of the count: the producer was busy at an end
         self.keep_tracks = keep_tracks
         # (scan, ids, positions) of the tracks and of the truth, inside the
         # window, for the plot and MOTA/IDF1/HOTA: the latest MAX_SAMPLES only,
         # so memory stays flat however long the demo runs.
-        self.samples = collections.deque(maxlen=MAX_SAMPLES)
-        self.truth_samples = collections.deque(maxlen=MAX_SAMPLES)
+        points = int(1.25 * min(targets, WINDOW_TARGETS)) + 64   # tracks or truth in the window, with room
+        self.samples = SampleStore(MAX_SAMPLES, points)
+        self.truth_samples = SampleStore(MAX_SAMPLES, points)
 
     # One chunk of ticks; everything else happens outside the loop.
     def _run_chunk(self, k):
         c0 = time.thread_time_ns()
+        quiet = self.stream.quiet()
         b0 = sys.getallocatedblocks()
         n = self.loop.run(k)
         b1 = sys.getallocatedblocks()
         self.cpu_ns += time.thread_time_ns() - c0
         if self.warmup_blocks is None:
             self.warmup_blocks = b1 - b0 - self._alloc_base
-        else:
+        elif quiet is not None and quiet == self.stream.quiet():
             self.alloc_blocks += b1 - b0 - self._alloc_base
             self.alloc_ticks += n
+        else:
+            self.alloc_unquiet += 1
         self.done += n
         return n
 
@@ -224,19 +244,28 @@ class DemoRun:
 
     def _sample(self):
         scan = self.done - 1
+        slot = self.stream.truth_of(scan)
+        if slot is None:
+            return False
         ids, pos = self.tracker.confirmed_tracks()
-        tid, tpos = self.source.truth
-        if self.window * 2.0 < self.extent:          # a window: both sides cut to it
+        rows = slot.rows
+        self.truth_alive = rows.shape[0]
+        if self.window * 2.0 < self.extent:          # a window: both sides cut to it (copies)
             m = self._inside(pos)
             ids, pos = ids[m], pos[m]
-            m = self._inside(tpos)
-            tid, tpos = tid[m], tpos[m]
+            m = self._inside(rows[:, 1:])
+            tid, tpos = rows[m, 0].astype(np.int64), rows[m, 1:]
+        else:
+            tid, tpos = rows[:, 0].astype(np.int64), rows[:, 1:].copy()
+        del rows, slot                               # no view of the slot may outlive it
+        self.stream.release_truth()
         g = sparse_gospa(tpos, pos, c=GOSPA_C, details=True)
         self.last_gospa = g
         self.gospa_sum += g[0]
         self.gospa_n += 1
-        self.samples.append((scan, ids, pos))
-        self.truth_samples.append((scan, tid, tpos))
+        self.samples.append(scan, ids, pos)
+        self.truth_samples.append(scan, tid, tpos)
+        return True
 
     def run(self, on_chunk=None):
         """Run every scan; call ``on_chunk(self)`` between chunks."""
@@ -245,10 +274,18 @@ class DemoRun:
         b0 = sys.getallocatedblocks()
         b1 = sys.getallocatedblocks()
         self._alloc_base = b1 - b0
+        # Start the producer and let it draw the first chunk's scans before the
+        # first tick (as a sensor feed would be running already).
+        t = time.perf_counter()
+        self.stream.start()
+        want = min(self.chunk, self.total)
+        while len(self.stream.scans) < want and self.stream.producer.alive:
+            time.sleep(0.001)
+        self.stream.producer.check()
+        self.gen_seconds = time.perf_counter() - t
         # Warm GOSPA up (imports, first numpy calls) outside the run, and take
         # the second call's cost as the first estimate of a sample's cost.
-        truth = self.source.peek_truth()
-        truth = np.zeros((1, 2)) if truth is None else truth
+        truth = np.random.default_rng(0).uniform(0, self.extent, (min(self.targets, WINDOW_TARGETS), 2))
         for _ in range(2):
             t = monotonic_ns()
             sparse_gospa(truth, truth + 0.5, c=GOSPA_C)
@@ -256,7 +293,11 @@ class DemoRun:
         period_ns = int(round(1e9 / self.rate))
         start = monotonic_ns()
         next_start = start
+        self._last_sample = start
         try:
+            # Applied on this (the loop's) thread, after the producer started.
+            if self.realtime.requested:
+                self.realtime.apply()
             while self.done < self.total:
                 k = min(self.chunk, self.total - self.done)
                 if not self.fast:
@@ -266,18 +307,26 @@ class DemoRun:
                     elif now > next_start + period_ns // 2 and self.done:
                         self.demo_overruns += 1        # the view made us late: re-anchor
                         next_start = now
-                self._run_chunk(k)
+                if self._run_chunk(k) < k:
+                    self.stream.producer.check()      # it failed: raise its error here
+                    break                             # (or the stream ended early)
+                self.stream.refill()                  # the producer draws the next scans now, in the slack
                 next_start += k * period_ns
-                self.source.fill(self.chunk)          # the next chunk's scans, outside the ticks
                 # Sample GOSPA only when it fits before the next chunk (at
-                # 10,000 targets it takes longer than a tick's slack).
-                if self.fast or next_start - monotonic_ns() > 1.5 * self._sample_ns \
-                        or self.done >= self.total:
-                    t = monotonic_ns()
-                    self._sample()
-                    self._sample_ns = monotonic_ns() - t
+                # 10,000 targets it takes longer than a tick's slack), and in a
+                # loop that is behind anyway (no slack ever) once per
+                # LATE_SAMPLE_S of wall time, so the view and the plot still
+                # show something (a windowed sample costs a few ms).
+                now = monotonic_ns()
+                if self.fast or next_start - now > 1.5 * self._sample_ns \
+                        or self.done >= self.total or now - self._last_sample > LATE_SAMPLE_S * 1e9:
+                    if self._sample():
+                        self._last_sample = monotonic_ns()
+                        self._sample_ns = self._last_sample - now
                 else:
                     self.samples_skipped += 1
+                    alive = self.stream.drop_truth(self.done - 1)   # its truth goes back unread
+                    self.truth_alive = self.truth_alive if alive is None else alive
                     # Forget the estimate slowly: the first sample is the slowest
                     # (warm-up), and the load of the machine changes.
                     self._sample_ns *= 0.8
@@ -285,6 +334,8 @@ class DemoRun:
                     on_chunk(self)
         finally:
             self.wall = (monotonic_ns() - start) / 1e9
+            self.realtime.undo()
+            self.stream.close()
         return self
 
     # ----------------------------------------------------------- reporting
@@ -299,17 +350,21 @@ class DemoRun:
 
     def mot_scores(self, match=5.0):
         """MOTA, IDF1 (py-motmetrics; None without it) and HOTA over the
-        sampled scans (the GOSPA samples: identities are followed from one
-        sample to the next), truth and tracks matched within `match` m.
-        Computed after the run, never inside a tick."""
+        latest MOT_SAMPLES sampled scans (the GOSPA samples: identities are
+        followed from one sample to the next), truth and tracks matched
+        within `match` m. Computed after the run, never inside a tick; the
+        cap bounds its time and memory (motmetrics over 600 samples of 1,000
+        targets took 2 minutes and hundreds of MB on the development machine)."""
         from dod.tracker.metrics import hota
 
         if not self.samples:
             return None
-        scans = [s[0] for s in self.samples]
-        est = [(s[1], s[2]) for s in self.samples]
-        tid = [s[1] for s in self.truth_samples]
-        tpos = [s[2] for s in self.truth_samples]
+        last = list(self.samples)[-MOT_SAMPLES:]
+        scans = [s[0] for s in last]
+        est = [(s[1], s[2]) for s in last]
+        truth = list(self.truth_samples)[-MOT_SAMPLES:]
+        tid = [s[1] for s in truth]
+        tpos = [s[2] for s in truth]
         out = {"scans": len(scans), "hota": hota(tid, tpos, [e[0] for e in est],
                                                  [e[1] for e in est], match)["hota"]}
         try:
@@ -337,7 +392,7 @@ class DemoRun:
             "skipped": None if self.fast else s["skipped"],
             "alloc_per_tick": self.allocations_per_tick,
             "confirmed": c["confirmed"], "tentative": c["tentative"],
-            "truth": int(self.source.truth[0].size),
+            "truth": self.truth_alive,
             "detections": c["detections"],
             "gospa": self.last_gospa[0], "gospa_mean": self.mean_gospa,
             "missed": self.last_gospa[2], "false": self.last_gospa[3],
@@ -372,11 +427,21 @@ class DemoRun:
                          f"{st['jitter'] * 1e3:.3f} ms; demo overruns {self.demo_overruns}")
         if sys.getallocatedblocks() == 0:
             lines.append("  memory     not measured: Python runs without pymalloc (PYTHONMALLOC)")
+        elif not self.alloc_ticks:
+            lines.append(f"  memory     not measured: the producer thread was never parked at both ends "
+                         f"of a chunk ({self.alloc_unquiet} chunks; it is behind the ticks)")
         else:
             lines.append(f"  memory     {s['alloc_per_tick']:.2f} Python blocks retained per tick "
                          f"({self.alloc_blocks:+d} net sys.getallocatedblocks over "
                          f"{self.alloc_ticks} ticks after the first chunk; first chunk "
-                         f"{self.warmup_blocks or 0:+d})")
+                         f"{self.warmup_blocks or 0:+d}"
+                         + (f"; {self.alloc_unquiet} chunks left out, the producer busy"
+                            if self.alloc_unquiet else "") + ")")
+        st_in = self.stream.scans.stats()
+        lines.append(f"  input      producer thread -> ring of {st_in['slots']} slots "
+                     f"({st_in['capacity'] / 2**20:.1f} MiB, refilled between chunks): {st_in['committed']} "
+                     f"scans; a tick found the ring empty {st_in['read_waits']} times (the producer behind)")
+        lines.append("  realtime   " + realtime_line(self.realtime))
         lines += [
             f"  tracks     {s['confirmed']} confirmed, {s['tentative']} tentative; "
             f"{s['truth']} targets alive",
@@ -394,6 +459,32 @@ class DemoRun:
 
 
 # ----------------------------------------------------------------- views
+
+def realtime_line(rt, before=False):
+    """What a :class:`dod.realtime.Realtime` holds (or held), and what the OS
+    refused; `before`: what is requested (not applied yet)."""
+    if not rt.requested:
+        return "none requested (--lock-memory, --cpu, --realtime-priority)"
+    if before:
+        return "requested " + ", ".join(
+            ([f"lock_memory {'onfault' if rt.lock_memory == 'onfault' else 'all'}"] if rt.lock_memory else [])
+            + ([f"cpu {rt.cpu}"] if rt.cpu is not None else [])
+            + ([f"SCHED_FIFO {rt.priority}"] if rt.priority is not None else []))
+    rep = rt.report()
+    parts = []
+    if rt.lock_memory:
+        parts.append("lock_memory " + ("refused" if "lock_memory" in rep["refused"] else
+                                       f"active ({rep['lock_memory']})"))
+    if rt.cpu is not None:
+        parts.append(f"cpu {rt.cpu} " + ("refused" if "cpu" in rep["refused"] else "active"))
+    if rt.priority is not None:
+        parts.append(f"SCHED_FIFO {rt.priority} " + ("refused" if "realtime_priority" in rep["refused"]
+                                                    else "active"))
+    out = "; ".join(parts)
+    if rep["refused"]:
+        out += " | refused: " + "; ".join(rep["refused"].values())
+    return out
+
 
 def _fmt(v, spec):
     return "-" if v is None else format(v, spec)
@@ -422,6 +513,8 @@ def _rich_table(run):
     t.add_row("deadline misses", "n/a (fast)" if run.fast else f"{s['misses']} ({s['skipped']} skipped)")
     t.add_row("allocations per tick", f"{s['alloc_per_tick']:.2f}")
     t.add_row("confirmed tracks", f"{s['confirmed']} (truth {s['truth']}, tentative {s['tentative']})")
+    t.add_row("real-time options", realtime_line(run.realtime,
+                                                 before=not run.realtime.applied and not run.done))
     t.add_row("GOSPA now / mean", f"{s['gospa']:.2f} / {s['gospa_mean']:.2f} "
                                   f"({s['missed']} missed, {s['false']} false)")
     return t
@@ -540,6 +633,13 @@ def build_parser():
                         "radar (range-bearing scans of two sensors)")
     p.add_argument("--motion", choices=("cv", "imm"), default=None,
                    help="motion model (default: imm for --scenario manoeuvre, else cv)")
+    p.add_argument("--lock-memory", nargs="?", const=True, default=False, choices=[True, "onfault"],
+                   help="mlockall the process (onfault: lock pages as first touched)")
+    p.add_argument("--cpu", type=int, default=None, help="pin the loop thread to this CPU")
+    p.add_argument("--realtime-priority", type=int, default=None, metavar="P",
+                   help="run the loop thread at SCHED_FIFO priority P")
+    p.add_argument("--rt-strict", action="store_true",
+                   help="an OS refusal of a real-time option is an error (default: a warning)")
     return p
 
 
@@ -557,18 +657,25 @@ def main(argv=None, out=None):
                   file=sys.stderr)
             return 2
     try:
-        run = DemoRun(a.targets, a.rate, a.duration, a.seed, a.fast, keep_tracks=bool(a.plot), threads=a.threads,
-                      scenario=a.scenario, motion=a.motion)
-    except ValueError as e:
+        run = DemoRun(a.targets, a.rate, a.duration, a.seed, a.fast, keep_tracks=bool(a.plot),
+                      threads=a.threads, scenario=a.scenario, motion=a.motion, lock_memory=a.lock_memory,
+                      cpu=a.cpu, realtime_priority=a.realtime_priority, rt_strict=a.rt_strict)
+    except (ValueError, TypeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"dod.tracker demo: {a.targets} targets, {run.total} scans at {a.rate:g} Hz, seed {a.seed} "
-          f"({run.tracker.threads} tick threads; first scans drawn in {run.gen_seconds:.2f} s, the rest "
-          "stream in between chunks)", file=out, flush=True)
+          f"({run.tracker.threads} tick threads; scans stream from a producer thread through a ring of "
+          f"{run.stream.scans.slots} slots; real-time options: {realtime_line(run.realtime, before=True)})",
+          file=out, flush=True)
     try:
         _run_with_view(run, a, out)
     except KeyboardInterrupt:
         print(f"interrupted after {run.done} of {run.total} ticks", file=out, flush=True)
+    except OSError as e:               # --rt-strict: the OS refused a real-time option
+        if isinstance(e, BrokenPipeError) or not run.realtime.refused:
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     print(run.summary(), file=out, flush=True)
     if a.plot:
         write_plot(run, a.plot)

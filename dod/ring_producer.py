@@ -1,0 +1,233 @@
+"""A producer thread that fills :class:`dod.ring.Ring` slots from an iterable.
+
+The other half of the ring's hand-off for a consumer that runs on a deadline
+(a tick): the producer (a scenario generator, a file reader, a socket) runs
+in one thread, made once, and writes each item into the next free slot; the
+consumer takes committed slots in order. Memory is the ring's fixed slots
+whatever the duration: when the ring is full the producer waits (without the
+GIL, inside ``Ring.acquire_write``) until the consumer releases one
+(back-pressure). The hand-off itself allocates nothing and takes no lock: it
+is the ring's two atomic counters (see :mod:`dod.ring`).
+
+    with RingProducer(ring, items, fill) as p:     # starts the thread
+        while (slot := p.take()) is not None:      # None: end of the stream
+            use(slot.rows)
+            ring.release()
+
+``fill(item)`` runs in the producer thread for each item and writes it into
+the ring(s) it feeds (``with ring.write() as slot: slot.write(...)``; use
+:meth:`RingProducer.write` instead so that :attr:`parked` tells when it waits).
+One producer may feed several rings (a scan and its ground truth); the first
+is the one :meth:`take` reads by default.
+
+Batched refills (``batched=True``)
+    By default a producer parked on a full ring wakes at every release and
+    draws the next item at once, while the consumer's next tick may be
+    running. A Python producer needs the GIL to draw it, and a consumer
+    whose tick ends its nogil section while the producer holds the GIL
+    waits for it (5 ms switch interval; longer when the OS has preempted
+    the producer on a loaded machine). With ``batched=True`` the producer,
+    once the first ring is full, waits until the consumer calls
+    :meth:`refill` (in its slack between ticks) and then fills the ring up
+    again: the drawing happens where the consumer is idle. A :meth:`take`
+    that finds the ring empty calls :meth:`refill` itself, so a consumer
+    that never calls it is slower, never stuck.
+
+Shutdown (the one place the producer's lifetime rule lives)
+    * End of items: every ring is closed; the consumer drains what was
+      committed, then :meth:`take` returns None.
+    * An exception in the producer (in ``items`` or ``fill``): stored in
+      :attr:`error`, every ring closed; the consumer drains what was
+      committed before it, then :meth:`take` raises it in the consumer's
+      thread (with a note naming the producer thread), and so does
+      :meth:`check` at any time. Nothing hangs: a consumer waiting on an
+      empty ring is woken by the close.
+    * :meth:`close` (the consumer, Ctrl-C, end of run; also ``__exit__``):
+      asks the producer to stop, closes every ring (a producer waiting for a
+      free slot wakes with RingClosed, which is a stop, not an error) and
+      joins the thread. A producer busy inside ``next(items)`` stops after
+      that item; close waits up to ``timeout`` seconds for it. The thread is
+      a daemon, so one stuck in foreign code never keeps the process alive.
+
+Thread-safety
+    One consumer thread calls :meth:`take` (and releases through the ring);
+    :meth:`close`, :meth:`check`, :attr:`error`, :attr:`parked` and
+    :attr:`produced` may be used from any thread. The object is not
+    re-startable: make a new one (the rings are closed for good).
+"""
+import contextlib
+import threading
+
+from dod.ring import Ring, RingClosed
+
+
+class RingProducer:
+    """Fill one or more rings from `items` in a producer thread.
+
+    RingProducer(rings, items, fill, *, name="dod-ring-producer", start=False, batched=False)
+
+    rings : Ring or sequence of Rings (the first is what :meth:`take` reads)
+    items : iterable, iterated in the producer thread only
+    fill : callable(item), runs in the producer thread, writes the item
+    start : start the thread now (otherwise :meth:`start` or ``with``)
+    batched : on a full first ring, wait for :meth:`refill` (module docstring)
+
+    Raises TypeError for a non-Ring, an empty sequence or a `fill` that is
+    not callable (nothing started). See the module docstring for shutdown
+    and thread-safety.
+    """
+
+    def __init__(self, rings, items, fill, *, name="dod-ring-producer", start=False, batched=False):
+        rings = (rings,) if isinstance(rings, Ring) else tuple(rings)
+        if not rings or not all(isinstance(r, Ring) for r in rings):
+            raise TypeError("rings must be a dod.ring.Ring or a non-empty sequence of them")
+        if not callable(fill):
+            raise TypeError("fill must be callable")
+        self.rings = rings
+        self.ring = rings[0]
+        self._items = items
+        self._fill = fill
+        self._stop = False
+        self._parked = False
+        self._started = False
+        self._batched = bool(batched)
+        self._go = threading.Event()     # batched: the consumer's refill()
+        self.error = None            # the producer's exception, once it raised
+        self._surfaced = False       # error raised by take() or check() already
+        self.produced = 0            # items filled (fill returned) so far
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        if start:
+            self.start()
+
+    # ------------------------------------------------------------ producer side
+
+    def start(self):
+        """Start the producer thread (once; RuntimeError the second time)."""
+        if self._started:
+            raise RuntimeError("this RingProducer was already started (make a new one)")
+        self._started = True
+        self._thread.start()
+        return self
+
+    @contextlib.contextmanager
+    def write(self, ring=None, timeout=None):
+        """Producer thread, inside ``fill``: ``with p.write(ring) as slot:``
+        is ``ring.write(timeout)`` (default the first ring) and sets
+        :attr:`parked` while it waits for a free slot."""
+        ring = self.ring if ring is None else ring
+        self._parked = True
+        try:
+            if self._batched and ring is self.ring and len(ring) >= ring.slots:
+                self._go.wait()          # the GIL released; refill(), take() on empty or close()
+                self._go.clear()
+            slot = ring.acquire_write(timeout)
+        finally:
+            self._parked = False
+        try:
+            yield slot
+        except BaseException:
+            slot = None
+            try:
+                ring.abort()
+            except BufferError:
+                pass        # a traceback still holds a view; the ring is closed on the way out anyway
+            raise
+        slot = None
+        ring.commit()
+
+    def _run(self):
+        items = self._items
+        try:
+            for item in items:
+                if self._stop:
+                    break
+                self._fill(item)
+                item = None
+                self.produced += 1
+        except RingClosed:
+            # Closed under a waiting or writing producer: by close() (a stop),
+            # or by whoever closed the ring directly (the stream's end, too).
+            pass
+        except BaseException as e:
+            e.add_note(f"(raised in the producer thread {self._thread.name!r} of a dod RingProducer)")
+            self.error = e
+        finally:
+            self._parked = False
+            for r in self.rings:
+                r.close()
+            close = getattr(items, "close", None)     # a generator: run its finally blocks here
+            if close is not None:
+                try:
+                    close()
+                except BaseException as e:
+                    if self.error is None and not self._stop:
+                        self.error = e
+
+    # ------------------------------------------------------------ consumer side
+
+    def take(self, ring=None, timeout=None):
+        """Consumer: the oldest committed slot of `ring` (default the first):
+        ``ring.acquire_read(timeout)``. None at the end of the stream, unless
+        the producer failed: then its exception is raised here. Release the
+        slot with ``ring.release()``. TimeoutError as ``acquire_read``."""
+        r = self.ring if ring is None else ring
+        if self._batched and len(r) == 0:
+            self._go.set()               # about to wait: never for a producer waiting for us
+        slot = r.acquire_read(timeout)
+        if slot is None and self.error is not None:
+            self._surfaced = True
+            raise self.error
+        return slot
+
+    def refill(self):
+        """Consumer (``batched=True``): let a producer parked on the full
+        first ring fill it up again now (any thread; no effect otherwise)."""
+        self._go.set()
+
+    def check(self):
+        """Raise the producer's exception, if it raised one (any thread)."""
+        if self.error is not None:
+            self._surfaced = True
+            raise self.error
+
+    @property
+    def parked(self):
+        """True while the producer waits in :meth:`write` for a free slot
+        (it then holds no item's temporaries: a quiet moment to measure)."""
+        return self._parked
+
+    @property
+    def alive(self):
+        """True while the producer thread runs."""
+        return self._thread.is_alive()
+
+    def close(self, timeout=5.0):
+        """Stop the producer, close every ring, join the thread (up to
+        `timeout` seconds; None: no limit). Idempotent; does not raise the
+        producer's error (see :meth:`check`). Returns True when the thread
+        has ended (or never started)."""
+        self._stop = True
+        for r in self.rings:
+            r.close()
+        self._go.set()                   # a batched producer waiting for refill() wakes
+        if self._started and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def __enter__(self):
+        """Start the thread (if not yet); ``__exit__`` closes, and raises the
+        producer's error when the block ended normally without seeing it."""
+        if not self._started:
+            self.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.close()
+        if exc_type is None and not self._surfaced:
+            self.check()             # an error the block never saw (it stopped taking early)
+        return False
+
+    def __repr__(self):
+        state = ("failed" if self.error is not None else "running" if self.alive
+                 else "done" if self._started else "not started")
+        return f"<dod.RingProducer {state}, {self.produced} produced, {len(self.rings)} ring(s)>"

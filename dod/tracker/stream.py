@@ -1,0 +1,148 @@
+"""The demo's input pipeline: a seeded scenario's scans through bounded rings.
+
+:class:`ScanStream` runs ``scenario.iter_scans`` in one producer thread
+(:class:`dod.ring_producer.RingProducer`, made once) that writes each scan's
+detections into a :class:`dod.ring.Ring` of fixed slots; the tick takes the
+oldest slot and hands ``slot.rows`` (a view made once per slot) and
+``slot.dt`` to ``Tracker.tick``, then releases it: no allocation and no lock
+per scan on the hand-off, and memory bounded by the slots for any duration.
+When the ring is full the producer waits without the GIL (back-pressure)
+until the consumer calls :meth:`refill` between chunks (``batched``, see
+:mod:`dod.ring_producer`).
+
+The ground truth that GOSPA and the plot need travels in a second ring, one
+slot per sampled scan (every ``sample_every``-th and the last), each row
+(id, x, y[, z]), written before the scan's detections: once the tick has
+taken scan s, the truth of s is already committed. That ring has
+``slots // sample_every + 3`` slots, one more than the producer can fill
+while the consumer drains the truth once per ``sample_every`` scans, so the
+two rings never wait on each other.
+
+Shutdown and errors: see :mod:`dod.ring_producer` (end of scenario, an
+exception in the producer raised in the consumer's thread, :meth:`close`).
+Thread-safety: one consumer thread (the tick's) uses take / release_scan /
+truth_of / release_truth.
+"""
+import numpy as np
+
+from dod.ring import Ring
+from dod.ring_producer import RingProducer
+from dod.tracker.scenario import iter_radar_scans, iter_scans, radar_sensors
+
+
+class ScanStream:
+    """Scans of ``iter_scans(targets, scans, dim=dim, **scenario)`` (with
+    ``radar=True``: ``iter_radar_scans``, each scan's sensor in
+    :attr:`sensors`, ``sensors[tag % len(sensors)]``) through a ring.
+
+    ScanStream(targets, scans, *, rows, slots, sample_every, dim=2, radar=False, **scenario)
+
+    rows : most detections a scan may hold (the tracker's max_detections);
+        a scan with more makes the producer fail with ValueError.
+    slots : scan slots (how far the producer may run ahead).
+    sample_every : the truth of every this many scans (and of the last) is kept.
+
+    Call :meth:`start`; the consumer calls :meth:`take` (a Slot, or None at
+    the end), ``release_scan()`` after the tick, and between ticks
+    :meth:`truth_of` / ``release_truth()``. :meth:`close` ends it.
+    """
+
+    def __init__(self, targets, scans, *, rows, slots, sample_every, dim=2, radar=False, **scenario):
+        if sample_every < 1 or slots < 1 or rows < 1:
+            raise ValueError("rows, slots and sample_every must be >= 1")
+        self.total = int(scans)
+        self.sample_every = int(sample_every)
+        self.scans = Ring(slots, rows, (dim,), np.float64)
+        self.truth = Ring(slots // self.sample_every + 3, max(1, int(targets)), (dim + 1,), np.float64)
+        self._truth_held = None
+        # radar: range-bearing scans (scenario.iter_radar_scans), scan s from
+        # sensors[s % len(sensors)]; the consumer reads s from slot.tag.
+        self.sensors = tuple(radar_sensors(targets, dim=dim, **scenario)) if radar else None
+        scans_of = iter_radar_scans if radar else iter_scans
+        items = enumerate(scans_of(targets, scans, dim=dim, **scenario))
+        # batched: the producer refills the ring when the demo says so, between
+        # chunks, not at each release while the next tick may be running.
+        self.producer = RingProducer((self.scans, self.truth), items, self._fill,
+                                     name="dod-tracker-scans", batched=True)
+        self.refill = self.producer.refill
+        self.release_scan = self.scans.release
+
+    def is_sampled(self, s):
+        """True when the truth of scan `s` is kept (every sample_every-th and the last)."""
+        return (s + 1) % self.sample_every == 0 or s == self.total - 1
+
+    def _fill(self, item):                                  # the producer thread
+        # No local but the item survives to the wait for a scan slot: the
+        # producer parks holding the same blocks whichever scan it holds, so
+        # the demo's process-wide block count taken then is the tick's own.
+        s, scan = item
+        if self.sensors is not None and scan.sensor != self.sensors[s % len(self.sensors)]:
+            raise RuntimeError(f"radar scan {s} is not from sensor {s % len(self.sensors)}")
+        if self.is_sampled(s):
+            self._fill_truth(s, scan)
+        with self.producer.write(self.scans) as slot:
+            slot.write(scan.detections, time=s * scan.dt, dt=scan.dt, tag=s)
+
+    def _fill_truth(self, s, scan):
+        m = scan.truth_ids.shape[0]
+        with self.producer.write(self.truth) as t:
+            t.count = m
+            t.data[:m, 0] = scan.truth_ids
+            t.data[:m, 1:] = scan.truth_pos
+            t.tag = s
+
+    def start(self):
+        self.producer.start()
+        return self
+
+    def take(self):
+        """The next scan's slot (rows, dt, tag = scan index); None at the end
+        of the stream; raises the producer's exception if it failed."""
+        return self.producer.take()
+
+    def truth_of(self, s):
+        """The held truth slot of scan `s` (rows (id, x, y[, z]), count =
+        targets alive), or None when `s` is not sampled or not yet produced.
+        Older truth slots are released on the way. Never waits."""
+        while True:
+            slot = self._truth_held
+            if slot is None:
+                if len(self.truth) == 0:
+                    return None
+                slot = self.truth.acquire_read(0)
+                if slot is None:
+                    return None
+                self._truth_held = slot
+            if slot.tag == s:
+                return slot
+            if slot.tag > s:
+                return None                                 # keep it for its own scan
+            self.release_truth()
+
+    def release_truth(self):
+        """Release the truth slot that truth_of returned (its arrays must be gone)."""
+        if self._truth_held is not None:
+            self._truth_held = None
+            self.truth.release()
+
+    def drop_truth(self, s):
+        """Release the truth of scan `s` (and older) unread: a skipped sample.
+        Returns the targets alive at `s` (None when `s` had no truth slot)."""
+        slot = self.truth_of(s)
+        if slot is None:
+            return None
+        alive = slot.count
+        slot = None
+        self.release_truth()
+        return alive
+
+    def quiet(self):
+        """"parked" (waiting for a free slot, holding one drawn scan) or
+        "done" (the thread ended) when the producer holds no temporaries of
+        a scan in progress, else None: process-wide allocation counts taken
+        at two moments of the same state see the consumer's own."""
+        return "done" if not self.producer.alive else "parked" if self.producer.parked else None
+
+    def close(self, timeout=5.0):
+        """Stop the producer and close both rings (idempotent)."""
+        return self.producer.close(timeout)
