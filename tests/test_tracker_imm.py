@@ -3,7 +3,6 @@ filterpy's IMMEstimator and a hand-written coordinated-turn filter; bad
 configs; ZII births; allocations; bit-identical threads; the manoeuvring scenario."""
 import dataclasses
 import sys
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from dod.tracker import ReferenceTracker, Tracker, TrackerConfig
 from dod.tracker.scenario import PRESETS, PRESET_CONFIG, generate, iter_scans
 
-from alloc_measure import PythonAllocations, c_heap_bytes
+from alloc_measure import PythonAllocations, c_heap_bytes, per_call_rises
 
 IMM_COLUMNS = ("x", "P", "mu", "xm", "Pm")
 
@@ -329,18 +328,7 @@ def test_zero_allocations_per_tick_imm():
                 tick(z, dt)
     assert m.growth < 1024, m.growth
     assert m.peak < 8192, m.peak
-    tracemalloc.start()
-    try:
-        rises = []
-        for i, z in enumerate(scans[100:160]):
-            cur, _ = tracemalloc.get_traced_memory()
-            tracemalloc.reset_peak()
-            tick(z, dt)
-            _, peak = tracemalloc.get_traced_memory()
-            if i >= 2:
-                rises.append(peak - cur)
-    finally:
-        tracemalloc.stop()
+    rises = per_call_rises(tick, [(z, dt) for z in scans[100:160]])
     assert max(rises) == 0, sorted(rises)[-5:]
 
 

@@ -3,7 +3,6 @@ tick against the numpy reference (oracle), bearing wrap, the sensor's
 singular zone, bad input, zero allocations, bit-identical threads."""
 import math
 import sys
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ from dod.tracker.metrics import run_tracker, scenario_gospa
 from dod.tracker.scenario import generate_radar, iter_radar_scans, radar_sensors
 from dod.tracker.sensor import converted_covariance, to_cartesian, to_polar, wrap_angle
 
-from alloc_measure import PythonAllocations, c_heap_bytes
+from alloc_measure import PythonAllocations, c_heap_bytes, per_call_rises
 
 
 # ---------------------------------------------------------------- kernels
@@ -290,18 +289,7 @@ def test_zero_allocations_per_tick_with_sensors():
                 tick(z, dt, s)
     assert m.growth < 1024, m.growth
     assert m.peak < 8192, m.peak
-    tracemalloc.start()
-    try:
-        rises = []
-        for i, (z, dt, s) in enumerate(scans[100:]):
-            cur, _ = tracemalloc.get_traced_memory()
-            tracemalloc.reset_peak()
-            tick(z, dt, s)
-            _, peak = tracemalloc.get_traced_memory()
-            if i >= 2:
-                rises.append(peak - cur)
-    finally:
-        tracemalloc.stop()
+    rises = per_call_rises(tick, scans[100:])
     assert max(rises) == 0, sorted(rises)[-5:]
     assert t.scratch.used == 0
 
