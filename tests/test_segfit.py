@@ -33,6 +33,18 @@ def test_rounding_is_the_smallest_fit_and_bounded(n, align):
         assert c == cs[bisect.bisect_left(cs, max(n, 16))]
 
 
+def test_every_size_maps_to_its_smallest_fitting_class():
+    # exhaustive over the class range: the branch-free class index
+    # (dod_segfit_class_index_select) against a search of the table
+    cs = class_sizes()
+    for align in (8, 16):
+        floor = 1 if align == 8 else 16
+        for n in range(0, 256 * 1024 + 1):
+            c = class_size(n, align)
+            if c != cs[bisect.bisect_left(cs, max(n, floor))]:
+                raise AssertionError((n, align, c))
+
+
 def test_large_requests_bypass_classes():
     assert class_size(256 * 1024 + 1) == 256 * 1024 + 1
     assert class_size(100, 8192) == 100
