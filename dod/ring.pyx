@@ -29,7 +29,10 @@ Lifetime rule (the one place it lives for the ring)
     (``commit``, ``abort``, ``release``) while any such array is still
     referenced raises BufferError and changes nothing: delete the views (or
     copy what you keep) and call again. Memory itself is never freed under a
-    view: every array's base keeps the slot block alive. Accessing a Slot
+    view: the block of slots is a ``dod._lease.Owned`` (back to its resource
+    when the ring and the last view are gone) and every slot array's base is
+    a ``dod._lease.ExportPin`` over it, whose reference count tells whether
+    a view is still around. Accessing a Slot
     that is not held raises RuntimeError. The arrays are made once per slot,
     so the Python face allocates nothing per item either.
 

@@ -145,11 +145,30 @@ cdef inline double _dod_grid_box_cells(dod_grid* g, const double* lo, const doub
     return cells
 
 
+cdef inline void _dod_grid_counts_to_ends(dod_grid* g) noexcept nogil:
+    """bucket[b + 1] holds bucket b's count: make bucket[b] its start (a
+    running sum), so that a fill can use bucket[b] as bucket b's cursor."""
+    cdef size_t b, acc = 0
+    for b in range(g.nb + 1):
+        acc += g.bucket[b]
+        g.bucket[b] = <uint32_t>acc
+
+
+cdef inline void _dod_grid_ends_to_starts(dod_grid* g) noexcept nogil:
+    """After the fill each cursor bucket[b] stands at bucket b's end (the next
+    bucket's start): shift them back so that bucket[b] is b's start again."""
+    cdef size_t c = g.nb
+    while c > 0:
+        g.bucket[c] = g.bucket[c - 1]
+        c -= 1
+    g.bucket[0] = 0
+
+
 cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int dim) noexcept nogil:
     """Index n points (counting sort into the buckets); g.h (the smallest
     cell side wanted), g.nb and the arrays are set by the caller. Chooses
     the mode (see the header) and may widen g.h."""
-    cdef size_t j, b, acc, c
+    cdef size_t j, b
     cdef int a, widen
     cdef double cells, h0 = g.h, f, crowd, v
     cdef double lo[3]
@@ -194,21 +213,14 @@ cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int
             g.direct = False
     if g.direct:
         g.nb = <size_t>cells         # the buckets in use (bucket[nb] ends the last)
-        acc = 0
-        for b in range(g.nb + 1):
-            acc += g.bucket[b]
-            g.bucket[b] = <uint32_t>acc
+        _dod_grid_counts_to_ends(g)
         for j in range(n):
             b = <size_t>g.cell[j * 3]
             g.order[g.bucket[b]] = <uint32_t>j
             g.bucket[b] += 1
         for j in range(n):
             memcpy(g.spos + j * dim, points + <size_t>g.order[j] * dim, dim * sizeof(double))
-        c = g.nb
-        while c > 0:
-            g.bucket[c] = g.bucket[c - 1]
-            c -= 1
-        g.bucket[0] = 0
+        _dod_grid_ends_to_starts(g)
         return
     g.h = h0
     memset(g.bucket, 0, (g.nb + 1) * sizeof(uint32_t))
@@ -217,12 +229,7 @@ cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int
             g.cell[j * 3 + a] = dod_grid_cell_of(points[j * dim + a], g.h) if a < dim else 0
         b = dod_grid_bucket(g, g.cell[j * 3], g.cell[j * 3 + 1], g.cell[j * 3 + 2])
         g.bucket[b + 1] += 1
-    acc = 0
-    for b in range(g.nb + 1):
-        acc += g.bucket[b]
-        g.bucket[b] = <uint32_t>acc
-    # bucket[b] is now the end of bucket b-1 == start of bucket b; fill using
-    # bucket[b] as a cursor, then restore starts by shifting.
+    _dod_grid_counts_to_ends(g)
     for j in range(n):
         b = dod_grid_bucket(g, g.cell[j * 3], g.cell[j * 3 + 1], g.cell[j * 3 + 2])
         g.order[g.bucket[b]] = <uint32_t>j
@@ -230,9 +237,4 @@ cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int
     for j in range(n):
         memcpy(g.scell + j * 3, g.cell + <size_t>g.order[j] * 3, 3 * sizeof(int64_t))
         memcpy(g.spos + j * dim, points + <size_t>g.order[j] * dim, dim * sizeof(double))
-    # now bucket[b] == end of bucket b; start of b is bucket[b-1] (0 for b = 0)
-    c = g.nb
-    while c > 0:
-        g.bucket[c] = g.bucket[c - 1]
-        c -= 1
-    g.bucket[0] = 0
+    _dod_grid_ends_to_starts(g)
