@@ -58,8 +58,10 @@ def test_every_thread_runs_its_kernel_concurrently(compile_cython):
     assert r.threads == 3 and r.ops == 3000
     assert [holder.seen(i) for i in range(4)] == [1000, 1000, 1000, 0]
     assert holder.overlap() == 3          # all three were inside their kernel together
-    assert len(r.thread_ns) == 3 and all(t > 0 for t in r.thread_ns) and r.wall_ns > 0   # measured, not compared
-    assert r.rate > 0 and r.ns_per_op > 0
+    # one clock reading per thread, and the derived figures follow from them
+    # (no timing is compared with anything: speed goals live in the benchmarks)
+    assert len(r.thread_ns) == 3 and all(isinstance(t, int) for t in r.thread_ns + [r.wall_ns])
+    assert r.ns_per_op == pytest.approx(r.wall_ns / r.ops)
     holder.reset()
     runs = scaling(kernel, [1, 2], 10, repeat=3)
     assert sorted(runs) == [1, 2] and runs[2].ops == 20

@@ -1,6 +1,7 @@
 """motion="imm": the IMM tick against the numpy reference (the oracle),
 filterpy's IMMEstimator and a hand-written coordinated-turn filter; bad
 configs; ZII births; allocations; bit-identical threads; the manoeuvring scenario."""
+import math
 import dataclasses
 import sys
 
@@ -415,6 +416,6 @@ def test_bench_imm_table_runs_both_motions_on_both_scenarios():
     assert {(r["scenario"], r["motion"]) for r in rows} == {
         (s, m) for s in ("manoeuvre", "straight") for m in ("cv", "imm")}
     for r in rows:
-        assert r["gospa"] > 0 and r["cpu50"] > 0 and isinstance(r["kept_blocks"], int)
+        assert r["gospa"] > 0 and math.isfinite(r["cpu50"]) and isinstance(r["kept_blocks"], int)
     text = "\n".join(lines)
     assert "IMM GOSPA" in text and "goal <= 3" in text and "(goal 0)" in text

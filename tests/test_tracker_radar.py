@@ -399,7 +399,7 @@ def test_radar_bench_table_runs_and_reports_both_trackers():
     # blocks kept per tick: process-wide, so another thread (a finished
     # producer of an earlier test) may free one while the GIL is released in
     # a tick; growth is the defect
-    assert r["ticks"] == 20 and r["ratio"] > 0 and r["polar"][3] <= 0
+    assert r["ticks"] == 20 and math.isfinite(r["ratio"]) and r["polar"][3] <= 0
     assert r["gospa"] == pytest.approx(r["gospa_reference"], rel=1e-9)
     assert any("polar/cart" in line for line in lines)
 
