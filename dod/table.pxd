@@ -109,6 +109,7 @@ ctypedef struct dod_table:
 # Slow paths: named functions in table.pyx.
 cdef void dod_table_clear(dod_table* t) noexcept nogil
 cdef size_t dod_table_insert_many(dod_table* t, size_t n, dod_handle* out) noexcept nogil
+cdef size_t dod_table_insert_rows(dod_table* t, size_t n) noexcept nogil
 
 
 cdef inline Py_ssize_t dod_table_row(const dod_table* t, dod_handle h) noexcept nogil:

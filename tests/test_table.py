@@ -770,3 +770,57 @@ def test_check_raises_invariant_error_on_a_written_nil_row(compile_cython):
         t.check()
     mod.unwrite_nil_row(t, 1)
     t.check()
+
+
+INSERT_ROWS_SOURCE = """
+from dod.table cimport Table, dod_table_insert, dod_table_insert_rows, dod_table_remove_row
+
+def insert_rows(Table t, size_t n):
+    cdef size_t made
+    with nogil:
+        made = dod_table_insert_rows(&t.engine, n)
+    return made
+
+def insert_each(Table t, size_t n):
+    cdef size_t i, made = 0
+    with nogil:
+        for i in range(n):
+            if dod_table_insert(&t.engine) == 0:
+                break
+            made += 1
+    return made
+
+def remove_rows(Table t, rows):
+    for r in rows:
+        dod_table_remove_row(&t.engine, r)
+"""
+
+
+def test_cimport_insert_rows_is_n_inserts(compile_cython):
+    # dod_table_insert_rows(t, n): the same slots, generations, handles and
+    # row bytes as n dod_table_insert calls (free-listed slots reused in the
+    # same order, zero policy per column), all or nothing when they do not fit.
+    mod = compile_cython(INSERT_ROWS_SOURCE)
+    schema = Schema(x="float64[3]", P="float64[3,3]", k="uint32", keep=Column("int64", zero=False))
+    a, b = Table(schema, 12), Table(schema, 12)
+    for t in (a, b):
+        t.insert_many(x=np.ones((9, 3)), P=np.ones((9, 3, 3)), k=np.arange(9), keep=np.arange(9) + 100)
+        mod.remove_rows(t, [7, 2, 4, 0])                     # slots on the free list, rows moved
+    assert mod.insert_rows(a, 5) == 5
+    assert mod.insert_each(b, 5) == 5
+    ha, hb = a.handles(), b.handles()
+    assert ((ha & 0xFFFFFFFF) == (hb & 0xFFFFFFFF)).all()          # the same slots, in the same rows
+    assert len(set(((ha >> 32) - (hb >> 32)).tolist())) == 1      # generations: each table's base + the same count
+    for name in ("x", "P", "k", "keep"):
+        assert np.array_equal(a[name], b[name]), name
+    assert (a["x"][5:] == 0).all() and (a["P"][5:] == 0).all() and (a["k"][5:] == 0).all()
+    sa, sb = a.stats(), b.stats()
+    assert sa == sb and sa["failed"] == 0
+    a.check()
+    before = (a.handles().tolist(), a["x"].copy())
+    assert mod.insert_rows(a, 3) == 0                        # 2 rows left: nothing inserted
+    assert a.stats()["failed"] == 1 and len(a) == 10
+    assert a.handles().tolist() == before[0] and np.array_equal(a["x"], before[1])
+    assert mod.insert_rows(a, 0) == 0 and a.stats()["failed"] == 1
+    assert mod.insert_rows(a, 2) == 2 and len(a) == 12
+    a.check()

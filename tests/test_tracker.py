@@ -252,6 +252,14 @@ def test_table_full_drops_births_and_counts():
     t.tick(z, 0.02)
     assert t.count == 20
     assert t.counts()["births"] == 20 and t.counts()["births_dropped"] == 15
+    # the first 20 free detections, in scan order, took the rows; each drop is a refused insert
+    assert np.array_equal(t.positions, z[:20]) and t.ids.tolist() == list(range(1, 21))
+    assert t.table.stats()["failed"] == 15
+    # a full table with free detections again: all dropped, nothing changes
+    before = (t.ids.copy(), t.table.stats()["inserts"])
+    t.tick(z + 500.0, 0.02)
+    assert t.counts()["births"] == 0 and t.counts()["births_dropped"] == 35
+    assert np.array_equal(t.ids, before[0]) and t.table.stats()["inserts"] == before[1]
 
 
 def test_scratch_too_small_raises_memory_error_and_changes_nothing():

@@ -117,6 +117,7 @@ ctypedef struct dod_tracker:
     uint32_t sort_every     # rows into spatial order every this many scans (0: never)
     uint32_t since_sort     # scans since the last spatial sort
     uint64_t sorts          # spatial sorts done
+    double grid_h           # detection grid cell side for the next scan (0: none yet, from the scan's own tracks)
     dod_imm imm             # motion="imm" (dod/tracker/imm.pxd; ZII: imm.models 0 is constant velocity)
 
 

@@ -30,15 +30,15 @@ detections left over replace the waiting ones.
 """
 cimport cython
 cimport numpy as cnp
-from cython.parallel cimport prange, threadid
+from cython.parallel cimport parallel, prange, threadid
 from libc.math cimport sqrt, isfinite, log, INFINITY
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
-from libc.string cimport memset, memcpy, memmove
+from libc.string cimport memset, memcpy
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
 from dod.arena cimport (dod_arena, Arena, dod_arena_push, dod_arena_mark,
                         dod_arena_rewind)
-from dod.table cimport (dod_table, Table, dod_table_insert, dod_table_remove_row, dod_table_clear,
+from dod.table cimport (dod_table, Table, dod_table_insert, dod_table_insert_rows, dod_table_remove_row, dod_table_clear,
                         dod_table_reorder,
                         dod_table_reorder_scratch_bytes)
 from dod._types cimport dod_index
@@ -69,6 +69,8 @@ cdef inline uint32_t _popcount(uint32_t v) noexcept nogil:
 cdef enum:
     _ALIGN = 64
     _PAIRS_PER_NODE = 16
+    _GATE_CHUNKS = 256              # most chunks of a parallel gating pass
+    _GATE_CHUNKS_PER_THREAD = 16    # chunks per worker when the rows allow
     _CLUSTER_CHUNK = 1024           # root rows per dynamic chunk of the parallel cluster solve
 
 # Largest cost matrix plus solver temporaries of one cluster (16 MiB: a
@@ -146,7 +148,11 @@ ctypedef struct _tick:
     int32_t* pd             # [pair_cap] pair detection
     double* pc              # [pair_cap] pair d2
     size_t pair_cap
-    size_t npairs
+    size_t npairs           # pairs in the runs below
+    size_t chunks           # runs of the pair buffer, in row order (_gate)
+    size_t chunk_rows       # rows per chunk of a parallel gating pass
+    size_t chunk_at[_GATE_CHUNKS]
+    size_t chunk_n[_GATE_CHUNKS]
     # two-point initiation (initiation="two_point")
     uint8_t* sused          # [singles] waiting detection paired this scan
     int32_t* sbest          # [singles] its cheapest pair this round
@@ -169,6 +175,24 @@ ctypedef struct _pairs:
     size_t n
     size_t cap
     size_t dropped
+
+
+cdef inline bint _all_finite(const double* v, size_t n) noexcept nogil:
+    """True when none of v[0:n] is NaN or infinite: v - v is 0 for a finite
+    value and NaN otherwise, so the sum is 0 exactly when all are finite
+    (one branch-free pass instead of a test and a branch per value)."""
+    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
+    cdef size_t i = 0
+    while i + 4 <= n:           # four sums: no chain of dependent adds
+        a0 += v[i] - v[i]
+        a1 += v[i + 1] - v[i + 1]
+        a2 += v[i + 2] - v[i + 2]
+        a3 += v[i + 3] - v[i + 3]
+        i += 4
+    while i < n:
+        a0 += v[i] - v[i]
+        i += 1
+    return a0 + a1 + a2 + a3 == 0.0
 
 
 cdef inline void* _push(dod_arena* a, size_t n, size_t size, bint* ok) noexcept nogil:
@@ -270,21 +294,45 @@ cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t
     dest[0] = local
 
 
-cdef void _gate(dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
-    """All gated pairs of `stage` into k.pt/pd/pc[0:npairs], in row order.
+cdef inline size_t _chunk_rows(_tick* k, size_t T, int nt, size_t min_rows) noexcept nogil:
+    """Cut rows [0, T) into chunks of k.chunk_rows rows (at least min_rows,
+    about _GATE_CHUNKS_PER_THREAD per worker, at most _GATE_CHUNKS chunks)
+    for a dynamic pass over the workers; returns the number of chunks."""
+    cdef size_t nch = min(<size_t>_GATE_CHUNKS, <size_t>nt * _GATE_CHUNKS_PER_THREAD)
+    k.chunk_rows = max(<size_t>1, max(min_rows, (T + nch - 1) // nch))
+    return (T + k.chunk_rows - 1) // k.chunk_rows
 
-    Threads: worker w gates the w-th contiguous range of rows into the w-th
-    segment of the pair buffer; the segments are then moved together in
-    order, which is exactly the serial pass's buffer. If any segment filled
-    up, the serial pass is run instead, so the pairs kept and dropped are
-    those of one thread whatever the thread count."""
+
+cdef void _gate_chunk(const dod_tracker* t, _tick* k, _pairs* seg, uint8_t stage, size_t ch) noexcept nogil:
+    """Gate chunk ch of the rows (k.chunk_rows each) into this worker's
+    segment `seg`, and note where its pairs went (k.chunk_at, k.chunk_n)."""
+    cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), n0 = seg.n
+    _gate_rows(t, k, seg, stage, r0, r1)
+    k.chunk_at[ch] = <size_t>(seg.pt - k.pt) + n0
+    k.chunk_n[ch] = seg.n - n0
+
+
+cdef void _gate(dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
+    """All gated pairs of `stage` into k.pt/pd/pc, as k.chunks runs: run c
+    is k.pt[chunk_at[c] : chunk_at[c] + chunk_n[c]], and the runs in order
+    are the pairs in row order (what one serial pass writes; serially, one
+    run from 0). k.npairs counts them all.
+
+    Threads: the rows are cut into chunks (several per worker) that the
+    workers take as they finish the previous one (dynamic: the cost of a
+    chunk varies with its tracks' stages and gate widths, and a worker
+    preempted by another process should not hold up the others); each
+    worker appends to its own segment of the pair buffer, and the run list
+    gives the order back without moving a pair. If any segment filled up,
+    the serial pass is run instead, so the pairs kept and dropped are those
+    of one thread whatever the thread count."""
     cdef _pairs whole
     cdef _pairs seg[DOD_TRACKER_MAX_THREADS]
-    cdef size_t bound[DOD_TRACKER_MAX_THREADS + 1]
     cdef int nt = t.threads, w
-    cdef size_t T = k.T, at, dropped = 0
+    cdef size_t T = k.T, at, dropped = 0, ch, nch
     k.npairs = 0
     k.pairs_dropped = 0
+    k.chunks = 0
     if k.D == 0:
         return
     whole.pt = k.pt
@@ -302,21 +350,20 @@ cdef void _gate(dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
             seg[w].n = 0
             seg[w].cap = k.pair_cap * <size_t>(w + 1) // <size_t>nt - at
             seg[w].dropped = 0
-        _row_ranges(bound, T, nt)
-        for w in prange(nt, num_threads=nt, schedule="static", chunksize=1):
-            _gate_rows(t, k, &seg[w], stage, bound[w], bound[w + 1])
+        nch = _chunk_rows(k, T, nt, t.min_rows)
+        for ch in prange(nch, num_threads=nt, schedule="dynamic", chunksize=1):
+            _gate_chunk(t, k, &seg[threadid()], stage, ch)
         for w in range(nt):
             dropped += seg[w].dropped
         if dropped == 0:
-            for w in range(nt):     # segment w moves down to the end of the previous ones (memmove: overlap)
-                if seg[w].pt != k.pt + whole.n:
-                    memmove(k.pt + whole.n, seg[w].pt, seg[w].n * sizeof(int32_t))
-                    memmove(k.pd + whole.n, seg[w].pd, seg[w].n * sizeof(int32_t))
-                    memmove(k.pc + whole.n, seg[w].pc, seg[w].n * sizeof(double))
-                whole.n += seg[w].n
-            k.npairs = whole.n
+            k.chunks = nch
+            for ch in range(nch):
+                k.npairs += k.chunk_n[ch]
             return
     _gate_rows(t, k, &whole, stage, 0, T)
+    k.chunks = 1
+    k.chunk_at[0] = 0
+    k.chunk_n[0] = whole.n
     k.npairs = whole.n
     k.pairs_dropped = whole.dropped
 
@@ -460,27 +507,31 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
     N = T + k.D
     for p in range(N):
         k.parent[p] = <int32_t>p
-    for p in range(k.npairs):
-        a = _find(k.parent, k.pt[p])
-        b = _find(k.parent, <int32_t>(T + k.pd[p]))
-        if a != b:
-            if a < b:
-                k.parent[b] = a
-            else:
-                k.parent[a] = b
-    # Group pairs by cluster root (counting sort; roots are track nodes).
+    for ch in range(k.chunks):
+        for p in range(k.chunk_at[ch], k.chunk_at[ch] + k.chunk_n[ch]):
+            a = _find(k.parent, k.pt[p])
+            b = _find(k.parent, <int32_t>(T + k.pd[p]))
+            if a != b:
+                if a < b:
+                    k.parent[b] = a
+                else:
+                    k.parent[a] = b
+    # Group pairs by cluster root (counting sort; roots are track nodes),
+    # in row order within a cluster.
     memset(k.start, 0, (N + 1) * sizeof(int32_t))
-    for p in range(k.npairs):
-        k.start[_find(k.parent, k.pt[p]) + 1] += 1
+    for ch in range(k.chunks):
+        for p in range(k.chunk_at[ch], k.chunk_at[ch] + k.chunk_n[ch]):
+            k.start[_find(k.parent, k.pt[p]) + 1] += 1
     acc = 0
     for p in range(N + 1):
         acc += k.start[p]
         k.start[p] = acc
     # fill with start[r] as a cursor, then shift back
-    for p in range(k.npairs):
-        r = _find(k.parent, k.pt[p])
-        k.porder[k.start[r]] = <int32_t>p
-        k.start[r] += 1
+    for ch in range(k.chunks):
+        for p in range(k.chunk_at[ch], k.chunk_at[ch] + k.chunk_n[ch]):
+            r = _find(k.parent, k.pt[p])
+            k.porder[k.start[r]] = <int32_t>p
+            k.start[r] += 1
     # start[r] == end of cluster r now; its start is the previous end
     acc = 0
     for p in range(T):
@@ -510,6 +561,13 @@ cdef inline void _row_ranges(size_t* bound, size_t T, int nt) noexcept nogil:
     cdef int w
     for w in range(nt + 1):
         bound[w] = T * <size_t>w // <size_t>nt
+
+
+cdef void _index_if(_tick* k, int dim, bint build) noexcept nogil:
+    """Build the detection grid (k.grid.h set) when `build`."""
+    if build:
+        dod_grid_build(&k.grid, k.z, k.D, dim)
+
 
 cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, size_t row1) noexcept nogil:
     """Predict rows [row0, row1); their innovation inverses, gate half-widths
@@ -620,13 +678,15 @@ cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t
                 dod_kalman_update(c.x + ti * 6, c.P + ti * 36, k.z + j * 3, k.Si + ti * 9, 3, r2)
 
 
-cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1) noexcept nogil:
+cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1,
+                         size_t* confirmed) noexcept nogil:
     """Hits, misses, history, score, confirmation and the death mark
-    (state NONE) of rows [row0, row1); returns their associations. Each row
-    reads and writes only its own entries: any split over workers gives the
-    serial result."""
+    (state NONE) of rows [row0, row1); returns their associations and sets
+    `confirmed` to the rows confirmed afterwards (the tick's count: births
+    and deaths do not change it). Each row reads and writes only its own
+    entries: any split over workers gives the serial result."""
     cdef const dod_track_cols* c = &t.cols
-    cdef size_t ti, assoc = 0
+    cdef size_t ti, assoc = 0, conf = 0
     cdef uint32_t hist
     cdef uint32_t nmask = <uint32_t>((<uint64_t>1 << t.confirm_n) - 1)
     for ti in range(row0, row1):
@@ -658,6 +718,8 @@ cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size
                 c.state[ti] = DOD_TRACK_NONE
         elif c.misses[ti] >= t.max_misses:
             c.state[ti] = DOD_TRACK_NONE
+        conf += c.state[ti] == DOD_TRACK_CONFIRMED
+    confirmed[0] = conf
     return assoc
 
 
@@ -1008,7 +1070,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef dod_tick_counts cnt
     cdef size_t mark = dod_arena_mark(scratch)
     cdef dod_table* tab = t.table
-    cdef size_t T = tab.count, j, i, nb, ti
+    cdef size_t T = tab.count, j, i, nb, ti, nfit, nch, ch
+    cdef bint index_early
     cdef int dim = t.dim, n = t.n, a
     cdef bint ok = True, finite
     cdef double r2 = t.r * t.r, hsum = 0.0, hmax, v, lc, d2
@@ -1020,6 +1083,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef int nt = t.threads, w
     cdef size_t bound[DOD_TRACKER_MAX_THREADS + 1]
     cdef size_t assoc[DOD_TRACKER_MAX_THREADS]
+    cdef size_t conf[DOD_TRACKER_MAX_THREADS]
     memset(&cnt, 0, sizeof(cnt))
     memset(&k, 0, sizeof(k))
     # 1. Every fixed-size temporary first: failure here leaves the tracker unchanged.
@@ -1066,49 +1130,66 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
 
     # 2. Valid detections (NaN/inf rows dropped and counted; range-bearing:
     # also a negative range or an elevation outside [-pi/2, pi/2]).
-    for j in range(n_dets):
-        finite = True
-        for a in range(dim):
-            if not isfinite(dets[j * dim + a]):
-                finite = False
-        if finite and sensor != NULL:
-            finite = _polar_valid(dets + j * dim, dim)
-        if finite and sensor != NULL:
-            memcpy(k.zm + k.D * dim, dets + j * dim, dim * sizeof(double))
-            if dim == 2:
-                dod_meas_to_cartesian(dets + j * 2, sensor, 2, k.z + k.D * 2, NULL)
+    if sensor == NULL and _all_finite(dets, n_dets * dim):
+        memcpy(k.z, dets, n_dets * dim * sizeof(double))     # the common case: one copy
+        k.D = n_dets
+    else:
+        for j in range(n_dets):
+            finite = True
+            for a in range(dim):
+                if not isfinite(dets[j * dim + a]):
+                    finite = False
+            if finite and sensor != NULL:
+                finite = _polar_valid(dets + j * dim, dim)
+            if finite and sensor != NULL:
+                for a in range(dim):
+                    k.zm[k.D * dim + a] = dets[j * dim + a]
+                if dim == 2:
+                    dod_meas_to_cartesian(dets + j * 2, sensor, 2, k.z + k.D * 2, NULL)
+                else:
+                    dod_meas_to_cartesian(dets + j * 3, sensor, 3, k.z + k.D * 3, NULL)
+                k.D += 1
+            elif finite:
+                for a in range(dim):
+                    k.z[k.D * dim + a] = dets[j * dim + a]
+                k.D += 1
             else:
-                dod_meas_to_cartesian(dets + j * 3, sensor, 3, k.z + k.D * 3, NULL)
-            k.D += 1
-        elif finite:
-            memcpy(k.z + k.D * dim, dets + j * dim, dim * sizeof(double))
-            k.D += 1
-        else:
-            cnt.invalid += 1
+                cnt.invalid += 1
     cnt.detections = k.D
     for j in range(k.D):
         k.det_track[j] = -1
         k.loc_d[j] = -1
 
-    # 3. Predict every track; innovation inverse and gate half-widths (rows
-    # are independent: split over the workers). The mean gate width is
-    # summed afterwards in row order, so it is the same for every thread count.
+    # 3. Predict every track: innovation inverse and gate half-widths (rows
+    # are independent: chunks over the workers). Meanwhile index the
+    # detections, whose grid cells are twice the mean gate width of the
+    # previous scan (the only input the index takes from the tracks: a
+    # typical gate box then touches 1-2 cells per axis, and sparse scenes
+    # keep few detections per cell; which cell side only changes the speed).
+    # The mean is summed in row order, so it is the same for every thread count.
+    index_early = T > 0 and k.D > 0 and t.grid_h > 0.0
+    if index_early:
+        k.grid.h = t.grid_h
     if nt > 1 and T >= <size_t>nt * t.min_rows:
-        _row_ranges(bound, T, nt)
-        for w in prange(nt, num_threads=nt, schedule="static", chunksize=1):
-            _predict_rows(t, &k, dt, bound[w], bound[w + 1])
+        nch = _chunk_rows(&k, T, nt, t.min_rows)
+        with parallel(num_threads=nt):
+            # the grid on the calling thread; it joins the chunks when done
+            _index_if(&k, dim, index_early and threadid() == 0)
+            for ch in prange(nch, schedule="dynamic", chunksize=1):
+                _predict_rows(t, &k, dt, ch * k.chunk_rows, min(T, (ch + 1) * k.chunk_rows))
     else:
+        _index_if(&k, dim, index_early)
         _predict_rows(t, &k, dt, 0, T)
     for ti in range(T):
         hsum += k.hm[ti]
-    # 4. Index and associate: confirmed tracks first, then tentative ones.
+    t.grid_h = 4.0 * hsum / <double>T if T > 0 else 0.0
+    if not (t.grid_h > 0.0 and isfinite(t.grid_h)):
+        t.grid_h = 0.0
+    # 4. Associate: confirmed tracks first, then tentative ones.
     if T > 0 and k.D > 0:
-        # Cells twice the mean gate width: a typical gate box touches 1-2
-        # cells per axis, and sparse scenes keep few detections per cell.
-        k.grid.h = 4.0 * hsum / <double>T
-        if not (k.grid.h > 0.0 and isfinite(k.grid.h)):
-            k.grid.h = 1.0
-        dod_grid_build(&k.grid, k.z, k.D, dim)
+        if not index_early:             # the first scan with tracks: from this one
+            k.grid.h = t.grid_h if t.grid_h > 0.0 else 1.0
+            dod_grid_build(&k.grid, k.z, k.D, dim)
         grid_built = True
         _associate(t, &k, &cnt, DOD_TRACK_CONFIRMED, scratch)
     _estimate_clutter(t, &k, &cnt)
@@ -1137,12 +1218,13 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         _row_ranges(bound, T, nt)
         for w in prange(nt, num_threads=nt, schedule="static", chunksize=1):
             _update_rows(t, &k, bound[w], bound[w + 1])
-            assoc[w] = _manage_rows(t, &k, bound[w], bound[w + 1])
+            assoc[w] = _manage_rows(t, &k, bound[w], bound[w + 1], &conf[w])
         for w in range(nt):
             cnt.associations += assoc[w]
+            cnt.confirmed += conf[w]
     else:
         _update_rows(t, &k, 0, T)
-        cnt.associations += _manage_rows(t, &k, 0, T)
+        cnt.associations += _manage_rows(t, &k, 0, T, &cnt.confirmed)
     # Walk down so the row that moves into a hole was already visited.
     i = T
     while i > 0:
@@ -1156,16 +1238,26 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     # what it sets, the covariance always (a zero covariance means certainty).
     if t.two_point:
         _births_two_point(t, &k, &cnt, dt)      # pairs start tracks; the rest wait a scan
+    # Free detections take rows in scan order while rows last, the rest are
+    # dropped (as one insert per birth would), with one zeroing per column.
+    nb = 0
     for j in range(0 if t.two_point else k.D):
+        nb += k.det_track[j] < 0
+    nfit = min(nb, tab.capacity - tab.count)
+    i = tab.count
+    dod_table_insert_rows(tab, nfit)
+    cnt.births_dropped += nb - nfit
+    tab.failed += nb - nfit     # each dropped birth is a refused insert
+    for j in range(0 if t.two_point else k.D):
+        if nfit == 0:
+            break
         if k.det_track[j] >= 0:
             continue
-        if dod_table_insert(tab) == 0:
-            cnt.births_dropped += 1
-            continue
-        i = tab.count - 1
+        nfit -= 1
         c.id[i] = t.next_id
         t.next_id += 1
-        memcpy(c.x + i * n, k.z + j * dim, dim * sizeof(double))
+        for a in range(dim):
+            c.x[i * n + a] = k.z[j * dim + a]
         for a in range(dim):
             c.P[i * n * n + a * n + a] = r2
             c.P[i * n * n + (dim + a) * n + dim + a] = t.v0 * t.v0
@@ -1181,11 +1273,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
             c.score[i] = t.log_birth - lc
             c.score_max[i] = c.score[i]
         cnt.births += 1
-    for i in range(tab.count):
-        if c.state[i] == DOD_TRACK_CONFIRMED:
-            cnt.confirmed += 1
-        else:
-            cnt.tentative += 1
+        i += 1
+    cnt.tentative = tab.count - cnt.confirmed     # births are tentative
     t.last = cnt
     t.scans += 1
     dod_arena_rewind(scratch, mark)
