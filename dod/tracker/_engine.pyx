@@ -297,7 +297,10 @@ cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t
 cdef inline size_t _chunk_rows(_tick* k, size_t T, int nt, size_t min_rows) noexcept nogil:
     """Cut rows [0, T) into chunks of k.chunk_rows rows (at least min_rows,
     about _GATE_CHUNKS_PER_THREAD per worker, at most _GATE_CHUNKS chunks)
-    for a dynamic pass over the workers; returns the number of chunks."""
+    for a dynamic pass over the workers; returns the number of chunks.
+    Called before the parallel region, so that its body cannot raise (a body
+    that can, e.g. a checked division in the debug build, makes every worker
+    take the GIL and a thread state at the region's start)."""
     cdef size_t nch = min(<size_t>_GATE_CHUNKS, <size_t>nt * _GATE_CHUNKS_PER_THREAD)
     k.chunk_rows = max(<size_t>1, max(min_rows, (T + nch - 1) // nch))
     return (T + k.chunk_rows - 1) // k.chunk_rows
@@ -551,17 +554,7 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
     cnt.greedy_clusters += greedy
 
 
-# ---------------------------------------------------------------- row ranges of the tick (one worker each)
-
-cdef inline void _row_ranges(size_t* bound, size_t T, int nt) noexcept nogil:
-    """Worker w takes rows [bound[w], bound[w + 1]): contiguous, in order.
-    Computed before the parallel region, so that its body cannot raise (a
-    body that can, e.g. a checked division in the debug build, makes every
-    worker take the GIL and a thread state at the region's start)."""
-    cdef int w
-    for w in range(nt + 1):
-        bound[w] = T * <size_t>w // <size_t>nt
-
+# ---------------------------------------------------------------- row passes of the tick (chunks over the workers)
 
 cdef void _index_if(_tick* k, int dim, bint build) noexcept nogil:
     """Build the detection grid (k.grid.h set) when `build`."""
@@ -721,6 +714,16 @@ cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size
         conf += c.state[ti] == DOD_TRACK_CONFIRMED
     confirmed[0] = conf
     return assoc
+
+
+cdef void _update_manage_chunk(const dod_tracker* t, const _tick* k, size_t ch, size_t* assoc,
+                               size_t* confirmed) noexcept nogil:
+    """Update and manage chunk ch of the rows (k.chunk_rows each); adds its
+    associations and confirmed rows to this worker's sums."""
+    cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), conf
+    _update_rows(t, k, r0, r1)
+    assoc[0] += _manage_rows(t, k, r0, r1, &conf)
+    confirmed[0] += conf
 
 
 # ---------------------------------------------------------------- locality: rows in spatial order
@@ -1081,7 +1084,6 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef size_t ns = t.singles.count if t.two_point else 0
     cdef dod_track_cols* c = &t.cols
     cdef int nt = t.threads, w
-    cdef size_t bound[DOD_TRACKER_MAX_THREADS + 1]
     cdef size_t assoc[DOD_TRACKER_MAX_THREADS]
     cdef size_t conf[DOD_TRACKER_MAX_THREADS]
     memset(&cnt, 0, sizeof(cnt))
@@ -1177,9 +1179,9 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
             _index_if(&k, dim, index_early and threadid() == 0)
             for ch in prange(nch, schedule="dynamic", chunksize=1):
                 _predict_rows(t, &k, dt, ch * k.chunk_rows, min(T, (ch + 1) * k.chunk_rows))
-    else:
-        _index_if(&k, dim, index_early)
+    else:       # serially the grid after the tracks, so that gating finds it in cache
         _predict_rows(t, &k, dt, 0, T)
+        _index_if(&k, dim, index_early)
     for ti in range(T):
         hsum += k.hm[ti]
     t.grid_h = 4.0 * hsum / <double>T if T > 0 else 0.0
@@ -1212,13 +1214,16 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
                     c.score[ti] -= dod_meas_log_jacobian(k.zm + k.track_det[ti] * dim, dim)
                 d2 = dod_kalman_mahalanobis2(y, k.Si + ti * dim * dim, dim)
                 c.score[ti] += t.log_pd - lc + dod_kalman_log_likelihood(d2, k.Si + ti * dim * dim, dim)
-    # Update, then hits/misses/confirmation, in one parallel region (the
-    # management pass was serial: Amdahl at 2 threads).
+    # Update, then hits/misses/confirmation, in one pass of chunks (only
+    # assigned tracks update, so the cost of a chunk varies: dynamic); the
+    # counts are sums of integers, the same in any order.
     if nt > 1 and T >= <size_t>nt * t.min_rows:
-        _row_ranges(bound, T, nt)
-        for w in prange(nt, num_threads=nt, schedule="static", chunksize=1):
-            _update_rows(t, &k, bound[w], bound[w + 1])
-            assoc[w] = _manage_rows(t, &k, bound[w], bound[w + 1], &conf[w])
+        nch = _chunk_rows(&k, T, nt, t.min_rows)
+        for w in range(nt):
+            assoc[w] = 0
+            conf[w] = 0
+        for ch in prange(nch, num_threads=nt, schedule="dynamic", chunksize=1):
+            _update_manage_chunk(t, &k, ch, &assoc[threadid()], &conf[threadid()])
         for w in range(nt):
             cnt.associations += assoc[w]
             cnt.confirmed += conf[w]
