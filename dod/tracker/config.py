@@ -181,8 +181,10 @@ class TrackerConfig:
 
     threads : threads of one tick (1, the default: serial, no parallel
         region). With more, predict, innovation inverses, gating and the
-        Kalman updates split over row ranges and independent clusters are
-        solved in parallel (OpenMP); births, deaths and ids stay in one
+        Kalman updates run over chunks of rows that the workers take as
+        they finish, the detection grid is built while the other workers
+        predict, and independent clusters are solved in parallel
+        (OpenMP); births, deaths and ids stay in one
         order, so the result is bit-identical for every thread count.
         1 <= threads <= MAX_THREADS (256).
     parallel_min_rows : with threads > 1, a pass over the tracks runs in
