@@ -150,7 +150,8 @@ ctypedef struct _tick:
     size_t pair_cap
     size_t npairs           # pairs in the runs below
     size_t chunks           # runs of the pair buffer, in row order (_gate)
-    size_t chunk_rows       # rows per chunk of a parallel gating pass
+    size_t chunk_rows       # rows per chunk of a parallel pass over the tracks (_chunk_rows)
+    size_t row_chunks       # chunks of chunk_rows rows covering rows [0, T)
     size_t chunk_at[_GATE_CHUNKS]
     size_t chunk_n[_GATE_CHUNKS]
     # two-point initiation (initiation="two_point")
@@ -294,16 +295,16 @@ cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t
     dest[0] = local
 
 
-cdef inline size_t _chunk_rows(_tick* k, size_t T, int nt, size_t min_rows) noexcept nogil:
-    """Cut rows [0, T) into chunks of k.chunk_rows rows (at least min_rows,
-    about _GATE_CHUNKS_PER_THREAD per worker, at most _GATE_CHUNKS chunks)
-    for a dynamic pass over the workers; returns the number of chunks.
-    Called before the parallel region, so that its body cannot raise (a body
-    that can, e.g. a checked division in the debug build, makes every worker
-    take the GIL and a thread state at the region's start)."""
+cdef inline void _chunk_rows(_tick* k, size_t T, int nt, size_t min_rows) noexcept nogil:
+    """Cut rows [0, T) into k.row_chunks chunks of k.chunk_rows rows (at
+    least min_rows, about _GATE_CHUNKS_PER_THREAD per worker, at most
+    _GATE_CHUNKS chunks) for the dynamic passes over the workers. Once per
+    tick, before any parallel region, so that no region's body can raise (a
+    body that can, e.g. a checked division in the debug build, makes every
+    worker take the GIL and a thread state at the region's start)."""
     cdef size_t nch = min(<size_t>_GATE_CHUNKS, <size_t>nt * _GATE_CHUNKS_PER_THREAD)
     k.chunk_rows = max(<size_t>1, max(min_rows, (T + nch - 1) // nch))
-    return (T + k.chunk_rows - 1) // k.chunk_rows
+    k.row_chunks = (T + k.chunk_rows - 1) // k.chunk_rows
 
 
 cdef void _gate_chunk(const dod_tracker* t, _tick* k, _pairs* seg, uint8_t stage, size_t ch) noexcept nogil:
@@ -332,7 +333,7 @@ cdef void _gate(dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
     cdef _pairs whole
     cdef _pairs seg[DOD_TRACKER_MAX_THREADS]
     cdef int nt = t.threads, w
-    cdef size_t T = k.T, at, dropped = 0, ch, nch
+    cdef size_t T = k.T, at, dropped = 0, ch
     k.npairs = 0
     k.pairs_dropped = 0
     k.chunks = 0
@@ -353,14 +354,13 @@ cdef void _gate(dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
             seg[w].n = 0
             seg[w].cap = k.pair_cap * <size_t>(w + 1) // <size_t>nt - at
             seg[w].dropped = 0
-        nch = _chunk_rows(k, T, nt, t.min_rows)
-        for ch in prange(nch, num_threads=nt, schedule="dynamic", chunksize=1):
+        for ch in prange(k.row_chunks, num_threads=nt, schedule="dynamic", chunksize=1):
             _gate_chunk(t, k, &seg[threadid()], stage, ch)
         for w in range(nt):
             dropped += seg[w].dropped
         if dropped == 0:
-            k.chunks = nch
-            for ch in range(nch):
+            k.chunks = k.row_chunks
+            for ch in range(k.row_chunks):
                 k.npairs += k.chunk_n[ch]
             return
     _gate_rows(t, k, &whole, stage, 0, T)
@@ -1073,7 +1073,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef dod_tick_counts cnt
     cdef size_t mark = dod_arena_mark(scratch)
     cdef dod_table* tab = t.table
-    cdef size_t T = tab.count, j, i, nb, ti, nfit, nch, ch
+    cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch
     cdef bint index_early
     cdef int dim = t.dim, n = t.n, a
     cdef bint ok = True, finite
@@ -1094,6 +1094,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         nb <<= 1
     k.grid.nb = nb
     k.T = T
+    if nt > 1:
+        _chunk_rows(&k, T, nt, t.min_rows)
     k.pair_cap = _PAIRS_PER_NODE * (T + n_dets) + 64
     k.z = <double*>_push(scratch, n_dets * dim, sizeof(double), &ok)
     k.grid.cell = <int64_t*>_push(scratch, n_dets * 3, sizeof(int64_t), &ok)
@@ -1173,11 +1175,10 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     if index_early:
         k.grid.h = t.grid_h
     if nt > 1 and T >= <size_t>nt * t.min_rows:
-        nch = _chunk_rows(&k, T, nt, t.min_rows)
         with parallel(num_threads=nt):
             # the grid on the calling thread; it joins the chunks when done
             _index_if(&k, dim, index_early and threadid() == 0)
-            for ch in prange(nch, schedule="dynamic", chunksize=1):
+            for ch in prange(k.row_chunks, schedule="dynamic", chunksize=1):
                 _predict_rows(t, &k, dt, ch * k.chunk_rows, min(T, (ch + 1) * k.chunk_rows))
     else:       # serially the grid after the tracks, so that gating finds it in cache
         _predict_rows(t, &k, dt, 0, T)
@@ -1218,11 +1219,10 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     # assigned tracks update, so the cost of a chunk varies: dynamic); the
     # counts are sums of integers, the same in any order.
     if nt > 1 and T >= <size_t>nt * t.min_rows:
-        nch = _chunk_rows(&k, T, nt, t.min_rows)
         for w in range(nt):
             assoc[w] = 0
             conf[w] = 0
-        for ch in prange(nch, num_threads=nt, schedule="dynamic", chunksize=1):
+        for ch in prange(k.row_chunks, num_threads=nt, schedule="dynamic", chunksize=1):
             _update_manage_chunk(t, &k, ch, &assoc[threadid()], &conf[threadid()])
         for w in range(nt):
             cnt.associations += assoc[w]
@@ -1245,14 +1245,14 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         _births_two_point(t, &k, &cnt, dt)      # pairs start tracks; the rest wait a scan
     # Free detections take rows in scan order while rows last, the rest are
     # dropped (as one insert per birth would), with one zeroing per column.
-    nb = 0
+    nfree = 0
     for j in range(0 if t.two_point else k.D):
-        nb += k.det_track[j] < 0
-    nfit = min(nb, tab.capacity - tab.count)
+        nfree += k.det_track[j] < 0
+    nfit = min(nfree, tab.capacity - tab.count)
     i = tab.count
     dod_table_insert_rows(tab, nfit)
-    cnt.births_dropped += nb - nfit
-    tab.failed += nb - nfit     # each dropped birth is a refused insert
+    cnt.births_dropped += nfree - nfit
+    tab.failed += nfree - nfit     # each dropped birth is a refused insert
     for j in range(0 if t.two_point else k.D):
         if nfit == 0:
             break
