@@ -44,7 +44,7 @@ FACTOR=${FACTOR:-1.5}
 t0=$(date +%s)
 
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-    sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'
+    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$here/$(basename "$0")"     # this header
     exit 0
 fi
 trim() { local x="${1#"${1%%[![:space:]]*}"}"; printf '%s' "${x%"${x##*[![:space:]]}"}"; }
@@ -63,10 +63,28 @@ undeclared() {  # $1 commit; stdin: check_regression's verdict. Returns 1 if a r
             fi
         done <<< "$declared"
         [ $ok -eq 0 ] && { missing=1; echo "ci_gate: NOT declared: $name"; }
-    done < <(awk -F'|' '/^\|/ { n = $(NF-1); gsub(/^ +| +$/, "", n); print n }')
+    done < <(names)
     return $missing
 }
 
+names() {       # stdin: verdict rows; stdout: their benchmark names
+    awk -F'|' '/^\|/ { n = $(NF-1); gsub(/^ +| +$/, "", n); print n }'
+}
+
+confirmed() {   # $1 the first run's verdict; stdin: the rerun's. Prints the rerun's rows that regressed both times.
+    local row name
+    while IFS= read -r row; do
+        [[ "$row" == \|* ]] || continue
+        name=$(names <<< "$row")
+        names < "$1" | grep -qxF -- "$name" && printf '%s\n' "$row"
+    done
+    return 0
+}
+
+if [ "${1:-}" = "--confirmed" ]; then   # ci_gate.sh --confirmed FIRST_VERDICT < rerun_verdict
+    confirmed "$2"
+    exit 0
+fi
 if [ "${1:-}" = "--declared" ]; then    # ci_gate.sh --declared COMMIT < verdict: the trailer check alone
     c=$(git rev-parse -q --verify "${2:-HEAD}^{commit}") || { echo "ci_gate: no commit '${2:-HEAD}'" >&2; exit 2; }
     undeclared "$c"
@@ -201,6 +219,7 @@ if compare; then
     echo "ci_gate: passed ($(( $(date +%s) - t0 )) s)"
     exit 0
 fi
+cp "$verdict" "$work/verdict-first"
 echo
 echo "ci_gate: a regression: running the subset again for both commits before believing it"
 run
@@ -208,9 +227,17 @@ if compare; then
     echo "ci_gate: not confirmed by the rerun: passed ($(( $(date +%s) - t0 )) s)"
     exit 0
 fi
+confirmed "$work/verdict-first" < "$verdict" > "$work/verdict-both"
+if [ ! -s "$work/verdict-both" ]; then
+    echo "ci_gate: no benchmark regressed in both runs (different ones each time: noise): passed" \
+         "($(( $(date +%s) - t0 )) s)"
+    exit 0
+fi
+echo "ci_gate: regressed in both runs:"
+cat "$work/verdict-both"
 
-# Confirmed: every regressed benchmark must be declared in HEAD's message.
-if undeclared "$head" < "$verdict"; then
+# Confirmed: every benchmark that regressed twice must be declared in HEAD's message.
+if undeclared "$head" < "$work/verdict-both"; then
     echo "ci_gate: every confirmed regression is declared: passed ($(( $(date +%s) - t0 )) s)"
     exit 0
 fi

@@ -25,3 +25,12 @@ def require(module):
 def skip(reason):
     """Skip this benchmark (one of several sharing a setup()) on a commit that lacks what it measures."""
     raise SkipNotImplemented(reason)
+
+
+def speedup(slow, fast, rounds=7):
+    """slow() / fast(), each a measured cost: the median over `rounds` of the
+    two timed back to back. Interleaved, a drift of the machine (another
+    process, the clock speed) lands on both sides of a ratio alike; two
+    separate medians can land it on one side only and move the ratio twofold."""
+    ratios = sorted(slow() / fast() for _ in range(rounds))
+    return ratios[len(ratios) // 2]

@@ -9,7 +9,7 @@ C-timed ns per record and the speedups, which is what the goals are stated in.
 """
 import numpy as np
 
-from ._util import require, skip
+from ._util import require, skip, speedup
 
 RECORDS = 1000
 FRAMES = 200
@@ -67,9 +67,8 @@ class ArenaSpeedup:
         return min(fn() for _ in range(5))
 
     def track_arena_speedup_vs_malloc(self):
-        m = self._best(lambda: self.k.frame_malloc(1000, RECORDS))
-        a = self._best(lambda: self.k.frame_arena(self.arena, 5000, RECORDS))
-        return m / a
+        return speedup(lambda: self.k.frame_malloc(1000, RECORDS),
+                       lambda: self.k.frame_arena(self.arena, 5000, RECORDS), rounds=9)
 
     track_arena_speedup_vs_malloc.unit = "x"
     track_arena_speedup_vs_malloc.goal = 10.0       # read by asv_bench/plot_history.py

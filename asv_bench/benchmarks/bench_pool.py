@@ -4,7 +4,7 @@ Every goal of the pools issue is here; time_* benchmarks time whole kernels
 (asv's own timer), track_* report C-timed per-operation costs and ratios.
 Skipped (NotImplementedError) on commits without dod.pool / dod.freelist.
 """
-from ._util import require
+from ._util import require, speedup
 
 K = Pool = FreeList = py_churn = py_throughput = None
 
@@ -63,8 +63,7 @@ class PoolPair:
     track_ns_per_pair_resource_indirection.unit = "ns"
 
     def track_speedup_pool_vs_malloc(self):
-        pool = _median(lambda: K.pair_pool_local(self.pool, self.N))
-        return _median(lambda: K.pair_malloc(64, self.N)) / pool
+        return speedup(lambda: K.pair_malloc(64, self.N), lambda: K.pair_pool_local(self.pool, self.N))
     track_speedup_pool_vs_malloc.unit = "x"
     track_speedup_pool_vs_malloc.goal = 3.0
 
@@ -89,8 +88,8 @@ class ParticleChurn:
         py_churn(self.LIVE, 5, self.BORN, 1)
 
     def track_speedup_pool_vs_malloc(self):
-        pool = _median(lambda: K.churn(self.pool, self.LIVE, self.FRAMES, self.BORN, 1)[0])
-        return _median(lambda: K.churn(None, self.LIVE, self.FRAMES, self.BORN, 1)[0]) / pool
+        return speedup(lambda: K.churn(None, self.LIVE, self.FRAMES, self.BORN, 1)[0],
+                       lambda: K.churn(self.pool, self.LIVE, self.FRAMES, self.BORN, 1)[0])
     track_speedup_pool_vs_malloc.unit = "x"
 
 
@@ -117,8 +116,8 @@ class ParticleThroughput:
         py_throughput(self.COUNT, 1)
 
     def track_speedup_pool_vs_malloc(self):
-        pool = _median(lambda: K.throughput_local(self.pool, self.COUNT, self.FRAMES))
-        return _median(lambda: K.throughput(None, self.COUNT, self.FRAMES)) / pool
+        return speedup(lambda: K.throughput(None, self.COUNT, self.FRAMES),
+                       lambda: K.throughput_local(self.pool, self.COUNT, self.FRAMES))
     track_speedup_pool_vs_malloc.unit = "x"
     track_speedup_pool_vs_malloc.goal = 10.0
 
