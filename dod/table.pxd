@@ -110,6 +110,32 @@ ctypedef struct dod_table:
 cdef void dod_table_clear(dod_table* t) noexcept nogil
 cdef size_t dod_table_insert_many(dod_table* t, size_t n, dod_handle* out) noexcept nogil
 cdef size_t dod_table_insert_rows(dod_table* t, size_t n) noexcept nogil
+cdef void dod_table_zero_rows(dod_table* t, size_t row, size_t n) noexcept nogil
+
+# Removing many rows at once, in phases that a caller may spread over
+# threads: plan (serial: which rows fill which holes), then the moves and
+# the freeing of the removed slots (each over any split of its index range,
+# disjoint ranges at the same time), then finish (serial). The end state is
+# the one dod_table_remove_row gives removing the flagged rows one at a time
+# from the highest down (the last row fills each hole): the same rows in the
+# same places, slots, generations, free-list order and statistics. Between
+# plan and finish the table is mid-change: no other use of it.
+ctypedef struct dod_table_removal:
+    dod_index* hole           # caller's memory, count entries: flagged rows below the new count, ascending
+    dod_index* fill           # caller's memory, count entries: the row (a live one at or above it) that fills each
+    dod_index* slot           # caller's memory, count entries: slots of the flagged rows, highest row first
+    size_t moves              # (hole, fill) pairs
+    size_t removed            # flagged rows
+    size_t count              # rows after
+    dod_index free_head       # the free list's head before
+
+cdef void dod_table_removal_plan(const dod_table* t, const uint8_t* flag, uint8_t value,
+                                 dod_table_removal* r) noexcept nogil
+cdef void dod_table_removal_move(dod_table* t, const dod_table_removal* r, size_t i0, size_t i1) noexcept nogil
+cdef void dod_table_removal_free(dod_table* t, const dod_table_removal* r, size_t i0, size_t i1) noexcept nogil
+cdef void dod_table_removal_finish(dod_table* t, const dod_table_removal* r) noexcept nogil
+cdef size_t dod_table_remove_flagged(dod_table* t, const uint8_t* flag, uint8_t value,
+                                     dod_table_removal* r) noexcept nogil
 
 
 cdef inline Py_ssize_t dod_table_row(const dod_table* t, dod_handle h) noexcept nogil:

@@ -52,6 +52,9 @@ from dod.resource cimport (dod_resource, Resource, dod_resource_allocate, dod_re
 from dod.arena cimport Arena
 from dod._lease cimport export_pin
 
+cdef extern from "_os.h" nogil:
+    size_t dod_os_prefault(void* p, size_t size)
+
 from collections.abc import Mapping
 
 import numpy as np
@@ -130,15 +133,123 @@ cdef size_t dod_table_insert_rows(dod_table* t, size_t n) noexcept nogil:
     """Append n rows with the schema's zero policy, as n dod_table_insert
     calls would, but clearing each column's new rows with one memset (a
     batch of births: per-row memsets of every column were most of their
-    cost); all or nothing, as dod_table_insert_many. Rows count - n .. count - 1."""
-    cdef size_t c, row = t.count, rb
+    cost); all or nothing, as dod_table_insert_many. Rows count - n .. count - 1.
+    (A parallel caller: dod_table_insert_many(t, n, NULL), then
+    dod_table_zero_rows over any split of the new rows.)"""
+    cdef size_t row = t.count
     if n == 0 or dod_table_insert_many(t, n, NULL) == 0:
         return 0
+    dod_table_zero_rows(t, row, n)
+    return n
+
+
+cdef void dod_table_zero_rows(dod_table* t, size_t row, size_t n) noexcept nogil:
+    """Rows [row, row + n) of every column whose policy is to zero new rows,
+    zeroed: one memset per column. Disjoint ranges may run on different
+    threads at once."""
+    cdef size_t c, rb
     for c in range(t.ncols):
         if t.zero_on_insert[c]:
             rb = t.row_bytes[c]
             memset(t.columns[c] + row * rb, 0, n * rb)
-    return n
+
+
+cdef void dod_table_removal_plan(const dod_table* t, const uint8_t* flag, uint8_t value,
+                                 dod_table_removal* r) noexcept nogil:
+    """Rows r with flag[r] == value (flag: one byte per row, count of them)
+    are to go. Writes r.hole/r.fill/r.slot and the counts; the table is not
+    changed yet.
+
+    One-at-a-time removal from the highest row down moves the last row into
+    each hole, and a row that filled a hole at or above the new count moves
+    again when a lower hole takes the last row; so the pairs come from
+    replaying that walk on row numbers alone, in the same pass that lists
+    the freed slots: `at` holds which original row sits at each position at
+    or above the new count (in r.hole's memory past the holes: there are at
+    most new-count holes and count - new-count such positions)."""
+    cdef size_t n = t.count, row, m = 0, tail = 0, h, s = 0, cnt, last, L
+    cdef dod_index* at
+    for row in range(n):
+        m += flag[row] == value
+    L = n - m
+    for row in range(L, n):
+        tail += flag[row] == value
+    r.removed = m
+    r.count = L
+    r.moves = h = m - tail
+    r.free_head = t.free_head
+    at = r.hole + r.moves
+    for row in range(L, n):
+        at[row - L] = <dod_index>row
+    cnt = n
+    row = n
+    while row > 0:
+        row -= 1
+        if flag[row] != value:
+            continue
+        r.slot[s] = t.row_slot[row]         # the order the walk frees them
+        s += 1
+        last = cnt - 1          # >= L: this flagged row is not removed yet
+        if row < L:             # a final hole: filled by the original row now last
+            h -= 1
+            r.hole[h] = <dod_index>row
+            r.fill[h] = at[last - L]
+        elif row != last:
+            at[row - L] = at[last - L]
+        cnt -= 1
+
+
+cdef void dod_table_removal_move(dod_table* t, const dod_table_removal* r, size_t i0, size_t i1) noexcept nogil:
+    """Moves [i0, i1): row fill[i] over row hole[i] in every column, and the
+    slot map. Column by column (the holes in ascending order)."""
+    cdef size_t c, i, rb
+    cdef char* col
+    cdef dod_index moved
+    for c in range(t.ncols):
+        col = t.columns[c]
+        rb = t.row_bytes[c]
+        for i in range(i0, i1):
+            dod_table_copy_row(col, rb, r.hole[i], r.fill[i])
+    for i in range(i0, i1):
+        moved = t.row_slot[r.fill[i]]
+        t.row_slot[r.hole[i]] = moved
+        t.slot_row[moved] = r.hole[i]
+
+
+cdef void dod_table_removal_free(dod_table* t, const dod_table_removal* r, size_t i0, size_t i1) noexcept nogil:
+    """Removed slots [i0, i1): generation + 1, linked into the free list in
+    the order one-at-a-time removal pushes them (slot[i] points at slot[i - 1])."""
+    cdef size_t i
+    cdef dod_index s
+    for i in range(i0, i1):
+        s = r.slot[i]
+        t.slot_gen[s] += 1
+        t.slot_row[s] = DOD_TABLE_FREE | (r.slot[i - 1] if i > 0 else r.free_head)
+
+
+cdef void dod_table_removal_finish(dod_table* t, const dod_table_removal* r) noexcept nogil:
+    """The counts, the free list's head, the peak; poisons the vacated rows (debug builds)."""
+    cdef size_t c
+    if r.removed == 0:
+        return
+    if t.count > t.peak:
+        t.peak = t.count
+    if DOD_DEBUG:
+        for c in range(t.ncols):
+            dod_poison(t.columns[c] + r.count * t.row_bytes[c], (t.count - r.count) * t.row_bytes[c])
+    t.free_head = r.slot[r.removed - 1]
+    t.count = r.count
+    t.removes += r.removed
+
+
+cdef size_t dod_table_remove_flagged(dod_table* t, const uint8_t* flag, uint8_t value,
+                                     dod_table_removal* r) noexcept nogil:
+    """Every phase of a removal, serially; returns the rows removed."""
+    dod_table_removal_plan(t, flag, value, r)
+    dod_table_removal_move(t, r, 0, r.moves)
+    dod_table_removal_free(t, r, 0, r.removed)
+    dod_table_removal_finish(t, r)
+    return r.removed
 
 
 # ---------------------------------------------------------------- the exclusive pass
@@ -646,6 +757,30 @@ cdef class Table:
         self._check_idle("clear")
         self._check_unpinned(unchecked, "clear")
         dod_table_clear(&self.engine)
+
+    def prefault(self):
+        """Fault every page of the table's memory in now (all ``capacity``
+        rows of every column, and the slot map); returns the bytes of pages
+        touched.
+
+        Rows are dense, so a table touches pages up to its highest row
+        count: RSS creeps up as that peak rises, and the insert that first
+        reaches a page pays its fault. For a loop against a deadline, call
+        this once at start: RSS is the full capacity from then on and no
+        insert faults. Contents do not change. It runs as an exclusive pass
+        (without the GIL): RuntimeError, nothing done, while another thread
+        holds one (a tracker's tick), and inserts from other threads are
+        refused until it ends.
+        """
+        cdef size_t i, total = 0
+        self.begin_exclusive("a prefault")
+        try:
+            with nogil:
+                for i in range(self._nblocks):
+                    total += dod_os_prefault(self._blocks[i], self._block_sizes[i])
+        finally:
+            self.end_exclusive()
+        return total
 
     def reorder(self, order, *, bint unchecked=False):
         """Permute the live rows in place: new row ``i`` is old row ``order[i]``.

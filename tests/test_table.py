@@ -824,3 +824,103 @@ def test_cimport_insert_rows_is_n_inserts(compile_cython):
     assert mod.insert_rows(a, 0) == 0 and a.stats()["failed"] == 1
     assert mod.insert_rows(a, 2) == 2 and len(a) == 12
     a.check()
+
+
+REMOVAL_SOURCE = """
+from libc.stdint cimport uint8_t
+from libc.stdlib cimport malloc, free
+from dod._types cimport dod_index
+from dod.table cimport (Table, dod_table_remove_row, dod_table_removal, dod_table_removal_plan,
+                        dod_table_removal_move, dod_table_removal_free, dod_table_removal_finish,
+                        dod_table_remove_flagged)
+
+def remove_one_by_one(Table t, const uint8_t[:] flag):
+    cdef size_t i = t.engine.count
+    while i > 0:
+        i -= 1
+        if flag[i] == 7:
+            dod_table_remove_row(&t.engine, i)
+
+def remove_batch(Table t, const uint8_t[:] flag, moves_cuts=None, free_cuts=None):
+    # Without cuts: dod_table_remove_flagged. With them: the phases, the
+    # index ranges cut at the given points and each range run in the order
+    # given (as workers would take them). Returns (moves, removed).
+    cdef dod_table_removal r
+    cdef size_t n = t.engine.count
+    r.hole = <dod_index*>malloc((n + 1) * sizeof(dod_index))
+    r.fill = <dod_index*>malloc((n + 1) * sizeof(dod_index))
+    r.slot = <dod_index*>malloc((n + 1) * sizeof(dod_index))
+    try:
+        if moves_cuts is None:
+            removed = dod_table_remove_flagged(&t.engine, &flag[0], 7, &r)
+            return r.moves, removed
+        dod_table_removal_plan(&t.engine, &flag[0], 7, &r)
+        for a, b in moves_cuts(r.moves):
+            dod_table_removal_move(&t.engine, &r, a, b)
+        for a, b in free_cuts(r.removed):
+            dod_table_removal_free(&t.engine, &r, a, b)
+        dod_table_removal_finish(&t.engine, &r)
+        return r.moves, r.removed
+    finally:
+        free(r.hole); free(r.fill); free(r.slot)
+
+def slot_map(Table t):
+    cdef size_t i
+    return (t.engine.free_head, [t.engine.slot_row[i] for i in range(t.engine.capacity + 1)],
+            [<int>(t.engine.slot_gen[i] - t.engine.gen_base) if t.engine.slot_gen[i] else -1     # 0: never used
+             for i in range(t.engine.capacity + 1)],
+            [t.engine.row_slot[i] for i in range(t.engine.count)])
+"""
+
+
+def _cuts(rng):
+    """Random cuts of range(n) into ranges, in a shuffled order."""
+    def cut(n):
+        points = sorted(set([0, n] + rng.integers(0, n + 1, rng.integers(0, 6)).tolist()))
+        ranges = list(zip(points[:-1], points[1:])) or [(0, 0)]
+        rng.shuffle(ranges)
+        return ranges
+    return cut
+
+
+def test_cimport_batch_removal_is_removing_one_by_one(compile_cython):
+    # dod_table_removal_*: the end state of removing the flagged rows one at
+    # a time from the highest down (dod_table_remove_row), whatever the split
+    # of the move and free phases: rows, columns, slot map, generations,
+    # free-list order (the next inserts take the same slots) and stats.
+    mod = compile_cython(REMOVAL_SOURCE)
+    rng = np.random.default_rng(12)
+    schema = Schema(x="float64[4]", P="float64[4,4]", k="uint32", s="uint8", keep=Column("int64", zero=False))
+    for case in range(40):
+        cap = int(rng.integers(1, 60))
+        n0 = int(rng.integers(0, cap + 1))
+        tables = [Table(schema, cap) for _ in range(3)]
+        data = dict(x=rng.normal(size=(n0, 4)), P=rng.normal(size=(n0, 4, 4)),
+                    k=rng.integers(0, 1000, n0), s=rng.integers(0, 3, n0), keep=rng.integers(0, 99, n0))
+        early = rng.choice(n0, size=min(n0, int(rng.integers(0, 4))), replace=False) if n0 else []
+        for t in tables:
+            t.insert_many(**data)
+            mod.remove_one_by_one(t, np.isin(np.arange(n0), early).astype(np.uint8) * 7)  # a free list first
+        n = len(tables[0])
+        p = [0.0, 1.0, rng.random()][case % 3] if n else 0.0
+        flag = np.where(rng.random(n) < p, 7, rng.integers(0, 7, n)).astype(np.uint8)
+        if case % 5 == 4 and n:
+            flag[:] = 0
+            flag[n // 2:] = 7                      # the tail only: no moves
+        mod.remove_one_by_one(tables[0], flag)
+        moves, removed = mod.remove_batch(tables[1], flag, _cuts(rng), _cuts(rng))
+        assert mod.remove_batch(tables[2], flag) == (moves, removed)
+        assert removed == int((flag == 7).sum())
+        assert moves <= removed
+        ref = tables[0]
+        for t in tables[1:]:
+            assert len(t) == len(ref)
+            assert ((t.handles() & 0xFFFFFFFF) == (ref.handles() & 0xFFFFFFFF)).all()
+            assert mod.slot_map(t) == mod.slot_map(ref)
+            for name in ("x", "P", "k", "s", "keep"):
+                assert np.array_equal(t[name], ref[name]), name
+            assert t.stats() == ref.stats()
+            t.check()
+        room = cap - len(ref)
+        hs = [t.insert_many(n=room) & 0xFFFFFFFF for t in tables]         # the same slots, in the same order
+        assert all((h == hs[0]).all() for h in hs)

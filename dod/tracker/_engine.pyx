@@ -38,8 +38,10 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
 from dod.arena cimport (dod_arena, Arena, dod_arena_push, dod_arena_mark,
                         dod_arena_rewind)
-from dod.table cimport (dod_table, Table, dod_table_insert, dod_table_insert_rows, dod_table_remove_row, dod_table_clear,
-                        dod_table_reorder,
+from dod.table cimport (dod_table, Table, dod_table_insert, dod_table_insert_many, dod_table_zero_rows,
+                        dod_table_clear,
+                        dod_table_reorder, dod_table_removal, dod_table_removal_plan,
+                        dod_table_removal_move, dod_table_removal_free, dod_table_removal_finish,
                         dod_table_reorder_scratch_bytes)
 from dod._types cimport dod_index
 from dod.tracker.assignment cimport dod_assignment_solve
@@ -72,6 +74,7 @@ cdef enum:
     _GATE_CHUNKS = 256              # most chunks of a parallel gating pass
     _GATE_CHUNKS_PER_THREAD = 16    # chunks per worker when the rows allow
     _CLUSTER_CHUNK = 1024           # root rows per dynamic chunk of the parallel cluster solve
+    _TAIL_CHUNKS = 32               # chunks of parallel deaths (moves, and freed slots) and births
 
 # Largest cost matrix plus solver temporaries of one cluster (16 MiB: a
 # 1000 x 1000 cluster); larger clusters are solved greedily and counted.
@@ -165,6 +168,9 @@ ctypedef struct _tick:
     double* zm              # [D, dim] valid measurements (range, bearing[, elevation])
     double* hp              # [T, dim] predicted measurement of each track
     double* J               # [T, dim, dim] its Jacobian
+    # deaths and births
+    dod_table_removal rm    # hole, fill, slot: [T] each (dod.table's batch removal)
+    int32_t* born           # [D] free detections in scan order (births of single-scan initiation)
 
 
 ctypedef struct _pairs:
@@ -1067,13 +1073,49 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     return dod_tracker_tick_sensor(t, dets, n_dets, dt, NULL, scratch)
 
 
+cdef void _birth_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t b0, size_t b1,
+                      double lc) noexcept nogil:
+    """Births [b0, b1) of this scan (rows inserted, not zeroed): birth b is
+    detection born[b] in row row0 + b with id next_id + b. Zeroes the rows
+    (the schema's policy: velocity 0, misses 0), then writes what a birth
+    sets, the covariance always (a zero covariance means certainty). Writes
+    only these rows."""
+    cdef const dod_track_cols* c = &t.cols
+    cdef int dim = t.dim, n = t.n, a
+    cdef double r2 = t.r * t.r
+    cdef size_t b, i, j
+    if b1 <= b0:
+        return
+    dod_table_zero_rows(t.table, row0 + b0, b1 - b0)
+    for b in range(b0, b1):
+        i = row0 + b
+        j = <size_t>k.born[b]
+        c.id[i] = t.next_id + b
+        for a in range(dim):
+            c.x[i * n + a] = k.z[j * dim + a]
+        for a in range(dim):
+            c.P[i * n * n + a * n + a] = r2
+            c.P[i * n * n + (dim + a) * n + dim + a] = t.v0 * t.v0
+        if k.sensor != NULL:        # the converted measurement's covariance
+            _polar_birth_cov(k.zm + j * dim, k.sensor, dim, c.P + i * n * n, n)
+        if t.imm.models:            # after the covariance: every model starts from it
+            dod_imm_birth(&t.imm, i, c.x + i * n, c.P + i * n * n, dim)
+        c.hits[i] = 1
+        c.age[i] = 1
+        c.history[i] = 1
+        c.state[i] = DOD_TRACK_TENTATIVE
+        if t.score_logic:
+            c.score[i] = t.log_birth - lc
+            c.score_max[i] = c.score[i]
+
+
 cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_dets, double dt,
                                  const dod_sensor* sensor, dod_arena* scratch) noexcept nogil:
     cdef _tick k
     cdef dod_tick_counts cnt
     cdef size_t mark = dod_arena_mark(scratch)
     cdef dod_table* tab = t.table
-    cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch
+    cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch, mstep, fstep
     cdef bint index_early
     cdef int dim = t.dim, n = t.n, a
     cdef bint ok = True, finite
@@ -1128,6 +1170,10 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         k.zm = <double*>_push(scratch, n_dets * dim, sizeof(double), &ok)
         k.hp = <double*>_push(scratch, T * dim, sizeof(double), &ok)
         k.J = <double*>_push(scratch, T * dim * dim, sizeof(double), &ok)
+    k.rm.hole = <dod_index*>_push(scratch, T, sizeof(dod_index), &ok)
+    k.rm.fill = <dod_index*>_push(scratch, T, sizeof(dod_index), &ok)
+    k.rm.slot = <dod_index*>_push(scratch, T, sizeof(dod_index), &ok)
+    k.born = <int32_t*>_push(scratch, n_dets, sizeof(int32_t), &ok)
     if not ok:
         dod_arena_rewind(scratch, mark)
         return -1
@@ -1230,13 +1276,25 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     else:
         _update_rows(t, &k, 0, T)
         cnt.associations += _manage_rows(t, &k, 0, T, &cnt.confirmed)
-    # Walk down so the row that moves into a hole was already visited.
-    i = T
-    while i > 0:
-        i -= 1
-        if c.state[i] == DOD_TRACK_NONE:
-            cnt.deaths += 1
-            dod_table_remove_row(tab, i)
+    # Deaths: the rows removing them one at a time from the highest down
+    # would leave (the last row fills each hole), planned in one pass over
+    # the states; the row moves (random writes) and the freed slots over the
+    # workers, in chunks of both. The same table for every thread count.
+    dod_table_removal_plan(tab, c.state, DOD_TRACK_NONE, &k.rm)
+    cnt.deaths += k.rm.removed
+    if nt > 1 and T >= <size_t>nt * t.min_rows and k.rm.removed > 0:
+        mstep = max(<size_t>1, (k.rm.moves + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS)
+        fstep = max(<size_t>1, (k.rm.removed + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS)
+        for ch in prange(2 * _TAIL_CHUNKS, num_threads=nt, schedule="dynamic", chunksize=1):
+            if ch < _TAIL_CHUNKS:
+                dod_table_removal_move(tab, &k.rm, min(k.rm.moves, ch * mstep), min(k.rm.moves, (ch + 1) * mstep))
+            else:
+                dod_table_removal_free(tab, &k.rm, min(k.rm.removed, (ch - _TAIL_CHUNKS) * fstep),
+                                       min(k.rm.removed, (ch - _TAIL_CHUNKS + 1) * fstep))
+    else:
+        dod_table_removal_move(tab, &k.rm, 0, k.rm.moves)
+        dod_table_removal_free(tab, &k.rm, 0, k.rm.removed)
+    dod_table_removal_finish(tab, &k.rm)
 
     # 6. Births from the detections nobody took, in scan order. The table
     # zeroes the new row (ZII: velocity 0, misses 0); the birth writes only
@@ -1244,41 +1302,27 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     if t.two_point:
         _births_two_point(t, &k, &cnt, dt)      # pairs start tracks; the rest wait a scan
     # Free detections take rows in scan order while rows last, the rest are
-    # dropped (as one insert per birth would), with one zeroing per column.
+    # dropped (as one insert per birth would). Birth b is detection born[b]
+    # in row count + b with id next_id + b, so the rows (zeroed, then set)
+    # can be written by the workers in chunks.
     nfree = 0
     for j in range(0 if t.two_point else k.D):
-        nfree += k.det_track[j] < 0
+        if k.det_track[j] < 0:
+            k.born[nfree] = <int32_t>j
+            nfree += 1
     nfit = min(nfree, tab.capacity - tab.count)
     i = tab.count
-    dod_table_insert_rows(tab, nfit)
+    dod_table_insert_many(tab, nfit, NULL)
     cnt.births_dropped += nfree - nfit
     tab.failed += nfree - nfit     # each dropped birth is a refused insert
-    for j in range(0 if t.two_point else k.D):
-        if nfit == 0:
-            break
-        if k.det_track[j] >= 0:
-            continue
-        nfit -= 1
-        c.id[i] = t.next_id
-        t.next_id += 1
-        for a in range(dim):
-            c.x[i * n + a] = k.z[j * dim + a]
-        for a in range(dim):
-            c.P[i * n * n + a * n + a] = r2
-            c.P[i * n * n + (dim + a) * n + dim + a] = t.v0 * t.v0
-        if sensor != NULL:          # the converted measurement's covariance
-            _polar_birth_cov(k.zm + j * dim, sensor, dim, c.P + i * n * n, n)
-        if t.imm.models:            # after the covariance: every model starts from it
-            dod_imm_birth(&t.imm, i, c.x + i * n, c.P + i * n * n, dim)
-        c.hits[i] = 1
-        c.age[i] = 1
-        c.history[i] = 1
-        c.state[i] = DOD_TRACK_TENTATIVE
-        if t.score_logic:
-            c.score[i] = t.log_birth - lc
-            c.score_max[i] = c.score[i]
-        cnt.births += 1
-        i += 1
+    if nt > 1 and T >= <size_t>nt * t.min_rows and nfit >= <size_t>nt * t.min_rows:
+        mstep = (nfit + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS
+        for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="dynamic", chunksize=1):
+            _birth_rows(t, &k, i, min(nfit, ch * mstep), min(nfit, (ch + 1) * mstep), lc)
+    else:
+        _birth_rows(t, &k, i, 0, nfit, lc)
+    t.next_id += nfit
+    cnt.births += nfit
     cnt.tentative = tab.count - cnt.confirmed     # births are tentative
     t.last = cnt
     t.scans += 1
@@ -1314,6 +1358,7 @@ cdef size_t _scratch_bytes(size_t cap, size_t dmax, int dim) noexcept:
     total += 5 * _round_up(pairs * 4) + _round_up(pairs * 8)       # pt pd porder glob_t glob_d, pc
     total += _round_up(dmax) + 2 * _round_up(dmax * 4)     # two-point pairing (sused, sbest, dbest)
     total += _round_up(dmax * dim * 8) + _round_up(cap * dim * 8) + _round_up(cap * dim * dim * 8)  # zm hp J
+    total += 3 * _round_up(cap * 4) + _round_up(dmax * 4)     # deaths: hole, fill, slot; births: born
     total += _CLUSTER_BYTES + (1 << 16)      # cluster cost matrices: 16 MiB holds a 1000 x 1000 cluster
     # The spatial sort after the tick reuses the same bytes: keys, rows and
     # one column's worth of gathered rows (the covariance is the widest).
@@ -1568,6 +1613,34 @@ cdef class Tracker:
         """Spatial sorts of the track rows so far (every config.sort_every scans)."""
         return self.engine.sorts
 
+    def prefault(self):
+        """Fault in every page a tick can touch; returns the bytes of pages touched.
+
+        That is the table at its full ``capacity`` (and the two-point
+        waiting table), the scratch arena (all of it: a tick's temporaries
+        at the worst case, :func:`scratch_bytes`) and each worker's arena.
+        Without it those pages are touched for the first time by whichever
+        tick first reaches them: a page fault inside the deadline, and RSS
+        that rises with the table's peak row count and the scratch's
+        high-water mark for minutes (bounded by the capacity, but not flat).
+        With it RSS is the worst case from the start and stays there. Call it
+        once, before the loop (the demo does, unless ``--no-prefault``).
+        Contents do not change. RuntimeError while a tick runs in another
+        thread (and a tick is refused while this runs).
+        """
+        if self.table is None or self.scratch is None:
+            raise TypeError("this Tracker was never initialised (Tracker.__new__ without __init__)")
+        if self._busy:
+            raise RuntimeError("a tick of this tracker is already running in another thread")
+        self._busy = True
+        try:
+            total = self.table.prefault() + self.singles.prefault() + self.scratch.prefault()
+            for wa in self._worker_arenas:
+                total += (<Arena>wa).prefault()
+        finally:
+            self._busy = False
+        return total
+
     def tick(self, cnp.ndarray detections not None, double dt, sensor=None):
         """Advance all tracks by `dt` seconds and fold in one scan of detections.
 
@@ -1622,7 +1695,7 @@ cdef class Tracker:
             k = self.engine.max_detections
         data = <const double*>cnp.PyArray_DATA(detections)
         if self._busy:
-            raise RuntimeError("a tick of this tracker is already running in another thread")
+            raise RuntimeError("a tick (or a prefault) of this tracker is already running in another thread")
         # The tick moves the table's rows without the GIL: it holds the
         # table's exclusive pass, so another thread's insert cannot race the
         # tick's births past the capacity (and a tick waits for its own

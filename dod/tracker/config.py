@@ -183,9 +183,10 @@ class TrackerConfig:
         region). With more, predict, innovation inverses, gating and the
         Kalman updates run over chunks of rows that the workers take as
         they finish, the detection grid is built while the other workers
-        predict, and independent clusters are solved in parallel
-        (OpenMP); births, deaths and ids stay in one
-        order, so the result is bit-identical for every thread count.
+        predict, independent clusters are solved in parallel, and deaths
+        and births (their rows, ids and slots planned serially, in one
+        order) are written in chunks (OpenMP), so the result is
+        bit-identical for every thread count.
         1 <= threads <= MAX_THREADS (256).
     parallel_min_rows : with threads > 1, a pass over the tracks runs in
         parallel only when there are at least ``threads * parallel_min_rows``

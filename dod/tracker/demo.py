@@ -54,7 +54,14 @@ radar: range-bearing scans of two sensors taking turns,
 ``scenario.iter_radar_scans``, through the tracker's EKF update),
 --motion cv|imm,
 --plot FILE.png (needs matplotlib: ``pip install 'dod[demo]'``), --no-live,
---threads N, --lock-memory [onfault], --cpu K, --realtime-priority P, --rt-strict.
+--threads N, --lock-memory [onfault], --cpu K, --realtime-priority P, --rt-strict,
+--no-prefault.
+
+Prefault: before the first tick the demo faults in every page a tick can
+    touch (:meth:`Tracker.prefault`: the table at its capacity, the scratch
+    arena, the workers' arenas), so that RSS is flat from the start and no
+    tick pays a first-touch page fault; the summary's ``prefault`` line says
+    how much. ``--no-prefault`` leaves them to be faulted as first touched.
 """
 import argparse
 import math
@@ -138,7 +145,7 @@ class DemoRun:
 
     def __init__(self, targets=1000, rate=50.0, duration=10.0, seed=0, fast=False,
                  keep_tracks=False, threads=1, scenario="default", motion=None, lock_memory=False,
-                 cpu=None, realtime_priority=None, rt_strict=False):
+                 cpu=None, realtime_priority=None, rt_strict=False, prefault=True):
         if targets < 1:
             raise ValueError("targets must be >= 1")
         if not (rate > 0 and math.isfinite(rate)):
@@ -167,6 +174,10 @@ class DemoRun:
         # Validated now (ValueError/TypeError); applied once around run().
         self.realtime = Realtime(lock_memory, cpu, realtime_priority, strict=rt_strict)
         self.tracker = Tracker(self.config)
+        # Every page a tick can touch, faulted in now: no first touch inside
+        # a tick, and RSS flat from the first scan (at the worst case:
+        # table capacity and scratch). --no-prefault leaves them lazy.
+        self.prefaulted = self.tracker.prefault() if prefault else 0
         # Chunk: about 1/REFRESH_HZ seconds of ticks, dividing a second when it can
         # (so that plain lines fall on whole seconds).
         per_s = max(1, int(round(rate)))
@@ -442,6 +453,7 @@ class DemoRun:
                      f"({st_in['capacity'] / 2**20:.1f} MiB, refilled between chunks): {st_in['committed']} "
                      f"scans; a tick found the ring empty {st_in['read_waits']} times (the producer behind)")
         lines.append("  realtime   " + realtime_line(self.realtime))
+        lines.append("  prefault   " + prefault_line(self.prefaulted))
         lines += [
             f"  tracks     {s['confirmed']} confirmed, {s['tentative']} tentative; "
             f"{s['truth']} targets alive",
@@ -484,6 +496,14 @@ def realtime_line(rt, before=False):
     if rep["refused"]:
         out += " | refused: " + "; ".join(rep["refused"].values())
     return out
+
+
+def prefault_line(nbytes):
+    """What the tracker's prefault at start touched (0: --no-prefault)."""
+    if not nbytes:
+        return "off (--no-prefault): pages are faulted by the first tick that touches them"
+    return (f"{nbytes / 2**20:.1f} MiB faulted in at start (table at capacity, scratch, worker "
+            "arenas): no tick takes a first-touch fault, RSS flat from the start")
 
 
 def _fmt(v, spec):
@@ -638,6 +658,9 @@ def build_parser():
     p.add_argument("--cpu", type=int, default=None, help="pin the loop thread to this CPU")
     p.add_argument("--realtime-priority", type=int, default=None, metavar="P",
                    help="run the loop thread at SCHED_FIFO priority P")
+    p.add_argument("--no-prefault", action="store_true",
+                   help="do not fault the tracker's memory in at start (RSS then rises with the "
+                        "table's peak rows and the scratch high-water mark, bounded by capacity)")
     p.add_argument("--rt-strict", action="store_true",
                    help="an OS refusal of a real-time option is an error (default: a warning)")
     return p
@@ -659,7 +682,8 @@ def main(argv=None, out=None):
     try:
         run = DemoRun(a.targets, a.rate, a.duration, a.seed, a.fast, keep_tracks=bool(a.plot),
                       threads=a.threads, scenario=a.scenario, motion=a.motion, lock_memory=a.lock_memory,
-                      cpu=a.cpu, realtime_priority=a.realtime_priority, rt_strict=a.rt_strict)
+                      cpu=a.cpu, realtime_priority=a.realtime_priority, rt_strict=a.rt_strict,
+                      prefault=not a.no_prefault)
     except (ValueError, TypeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,0 +1,164 @@
+"""Prefaulting: Arena.prefault, Table.prefault, Tracker.prefault and the
+_os.h helpers under them make every page resident at once, keep contents,
+and change no result (issue 12: RSS flat from the first scan).
+
+Residency is read from /proc/self/statm (Linux): a fresh anonymous mapping
+costs nothing until touched, so RSS grows by the pages faulted in.
+"""
+import mmap
+import os
+
+import numpy as np
+import pytest
+
+from dod.arena import Arena
+from dod.table import Table
+from dod.tracker import Tracker, TrackerConfig
+
+PAGE = mmap.PAGESIZE
+MiB = 1 << 20
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc (Linux)")
+
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+def test_arena_prefault_makes_the_capacity_resident_and_keeps_contents():
+    a = Arena(48 * MiB)
+    x = a.empty(1000, np.int64)
+    x[:] = np.arange(1000) * 7
+    before = rss()
+    touched = a.prefault()
+    assert touched >= 48 * MiB and touched % PAGE == 0
+    assert rss() - before > 44 * MiB          # the pages were not resident before
+    assert np.array_equal(x, np.arange(1000) * 7)
+    assert a.used > 0 and a.stats()["allocations"] == 1       # nothing pushed or rewound
+    again = rss()
+    assert a.prefault() == touched and rss() - again < 2 * MiB        # idempotent
+
+
+def test_arena_prefault_of_a_caller_buffer_keeps_its_bytes():
+    buf = bytearray(os.urandom(3 * PAGE + 123))
+    copy = bytes(buf)
+    a = Arena(buffer=buf)
+    assert a.prefault() >= len(buf)
+    assert bytes(buf) == copy
+
+
+def test_growable_arena_prefaults_every_block():
+    a = Arena(1 * MiB, growable=True)
+    a.empty(3 * MiB // 2, np.uint8)            # a second block
+    assert a.blocks == 2
+    assert a.prefault() >= a.capacity
+
+
+def test_table_prefault_covers_every_row_and_keeps_contents():
+    t = Table({"x": (np.float64, (4,)), "k": np.uint32}, 200_000)
+    h = t.insert_many(x=np.arange(40.0).reshape(10, 4), k=np.arange(10))
+    before = rss()
+    touched = t.prefault()
+    assert touched >= t.nbytes
+    assert rss() - before > 0.9 * t.nbytes
+    assert np.array_equal(t["x"], np.arange(40.0).reshape(10, 4)) and t["k"].tolist() == list(range(10))
+    assert t.handles().tolist() == h.tolist() and len(t) == 10
+    t.check()
+
+
+def test_table_prefault_is_refused_during_an_exclusive_pass():
+    t = Table({"x": np.float64}, 100)
+    t.insert_many(x=np.ones(3))
+    with t.exclusive("a test pass"):
+        with pytest.raises(RuntimeError, match="a test pass"):
+            t.prefault()
+    assert t.prefault() > 0                   # the pass ended: allowed again
+    t.insert_many(x=np.ones(2))               # and the table takes inserts again
+    assert len(t) == 5
+
+
+OS_SOURCE = """
+from dod.arena cimport Arena
+
+cdef extern from "_os.h" nogil:
+    size_t dod_os_touch_pages(void* p, size_t size)
+    size_t dod_os_span_pages(const void* p, size_t size)
+
+def touch(Arena a, size_t offset, size_t n):
+    return dod_os_touch_pages(a.engine.base + offset, n)
+
+def span(size_t address, size_t n):
+    return dod_os_span_pages(<const void*>address, n)
+
+def base(Arena a):
+    return <size_t>a.engine.base
+"""
+
+
+def test_os_touch_fallback_and_page_span(compile_cython):
+    # dod_os_touch_pages is the path where MADV_POPULATE_WRITE is missing
+    # (kernels before 5.14): one read-write per page, contents unchanged.
+    mod = compile_cython(OS_SOURCE)
+    a = Arena(24 * MiB)
+    x = a.empty(4096, np.uint8)
+    x[:] = np.arange(4096) % 251
+    before = rss()
+    assert mod.touch(a, 100, 16 * MiB) == mod.span(mod.base(a) + 100, 16 * MiB) >= 16 * MiB
+    assert rss() - before > 15 * MiB
+    assert np.array_equal(x, np.arange(4096) % 251)
+    assert mod.touch(a, 0, 0) == 0
+    base = PAGE * 1000
+    assert mod.span(base, 1) == PAGE and mod.span(base, PAGE) == PAGE
+    assert mod.span(base + PAGE - 1, 2) == 2 * PAGE           # crosses a boundary
+    assert mod.span(base + 5, PAGE) == 2 * PAGE
+    assert mod.span(base, 0) == 0 and mod.span(0, 100) == 0
+
+
+def _scenario(seed=3, scans=30, n=300):
+    rng = np.random.default_rng(seed)
+    pos = rng.uniform(0, 2000, (n, 2))
+    vel = rng.normal(0, 5, (n, 2))
+    for _ in range(scans):
+        pos += vel * 0.02
+        seen = pos[rng.random(n) < 0.9]
+        clutter = rng.uniform(0, 2000, (rng.poisson(20), 2))
+        yield np.ascontiguousarray(np.vstack([seen + rng.normal(0, 1, seen.shape), clutter]))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tracker_prefault_changes_no_result(threads):
+    cfg = TrackerConfig(capacity=4000, max_detections=2000, threads=threads, parallel_min_rows=0)
+    lazy, eager = Tracker(cfg), Tracker(cfg)
+    before = rss()
+    touched = eager.prefault()
+    assert touched >= eager.table.nbytes + eager.scratch.capacity
+    assert rss() - before > 0.9 * (eager.table.nbytes + eager.scratch.capacity)
+    for z in _scenario():
+        lazy.tick(z, 0.02)
+        eager.tick(z, 0.02)
+    assert lazy.count == eager.count > 0
+    for name in ("id", "x", "P", "hits", "misses", "state", "score"):
+        assert np.array_equal(lazy.table[name], eager.table[name]), name
+    assert eager.prefault() == touched        # again, between ticks: still allowed, nothing moves
+    eager.table.check()
+
+
+def test_tracker_prefault_is_refused_while_its_table_is_held():
+    tr = Tracker(TrackerConfig(capacity=256, max_detections=128))
+    with tr.table.exclusive("someone else"):
+        with pytest.raises(RuntimeError, match="someone else"):
+            tr.prefault()
+    assert tr.prefault() > 0
+
+
+def test_demo_prefaults_unless_told_not_to():
+    from dod.tracker.demo import DemoRun
+    on = DemoRun(targets=50, duration=0.1, fast=True)
+    off = DemoRun(targets=50, duration=0.1, fast=True, prefault=False)
+    assert on.prefaulted >= on.tracker.table.nbytes + on.tracker.scratch.capacity
+    assert off.prefaulted == 0
+    on.run()
+    off.run()
+    assert "MiB faulted in at start" in on.summary()
+    assert "off (--no-prefault)" in off.summary()
