@@ -7,6 +7,7 @@
 #ifndef DOD_OS_H
 #define DOD_OS_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -79,7 +80,10 @@ static inline int dod_os_decommit(void *p, size_t size) { return madvise(p, size
  * no other thread may write the range meanwhile. dod_os_prefault uses
  * MADV_POPULATE_WRITE (Linux 5.14), which has no such condition, and falls
  * back to the touch where the kernel or the headers lack it. Both return
- * the bytes of the whole pages the range spans (0 for an empty range). */
+ * the bytes of the whole pages the range spans (0 for an empty range);
+ * dod_os_prefault returns 0 also when the kernel could not populate the
+ * pages (ENOMEM: not enough memory; part of the range may be resident),
+ * rather than touching on into the OOM killer. */
 static inline size_t dod_os_span_pages(const void *p, size_t size) {
     size_t page = dod_os_page_size();
     uintptr_t first, last;
@@ -103,9 +107,10 @@ static inline size_t dod_os_prefault(void *p, size_t size) {
     size_t span = dod_os_span_pages(p, size);
     /* The rounded-down first page is mapped (it holds p): only whole pages
      * of ours or shared with a neighbour, whose contents stay as they are. */
-    if (span != 0 &&
-        madvise((void *)((uintptr_t)p & ~(uintptr_t)(dod_os_page_size() - 1)), span, MADV_POPULATE_WRITE) == 0)
+    if (span == 0) return 0;
+    if (madvise((void *)((uintptr_t)p & ~(uintptr_t)(dod_os_page_size() - 1)), span, MADV_POPULATE_WRITE) == 0)
         return span;
+    if (errno != EINVAL) return 0;      /* EINVAL: a kernel before 5.14 (or a mapping that refuses it) */
 #endif
     return dod_os_touch_pages(p, size);
 }

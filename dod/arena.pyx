@@ -36,18 +36,22 @@ cimport cython
 cimport numpy as cnp
 from libc.stdint cimport uintptr_t, SIZE_MAX
 from libc.string cimport memset
+from libc.errno cimport errno
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_CONTIG
 from cpython.number cimport PyNumber_Index
 
-from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_pad_for, dod_poison
 
-cdef extern from "_os.h" nogil:
-    size_t dod_os_prefault(void* p, size_t size)
+from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_pad_for, dod_poison
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
 from dod._lease cimport RangePin, range_pin, range_pin_cover, range_pins_close, range_pins_top_above
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
                            dod_resource_allocate_from_python, dod_resource_deallocate,
                            dod_pages_resource)
+
+cdef extern from "_os.h" nogil:
+    size_t dod_os_prefault(void* p, size_t size)
+
+import os
 
 import numpy as np
 
@@ -476,12 +480,19 @@ cdef class Arena:
         not change. A growable arena's later blocks fault as they come (call
         it again after it grows). Memory the caller passed as ``buffer`` is
         faulted too. Linux: ``MADV_POPULATE_WRITE``, else one write per page.
+        MemoryError when the system cannot back the pages (not enough
+        memory, or a file mapping past its end; contents unchanged, part of
+        the arena may be resident).
         """
-        cdef size_t total = 0
+        cdef size_t total = 0, done
         cdef dod_arena_block* b = &self._first
         while b != NULL:
             with nogil:
-                total += dod_os_prefault(b.base, b.capacity)
+                done = dod_os_prefault(b.base, b.capacity)
+            if done == 0 and b.capacity > 0:
+                raise MemoryError(f"the system could not fault in {b.capacity} bytes of this arena "
+                                  f"({os.strerror(errno)}); contents unchanged")
+            total += done
             b = b.next
         return total
 

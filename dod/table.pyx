@@ -40,6 +40,7 @@ cimport cython
 cimport numpy as cnp
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t, uintptr_t
 from libc.string cimport memset, memcpy
+from libc.errno cimport errno
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.number cimport PyNumber_Index
 
@@ -55,6 +56,7 @@ from dod._lease cimport export_pin
 cdef extern from "_os.h" nogil:
     size_t dod_os_prefault(void* p, size_t size)
 
+import os
 from collections.abc import Mapping
 
 import numpy as np
@@ -770,16 +772,26 @@ cdef class Table:
         insert faults. Contents do not change. It runs as an exclusive pass
         (without the GIL): RuntimeError, nothing done, while another thread
         holds one (a tracker's tick), and inserts from other threads are
-        refused until it ends.
+        refused until it ends. MemoryError when the system cannot back the
+        pages (not enough memory; contents unchanged, part of the table may
+        be resident).
         """
-        cdef size_t i, total = 0
+        cdef size_t i, total = 0, done = 1
+        cdef int err = 0
         self.begin_exclusive("a prefault")
         try:
             with nogil:
                 for i in range(self._nblocks):
-                    total += dod_os_prefault(self._blocks[i], self._block_sizes[i])
+                    done = dod_os_prefault(self._blocks[i], self._block_sizes[i])
+                    if done == 0 and self._block_sizes[i] > 0:
+                        err = errno
+                        break
+                    total += done
         finally:
             self.end_exclusive()
+        if done == 0:
+            raise MemoryError(f"the system could not fault in this table's memory ({os.strerror(err)}); "
+                              "contents unchanged")
         return total
 
     def reorder(self, order, *, bint unchecked=False):

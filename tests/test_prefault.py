@@ -48,6 +48,21 @@ def test_arena_prefault_of_a_caller_buffer_keeps_its_bytes():
     assert bytes(buf) == copy
 
 
+def test_prefault_of_pages_the_system_cannot_back_raises(tmp_path):
+    # A shared file mapping past the end of its file: a touch would be
+    # SIGBUS, MADV_POPULATE_WRITE fails (EFAULT). prefault must raise
+    # MemoryError, not fall back to touching (the interpreter would die).
+    with open(tmp_path / "backing", "w+b") as f:
+        f.truncate(4 * PAGE)
+        m = mmap.mmap(f.fileno(), 4 * PAGE)
+        f.truncate(0)
+    a = Arena(buffer=m)
+    with pytest.raises(MemoryError, match="could not fault in"):
+        a.prefault()
+    del a
+    m.close()
+
+
 def test_growable_arena_prefaults_every_block():
     a = Arena(1 * MiB, growable=True)
     a.empty(3 * MiB // 2, np.uint8)            # a second block

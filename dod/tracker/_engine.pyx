@@ -45,8 +45,8 @@ from dod.table cimport (dod_table, Table, dod_table_insert, dod_table_insert_man
                         dod_table_reorder_scratch_bytes)
 from dod._types cimport dod_index
 from dod.tracker.assignment cimport dod_assignment_solve
-from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_bucket, dod_grid_holds, dod_grid_box,
-                               dod_grid_row)
+from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_holds, dod_grid_walk, dod_grid_walk_begin,
+                               dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS)
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse,
                                  dod_kalman_mahalanobis2, dod_kalman_update, dod_kalman_inverse_spd,
                                  dod_kalman_log_likelihood)
@@ -250,54 +250,31 @@ cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t
     place would bounce their cache line between cores at every pair)."""
     cdef _pairs local = dest[0]
     cdef _pairs* out = &local
-    cdef int dim = t.dim, a
-    cdef size_t ti, j, b, s
+    cdef int dim = t.dim, a, mode
+    cdef size_t ti, j, s
     cdef const dod_grid* g = &k.grid
-    cdef int64_t lo[3]
-    cdef int64_t hi[3]
+    cdef dod_grid_walk w
     cdef double blo[3]
     cdef double bhi[3]
-    cdef int64_t cx, cy, cz, base
-    cdef double ncells
     cdef bint free_only = stage == DOD_TRACK_TENTATIVE
+    cdef bint direct = g.direct        # a local: the test below stays out of memory
     for ti in range(row0, row1):
         if t.cols.state[ti] != stage or not k.gateable[ti]:
             continue
         for a in range(dim):
             blo[a] = t.cols.x[ti * t.n + a] - k.hw[ti * dim + a]
             bhi[a] = t.cols.x[ti * t.n + a] + k.hw[ti * dim + a]
-        if not dod_grid_box(g, blo, bhi, dim, lo, hi):
-            continue
-        ncells = 1.0
-        for a in range(3):
-            ncells *= <double>(hi[a] - lo[a] + 1)
-        if ncells > <double>k.D:
+        mode = dod_grid_walk_begin(g, blo, bhi, dim, k.D, &w)
+        if mode == DOD_GRID_WALK_ALL:
             # A gate wider than the whole index: scanning every detection is cheaper.
             for j in range(k.D):
                 _try_pair(t, k, out, ti, j, k.z + j * dim, free_only)
-            continue
-        if g.direct:
-            # Each row of cells of the box is one run of the sorted points.
-            for cz in range(lo[2], hi[2] + 1):
-                for cy in range(lo[1], hi[1] + 1):
-                    base = dod_grid_row(g, cy, cz)
-                    for s in range(g.bucket[base + lo[0]], g.bucket[base + hi[0] + 1]):
+        elif mode == DOD_GRID_WALK_CELLS:
+            while dod_grid_walk_next(g, &w):
+                for s in range(w.s0, w.s1):
+                    # A hashed bucket may hold other cells' points: keep this cell's only.
+                    if direct or dod_grid_holds(g, s, w.cx, w.cy, w.cz):
                         _try_pair(t, k, out, ti, g.order[s], g.spos + s * dim, free_only)
-            continue
-        cx = lo[0]
-        while cx <= hi[0]:
-            cy = lo[1]
-            while cy <= hi[1]:
-                cz = lo[2]
-                while cz <= hi[2]:
-                    b = dod_grid_bucket(g, cx, cy, cz)
-                    for s in range(g.bucket[b], g.bucket[b + 1]):
-                        # Other cells may share this bucket: keep this cell's only.
-                        if dod_grid_holds(g, s, cx, cy, cz):
-                            _try_pair(t, k, out, ti, g.order[s], g.spos + s * dim, free_only)
-                    cz += 1
-                cy += 1
-            cx += 1
     dest[0] = local
 
 
@@ -906,14 +883,12 @@ cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double d
     initiation): gate |z - s| <= v_max dt + pair_noise through the grid, then
     iterated mutual nearest neighbours. A paired detection j of single i is
     marked det_track[j] = -2 - i."""
-    cdef size_t ns = t.singles.count, i, j, p, b, s
-    cdef int dim = t.dim, a
-    cdef double R = t.v_max * dt + t.pair_noise, ncells
-    cdef int64_t lo[3]
-    cdef int64_t hi[3]
+    cdef size_t ns = t.singles.count, i, j, p, s
+    cdef int dim = t.dim, a, mode
+    cdef double R = t.v_max * dt + t.pair_noise
+    cdef dod_grid_walk w
     cdef double blo[3]
     cdef double bhi[3]
-    cdef int64_t cx, cy, cz, base
     cdef int32_t bi, bd
     cdef size_t matched
     cdef const dod_grid* g = &k.grid
@@ -929,35 +904,15 @@ cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double d
         for a in range(dim):
             blo[a] = t.single_z[i * dim + a] - R
             bhi[a] = t.single_z[i * dim + a] + R
-        if not dod_grid_box(g, blo, bhi, dim, lo, hi):
-            continue
-        ncells = 1.0
-        for a in range(3):
-            ncells *= <double>(hi[a] - lo[a] + 1)
-        if ncells > <double>k.D:
+        mode = dod_grid_walk_begin(g, blo, bhi, dim, k.D, &w)
+        if mode == DOD_GRID_WALK_ALL:
             for j in range(k.D):
                 _try_single(t, k, cnt, i, j, R * R)
-            continue
-        if g.direct:
-            for cz in range(lo[2], hi[2] + 1):
-                for cy in range(lo[1], hi[1] + 1):
-                    base = dod_grid_row(g, cy, cz)
-                    for s in range(g.bucket[base + lo[0]], g.bucket[base + hi[0] + 1]):
+        elif mode == DOD_GRID_WALK_CELLS:
+            while dod_grid_walk_next(g, &w):
+                for s in range(w.s0, w.s1):
+                    if g.direct or dod_grid_holds(g, s, w.cx, w.cy, w.cz):
                         _try_single(t, k, cnt, i, g.order[s], R * R)
-            continue
-        cx = lo[0]
-        while cx <= hi[0]:
-            cy = lo[1]
-            while cy <= hi[1]:
-                cz = lo[2]
-                while cz <= hi[2]:
-                    b = dod_grid_bucket(g, cx, cy, cz)
-                    for s in range(g.bucket[b], g.bucket[b + 1]):
-                        if dod_grid_holds(g, s, cx, cy, cz):
-                            _try_single(t, k, cnt, i, g.order[s], R * R)
-                    cz += 1
-                cy += 1
-            cx += 1
     cnt.pairs += k.npairs
     # Iterated mutual nearest neighbours: a pair that is the cheapest of both
     # its single (ties: lower detection) and its detection (ties: lower
@@ -1626,7 +1581,9 @@ cdef class Tracker:
         With it RSS is the worst case from the start and stays there. Call it
         once, before the loop (the demo does, unless ``--no-prefault``).
         Contents do not change. RuntimeError while a tick runs in another
-        thread (and a tick is refused while this runs).
+        thread (and a tick is refused while this runs); MemoryError when the
+        system cannot back the pages (part may be resident, nothing else
+        changes).
         """
         if self.table is None or self.scratch is None:
             raise TypeError("this Tracker was never initialised (Tracker.__new__ without __init__)")

@@ -3,16 +3,15 @@
 # with each track's gate box. Inline nogil functions on a plain struct; the
 # arrays come from the caller (the tick's scratch).
 #
-#     from dod.tracker.grid cimport dod_grid, dod_grid_build, dod_grid_box, ...
+#     from dod.tracker.grid cimport dod_grid, dod_grid_build, dod_grid_walk, ...
 #     dod_grid_build(&g, points, n, dim)            # g.h (minimum side), g.nb and the arrays set
-#     if dod_grid_box(&g, lo_pos, hi_pos, dim, lo, hi):   # the box's cells (see below)
-#         if g.direct:                              # one run of buckets per row of cells
-#             for cz, cy in the box: base = dod_grid_row(&g, cy, cz)
-#                 for s in range(g.bucket[base + lo[0]], g.bucket[base + hi[0] + 1]): point g.order[s]
-#         else:                                     # hashed: one bucket per cell, buckets mix cells
-#             for each cell (cx, cy, cz) of the box: b = dod_grid_bucket(&g, cx, cy, cz)
-#                 for s in range(g.bucket[b], g.bucket[b + 1]):
-#                     if dod_grid_holds(&g, s, cx, cy, cz): point g.order[s]
+#     mode = dod_grid_walk_begin(&g, lo_pos, hi_pos, dim, n, &w)   # the box's cells
+#     if mode == DOD_GRID_WALK_ALL:                 # more cells than points: every point j
+#         ...
+#     elif mode == DOD_GRID_WALK_CELLS:
+#         while dod_grid_walk_next(&g, &w):         # direct: a run per row of cells;
+#             for s in range(w.s0, w.s1):           # hashed: a bucket per cell, buckets mix cells
+#                 if g.direct or dod_grid_holds(&g, s, w.cx, w.cy, w.cz): point g.order[s] at g.spos[s]
 #
 # Two modes, chosen by build (a pure function of the points, so every thread
 # count gets the same grid):
@@ -127,6 +126,81 @@ cdef inline bint dod_grid_box(const dod_grid* g, const double* lo_pos, const dou
             lo[a] = 0
             hi[a] = 0
     return hit
+
+
+ctypedef struct dod_grid_walk:
+    # The runs of sorted points (order[s0:s1], spos[s0:s1]) in the cells of
+    # a box, from dod_grid_walk_begin / dod_grid_walk_next. Direct: one run
+    # per row of cells (cz, then cy). Hashed: one bucket per cell (cx, then
+    # cy, then cz), which may hold other cells' points: the caller keeps
+    # those with dod_grid_holds(g, s, cx, cy, cz).
+    int64_t lo[3]
+    int64_t hi[3]
+    int64_t cx, cy, cz      # the current cell (hashed) or row of cells (direct: cy, cz)
+    size_t s0, s1           # the current run
+    bint started
+
+
+cdef enum:
+    DOD_GRID_WALK_NONE = 0          # the box misses the grid: no point
+    DOD_GRID_WALK_ALL = 1           # more cells than points: scan every point instead
+    DOD_GRID_WALK_CELLS = 2         # walk the runs with dod_grid_walk_next
+
+
+cdef inline int dod_grid_walk_begin(const dod_grid* g, const double* lo_pos, const double* hi_pos, int dim,
+                                    size_t npoints, dod_grid_walk* w) noexcept nogil:
+    """Start a walk of the cells of the box lo_pos .. hi_pos (DOD_GRID_WALK_*)."""
+    cdef double ncells = 1.0
+    cdef int a
+    if not dod_grid_box(g, lo_pos, hi_pos, dim, w.lo, w.hi):
+        return DOD_GRID_WALK_NONE
+    for a in range(3):
+        ncells *= <double>(w.hi[a] - w.lo[a] + 1)
+    if ncells > <double>npoints:
+        return DOD_GRID_WALK_ALL
+    w.started = False
+    return DOD_GRID_WALK_CELLS
+
+
+cdef inline bint dod_grid_walk_next(const dod_grid* g, dod_grid_walk* w) noexcept nogil:
+    """Step to the next run (w.s0 .. w.s1, possibly empty); False after the last."""
+    cdef size_t b
+    cdef int64_t base
+    if g.direct:
+        if not w.started:
+            w.started = True
+            w.cz = w.lo[2]
+            w.cy = w.lo[1]
+        else:
+            w.cy += 1
+            if w.cy > w.hi[1]:
+                w.cy = w.lo[1]
+                w.cz += 1
+        if w.cz > w.hi[2]:
+            return False
+        base = dod_grid_row(g, w.cy, w.cz)
+        w.s0 = g.bucket[base + w.lo[0]]
+        w.s1 = g.bucket[base + w.hi[0] + 1]
+        return True
+    if not w.started:
+        w.started = True
+        w.cx = w.lo[0]
+        w.cy = w.lo[1]
+        w.cz = w.lo[2]
+    else:
+        w.cz += 1
+        if w.cz > w.hi[2]:
+            w.cz = w.lo[2]
+            w.cy += 1
+            if w.cy > w.hi[1]:
+                w.cy = w.lo[1]
+                w.cx += 1
+    if w.cx > w.hi[0]:
+        return False
+    b = dod_grid_bucket(g, w.cx, w.cy, w.cz)
+    w.s0 = g.bucket[b]
+    w.s1 = g.bucket[b + 1]
+    return True
 
 
 cdef inline double _dod_grid_box_cells(dod_grid* g, const double* lo, const double* hi, int dim) noexcept nogil:
