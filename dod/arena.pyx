@@ -40,7 +40,6 @@ from libc.errno cimport errno
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_CONTIG
 from cpython.number cimport PyNumber_Index
 
-
 from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_pad_for, dod_poison
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
 from dod._lease cimport RangePin, range_pin, range_pin_cover, range_pins_close, range_pins_top_above
@@ -485,13 +484,16 @@ cdef class Arena:
         the arena may be resident).
         """
         cdef size_t total = 0, done
+        cdef int err = 0
         cdef dod_arena_block* b = &self._first
         while b != NULL:
             with nogil:
                 done = dod_os_prefault(b.base, b.capacity)
+                if done == 0:
+                    err = errno         # before taking the GIL back can change it
             if done == 0 and b.capacity > 0:
                 raise MemoryError(f"the system could not fault in {b.capacity} bytes of this arena "
-                                  f"({os.strerror(errno)}); contents unchanged")
+                                  f"({os.strerror(err)}); contents unchanged")
             total += done
             b = b.next
         return total
