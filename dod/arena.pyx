@@ -481,7 +481,9 @@ cdef class Arena:
         faulted too. Linux: ``MADV_POPULATE_WRITE``, else one write per page.
         MemoryError when the system cannot back the pages (not enough
         memory, or a file mapping past its end; contents unchanged, part of
-        the arena may be resident).
+        the arena may be resident). On kernels before Linux 5.14, which lack
+        ``MADV_POPULATE_WRITE``, the pages are touched instead, and a buffer
+        the system cannot back raises SIGBUS there, as any write to it would.
         """
         cdef size_t total = 0, done
         cdef int err = 0

@@ -52,6 +52,7 @@ def test_prefault_of_pages_the_system_cannot_back_raises(tmp_path):
     # A shared file mapping past the end of its file: a touch would be
     # SIGBUS, MADV_POPULATE_WRITE fails (EFAULT). prefault must raise
     # MemoryError, not fall back to touching (the interpreter would die).
+    # Needs Linux 5.14+ (MADV_POPULATE_WRITE), as every machine CI runs on.
     with open(tmp_path / "backing", "w+b") as f:
         f.truncate(4 * PAGE)
         m = mmap.mmap(f.fileno(), 4 * PAGE)
