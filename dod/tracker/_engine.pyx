@@ -1070,11 +1070,11 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef dod_tick_counts cnt
     cdef size_t mark = dod_arena_mark(scratch)
     cdef dod_table* tab = t.table
-    cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch, mstep, fstep
+    cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch, mstep, fstep, row0, bstep
     cdef bint index_early
     cdef int dim = t.dim, n = t.n, a
     cdef bint ok = True, finite
-    cdef double r2 = t.r * t.r, hsum = 0.0, hmax, v, lc, d2
+    cdef double hsum = 0.0, lc, d2
     cdef double y[3]
     cdef uint32_t nmask, hist
     cdef bint grid_built = False
@@ -1266,16 +1266,16 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
             k.born[nfree] = <int32_t>j
             nfree += 1
     nfit = min(nfree, tab.capacity - tab.count)
-    i = tab.count
+    row0 = tab.count
     dod_table_insert_many(tab, nfit, NULL)
     cnt.births_dropped += nfree - nfit
     tab.failed += nfree - nfit     # each dropped birth is a refused insert
     if nt > 1 and T >= <size_t>nt * t.min_rows and nfit >= <size_t>nt * t.min_rows:
-        mstep = (nfit + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS
+        bstep = (nfit + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS
         for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="dynamic", chunksize=1):
-            _birth_rows(t, &k, i, min(nfit, ch * mstep), min(nfit, (ch + 1) * mstep), lc)
+            _birth_rows(t, &k, row0, min(nfit, ch * bstep), min(nfit, (ch + 1) * bstep), lc)
     else:
-        _birth_rows(t, &k, i, 0, nfit, lc)
+        _birth_rows(t, &k, row0, 0, nfit, lc)
     t.next_id += nfit
     cnt.births += nfit
     cnt.tentative = tab.count - cnt.confirmed     # births are tentative
