@@ -45,11 +45,11 @@
 # Thread-safety: build is one writer; queries of a built grid only read.
 from libc.math cimport floor
 from libc.stdint cimport uint32_t, uint64_t, int64_t
-from libc.string cimport memset
+from libc.string cimport memset, memmove
 
 
 ctypedef struct dod_grid:
-    int64_t* cell           # [n, 3] cell of each point
+    int64_t* cell           # [n, 3] cell of each point (direct mode: [n], its bucket)
     uint32_t* bucket        # [nb + 1] start of each bucket in `order`
     uint32_t* order         # [n] points sorted by bucket
     int64_t* scell          # [n, 3] cell of order[s]
@@ -219,22 +219,35 @@ cdef inline double _dod_grid_box_cells(dod_grid* g, const double* lo, const doub
     return cells
 
 
-cdef inline void _dod_grid_counts_to_ends(dod_grid* g) noexcept nogil:
-    """bucket[b + 1] holds bucket b's count: make bucket[b] its start (a
-    running sum), so that a fill can use bucket[b] as bucket b's cursor."""
-    cdef size_t b, acc = 0
-    for b in range(g.nb + 1):
-        acc += g.bucket[b]
+cdef inline size_t _dod_grid_direct_cell(const dod_grid* g, const double* p, int dim) noexcept nogil:
+    """Direct mode: the bucket (row-major cell, x fastest) of point p."""
+    cdef size_t b = 0
+    cdef int a = dim - 1
+    while a >= 0:
+        b = b * <size_t>g.ncell[a] + <size_t>(dod_grid_cell_of(p[a], g.h) - g.org[a])
+        a -= 1
+    return b
+
+
+cdef inline uint64_t _dod_grid_counts_to_ends(dod_grid* g, size_t nb) noexcept nogil:
+    """bucket[b + 1] holds bucket b's count (b < nb): make bucket[b] its
+    start (a running sum), so that a fill can use bucket[b] as bucket b's
+    cursor. Returns the sum of the squared counts, the crowding (in
+    integers: exact, and no chain of dependent floating adds)."""
+    cdef size_t b
+    cdef uint64_t acc = 0, crowd = 0, c
+    for b in range(nb + 1):
+        c = g.bucket[b]
+        crowd += c * c
+        acc += c
         g.bucket[b] = <uint32_t>acc
+    return crowd
 
 
 cdef inline void _dod_grid_ends_to_starts(dod_grid* g) noexcept nogil:
     """After the fill each cursor bucket[b] stands at bucket b's end (the next
     bucket's start): shift them back so that bucket[b] is b's start again."""
-    cdef size_t c = g.nb
-    while c > 0:
-        g.bucket[c] = g.bucket[c - 1]
-        c -= 1
+    memmove(g.bucket + 1, g.bucket, g.nb * sizeof(uint32_t))
     g.bucket[0] = 0
 
 
@@ -261,7 +274,8 @@ cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int
     the mode (see the header) and may widen g.h."""
     cdef size_t j, b
     cdef int a, widen
-    cdef double cells, h0 = g.h, f, crowd, v
+    cdef double cells, h0 = g.h, f, v
+    cdef uint64_t crowd
     cdef double lo[3]
     cdef double hi[3]
     g.n = n
@@ -289,24 +303,25 @@ cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int
         g.direct = cells <= <double>g.nb and g.h <= h0 * _DOD_GRID_MAX_WIDEN
     if g.direct:
         memset(g.bucket, 0, (<size_t>cells + 1) * sizeof(uint32_t))
-        for j in range(n):
-            b = 0
-            a = dim - 1
-            while a >= 0:
-                b = b * <size_t>g.ncell[a] + <size_t>(dod_grid_cell_of(points[j * dim + a], g.h) - g.org[a])
-                a -= 1
-            g.cell[j * 3] = <int64_t>b
-            g.bucket[b + 1] += 1
-        crowd = 0.0
-        for b in range(1, <size_t>cells + 1):
-            crowd += <double>g.bucket[b] * <double>g.bucket[b]
-        if crowd > <double>_DOD_GRID_CROWDED * <double>n + 64.0:
+        # cell[j] (not cell[3 j]: direct mode keeps one index per point)
+        if dim == 2:                # constant dimensions: gcc unrolls the inlined cells
+            for j in range(n):
+                b = _dod_grid_direct_cell(g, points + j * 2, 2)
+                g.cell[j] = <int64_t>b
+                g.bucket[b + 1] += 1
+        else:
+            for j in range(n):
+                b = _dod_grid_direct_cell(g, points + j * 3, 3)
+                g.cell[j] = <int64_t>b
+                g.bucket[b + 1] += 1
+        # starts and crowding in one pass; too crowded: the hashed mode starts over
+        crowd = _dod_grid_counts_to_ends(g, <size_t>cells)
+        if <double>crowd > <double>_DOD_GRID_CROWDED * <double>n + 64.0:
             g.direct = False
     if g.direct:
         g.nb = <size_t>cells         # the buckets in use (bucket[nb] ends the last)
-        _dod_grid_counts_to_ends(g)
         for j in range(n):
-            b = <size_t>g.cell[j * 3]
+            b = <size_t>g.cell[j]
             g.order[g.bucket[b]] = <uint32_t>j
             g.bucket[b] += 1
         _dod_grid_gather(g, points, dim)
@@ -319,7 +334,7 @@ cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int
             g.cell[j * 3 + a] = dod_grid_cell_of(points[j * dim + a], g.h) if a < dim else 0
         b = dod_grid_bucket(g, g.cell[j * 3], g.cell[j * 3 + 1], g.cell[j * 3 + 2])
         g.bucket[b + 1] += 1
-    _dod_grid_counts_to_ends(g)
+    _dod_grid_counts_to_ends(g, g.nb)
     for j in range(n):
         b = dod_grid_bucket(g, g.cell[j * 3], g.cell[j * 3 + 1], g.cell[j * 3 + 2])
         g.order[g.bucket[b]] = <uint32_t>j
