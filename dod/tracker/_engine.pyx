@@ -211,8 +211,8 @@ cdef inline void* _push(dod_arena* a, size_t n, size_t size, bint* ok) noexcept 
 
 
 cdef inline void _try_pair(const dod_tracker* t, const _tick* k, _pairs* out, size_t ti, size_t j,
-                           const double* zj, bint free_only) noexcept nogil:
-    cdef int dim = t.dim, a
+                           const double* zj, bint free_only, int dim) noexcept nogil:
+    cdef int a
     cdef double y[3]
     cdef double d2
     if free_only and k.det_track[j] >= 0:
@@ -246,12 +246,23 @@ cdef inline void _try_pair(const dod_tracker* t, const _tick* k, _pairs* out, si
 cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t stage,
                      size_t row0, size_t row1) noexcept nogil:
     """Gated pairs of the tracks in `stage` among rows [row0, row1) (and, for
-    tentative, free detections), appended to `dest` in row order. Works on a
-    local copy of `dest` (the workers' segments sit side by side: counting in
-    place would bounce their cache line between cores at every pair)."""
+    tentative, free detections), appended to `dest` in row order."""
+    # a constant dimension in each call: gcc unrolls every per-axis loop of
+    # the inlined gate, box and walk (callgrind: 14 % fewer instructions)
+    if t.dim == 2:
+        _gate_rows_dim(t, k, dest, stage, row0, row1, 2)
+    else:
+        _gate_rows_dim(t, k, dest, stage, row0, row1, 3)
+
+
+cdef inline void _gate_rows_dim(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t stage,
+                                size_t row0, size_t row1, int dim) noexcept nogil:
+    """_gate_rows in dimension dim. Works on a local copy of `dest` (the
+    workers' segments sit side by side: counting in place would bounce
+    their cache line between cores at every pair)."""
     cdef _pairs local = dest[0]
     cdef _pairs* out = &local
-    cdef int dim = t.dim, a, mode
+    cdef int a, mode
     cdef size_t ti, j, s
     cdef const dod_grid* g = &k.grid
     cdef dod_grid_walk w
@@ -269,13 +280,13 @@ cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t
         if mode == DOD_GRID_WALK_ALL:
             # A gate wider than the whole index: scanning every detection is cheaper.
             for j in range(k.D):
-                _try_pair(t, k, out, ti, j, k.z + j * dim, free_only)
+                _try_pair(t, k, out, ti, j, k.z + j * dim, free_only, dim)
         elif mode == DOD_GRID_WALK_CELLS:
             while dod_grid_walk_next(g, &w):
                 for s in range(w.s0, w.s1):
                     # A hashed bucket may hold other cells' points: keep this cell's only.
                     if direct or dod_grid_holds(g, s, w.cx, w.cy, w.cz):
-                        _try_pair(t, k, out, ti, g.order[s], g.spos + s * dim, free_only)
+                        _try_pair(t, k, out, ti, g.order[s], g.spos + s * dim, free_only, dim)
     dest[0] = local
 
 
