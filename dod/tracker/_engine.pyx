@@ -36,6 +36,8 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.string cimport memset, memcpy
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
+from dod.atomics cimport dod_atomic_load_u32, dod_atomic_store_u32
+
 from dod.arena cimport (dod_arena, Arena, dod_arena_push, dod_arena_mark,
                         dod_arena_rewind)
 from dod.table cimport (dod_table, Table, dod_table_insert, dod_table_insert_many, dod_table_zero_rows,
@@ -45,8 +47,8 @@ from dod.table cimport (dod_table, Table, dod_table_insert, dod_table_insert_man
                         dod_table_reorder_scratch_bytes)
 from dod._types cimport dod_index
 from dod.tracker.assignment cimport dod_assignment_solve
-from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_holds, dod_grid_walk, dod_grid_walk_begin,
-                               dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS)
+from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_holds, dod_grid_keep_free, dod_grid_walk,
+                               dod_grid_walk_begin, dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS)
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse,
                                  dod_kalman_mahalanobis2, dod_kalman_update, dod_kalman_inverse_spd,
                                  dod_kalman_log_likelihood)
@@ -75,6 +77,7 @@ cdef enum:
     _GATE_CHUNKS_PER_THREAD = 16    # chunks per worker when the rows allow
     _CLUSTER_CHUNK = 1024           # root rows per dynamic chunk of the parallel cluster solve
     _TAIL_CHUNKS = 32               # chunks of parallel deaths (moves, and freed slots) and births
+    _FUSE_ROWS = 64                 # rows predicted then gated at once (their x, P, Si, hw in L1: 16 KiB)
 
 # Largest cost matrix plus solver temporaries of one cluster (16 MiB: a
 # 1000 x 1000 cluster); larger clusters are solved greedily and counted.
@@ -126,6 +129,17 @@ def _kernel_ekf_update(double[::1] x, double[:, ::1] P, double[::1] z, double[::
 
 # ---------------------------------------------------------------- per-tick scratch layout
 
+ctypedef struct _pairs:
+    # Where one gating pass writes its pairs: the whole pair buffer (serial)
+    # or one worker's segment of it (threads > 1).
+    int32_t* pt
+    int32_t* pd
+    double* pc
+    size_t n
+    size_t cap
+    size_t dropped
+
+
 ctypedef struct _tick:
     # detections
     double* z               # [D, dim] valid detections
@@ -158,6 +172,11 @@ ctypedef struct _tick:
     size_t row_chunks       # chunks of chunk_rows rows covering rows [0, T)
     size_t chunk_at[_GATE_CHUNKS]
     size_t chunk_n[_GATE_CHUNKS]
+    bint gate_parallel      # the current gating pass runs over the workers (_gate_open)
+    _pairs whole            # its buffer when serial
+    _pairs seg[DOD_TRACKER_MAX_THREADS]     # the workers' segments when parallel
+    uint8_t chunk_gated[_GATE_CHUNKS]       # fused pass: chunk gated beside its predict
+    uint32_t grid_ready     # fused pass: the index is built (atomic: release by its builder)
     # two-point initiation (initiation="two_point")
     uint8_t* sused          # [singles] waiting detection paired this scan
     int32_t* sbest          # [singles] its cheapest pair this round
@@ -172,17 +191,6 @@ ctypedef struct _tick:
     # deaths and births
     dod_table_removal rm    # hole, fill, slot: [T] each (dod.table's batch removal)
     int32_t* born           # [D] free detections in scan order (births of single-scan initiation)
-
-
-ctypedef struct _pairs:
-    # Where one gating pass writes its pairs: the whole pair buffer (serial)
-    # or one worker's segment of it (threads > 1).
-    int32_t* pt
-    int32_t* pd
-    double* pc
-    size_t n
-    size_t cap
-    size_t dropped
 
 
 cdef inline bint _all_finite(const double* v, size_t n) noexcept nogil:
@@ -246,7 +254,8 @@ cdef inline void _try_pair(const dod_tracker* t, const _tick* k, _pairs* out, si
 cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t stage,
                      size_t row0, size_t row1) noexcept nogil:
     """Gated pairs of the tracks in `stage` among rows [row0, row1) (and, for
-    tentative, free detections), appended to `dest` in row order."""
+    tentative, free detections: k.grid then holds only those,
+    dod_grid_keep_free), appended to `dest` in row order."""
     # a constant dimension in each call: gcc unrolls every per-axis loop of
     # the inlined gate, box and walk (callgrind: 14 % fewer instructions)
     if t.dim == 2:
@@ -282,11 +291,12 @@ cdef inline void _gate_rows_dim(const dod_tracker* t, const _tick* k, _pairs* de
             for j in range(k.D):
                 _try_pair(t, k, out, ti, j, k.z + j * dim, free_only, dim)
         elif mode == DOD_GRID_WALK_CELLS:
+            # (the tentative stage's index holds the free detections only: no test)
             while dod_grid_walk_next(g, &w):
                 for s in range(w.s0, w.s1):
                     # A hashed bucket may hold other cells' points: keep this cell's only.
                     if direct or dod_grid_holds(g, s, w.cx, w.cy, w.cz):
-                        _try_pair(t, k, out, ti, g.order[s], g.spos + s * dim, free_only, dim)
+                        _try_pair(t, k, out, ti, g.order[s], g.spos + s * dim, False, dim)
     dest[0] = local
 
 
@@ -311,6 +321,58 @@ cdef void _gate_chunk(const dod_tracker* t, _tick* k, _pairs* seg, uint8_t stage
     k.chunk_n[ch] = seg.n - n0
 
 
+cdef void _gate_open(const dod_tracker* t, _tick* k) noexcept nogil:
+    """Start a gating pass: the whole pair buffer (serial), or one segment
+    of it per worker (threads, with enough rows)."""
+    cdef int nt = t.threads, w
+    cdef size_t at
+    k.npairs = 0
+    k.pairs_dropped = 0
+    k.chunks = 0
+    k.whole.pt = k.pt
+    k.whole.pd = k.pd
+    k.whole.pc = k.pc
+    k.whole.n = 0
+    k.whole.cap = k.pair_cap
+    k.whole.dropped = 0
+    k.gate_parallel = nt > 1 and k.T >= <size_t>nt * t.min_rows
+    if k.gate_parallel:
+        for w in range(nt):
+            at = k.pair_cap * <size_t>w // <size_t>nt
+            k.seg[w].pt = k.pt + at
+            k.seg[w].pd = k.pd + at
+            k.seg[w].pc = k.pc + at
+            k.seg[w].n = 0
+            k.seg[w].cap = k.pair_cap * <size_t>(w + 1) // <size_t>nt - at
+            k.seg[w].dropped = 0
+
+
+cdef void _gate_close(const dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
+    """End a gating pass: the run list of the chunks the workers gated or,
+    serially (or when a worker's segment filled up), the one run of the
+    whole buffer. After a parallel pass that dropped pairs the serial pass
+    runs instead, so the pairs kept and dropped are those of one thread
+    whatever the thread count."""
+    cdef int w
+    cdef size_t dropped = 0, ch
+    if k.gate_parallel:
+        for w in range(t.threads):
+            dropped += k.seg[w].dropped
+        if dropped == 0:
+            k.chunks = k.row_chunks
+            for ch in range(k.row_chunks):
+                k.npairs += k.chunk_n[ch]
+            return
+        k.whole.n = 0
+        k.whole.dropped = 0
+        _gate_rows(t, k, &k.whole, stage, 0, k.T)
+    k.chunks = 1
+    k.chunk_at[0] = 0
+    k.chunk_n[0] = k.whole.n
+    k.npairs = k.whole.n
+    k.pairs_dropped = k.whole.dropped
+
+
 cdef void _gate(dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
     """All gated pairs of `stage` into k.pt/pd/pc, as k.chunks runs: run c
     is k.pt[chunk_at[c] : chunk_at[c] + chunk_n[c]], and the runs in order
@@ -322,48 +384,17 @@ cdef void _gate(dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
     chunk varies with its tracks' stages and gate widths, and a worker
     preempted by another process should not hold up the others); each
     worker appends to its own segment of the pair buffer, and the run list
-    gives the order back without moving a pair. If any segment filled up,
-    the serial pass is run instead, so the pairs kept and dropped are those
-    of one thread whatever the thread count."""
-    cdef _pairs whole
-    cdef _pairs seg[DOD_TRACKER_MAX_THREADS]
-    cdef int nt = t.threads, w
-    cdef size_t T = k.T, at, dropped = 0, ch
-    k.npairs = 0
-    k.pairs_dropped = 0
-    k.chunks = 0
+    gives the order back without moving a pair."""
+    cdef size_t ch
+    _gate_open(t, k)
     if k.D == 0:
         return
-    whole.pt = k.pt
-    whole.pd = k.pd
-    whole.pc = k.pc
-    whole.n = 0
-    whole.cap = k.pair_cap
-    whole.dropped = 0
-    if nt > 1 and T >= <size_t>nt * t.min_rows:
-        for w in range(nt):
-            at = k.pair_cap * <size_t>w // <size_t>nt
-            seg[w].pt = k.pt + at
-            seg[w].pd = k.pd + at
-            seg[w].pc = k.pc + at
-            seg[w].n = 0
-            seg[w].cap = k.pair_cap * <size_t>(w + 1) // <size_t>nt - at
-            seg[w].dropped = 0
-        for ch in prange(k.row_chunks, num_threads=nt, schedule="dynamic", chunksize=1):
-            _gate_chunk(t, k, &seg[threadid()], stage, ch)
-        for w in range(nt):
-            dropped += seg[w].dropped
-        if dropped == 0:
-            k.chunks = k.row_chunks
-            for ch in range(k.row_chunks):
-                k.npairs += k.chunk_n[ch]
-            return
-    _gate_rows(t, k, &whole, stage, 0, T)
-    k.chunks = 1
-    k.chunk_at[0] = 0
-    k.chunk_n[0] = whole.n
-    k.npairs = whole.n
-    k.pairs_dropped = whole.dropped
+    if k.gate_parallel:
+        for ch in prange(k.row_chunks, num_threads=t.threads, schedule="dynamic", chunksize=1):
+            _gate_chunk(t, k, &k.seg[threadid()], stage, ch)
+    else:
+        _gate_rows(t, k, &k.whole, stage, 0, k.T)
+    _gate_close(t, k, stage)
 
 
 cdef inline int32_t _find(int32_t* parent, int32_t i) noexcept nogil:
@@ -484,8 +515,9 @@ cdef size_t _solve_roots(const dod_tracker* t, _tick* k, size_t r0, size_t r1, d
 
 
 cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t stage,
-                     dod_arena* scratch) noexcept nogil:
-    """One stage: gate, split the pairs into clusters (union-find), solve each.
+                     dod_arena* scratch, bint gated) noexcept nogil:
+    """One stage: gate (unless `gated`: the pairs are in the buffer, from the
+    fused predict pass), split the pairs into clusters (union-find), solve each.
 
     Lone pairs are assigned at once; union-find and the grouping of the
     other pairs are serial (a few passes over the pairs); with threads the
@@ -494,7 +526,8 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
     cdef size_t p, p0, p1, T = k.T, N, greedy = 0, chunks, ch, lone = 0
     cdef int32_t a, b, r, acc, c
     cdef int nt = t.threads
-    _gate(t, k, stage)
+    if not gated:
+        _gate(t, k, stage)
     cnt.pairs += k.npairs
     cnt.pairs_dropped += k.pairs_dropped
     if k.npairs == 0:
@@ -617,6 +650,40 @@ cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, 
             if v > hmax:
                 hmax = v
         k.hm[ti] = hmax if k.gateable[ti] else 0.0
+
+
+cdef void _predict_gate_rows(const dod_tracker* t, _tick* k, double dt, _pairs* dest,
+                             size_t row0, size_t row1) noexcept nogil:
+    """Predict rows [row0, row1) and gate the confirmed ones among them
+    into `dest` (the index built), _FUSE_ROWS rows at a time: gating reads
+    a row's state, gate and innovation inverse while predict has just left
+    them in L1 (two passes over the table read them from memory twice:
+    at 100,000 targets the tracks' columns fill tens of MB). The pairs and
+    all they depend on are those of the two passes one after the other."""
+    cdef size_t b0, b1
+    b0 = row0
+    while b0 < row1:
+        b1 = min(row1, b0 + _FUSE_ROWS)
+        _predict_rows(t, k, dt, b0, b1)
+        _gate_rows(t, k, dest, DOD_TRACK_CONFIRMED, b0, b1)
+        b0 = b1
+
+
+cdef void _predict_chunk(const dod_tracker* t, _tick* k, double dt, size_t ch, bint fused,
+                         _pairs* seg) noexcept nogil:
+    """Predict chunk ch of the rows (k.chunk_rows each) on a worker; with
+    `fused`, gate its confirmed tracks too, into this worker's segment
+    `seg`, when the index is ready by then (k.grid_ready; a chunk predicted
+    before is gated after the pass)."""
+    cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), n0
+    if fused and dod_atomic_load_u32(&k.grid_ready):
+        n0 = seg.n
+        _predict_gate_rows(t, k, dt, seg, r0, r1)
+        k.chunk_at[ch] = <size_t>(seg.pt - k.pt) + n0
+        k.chunk_n[ch] = seg.n - n0
+        k.chunk_gated[ch] = 1
+    else:
+        _predict_rows(t, k, dt, r0, r1)
 
 
 cdef inline void _polar_gate_row(const dod_tracker* t, _tick* k, size_t ti, int dim) noexcept nogil:
@@ -1103,7 +1170,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef dod_tick_counts cnt
     cdef size_t mark = dod_arena_mark(scratch)
     cdef dod_table* tab = t.table
-    cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch, mstep, fstep, row0, bstep
+    cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch, mstep, fstep, row0, bstep, ungated
     cdef bint index_early
     cdef int dim = t.dim, n = t.n, a
     cdef bint ok = True, finite
@@ -1209,19 +1276,35 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     index_early = T > 0 and k.D > 0 and t.grid_h > 0.0
     if index_early:
         k.grid.h = t.grid_h
+        # With the index built from the start, the confirmed tracks are
+        # gated as they are predicted (_predict_gate_rows: one pass over
+        # their columns instead of two).
+        _gate_open(t, &k)
     if nt > 1 and T >= <size_t>nt * t.min_rows:
         # The grid is item 0 of the dynamic loop, so one worker builds it
         # while the others predict. (Built by the calling thread before the
         # loop, it kept the other worker from its first chunk until the
         # grid was done: at 100,000 targets no chunk started before 4.4 ms.)
+        # Chunks predicted before it is ready are gated after the loop.
         for ch in prange(k.row_chunks + 1, num_threads=nt, schedule="dynamic", chunksize=1):
             if ch == 0:
                 _index_if(&k, dim, index_early)
+                dod_atomic_store_u32(&k.grid_ready, 1)
             else:
-                _predict_rows(t, &k, dt, (ch - 1) * k.chunk_rows, min(T, ch * k.chunk_rows))
-    else:       # serially the grid after the tracks, so that gating finds it in cache
+                _predict_chunk(t, &k, dt, ch - 1, index_early, &k.seg[threadid()])
+        if index_early:
+            ungated = 0
+            for ch in range(k.row_chunks):
+                ungated += not k.chunk_gated[ch]
+            if ungated > 0:
+                for ch in prange(k.row_chunks, num_threads=nt, schedule="dynamic", chunksize=1):
+                    if not k.chunk_gated[ch]:
+                        _gate_chunk(t, &k, &k.seg[threadid()], DOD_TRACK_CONFIRMED, ch)
+    elif index_early:   # serially: the index, then predict and gate in one pass
+        _index_if(&k, dim, True)
+        _predict_gate_rows(t, &k, dt, &k.whole, 0, T)
+    else:
         _predict_rows(t, &k, dt, 0, T)
-        _index_if(&k, dim, index_early)
     for ti in range(T):
         hsum += k.hm[ti]
     t.grid_h = 4.0 * hsum / <double>T if T > 0 else 0.0
@@ -1229,14 +1312,22 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         t.grid_h = 0.0
     # 4. Associate: confirmed tracks first, then tentative ones.
     if T > 0 and k.D > 0:
-        if not index_early:             # the first scan with tracks: from this one
+        if index_early:
+            _gate_close(t, &k, DOD_TRACK_CONFIRMED)
+        else:                           # the first scan with tracks: the index from this one
             k.grid.h = t.grid_h if t.grid_h > 0.0 else 1.0
             dod_grid_build(&k.grid, k.z, k.D, dim)
         grid_built = True
-        _associate(t, &k, &cnt, DOD_TRACK_CONFIRMED, scratch)
+        _associate(t, &k, &cnt, DOD_TRACK_CONFIRMED, scratch, index_early)
     _estimate_clutter(t, &k, &cnt)
     if grid_built:
-        _associate(t, &k, &cnt, DOD_TRACK_TENTATIVE, scratch)
+        # The index keeps the detections no confirmed track took (same
+        # geometry and order: the same pairs as testing each point).
+        if dim == 2:
+            dod_grid_keep_free(&k.grid, k.det_track, 2)
+        else:
+            dod_grid_keep_free(&k.grid, k.det_track, 3)
+        _associate(t, &k, &cnt, DOD_TRACK_TENTATIVE, scratch, False)
     if t.two_point:
         _pair_singles(t, &k, &cnt, dt, grid_built)
     lc = _log_clutter(t)
