@@ -81,7 +81,7 @@ cdef enum:
     _PAIRS_PER_NODE = 16
     _GATE_CHUNKS = 256              # most chunks of a parallel gating pass
     _GATE_CHUNKS_PER_THREAD = 16    # chunks per worker when the rows allow
-    _CLUSTER_CHUNK = 1024           # root rows per dynamic chunk of the parallel cluster solve
+    _CLUSTER_CHUNK = 256            # clusters per dynamic chunk of the parallel cluster solve
     _TAIL_CHUNKS = 32               # chunks of parallel deaths (moves, and freed slots) and births
     _UPDATE_AHEAD = 8               # rows between a prefetch and the update that uses it
     _FUSE_ROWS = 64                 # rows predicted then gated at once (their x, P, Si, hw in L1: 16 KiB)
@@ -508,16 +508,12 @@ cdef int _solve_cluster(const dod_tracker* t, _tick* k, int32_t s0, int32_t s1,
     return 0 if rc == 0 else 1
 
 
-cdef size_t _solve_roots(const dod_tracker* t, _tick* k, size_t r0, size_t r1, dod_arena* scratch) noexcept nogil:
-    """Solve the clusters whose root track row is in [r0, r1): cluster r
-    holds pairs porder[start[r-1] : start[r]] (start[-1] = 0). Returns the
-    number solved greedily."""
-    cdef size_t r, greedy = 0
-    cdef int32_t s0
-    for r in range(r0, r1):
-        s0 = k.start[r - 1] if r > 0 else 0
-        if k.start[r] > s0:
-            greedy += <size_t>_solve_cluster(t, k, s0, k.start[r], scratch)
+cdef size_t _solve_clusters(const dod_tracker* t, _tick* k, size_t c0, size_t c1, dod_arena* scratch) noexcept nogil:
+    """Solve clusters [c0, c1): cluster c holds pairs porder[start[c-1] :
+    start[c]] (start[-1] = 0). Returns the number solved greedily."""
+    cdef size_t c, greedy = 0
+    for c in range(c0, c1):
+        greedy += <size_t>_solve_cluster(t, k, k.start[c - 1] if c > 0 else 0, k.start[c], scratch)
     return greedy
 
 
@@ -530,8 +526,10 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
     other pairs are serial (a few passes over the pairs); with threads the
     clusters, which share no track and no detection, are solved in
     parallel, each worker with its own arena."""
-    cdef size_t p, p0, p1, T = k.T, N, greedy = 0, chunks, ch, lone = 0
+    cdef size_t p, p0, p1, T = k.T, greedy = 0, chunks, ch, lone = 0, m = 0, i, ncl = 0
     cdef int32_t a, b, r, acc, c
+    cdef int32_t* nl = k.glob_t         # the pairs not lone (glob_t/glob_d are the solver's, after this)
+    cdef int32_t* cl = k.glob_d         # their cluster roots, then cluster ids
     cdef int nt = t.threads
     if not gated:
         _gate(t, k, stage)
@@ -539,7 +537,6 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
     cnt.pairs_dropped += k.pairs_dropped
     if k.npairs == 0:
         return
-    N = T + k.D
     # A lone pair (its track and its detection in no other pair: most
     # clusters of a sparse scene) is a cluster of its own whatever the other
     # pairs are, and its solution is the pair: assigned here, it stays out
@@ -550,8 +547,10 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
     for ch in range(k.chunks):
         for p in range(k.chunk_at[ch], k.chunk_at[ch] + k.chunk_n[ch]):
             k.det_pairs[k.pd[p]] += 1
-    for p in range(N):
-        k.parent[p] = <int32_t>p
+    # The other pairs (in row order) into nl, their nodes made roots of
+    # their own: union-find and the grouping below touch these alone, not
+    # every track and detection (at 100,000 targets a tenth of the pairs
+    # and a fiftieth of the nodes).
     for ch in range(k.chunks):
         p0 = k.chunk_at[ch]
         p1 = p0 + k.chunk_n[ch]
@@ -562,51 +561,62 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
                 k.det_track[k.pd[p]] = k.pt[p]
                 lone += 1
                 continue
-            a = _find(k.parent, k.pt[p])
-            b = _find(k.parent, <int32_t>(T + k.pd[p]))
-            if a != b:
-                if a < b:
-                    k.parent[b] = a
-                else:
-                    k.parent[a] = b
+            nl[m] = <int32_t>p
+            m += 1
+            k.parent[k.pt[p]] = k.pt[p]
+            k.parent[T + k.pd[p]] = <int32_t>(T + k.pd[p])
     cnt.clusters += lone
     if lone > 0 and cnt.largest_cluster < 1:
         cnt.largest_cluster = 1
-    # Group the other pairs by cluster root (counting sort; roots are track
-    # nodes), in row order within a cluster. Until the clusters are solved
-    # the only assigned tracks of this stage are the lone pairs'.
-    memset(k.start, 0, (N + 1) * sizeof(int32_t))
-    for ch in range(k.chunks):
-        for p in range(k.chunk_at[ch], k.chunk_at[ch] + k.chunk_n[ch]):
-            if k.track_det[k.pt[p]] < 0:
-                k.start[_find(k.parent, k.pt[p]) + 1] += 1
+    if m == 0:
+        return
+    # The root of a cluster is its smallest node (the larger root goes
+    # under the smaller), whatever the order of the unions: a track row.
+    for i in range(m):
+        a = _find(k.parent, k.pt[nl[i]])
+        b = _find(k.parent, <int32_t>(T + k.pd[nl[i]]))
+        if a != b:
+            if a < b:
+                k.parent[b] = a
+            else:
+                k.parent[a] = b
+    for i in range(m):
+        cl[i] = _find(k.parent, k.pt[nl[i]])
+    # Group them by cluster (counting sort), pairs in row order within a
+    # cluster: cluster ids in order of first pair, through loc_t (all -1
+    # between clusters; the roots are noted in parent, free now, to reset it).
+    for i in range(m):
+        r = cl[i]
+        c = k.loc_t[r]
+        if c < 0:
+            c = <int32_t>ncl
+            k.loc_t[r] = c
+            k.parent[ncl] = r
+            k.start[ncl + 1] = 0
+            ncl += 1
+        cl[i] = c
+        k.start[c + 1] += 1
+    k.start[0] = 0
+    for c in range(<int32_t>ncl):
+        k.start[c + 1] += k.start[c]
+        k.loc_t[k.parent[c]] = -1
+    for i in range(m):          # start[c] as the cursor: it ends at cluster c's end
+        k.porder[k.start[cl[i]]] = nl[i]
+        k.start[cl[i]] += 1
     acc = 0
-    for p in range(N + 1):
-        acc += k.start[p]
-        k.start[p] = acc
-    # fill with start[r] as a cursor, then shift back
-    for ch in range(k.chunks):
-        for p in range(k.chunk_at[ch], k.chunk_at[ch] + k.chunk_n[ch]):
-            if k.track_det[k.pt[p]] < 0:
-                r = _find(k.parent, k.pt[p])
-                k.porder[k.start[r]] = <int32_t>p
-                k.start[r] += 1
-    # start[r] == end of cluster r now; its start is the previous end
-    acc = 0
-    for p in range(T):
-        c = k.start[p]
-        if c > acc:
-            cnt.clusters += 1
-            if <size_t>(c - acc) > cnt.largest_cluster:
-                cnt.largest_cluster = <size_t>(c - acc)
-            acc = c
+    for c in range(<int32_t>ncl):
+        if <size_t>(k.start[c] - acc) > cnt.largest_cluster:
+            cnt.largest_cluster = <size_t>(k.start[c] - acc)
+        acc = k.start[c]
+    cnt.clusters += ncl
+    # Clusters share no track and no detection: in any order, on any worker.
     if nt > 1 and T >= <size_t>nt * t.min_rows:
-        chunks = (T + _CLUSTER_CHUNK - 1) // _CLUSTER_CHUNK
+        chunks = (ncl + _CLUSTER_CHUNK - 1) // _CLUSTER_CHUNK
         for ch in prange(chunks, num_threads=nt, schedule="dynamic"):
-            greedy += _solve_roots(t, k, ch * _CLUSTER_CHUNK, min(T, (ch + 1) * _CLUSTER_CHUNK),
-                                   t.workers[threadid()])
+            greedy += _solve_clusters(t, k, ch * _CLUSTER_CHUNK, min(ncl, (ch + 1) * _CLUSTER_CHUNK),
+                                      t.workers[threadid()])
     else:
-        greedy = _solve_roots(t, k, 0, T, scratch)
+        greedy = _solve_clusters(t, k, 0, ncl, scratch)
     cnt.greedy_clusters += greedy
 
 
