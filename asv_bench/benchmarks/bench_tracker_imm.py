@@ -7,11 +7,9 @@ tick. The numbers come from dod.tracker.bench_imm.measure (the table of
 ``python -m dod.tracker.bench --imm``). Skipped (NotImplementedError) on
 commits without motion="imm".
 """
-import os
+from ._util import openmp_env, require
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")     # as the bench and the demo
-
-from ._util import require
+openmp_env()        # before the engine loads libgomp, as the bench and the demo
 
 N = 1000
 SCANS = 150

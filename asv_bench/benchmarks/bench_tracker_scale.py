@@ -8,13 +8,12 @@ tick at every thread count. Scans stream from ``scenario.iter_scans`` (a
 (NotImplementedError) on commits without TrackerConfig.threads.
 """
 import gc
-import os
 import sys
 import time
 
-from ._util import skip
+from ._util import openmp_env, skip
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")     # as the bench and the demo (see dod.tracker.bench)
+openmp_env()        # before the engine loads libgomp, as the bench and the demo
 
 try:
     import numpy as np

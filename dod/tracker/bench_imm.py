@@ -22,11 +22,12 @@ Options: ``--sizes 1000``, ``--scans 300``, ``--warmup 20``, ``--seed 0``,
 """
 import argparse
 import gc
-import os
 import sys
 import time
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")     # as dod.tracker.bench
+from dod.tracker.openmp import default_wait_policy
+
+default_wait_policy()       # before the engine loads libgomp (dod.tracker.openmp)
 
 import numpy as np
 

@@ -24,11 +24,12 @@ Options: ``--sizes 1000``, ``--scans K``, ``--dim 2|3``, ``--sensors 1|2``,
 """
 import argparse
 import gc
-import os
 import sys
 import time
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from dod.tracker.openmp import default_wait_policy
+
+default_wait_policy()       # before the engine loads libgomp (dod.tracker.openmp)
 
 import numpy as np
 

@@ -69,12 +69,9 @@ import os
 import sys
 import time
 
-# The tick's OpenMP workers sleep between parallel regions instead of
-# spinning (libgomp reads this once, when dod.tracker._engine loads): on a
-# machine shared with other work, spinning workers steal the cores the tick
-# needs and one preempted worker stalls every region. Set OMP_WAIT_POLICY
-# yourself (ACTIVE on a dedicated machine) to override.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from dod.tracker.openmp import default_wait_policy
+
+default_wait_policy()       # before the engine loads libgomp (dod.tracker.openmp)
 
 import numpy as np
 
