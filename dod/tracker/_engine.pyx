@@ -49,7 +49,8 @@ from dod._types cimport dod_index
 from dod.tracker.assignment cimport dod_assignment_solve
 from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_holds, dod_grid_keep_free, dod_grid_walk,
                                dod_grid_walk_begin, dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS)
-from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse,
+from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_noise, dod_kalman_noise_of, dod_kalman_predict_step,
+                                 dod_kalman_innovation_inverse,
                                  dod_kalman_mahalanobis2, dod_kalman_update, dod_kalman_inverse_spd,
                                  dod_kalman_log_likelihood)
 from dod.tracker.imm cimport (DOD_IMM_MODELS, dod_imm_predict, dod_imm_update, dod_imm_birth,
@@ -636,6 +637,7 @@ cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, 
     cdef int dim = t.dim, n = t.n, a
     cdef double r2 = t.r * t.r, hmax, v
     cdef size_t ti
+    cdef dod_kalman_noise w = dod_kalman_noise_of(dt, t.q)     # once, not per row
     for ti in range(row0, row1):
         if t.imm.models:            # mix, predict each model, combine into x, P (constant d: unrolled)
             if dim == 2:
@@ -643,9 +645,9 @@ cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, 
             else:
                 dod_imm_predict(&t.imm, ti, c.x + ti * 6, c.P + ti * 36, 3, dt)
         elif dim == 2:
-            dod_kalman_predict(c.x + ti * 4, c.P + ti * 16, 2, dt, t.q)
+            dod_kalman_predict_step(c.x + ti * 4, c.P + ti * 16, 2, &w)
         else:
-            dod_kalman_predict(c.x + ti * 6, c.P + ti * 36, 3, dt, t.q)
+            dod_kalman_predict_step(c.x + ti * 6, c.P + ti * 36, 3, &w)
         c.age[ti] += 1
         k.track_det[ti] = -1
         k.loc_t[ti] = -1

@@ -2,6 +2,7 @@
 # inline nogil kernels on one track's state (no allocation, no GIL, no checks).
 #
 #     from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse,
+#                                      dod_kalman_noise_of, dod_kalman_predict_step,
 #                                      dod_kalman_mahalanobis2, dod_kalman_update,
 #                                      dod_kalman_log_likelihood)
 #
@@ -23,35 +24,57 @@ cdef enum:
     DOD_KALMAN_MAXN = 7         # largest state: 3-D position, velocity and a turn rate (IMM)
 
 
-cdef inline void dod_kalman_predict(double* x, double* P, int d, double dt, double q) noexcept nogil:
-    """x = F x, P = F P F' + Q for the constant-velocity model (blocks of size d)."""
+ctypedef struct dod_kalman_noise:
+    # The process noise of one predict step: Q's blocks q dt^3 / 3, q dt^2 / 2
+    # and q dt (per axis), computed once per step for all tracks.
+    double dt, q11, q12, q22
+
+
+cdef inline dod_kalman_noise dod_kalman_noise_of(double dt, double q) noexcept nogil:
+    """The noise terms of a step of dt with process noise density q."""
+    cdef dod_kalman_noise w
+    w.dt = dt
+    w.q11 = q * dt * dt * dt / 3.0
+    w.q12 = q * dt * dt / 2.0
+    w.q22 = q * dt
+    return w
+
+
+cdef inline void dod_kalman_predict_step(double* x, double* P, int d, const dod_kalman_noise* w) noexcept nogil:
+    """x = F x, P = F P F' + Q for the constant-velocity model (blocks of size
+    d), with the step's noise terms `w` (dod_kalman_noise_of).
+
+    P' is computed on its upper triangle and mirrored: exactly symmetric
+    whatever P was, and for a symmetric P (the contract) the same values as
+    the full product, bit for bit: with P symmetric, A' below is symmetric
+    term by term (b + bt is the same sum either way round)."""
     cdef int n = 2 * d, i, j
-    cdef double a, b, bt, c
-    cdef double q11 = q * dt * dt * dt / 3.0, q12 = q * dt * dt / 2.0, q22 = q * dt
+    cdef double a, b, bt, c, dt = w.dt
     for i in range(d):
         x[i] += dt * x[d + i]
     # A' = A + dt (B + B') + dt^2 C + Q11; B' = B + dt C + Q12; C' = C + Q22.
-    # P is kept symmetric, so compute the upper blocks and mirror them.
     for i in range(d):
         for j in range(d):
-            a = P[i * n + j]
             b = P[i * n + d + j]
-            bt = P[(d + i) * n + j]
             c = P[(d + i) * n + d + j]
-            P[i * n + j] = a + dt * (b + bt) + dt * dt * c
+            if j >= i:
+                a = P[i * n + j]
+                bt = P[(d + i) * n + j]
+                P[i * n + j] = a + dt * (b + bt) + dt * dt * c
             P[i * n + d + j] = b + dt * c
     for i in range(d):
-        P[i * n + i] += q11
-        P[i * n + d + i] += q12
-        P[(d + i) * n + d + i] += q22
-    for i in range(d):
-        for j in range(d):
-            P[(d + i) * n + j] = P[j * n + d + i]
-    for i in range(n):                  # exact symmetry of the A and C blocks
-        for j in range(i + 1, n):
-            a = 0.5 * (P[i * n + j] + P[j * n + i])
-            P[i * n + j] = a
-            P[j * n + i] = a
+        P[i * n + i] += w.q11
+        P[i * n + d + i] += w.q12
+        P[(d + i) * n + d + i] += w.q22
+    for i in range(n):                  # the lower triangle mirrors the upper one
+        for j in range(i):
+            P[i * n + j] = P[j * n + i]
+
+
+cdef inline void dod_kalman_predict(double* x, double* P, int d, double dt, double q) noexcept nogil:
+    """x = F x, P = F P F' + Q for the constant-velocity model (blocks of size d)."""
+    cdef dod_kalman_noise w = dod_kalman_noise_of(dt, q)
+    dod_kalman_predict_step(x, P, d, &w)
 
 
 cdef inline bint dod_kalman_inverse_spd(const double* S, int d, double* Si) noexcept nogil:
