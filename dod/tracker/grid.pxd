@@ -12,6 +12,7 @@
 #         while dod_grid_walk_next(&g, &w):         # direct: a run per row of cells;
 #             for s in range(w.s0, w.s1):           # hashed: a bucket per cell, buckets mix cells
 #                 if g.direct or dod_grid_holds(&g, s, w.cx, w.cy, w.cz): point g.order[s] at g.spos[s]
+#     dod_grid_keep_free(&g, owner, dim)            # drop points j with owner[j] >= 0, in place
 #
 # Two modes, chosen by build (a pure function of the points, so every thread
 # count gets the same grid):
