@@ -186,7 +186,10 @@ class TrackerConfig:
         predict, independent clusters are solved in parallel, and deaths
         and births (their rows, ids and slots planned serially, in one
         order) are written in chunks (OpenMP), so the result is
-        bit-identical for every thread count.
+        bit-identical for every thread count. How the workers wait between
+        the tick's regions is libgomp's setting, read once when the engine
+        loads: ``dod.tracker.openmp.default_wait_policy()`` (which the bench
+        and the demo call) sets a short spin before they sleep.
         1 <= threads <= MAX_THREADS (256).
     parallel_min_rows : with threads > 1, a pass over the tracks runs in
         parallel only when there are at least ``threads * parallel_min_rows``
