@@ -550,8 +550,9 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
             k.det_pairs[k.pd[p]] += 1
     # The other pairs (in row order) into nl, their nodes made roots of
     # their own: union-find and the grouping below touch these alone, not
-    # every track and detection (at 100,000 targets a tenth of the pairs
-    # and a fiftieth of the nodes).
+    # every track and detection (at 100,000 targets at most 27 % of the
+    # pairs: 98,650 pairs in 85,426 clusters, and every cluster that is not a
+    # lone pair has two or more).
     for ch in range(k.chunks):
         p0 = k.chunk_at[ch]
         p1 = p0 + k.chunk_n[ch]

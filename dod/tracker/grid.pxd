@@ -226,6 +226,8 @@ cdef inline void dod_grid_keep_free(dod_grid* g, const int32_t* owner, int dim) 
     cdef uint32_t* kept = <uint32_t*>g.cell     # [n + 1] points kept before sorted position s
     cdef int a
     cdef bint direct = g.direct
+    if n == 0:                  # nothing to drop (and cell may hold no word for kept[0])
+        return
     for s in range(n):
         kept[s] = <uint32_t>m
         j = g.order[s]

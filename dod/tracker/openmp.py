@@ -12,7 +12,7 @@ yourself: PASSIVE (a worker sleeps when it has waited
 work, spinning workers steal the cores the tick needs and one preempted
 worker stalls every region; with no spinning at all (PASSIVE alone) every
 region starts with a futex wake-up, and a tick runs about eight regions:
-at 1,000 targets two threads were 2x *slower* than one (0.45 against 0.22
+at 1,000 targets two threads were 2x *slower* than one (0.46 against 0.22
 ms per tick) and at 10,000 no faster. 3,000 spins (about 0.15 ms of one
 core per region end, measured with a bare OpenMP loop here: 55 ns a spin)
 cover the serial gaps between a tick's regions up to ~10,000 targets.
