@@ -275,6 +275,43 @@ cdef inline size_t dod_table_reorder_scratch_bytes(const dod_table* t) noexcept 
     return t.count * w
 
 
+cdef inline void dod_table_reorder_gather(const dod_table* t, size_t c, const dod_index* order, char* scratch,
+                                          size_t i0, size_t i1) noexcept nogil:
+    """Phase 1 of a reorder, for part [i0, i1) of one column: scratch's rows
+    i0 .. i1 - 1 become column c's rows order[i0 .. i1 - 1] (c == t.ncols:
+    the slot map's row_slot). Any split of [0, count) may run at once on
+    different threads; then dod_table_reorder_put for the same column."""
+    cdef size_t i, rb = t.row_bytes[c] if c < t.ncols else sizeof(dod_index)
+    cdef const char* col = t.columns[c] if c < t.ncols else <const char*>t.row_slot
+    # constant sizes: gcc turns each memcpy into one load and store
+    if rb == 8:
+        for i in range(i0, i1):
+            memcpy(scratch + i * 8, col + <size_t>order[i] * 8, 8)
+    elif rb == 4:
+        for i in range(i0, i1):
+            memcpy(scratch + i * 4, col + <size_t>order[i] * 4, 4)
+    elif rb == 1:
+        for i in range(i0, i1):
+            scratch[i] = col[order[i]]
+    else:
+        for i in range(i0, i1):
+            memcpy(scratch + i * rb, col + <size_t>order[i] * rb, rb)
+
+
+cdef inline void dod_table_reorder_put(dod_table* t, size_t c, const char* scratch, size_t i0, size_t i1) noexcept nogil:
+    """Phase 2 of a reorder, for part [i0, i1): column c's rows i0 .. i1 - 1
+    become scratch's (c == t.ncols: row_slot, and slot_row names the new
+    rows). After every gather of this column; any split may run at once."""
+    cdef size_t i
+    cdef const dod_index* slots = <const dod_index*>scratch
+    if c < t.ncols:
+        memcpy(t.columns[c] + i0 * t.row_bytes[c], scratch + i0 * t.row_bytes[c], (i1 - i0) * t.row_bytes[c])
+        return
+    for i in range(i0, i1):
+        t.row_slot[i] = slots[i]
+        t.slot_row[slots[i]] = <dod_index>i
+
+
 cdef inline void dod_table_reorder(dod_table* t, const dod_index* order, char* scratch) noexcept nogil:
     """Permute the live rows in place: new row i is old row order[i].
 
@@ -283,36 +320,18 @@ cdef inline void dod_table_reorder(dod_table* t, const dod_index* order, char* s
     same data at its new row; generations, the free list and the nil row
     are untouched. `scratch` holds dod_table_reorder_scratch_bytes(t) bytes
     (any alignment): each column is gathered into it and copied back, so the
-    pass streams memory and allocates nothing.
+    pass streams memory and allocates nothing. (To spread a reorder over
+    threads, run its phases per column, c = 0 .. t.ncols: gather, then put,
+    each over any split of the rows.)
 
     Checks the caller owns: order[0:count] is a permutation of 0..count-1
     (the Python face, Table.reorder, validates it); no view of a column is
     relied on to keep showing the old rows; this thread is the table's one
     writer. Row indices and row pointers taken before the call are stale."""
-    cdef size_t n = t.count, c, i, rb
-    cdef char* col
-    cdef dod_index* slots = <dod_index*>scratch
-    for c in range(t.ncols):
-        rb = t.row_bytes[c]
-        col = t.columns[c]
-        if rb == 8:
-            for i in range(n):
-                memcpy(scratch + i * 8, col + <size_t>order[i] * 8, 8)
-        elif rb == 4:
-            for i in range(n):
-                memcpy(scratch + i * 4, col + <size_t>order[i] * 4, 4)
-        elif rb == 1:
-            for i in range(n):
-                scratch[i] = col[order[i]]
-        else:
-            for i in range(n):
-                memcpy(scratch + i * rb, col + <size_t>order[i] * rb, rb)
-        memcpy(col, scratch, n * rb)
-    for i in range(n):
-        slots[i] = t.row_slot[order[i]]
-    for i in range(n):
-        t.row_slot[i] = slots[i]
-        t.slot_row[slots[i]] = <dod_index>i
+    cdef size_t c
+    for c in range(t.ncols + 1):
+        dod_table_reorder_gather(t, c, order, scratch, 0, t.count)
+        dod_table_reorder_put(t, c, scratch, 0, t.count)
 
 
 cdef inline bint dod_table_remove(dod_table* t, dod_handle h) noexcept nogil:

@@ -44,7 +44,7 @@ from dod.table cimport (dod_table, Table, dod_table_insert, dod_table_insert_man
                         dod_table_clear,
                         dod_table_reorder, dod_table_removal, dod_table_removal_plan,
                         dod_table_removal_move, dod_table_removal_free, dod_table_removal_finish,
-                        dod_table_reorder_scratch_bytes)
+                        dod_table_reorder_scratch_bytes, dod_table_reorder_gather, dod_table_reorder_put)
 from dod._types cimport dod_index
 from dod.tracker.assignment cimport dod_assignment_solve
 from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_holds, dod_grid_keep_free, dod_grid_walk,
@@ -86,6 +86,7 @@ cdef enum:
     _TAIL_CHUNKS = 32               # chunks of parallel deaths (moves, and freed slots) and births
     _UPDATE_AHEAD = 8               # rows between a prefetch and the update that uses it
     _FUSE_ROWS = 64                 # rows predicted then gated at once (their x, P, Si, hw in L1: 16 KiB)
+    _SORT_CHUNKS = 32               # row chunks of the parallel spatial sort (bounds, keys, radix passes, reorder)
 
 # Largest cost matrix plus solver temporaries of one cluster (16 MiB: a
 # 1000 x 1000 cluster); larger clusters are solved greedily and counted.
@@ -864,24 +865,91 @@ cdef inline uint32_t _spread3(uint32_t v) noexcept nogil:
     return v
 
 
+cdef void _sort_bounds(const dod_tracker* t, size_t i0, size_t i1, double* lohi) noexcept nogil:
+    """Bounding box of the positions of rows [i0, i1): lohi[0:3] low, lohi[3:6] high."""
+    cdef size_t i
+    cdef int a, n = t.n
+    cdef double v
+    for a in range(3):
+        lohi[a] = INFINITY
+        lohi[3 + a] = -INFINITY
+    for i in range(i0, i1):
+        for a in range(t.dim):
+            v = t.cols.x[i * n + a]
+            if v < lohi[a]:
+                lohi[a] = v
+            if v > lohi[3 + a]:
+                lohi[3 + a] = v
+
+
+cdef uint32_t _sort_keys(const dod_tracker* t, size_t i0, size_t i1, const double* lo, double step,
+                         uint32_t* key, dod_index* row) noexcept nogil:
+    """Morton codes of rows [i0, i1) (cells of side `step` from `lo`,
+    clamped to the levels of each axis) into key, and row[i] = i; returns
+    the OR of the codes (a radix pass whose byte is 0 in every code is skipped)."""
+    cdef size_t i
+    cdef int dim = t.dim, n = t.n, a
+    cdef double levels = 65535.0 if dim == 2 else 1023.0, v
+    cdef uint32_t q[3]
+    cdef uint32_t acc = 0
+    for i in range(i0, i1):
+        for a in range(3):
+            q[a] = 0
+            if a < dim:
+                v = (t.cols.x[i * n + a] - lo[a]) / step
+                q[a] = <uint32_t>(v if v < levels else levels) if v > 0.0 else 0
+        if dim == 2:
+            key[i] = _spread2(q[0]) | (_spread2(q[1]) << 1)
+        else:
+            key[i] = _spread3(q[0]) | (_spread3(q[1]) << 1) | (_spread3(q[2]) << 2)
+        acc |= key[i]
+        row[i] = <dod_index>i
+    return acc
+
+
+cdef void _radix_count(const uint32_t* key, size_t i0, size_t i1, int shift, size_t* count) noexcept nogil:
+    """count[b]: keys of [i0, i1) whose byte at `shift` is b."""
+    cdef size_t i
+    memset(count, 0, 256 * sizeof(size_t))
+    for i in range(i0, i1):
+        count[(key[i] >> shift) & 0xFF] += 1
+
+
+cdef void _radix_scatter(const uint32_t* key, const dod_index* row, uint32_t* key2, dod_index* row2,
+                         size_t i0, size_t i1, int shift, size_t* cursor) noexcept nogil:
+    """Keys and rows of [i0, i1) to their places: cursor[b] is where the next
+    key with byte b goes (stable: [i0, i1) in order)."""
+    cdef size_t i, b
+    for i in range(i0, i1):
+        b = (key[i] >> shift) & 0xFF
+        key2[cursor[b]] = key[i]
+        row2[cursor[b]] = row[i]
+        cursor[b] += 1
+
+
 cdef bint _spatial_sort(dod_tracker* t, dod_arena* scratch, double h) noexcept nogil:
     """Reorder the track rows by the Morton (Z-order) code of their position.
 
     Positions are quantised over their bounding box to 16 bits per axis in
     2-D (10 in 3-D), cells no smaller than `h` (the grid's cell side, so
     rows in one grid cell stay together); the rows are then sorted by code
-    (LSD radix sort, 4 passes of 8 bits: stable, ties in row order) and
-    permuted in place with dod_table_reorder, which keeps every handle. A
-    pure function of the table's contents: the same order at every thread
+    (LSD radix sort, passes of 8 bits: stable, ties in row order) and
+    permuted in place with dod_table_reorder's phases, which keep every
+    handle. With threads (and enough rows) every step runs over
+    _SORT_CHUNKS row chunks on the workers: the bounds and the keys per
+    chunk, each radix pass as counts per chunk, one serial prefix over
+    (byte, chunk), then the scatters (so the order is that of one stable
+    sort), each column of the reorder gathered, then put back. A pure
+    function of the table's contents: the same order at every thread
     count. False (nothing changed) when the scratch cannot hold it."""
     cdef dod_table* tab = t.table
-    cdef size_t T = tab.count, i, b, acc, pass_
-    cdef int dim = t.dim, n = t.n, a
-    cdef bint ok = True
+    cdef size_t T = tab.count, i, b, acc, pass_, ch, nch = 1, rows_per, c
+    cdef int dim = t.dim, a, nt = t.threads, shift
+    cdef bint ok = True, par
     cdef double lo[3]
     cdef double hi[3]
-    cdef double step, span, v
-    cdef uint32_t q[3]
+    cdef double step, span
+    cdef uint32_t orall = 0
     cdef uint32_t* key
     cdef uint32_t* key2
     cdef dod_index* row
@@ -889,28 +957,40 @@ cdef bint _spatial_sort(dod_tracker* t, dod_arena* scratch, double h) noexcept n
     cdef dod_index* swp
     cdef uint32_t* kswp
     cdef size_t* count
+    cdef uint32_t* ors
+    cdef double* lohi
     cdef char* buf
     cdef double levels = 65535.0 if dim == 2 else 1023.0
     if T < 2:
         return True
+    par = nt > 1 and T >= <size_t>nt * t.min_rows
+    if par:
+        nch = _SORT_CHUNKS
+    rows_per = (T + nch - 1) // nch
     key = <uint32_t*>_push(scratch, T, sizeof(uint32_t), &ok)
     key2 = <uint32_t*>_push(scratch, T, sizeof(uint32_t), &ok)
     row = <dod_index*>_push(scratch, T, sizeof(dod_index), &ok)
     row2 = <dod_index*>_push(scratch, T, sizeof(dod_index), &ok)
-    count = <size_t*>_push(scratch, 256, sizeof(size_t), &ok)
+    count = <size_t*>_push(scratch, nch * 256, sizeof(size_t), &ok)
+    lohi = <double*>_push(scratch, nch * 6, sizeof(double), &ok)
+    ors = <uint32_t*>_push(scratch, nch, sizeof(uint32_t), &ok)
     buf = <char*>_push(scratch, dod_table_reorder_scratch_bytes(tab), 1, &ok)
     if not ok:
         return False
-    for a in range(dim):
+    if par:
+        for ch in prange(nch, num_threads=nt, schedule="static"):
+            _sort_bounds(t, min(T, ch * rows_per), min(T, (ch + 1) * rows_per), lohi + ch * 6)
+    else:
+        _sort_bounds(t, 0, T, lohi)
+    for a in range(3):
         lo[a] = INFINITY
         hi[a] = -INFINITY
-    for i in range(T):
+    for ch in range(nch):               # min and max: exact in any grouping
         for a in range(dim):
-            v = t.cols.x[i * n + a]
-            if v < lo[a]:
-                lo[a] = v
-            if v > hi[a]:
-                hi[a] = v
+            if lohi[ch * 6 + a] < lo[a]:
+                lo[a] = lohi[ch * 6 + a]
+            if lohi[ch * 6 + 3 + a] > hi[a]:
+                hi[a] = lohi[ch * 6 + 3 + a]
     span = 0.0
     for a in range(dim):
         if hi[a] - lo[a] > span:
@@ -922,37 +1002,48 @@ cdef bint _spatial_sort(dod_tracker* t, dod_arena* scratch, double h) noexcept n
         step = h
     if not (step > 0.0 and isfinite(step)):
         return True                     # every track at one point (or no finite extent): nothing to order
-    for i in range(T):
-        for a in range(3):
-            q[a] = 0
-            if a < dim:
-                v = (t.cols.x[i * n + a] - lo[a]) / step
-                q[a] = <uint32_t>(v if v < levels else levels) if v > 0.0 else 0
-        if dim == 2:
-            key[i] = _spread2(q[0]) | (_spread2(q[1]) << 1)
-        else:
-            key[i] = _spread3(q[0]) | (_spread3(q[1]) << 1) | (_spread3(q[2]) << 2)
-        row[i] = <dod_index>i
+    if par:
+        for ch in prange(nch, num_threads=nt, schedule="static"):
+            ors[ch] = _sort_keys(t, min(T, ch * rows_per), min(T, (ch + 1) * rows_per), lo, step, key, row)
+    else:
+        ors[0] = _sort_keys(t, 0, T, lo, step, key, row)
+    for ch in range(nch):
+        orall |= ors[ch]
     for pass_ in range(4):
-        memset(count, 0, 256 * sizeof(size_t))
-        for i in range(T):
-            count[(key[i] >> (8 * pass_)) & 0xFF] += 1
-        acc = 0
+        shift = <int>(8 * pass_)
+        if ((orall >> shift) & 0xFF) == 0:
+            continue                    # every key has byte 0 here: the pass would keep the order
+        if par:
+            for ch in prange(nch, num_threads=nt, schedule="static"):
+                _radix_count(key, min(T, ch * rows_per), min(T, (ch + 1) * rows_per), shift, count + ch * 256)
+        else:
+            _radix_count(key, 0, T, shift, count)
+        acc = 0                         # cursors: byte-major, then chunk order (stable)
         for b in range(256):
-            acc += count[b]
-            count[b] = acc - count[b]
-        for i in range(T):
-            b = (key[i] >> (8 * pass_)) & 0xFF
-            key2[count[b]] = key[i]
-            row2[count[b]] = row[i]
-            count[b] += 1
+            for ch in range(nch):
+                i = count[ch * 256 + b]
+                count[ch * 256 + b] = acc
+                acc += i
+        if par:
+            for ch in prange(nch, num_threads=nt, schedule="static"):
+                _radix_scatter(key, row, key2, row2, min(T, ch * rows_per), min(T, (ch + 1) * rows_per), shift,
+                               count + ch * 256)
+        else:
+            _radix_scatter(key, row, key2, row2, 0, T, shift, count)
         kswp = key
         key = key2
         key2 = kswp
         swp = row
         row = row2
         row2 = swp
-    dod_table_reorder(tab, row, buf)
+    if not par:
+        dod_table_reorder(tab, row, buf)
+        return True
+    for c in range(tab.ncols + 1):      # + 1: the slot map
+        for ch in prange(nch, num_threads=nt, schedule="static"):
+            dod_table_reorder_gather(tab, c, row, buf, min(T, ch * rows_per), min(T, (ch + 1) * rows_per))
+        for ch in prange(nch, num_threads=nt, schedule="static"):
+            dod_table_reorder_put(tab, c, buf, min(T, ch * rows_per), min(T, (ch + 1) * rows_per))
     return True
 
 
@@ -1459,6 +1550,10 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
 
 # ---------------------------------------------------------------- the owner
 
+# The spatial sort's fixed part: per-chunk radix counts, bounds and ORs, with rounding.
+cdef size_t _SORT_BYTES = _SORT_CHUNKS * (256 * sizeof(size_t) + 6 * sizeof(double) + sizeof(uint32_t)) + 4 * 4096
+
+
 cdef size_t _round_up(size_t x) noexcept:
     return (x + 127) & ~(<size_t>63)
 
@@ -1480,7 +1575,7 @@ cdef size_t _scratch_bytes(size_t cap, size_t dmax, int dim) noexcept:
     total += _CLUSTER_BYTES + (1 << 16)      # cluster cost matrices: 16 MiB holds a 1000 x 1000 cluster
     # The spatial sort after the tick reuses the same bytes: keys, rows and
     # one column's worth of gathered rows (the covariance is the widest).
-    return max(total, _round_up(cap * 16) + _round_up(cap * dim * dim * 32) + 4 * 4096)
+    return max(total, _round_up(cap * 16) + _round_up(cap * dim * dim * 32) + _SORT_BYTES)
 
 
 def scratch_bytes(config):
@@ -1502,7 +1597,7 @@ cdef size_t _imm_sort_bytes(config):
     cdef size_t N = 2 * config.dim + 1
     if config.motion != "imm":
         return 0
-    return _round_up(config.capacity * 16) + _round_up(config.capacity * DOD_IMM_MODELS * N * N * 8) + 4 * 4096
+    return _round_up(config.capacity * 16) + _round_up(config.capacity * DOD_IMM_MODELS * N * N * 8) + _SORT_BYTES
 
 
 cdef void _init_imm(dod_imm* m, config, Table table) except *:
