@@ -49,3 +49,12 @@ def test_readme_without_markers_is_left_alone(tool, tmp_path, capsys):
     assert tool.main(["--readme", str(readme), "--no-tracker", "--quick"]) == 1
     assert readme.read_text() == "no markers here\n"
     assert "perf:begin" in capsys.readouterr().err
+
+
+def test_threaded_tracker_table_from_a_real_run(tool):
+    got = tool._tracker_threads_markdown(True, "100")
+    assert got is not None
+    table, cmd = got
+    assert cmd == "python -m dod.tracker.bench --threads 1,2 --sizes 100 --no-reference --markdown --quick"
+    assert table.startswith("**dod.tracker tick time")
+    assert "| 100 | 1 |" in table and "| 100 | 2 |" in table and "vs 1 thread" in table
