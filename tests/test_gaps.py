@@ -183,6 +183,18 @@ def test_tracker_bench_quick():
     assert re.search(r"\b1000\b|\b100\b", out), out
 
 
+def test_tracker_bench_times_every_tracker_on_every_scan():
+    # The scans stream in blocks that each tracker ticks in turn: every
+    # tracker is timed on every scan after the warm-up, blocks ragged or not.
+    from dod.tracker.bench import run
+    for scans in (25, 30):
+        rows = run(sizes=(200,), scans=scans, threads=(1, 2), out=lambda *a: None)
+        (row,) = rows
+        assert [row["threads"][t][3] for t in (1, 2)] == [scans, scans]
+        assert row["reference"][3] == scans
+        assert row["dod"] == row["threads"][1] and row["confirmed"] > 100
+
+
 def test_scratch_bytes_refuses_what_is_not_a_config():
     # found by tests/test_fuzz_api.py: scratch_bytes(0) raised AttributeError
     from dod.tracker import TrackerConfig, scratch_bytes
