@@ -4,12 +4,14 @@ Every goal of the tables issue is here: batch insert of 1,000 rows per frame
 from Python against __slots__ objects and a list of dicts (goal >= 50x the
 objects), a column scan against a numpy structured array and a list of
 objects, the pools issue's particle churn on a table against malloc/free,
-and the Arrow export of an 8-column table (goal <= 1 us for the capsules).
+the Arrow export of an 8-column table (goal <= 1 us for the capsules), and
+the in-place reorder of 100,000 rows (issue 12's locality).
 time_* benchmarks use asv's timer; track_* report per-operation costs and
 ratios measured in one process. Skipped (NotImplementedError) on commits
 without dod.table.
 """
 import gc
+import time
 
 try:
     import numpy as np
@@ -30,6 +32,12 @@ def _need():
 def _median(fn, repeat=5):
     values = sorted(fn() for _ in range(repeat))
     return values[len(values) // 2]
+
+
+def _timed_ns(fn):
+    t0 = time.perf_counter_ns()
+    fn()
+    return time.perf_counter_ns() - t0
 
 
 class InsertBatch:
@@ -186,3 +194,39 @@ class ArrowExport:
         return _median(lambda: export_capsules(self.table, 20_000)) / 20_000 / 1000
     track_us_capsules.unit = "us"
     track_us_capsules.goal = 1.0
+
+
+class Reorder:
+    """Permute 100,000 rows of 8 columns in place, every handle kept
+    (Table.reorder: validate the order, then gather and put back each column
+    and the slot map), against numpy doing the gather alone: the same
+    columns as arrays (c[:] = c[order]) and as one structured array."""
+
+    N = 100_000
+
+    def setup(self):
+        _need()
+        if not hasattr(Table, "reorder"):
+            raise NotImplementedError("Table.reorder not in this commit")
+        cols = frame_data(self.N, seed=3)
+        self.table = Table(particle_schema(), self.N)
+        self.table.insert_many(cols)
+        self.order = np.random.default_rng(4).permutation(self.N)
+        self.cols = list(cols.values())
+        self.aos = np.zeros(self.N, PARTICLE_DTYPE)
+        for f, c in cols.items():
+            self.aos[f] = c
+
+    def time_table_reorder(self):
+        self.table.reorder(self.order)
+
+    def time_numpy_columns_gather(self):
+        for c in self.cols:
+            c[:] = c[self.order]
+
+    def time_structured_array_gather(self):
+        self.aos[:] = self.aos[self.order]
+
+    def track_ns_per_row_table_reorder(self):
+        return _median(lambda: _timed_ns(lambda: self.table.reorder(self.order))) / self.N
+    track_ns_per_row_table_reorder.unit = "ns"
