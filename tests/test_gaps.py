@@ -172,6 +172,16 @@ def test_example_tracker_loop_prints_what_it_says():
     assert m and abs(int(m.group(1)) - int(m.group(2))) <= 0.1 * int(m.group(2))
 
 
+def test_example_tracker_stream_prints_what_it_says():
+    out = _run(["examples/tracker_stream.py", "--targets", "1500", "--scans", "90", "--threads", "2"])
+    m = re.search(r"1500 targets, 2 tick threads: (\d+) ticks, (\d+) deadline misses", out)
+    assert m and int(m.group(1)) == 90, out
+    m = re.search(r"(\d+) confirmed, (\d+) tentative tracks", out)
+    assert m and abs(int(m.group(1)) - 1500) <= 0.15 * 1500, out
+    m = re.search(r"RSS ([\d.]+) MiB after 50 scans, ([\d.]+) MiB after 90", out)
+    assert m and float(m.group(2)) <= 1.1 * float(m.group(1)), out     # flat: the pages were faulted in first
+
+
 def test_example_tracker_demo_runs():
     out = _run(["examples/tracker_demo.py"])
     assert out.strip()
