@@ -14,11 +14,11 @@ from dod.tracker.openmp import default_wait_policy
 
 default_wait_policy()       # libgomp reads its wait settings once, when the engine loads
 
-from dod.loop import Loop                       # noqa: E402  (after the wait settings)
-from dod.ring import Ring                       # noqa: E402
-from dod.ring_producer import RingProducer      # noqa: E402
-from dod.tracker import Tracker, TrackerConfig  # noqa: E402
-from dod.tracker.scenario import iter_scans     # noqa: E402
+from dod.loop import Loop
+from dod.ring import Ring
+from dod.ring_producer import RingProducer
+from dod.tracker import Tracker, TrackerConfig
+from dod.tracker.scenario import iter_scans
 
 SLOTS = 8
 
