@@ -8,6 +8,16 @@ import os as _os
 
 __version__ = "0.1.0"
 
+# The CPUs this thread may run on when dod is first imported, before anything
+# in dod pins a thread (libgomp pins the thread that loads it under
+# OMP_PROC_BIND; Loop(cpu=...) pins the loop's thread), and threads started
+# later inherit a pin: a RingProducer's thread goes back to these
+# (dod.ring_producer). None where the OS has no affinity call.
+try:
+    initial_cpus = frozenset(_os.sched_getaffinity(0))
+except (AttributeError, OSError):
+    initial_cpus = None
+
 from dod.errors import InvariantError  # noqa: E402  (cheap: pure Python)
 
 

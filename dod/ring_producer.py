@@ -56,33 +56,56 @@ Thread-safety
     re-startable: make a new one (the rings are closed for good).
 """
 import contextlib
+import os
 import threading
 
+import dod
 from dod.ring import Ring, RingClosed
 
 
 class RingProducer:
     """Fill one or more rings from `items` in a producer thread.
 
-    RingProducer(rings, items, fill, *, name="dod-ring-producer", start=False, batched=False)
+    RingProducer(rings, items, fill, *, name="dod-ring-producer", start=False, batched=False,
+                 cpus="initial")
 
     rings : Ring or sequence of Rings (the first is what :meth:`take` reads)
     items : iterable, iterated in the producer thread only
     fill : callable(item), runs in the producer thread, writes the item
     start : start the thread now (otherwise :meth:`start` or ``with``)
     batched : on a full first ring, wait for :meth:`refill` (module docstring)
+    cpus : where the producer thread runs: "initial" (default), the CPUs the
+        process had when dod was first imported (``dod.initial_cpus``), so
+        that a thread pinned to one core for its deadline (``Loop(cpu=...)``,
+        or libgomp's ``OMP_PROC_BIND``) does not pass its pin on to the
+        producer, which would then compete with it there; None: inherit the
+        starting thread's; or a collection of CPU numbers. When the OS
+        refuses "initial", the thread keeps the inherited CPUs; when it
+        refuses CPUs you gave, that is the producer's error (raised by
+        :meth:`take`).
 
     Raises TypeError for a non-Ring, an empty sequence or a `fill` that is
     not callable (nothing started). See the module docstring for shutdown
     and thread-safety.
     """
 
-    def __init__(self, rings, items, fill, *, name="dod-ring-producer", start=False, batched=False):
+    def __init__(self, rings, items, fill, *, name="dod-ring-producer", start=False, batched=False,
+                 cpus="initial"):
         rings = (rings,) if isinstance(rings, Ring) else tuple(rings)
         if not rings or not all(isinstance(r, Ring) for r in rings):
             raise TypeError("rings must be a dod.ring.Ring or a non-empty sequence of them")
         if not callable(fill):
             raise TypeError("fill must be callable")
+        self._cpus_given = not isinstance(cpus, str)
+        if isinstance(cpus, str):
+            if cpus != "initial":
+                raise ValueError(f'cpus must be "initial", None or CPU numbers, not {cpus!r}')
+            cpus = dod.initial_cpus
+        elif cpus is not None:
+            cpus = frozenset(cpus)
+            if not cpus or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus):
+                raise ValueError(f"cpus must hold CPU numbers (ints >= 0), not {sorted(cpus, key=repr)!r}")
+        self.cpus = cpus
         self.rings = rings
         self.ring = rings[0]
         self._items = items
@@ -138,6 +161,13 @@ class RingProducer:
     def _run(self):
         items = self._items
         try:
+            if self.cpus is not None:
+                try:
+                    os.sched_setaffinity(0, self.cpus)   # this thread only (Linux: 0 is the caller)
+                except OSError:
+                    if self._cpus_given:
+                        raise
+                    # "initial" refused (a sandbox, a cpuset changed since): keep the inherited CPUs
             for item in items:
                 if self._stop:
                     break

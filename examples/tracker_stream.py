@@ -10,9 +10,13 @@ Run: python examples/tracker_stream.py [--targets 5000] [--scans 250] [--threads
 """
 import argparse
 
-from dod.tracker.openmp import default_wait_policy
+from dod.tracker.openmp import default_binding, default_wait_policy
 
-default_wait_policy()       # libgomp reads its wait settings once, when the engine loads
+# libgomp reads these once, when the engine loads: how its workers wait
+# between regions, and one core per tick thread (in a loop that sleeps
+# between ticks, unpinned threads tend to wake on one core: dod.tracker.openmp)
+default_wait_policy()
+default_binding()
 
 from dod.loop import Loop
 from dod.ring import Ring

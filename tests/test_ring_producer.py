@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 import pytest
 
+import dod
 from dod.ring import Ring
 from dod.ring_producer import RingProducer
 from dod.tracker import demo
@@ -357,3 +358,45 @@ def test_demo_header_says_requested_before_the_run():
     line = demo.realtime_line(Realtime("onfault", 0, None), before=True)
     assert line == "requested lock_memory onfault, cpu 0"
     assert demo.realtime_line(Realtime(), before=True).startswith("none requested")
+
+
+def _affinity_seen(cpus_kw, main_mask=None):
+    """The producer thread's CPUs, with the starting thread pinned to main_mask."""
+    ring = Ring(2, 4, (2,), np.float64)
+    seen = []
+    before = os.sched_getaffinity(0)
+    try:
+        if main_mask is not None:
+            os.sched_setaffinity(0, main_mask)          # this thread only
+        with RingProducer(ring, range(1), lambda i: seen.append(os.sched_getaffinity(0)), **cpus_kw) as p:
+            while p.take() is not None:
+                ring.release()
+    finally:
+        os.sched_setaffinity(0, before)
+    return seen[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this OS")
+def test_producer_thread_leaves_the_starting_threads_pin():
+    # A loop thread pinned to one core (Loop(cpu=...), or libgomp under
+    # OMP_PROC_BIND) must not pass its pin on to the producer it starts.
+    first = min(dod.initial_cpus)
+    assert _affinity_seen({}, {first}) == dod.initial_cpus
+    assert _affinity_seen({"cpus": None}, {first}) == {first}          # None: inherit
+    assert _affinity_seen({"cpus": [first]}) == {first}
+
+
+def test_producer_cpus_validated_before_anything_starts():
+    ring = Ring(2, 4, (2,), np.float64)
+    for bad in ("all", [], [-1], [1.5], [True]):
+        with pytest.raises(ValueError):
+            RingProducer(ring, range(1), lambda i: None, cpus=bad)
+    assert not ring.closed
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this OS")
+def test_producer_on_a_cpu_the_os_refuses_fails_at_take():
+    ring = Ring(2, 4, (2,), np.float64)
+    with pytest.raises(OSError):
+        with RingProducer(ring, range(3), lambda i: None, cpus=[1 << 20]) as p:
+            p.take()

@@ -20,28 +20,55 @@ def test_a_setting_of_yours_wins_whole():
     assert env == {"GOMP_SPINCOUNT": "0"}
 
 
-# Records the settings at the moment dod.tracker._engine (which loads
-# libgomp) is imported, then prints them.
+# Removes the settings `keys`, runs `run`, and prints the settings at the
+# moment dod.tracker._engine (which loads libgomp) was imported.
 _AT_ENGINE_LOAD = """
-import os, sys
-for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+import os, runpy, sys
+keys = %(keys)r
+for k in keys:
     os.environ.pop(k, None)
 seen = []
 class Spy:
     def find_spec(self, name, path=None, target=None):
         if name == "dod.tracker._engine":
-            seen.append((os.environ.get("OMP_WAIT_POLICY"), os.environ.get("GOMP_SPINCOUNT")))
+            seen.append(tuple(os.environ.get(k) for k in keys))
         return None
 sys.meta_path.insert(0, Spy())
-import %s
+%(run)s
 print(seen)
 """
+
+
+def _settings_at_engine_load(keys, run):
+    out = subprocess.run([sys.executable, "-c", _AT_ENGINE_LOAD % {"keys": keys, "run": run}],
+                         capture_output=True, text=True, check=True).stdout
+    return out.strip().splitlines()[-1]
 
 
 def test_the_bench_and_the_demo_set_it_before_the_engine_loads():
     # libgomp reads the settings once, when the engine loads it: set after
     # that, they would do nothing.
     for module in ("dod.tracker.bench", "dod.tracker.demo", "dod.tracker.bench_imm", "dod.tracker.bench_radar"):
-        out = subprocess.run([sys.executable, "-c", _AT_ENGINE_LOAD % module], capture_output=True, text=True,
-                             check=True).stdout
-        assert out.strip() == repr([("PASSIVE", str(SPIN_COUNT))]), (module, out)
+        seen = _settings_at_engine_load(("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"), f"import {module}")
+        assert seen == repr([("PASSIVE", str(SPIN_COUNT))]), (module, seen)
+
+
+def test_binding_default_and_yours_wins_whole():
+    from dod.tracker.openmp import BINDING, default_binding
+    env = {}
+    assert default_binding(env) == dict(BINDING, GOMP_CPU_AFFINITY=None)
+    assert env == BINDING == {"OMP_PROC_BIND": "spread", "OMP_PLACES": "cores"}
+    for yours in ({"OMP_PROC_BIND": "false"}, {"OMP_PLACES": "threads"}, {"GOMP_CPU_AFFINITY": "0-1"}):
+        env = dict(yours)
+        default_binding(env)
+        assert env == yours
+
+
+def test_the_demo_program_binds_and_an_import_of_the_demo_does_not():
+    # `python -m dod.tracker` sets the binding before libgomp loads; a
+    # process that imports the demo module keeps its threads where they are.
+    run = ("sys.argv = ['dod.tracker', '--targets', '20', '--duration', '0.1', '--fast', '--no-live']\n"
+           "try:\n    runpy.run_module('dod.tracker', run_name='__main__')\nexcept SystemExit:\n    pass")
+    keys = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY")
+    assert _settings_at_engine_load(keys, run) == repr([("spread", "cores", None)])
+    assert _settings_at_engine_load(keys, "import dod.tracker.demo") == repr([(None, None, None)])

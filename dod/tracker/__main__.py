@@ -2,6 +2,14 @@
 import os
 import sys
 
+if __name__ == "__main__":
+    # One core per tick thread, set before the demo loads the engine (libgomp
+    # reads it then); only when run as a program: a process that imports the
+    # demo keeps its threads where they are (dod.tracker.openmp).
+    from dod.tracker.openmp import default_binding
+
+    default_binding()
+
 from dod.tracker.demo import main
 
 if __name__ == "__main__":
