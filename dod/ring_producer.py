@@ -85,7 +85,8 @@ class RingProducer:
         :meth:`take`).
 
     Raises TypeError for a non-Ring, an empty sequence or a `fill` that is
-    not callable (nothing started). See the module docstring for shutdown
+    not callable, TypeError or ValueError for `cpus` that are not CPU
+    numbers (nothing started). See the module docstring for shutdown
     and thread-safety.
     """
 
@@ -102,7 +103,11 @@ class RingProducer:
                 raise ValueError(f'cpus must be "initial", None or CPU numbers, not {cpus!r}')
             cpus = dod.initial_cpus
         elif cpus is not None:
-            cpus = frozenset(cpus)
+            try:
+                cpus = frozenset(cpus)
+            except TypeError:
+                raise TypeError(f'cpus must be "initial", None or a collection of CPU numbers, not {cpus!r}') \
+                    from None
             if not cpus or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus):
                 raise ValueError(f"cpus must hold CPU numbers (ints >= 0), not {sorted(cpus, key=repr)!r}")
         self.cpus = cpus

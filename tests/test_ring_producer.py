@@ -391,6 +391,8 @@ def test_producer_cpus_validated_before_anything_starts():
     for bad in ("all", [], [-1], [1.5], [True]):
         with pytest.raises(ValueError):
             RingProducer(ring, range(1), lambda i: None, cpus=bad)
+    with pytest.raises(TypeError, match="CPU numbers"):
+        RingProducer(ring, range(1), lambda i: None, cpus=3)
     assert not ring.closed
 
 
