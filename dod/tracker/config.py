@@ -189,7 +189,10 @@ class TrackerConfig:
         bit-identical for every thread count. How the workers wait between
         the tick's regions is libgomp's setting, read once when the engine
         loads: ``dod.tracker.openmp.default_wait_policy()`` (which the bench
-        and the demo call) sets a short spin before they sleep.
+        and the demo call) sets a short spin before they sleep. In a loop
+        that sleeps between ticks, pin the threads one per core, or two
+        threads can be slower than one: ``default_binding()`` (which
+        ``python -m dod.tracker`` calls; see dod.tracker.openmp).
         1 <= threads <= MAX_THREADS (256).
     parallel_min_rows : with threads > 1, a pass over the tracks runs in
         parallel only when there are at least ``threads * parallel_min_rows``
