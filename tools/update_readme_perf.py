@@ -13,9 +13,9 @@ otherwise its ``run()`` rows rendered here; then, where it takes
 ``--threads``, its table at 1 and 2 threads up to 100,000 targets), and
 replaces everything between the markers ``<!-- perf:begin -->`` and
 ``<!-- perf:end -->`` with the tables, the date, the machine, the commit and
-the exact commands. The numbers are
-never typed by hand: rerun this script instead. The README is left untouched
-when a command fails or the markers are missing (exit status 1).
+the exact commands. The numbers are never typed by hand: rerun this script
+instead. The README is left untouched when a command fails or the markers
+are missing (exit status 1).
 
 Run it from a checkout with the extension built in place (``python setup.py
 build_ext --inplace``) or with dod installed; the commands run with this
@@ -23,6 +23,7 @@ interpreter in the repository root.
 """
 import argparse
 import datetime
+import functools
 import importlib.util
 import os
 import subprocess
@@ -75,11 +76,16 @@ def _strip_header(out):
     return "\n".join(lines).strip()
 
 
+@functools.lru_cache(maxsize=1)
+def _bench_help():
+    """The tracker bench's --help: which options this dod's bench has."""
+    return _run([sys.executable, "-m", "dod.tracker.bench", "--help"])
+
+
 def _tracker_markdown(quick, sizes):
     """The tracker table: its own --markdown when it has one, else its rows."""
     cmd = [sys.executable, "-m", "dod.tracker.bench", "--sizes", sizes] + (["--quick"] if quick else [])
-    helptext = _run([sys.executable, "-m", "dod.tracker.bench", "--help"])
-    if "--markdown" in helptext:
+    if "--markdown" in _bench_help():
         return _strip_header(_run(cmd + ["--markdown"])), " ".join(["python"] + cmd[1:] + ["--markdown"])
     code = ("import json, sys; from dod.tracker.bench import run; "
             f"rows = run(sizes={tuple(int(s) for s in sizes.split(','))!r}, quick={quick!r}, "
@@ -104,7 +110,7 @@ def _tracker_markdown(quick, sizes):
 def _tracker_threads_markdown(quick, sizes, threads="1,2"):
     """The threaded tick (issue 12): one tracker per thread count on the same
     scans, without the reference; None when this dod's bench has no --threads."""
-    if "--threads" not in _run([sys.executable, "-m", "dod.tracker.bench", "--help"]):
+    if "--threads" not in _bench_help():
         return None
     cmd = [sys.executable, "-m", "dod.tracker.bench", "--threads", threads, "--sizes", sizes,
            "--no-reference", "--markdown"] + (["--quick"] if quick else [])
