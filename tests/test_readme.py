@@ -190,7 +190,11 @@ def _loop_p99(ns, out, block):
     p99, misses = _printed(out)[0].split()
     stats = ns["loop"].stats()
     assert float(p99) == stats["p99"] and int(misses) == stats["misses"]     # what it prints is the loop's
-    assert stats["ticks"] + stats["skipped"] == ns["scenario"].scans
+    # run(ticks=n) runs n ticks; a late tick also skips grid slots, which the
+    # machine's speed decides, so skipped is only counted, never a scan lost.
+    assert stats["ticks"] == ns["scenario"].scans
+    with pytest.raises(StopIteration):
+        next(ns["scans"])                                # every scan was ticked
 
 
 @claim('t = Tracker(TrackerConfig(motion="imm", **PRESET_CONFIG["manoeuvre"]))')
