@@ -434,6 +434,19 @@ def _checked_call(w, f, args, kwargs, what, lenient_attr=False):
     return out
 
 
+def _pickle_round_trip(x):
+    try:
+        data = pickle.dumps(x)
+    except AttributeError as e:
+        # Python < 3.14 reports a value pickle cannot name (a local function
+        # stored in a plain dataclass, say) as AttributeError, not
+        # PicklingError: pickle's refusal, not a dod object missing a field.
+        if not str(e).startswith("Can't pickle local object"):
+            raise
+        raise pickle.PicklingError(str(e)) from e
+    return pickle.loads(data)
+
+
 def _args_for(w, f, a, b):
     npos, kw = _signature_arity(f)
     r = random.Random(a * 7919 + b)
@@ -536,8 +549,7 @@ def run_op(w, op):
         pool = w.values + w.objs
         v = pool[a % len(pool)]
         how = ["copy.copy", "copy.deepcopy", "pickle"][b % 3]
-        f = {"copy.copy": copy.copy, "copy.deepcopy": copy.deepcopy,
-             "pickle": lambda x: pickle.loads(pickle.dumps(x))}[how]
+        f = {"copy.copy": copy.copy, "copy.deepcopy": copy.deepcopy, "pickle": _pickle_round_trip}[how]
         if isinstance(v, np.ndarray) and v.base is not None:
             v = v.base if b % 2 else v          # the lease object behind a view too
         _checked_call(w, f, [v], {}, how)

@@ -116,6 +116,59 @@ def test_spatial_sort_keeps_handles_and_orders_rows():
     del x_by_handle
 
 
+def _births_order(z):
+    """The engine's order of a first scan's births, modelled: positions
+    quantised over their bounding box to 256 cells per axis in 2-D (32 in
+    3-D), bits interleaved (axis 0 lowest), a stable sort by code."""
+    dim = z.shape[1]
+    levels = 255 if dim == 2 else 31
+    lo = z.min(axis=0)
+    step = (z.max(axis=0) - lo).max() / levels
+    q = np.clip((z - lo) / step, 0, levels).astype(np.uint64)
+
+    def spread(v):
+        if dim == 2:
+            v = (v | (v << 8)) & 0x00FF00FF
+            v = (v | (v << 4)) & 0x0F0F0F0F
+            v = (v | (v << 2)) & 0x33333333
+            return (v | (v << 1)) & 0x55555555
+        v = (v | (v << 16)) & 0x030000FF
+        v = (v | (v << 8)) & 0x0300F00F
+        v = (v | (v << 4)) & 0x030C30C3
+        return (v | (v << 2)) & 0x09249249
+    code = np.zeros(len(z), np.uint64)
+    for a in range(dim):
+        code |= spread(q[:, a]) << a
+    return np.argsort(code, kind="stable")
+
+
+@pytest.mark.parametrize("dim,threads", [(2, 1), (2, 2), (2, 3), (3, 2)])
+def test_births_take_rows_in_spatial_order_and_ids_in_scan_order(dim, threads):
+    # Every detection of a first scan is a birth: birth b (scan order) has
+    # id b + 1, and the rows hold the births in Morton order of position
+    # (5,000 births: the engine orders 4,096 or more; fewer keep scan
+    # order, test_tracker.py::test_table_full_drops_births_and_counts).
+    z = np.random.default_rng(5).uniform(-3000.0, 3000.0, size=(5000, dim))
+    z[17] = z[4000]                     # a tie: scan order breaks it
+    cfg = _config(dim=dim, capacity=12000, max_detections=6000)
+    t = Tracker(cfg, threads=threads, parallel_min_rows=0)
+    t.tick(z, 0.02)
+    order = _births_order(z)
+    assert np.array_equal(t.ids, order + 1)
+    assert np.array_equal(t.positions, z[order])
+    assert t.ids[np.isin(t.ids, [18, 4001])].tolist() == [18, 4001]
+    # the next scan's births (far from every track) follow the rows there,
+    # each row the detection its id names; the same rows at every thread count
+    one = Tracker(cfg)
+    one.tick(z, 0.02)
+    for tr in (t, one):
+        tr.tick(z[::-1] + 1e5, 0.02)
+        born = tr.ids > 5000
+        assert born.sum() == 5000 and np.array_equal(tr.positions[born], z[::-1][tr.ids[born] - 5001] + 1e5)
+        tr.table.check()
+    assert _state(t) == _state(one)
+
+
 def test_sorting_does_not_change_the_tracks():
     # Row order is not part of the result: the same tracks (by id) bit for bit.
     sc = generate(1500, 60, seed=11, crossing=0.2)

@@ -87,6 +87,14 @@ cdef enum:
     _UPDATE_AHEAD = 8               # rows between a prefetch and the update that uses it
     _FUSE_ROWS = 64                 # rows predicted then gated at once (their x, P, Si, hw in L1: 16 KiB)
     _SORT_CHUNKS = 32               # row chunks of the parallel spatial sort (bounds, keys, radix passes, reorder)
+    # A scan's births take rows in spatial order when there are this many:
+    # fewer stay in scan order (at 1,000 and 10,000 targets, a few hundred
+    # to ~2,000 births a scan, the order bought nothing). The order is
+    # coarse: 256 x 256 cells (2-D), 32**3 (3-D), two radix passes, not
+    # four (100,000 births: ~1.5 a cell).
+    _BIRTH_ORDER_MIN = 4096
+    _BIRTH_BITS = 8
+    _BIRTH_BITS_3D = 5
 
 # Largest cost matrix plus solver temporaries of one cluster (16 MiB: a
 # 1000 x 1000 cluster); larger clusters are solved greedily and counted.
@@ -137,6 +145,21 @@ def _kernel_ekf_update(double[::1] x, double[:, ::1] P, double[::1] z, double[::
 
 
 # ---------------------------------------------------------------- per-tick scratch layout
+
+ctypedef struct _morton:
+    # The work arrays of one Morton ordering of n points (_morton_push):
+    # keys and point indices, twice (the radix passes swap them), and the
+    # per-chunk radix counts, bounding boxes and ORs of the codes.
+    uint32_t* key
+    uint32_t* key2
+    dod_index* row
+    dod_index* row2
+    double* pos             # [n, dim] the positions carried along (NULL: not carried):
+    double* pos2            # read in order once, then moved with their keys, not gathered at random
+    size_t* count           # [_SORT_CHUNKS, 256]
+    double* lohi            # [_SORT_CHUNKS, 6]
+    uint32_t* ors           # [_SORT_CHUNKS]
+
 
 ctypedef struct _pairs:
     # Where one gating pass writes its pairs: the whole pair buffer (serial)
@@ -200,6 +223,7 @@ ctypedef struct _tick:
     # deaths and births
     dod_table_removal rm    # hole, fill, slot: [T] each (dod.table's batch removal)
     int32_t* born           # [D] free detections in scan order (births of single-scan initiation)
+    _morton bm              # the births' spatial order (single-scan initiation)
 
 
 cdef inline bint _all_finite(const double* v, size_t n) noexcept nogil:
@@ -865,38 +889,66 @@ cdef inline uint32_t _spread3(uint32_t v) noexcept nogil:
     return v
 
 
-cdef void _sort_bounds(const dod_tracker* t, size_t i0, size_t i1, double* lohi) noexcept nogil:
-    """Bounding box of the positions of rows [i0, i1): lohi[0:3] low, lohi[3:6] high."""
+cdef inline void _morton_push(dod_arena* scratch, size_t n, int carry, _morton* m, bint* ok) noexcept nogil:
+    """The work arrays for n points (the chunk arrays for _SORT_CHUNKS
+    whatever the thread count: a scratch that fits one fits every count),
+    with room to carry `carry` coordinates per point (0: none)."""
+    m.pos = m.pos2 = NULL
+    if carry > 0:
+        m.pos = <double*>_push(scratch, n * <size_t>carry, sizeof(double), ok)
+        m.pos2 = <double*>_push(scratch, n * <size_t>carry, sizeof(double), ok)
+    m.key = <uint32_t*>_push(scratch, n, sizeof(uint32_t), ok)
+    m.key2 = <uint32_t*>_push(scratch, n, sizeof(uint32_t), ok)
+    m.row = <dod_index*>_push(scratch, n, sizeof(dod_index), ok)
+    m.row2 = <dod_index*>_push(scratch, n, sizeof(dod_index), ok)
+    m.count = <size_t*>_push(scratch, _SORT_CHUNKS * 256, sizeof(size_t), ok)
+    m.lohi = <double*>_push(scratch, _SORT_CHUNKS * 6, sizeof(double), ok)
+    m.ors = <uint32_t*>_push(scratch, _SORT_CHUNKS, sizeof(uint32_t), ok)
+
+
+cdef inline const double* _point(const double* x, size_t stride, const int32_t* pick, size_t i) noexcept nogil:
+    """Point i of a Morton ordering: x + pick[i] * stride (x + i * stride without pick)."""
+    return x + (<size_t>pick[i] if pick != NULL else i) * stride
+
+
+cdef void _morton_bounds(const double* x, size_t stride, const int32_t* pick, int dim, size_t i0, size_t i1,
+                         double* lohi) noexcept nogil:
+    """Bounding box of points [i0, i1): lohi[0:3] low, lohi[3:6] high."""
     cdef size_t i
-    cdef int a, n = t.n
+    cdef int a
     cdef double v
     for a in range(3):
         lohi[a] = INFINITY
         lohi[3 + a] = -INFINITY
     for i in range(i0, i1):
-        for a in range(t.dim):
-            v = t.cols.x[i * n + a]
+        for a in range(dim):
+            v = _point(x, stride, pick, i)[a]
             if v < lohi[a]:
                 lohi[a] = v
             if v > lohi[3 + a]:
                 lohi[3 + a] = v
 
 
-cdef uint32_t _sort_keys(const dod_tracker* t, size_t i0, size_t i1, const double* lo, double step,
-                         uint32_t* key, dod_index* row) noexcept nogil:
-    """Morton codes of rows [i0, i1) (cells of side `step` from `lo`,
-    clamped to the levels of each axis) into key, and row[i] = i; returns
-    the OR of the codes (a radix pass whose byte is 0 in every code is skipped)."""
+cdef uint32_t _morton_keys(const double* x, size_t stride, const int32_t* pick, int dim, size_t i0, size_t i1,
+                           const double* lo, double step, double levels, uint32_t* key, dod_index* row,
+                           double* pos) noexcept nogil:
+    """Morton codes of points [i0, i1) (cells of side `step` from `lo`,
+    clamped to 0 .. levels on each axis) into key, row[i] = i, and (pos not
+    NULL) the point's coordinates into pos[i]; returns the OR of the codes
+    (a radix pass whose byte is 0 in every code is skipped)."""
     cdef size_t i
-    cdef int dim = t.dim, n = t.n, a
-    cdef double levels = 65535.0 if dim == 2 else 1023.0, v
+    cdef int a
+    cdef double v
     cdef uint32_t q[3]
     cdef uint32_t acc = 0
     for i in range(i0, i1):
+        if pos != NULL:
+            for a in range(dim):
+                pos[i * dim + a] = _point(x, stride, pick, i)[a]
         for a in range(3):
             q[a] = 0
             if a < dim:
-                v = (t.cols.x[i * n + a] - lo[a]) / step
+                v = (_point(x, stride, pick, i)[a] - lo[a]) / step
                 q[a] = <uint32_t>(v if v < levels else levels) if v > 0.0 else 0
         if dim == 2:
             key[i] = _spread2(q[0]) | (_spread2(q[1]) << 1)
@@ -915,82 +967,67 @@ cdef void _radix_count(const uint32_t* key, size_t i0, size_t i1, int shift, siz
         count[(key[i] >> shift) & 0xFF] += 1
 
 
-cdef void _radix_scatter(const uint32_t* key, const dod_index* row, uint32_t* key2, dod_index* row2,
-                         size_t i0, size_t i1, int shift, size_t* cursor) noexcept nogil:
-    """Keys and rows of [i0, i1) to their places: cursor[b] is where the next
-    key with byte b goes (stable: [i0, i1) in order)."""
-    cdef size_t i, b
+cdef void _radix_scatter(const _morton* m, size_t i0, size_t i1, int shift, int dim, size_t* cursor) noexcept nogil:
+    """Keys, rows (and carried positions) of [i0, i1) to their places in
+    key2, row2 (pos2): cursor[b] is where the next key with byte b goes
+    (stable: [i0, i1) in order)."""
+    cdef size_t i, b, d
+    cdef int a
     for i in range(i0, i1):
-        b = (key[i] >> shift) & 0xFF
-        key2[cursor[b]] = key[i]
-        row2[cursor[b]] = row[i]
-        cursor[b] += 1
+        b = (m.key[i] >> shift) & 0xFF
+        d = cursor[b]
+        m.key2[d] = m.key[i]
+        m.row2[d] = m.row[i]
+        if m.pos != NULL:
+            for a in range(dim):
+                m.pos2[d * dim + a] = m.pos[i * dim + a]
+        cursor[b] = d + 1
 
 
-cdef bint _spatial_sort(dod_tracker* t, dod_arena* scratch, double h) noexcept nogil:
-    """Reorder the track rows by the Morton (Z-order) code of their position.
+cdef const dod_index* _morton_order(const double* x, size_t stride, const int32_t* pick, int dim, size_t N,
+                                    int bits, double h, int nt, bint par, _morton* m) noexcept nogil:
+    """Points 0 .. N-1 (point i at x + pick[i] * stride, or x + i * stride)
+    in Morton (Z-order) order of their position: the returned array lists
+    them (and m.pos, when carried, holds their coordinates in that order),
+    or NULL when there is nothing to order (fewer than two points, all at
+    one place, or no finite extent).
 
-    Positions are quantised over their bounding box to 16 bits per axis in
-    2-D (10 in 3-D), cells no smaller than `h` (the grid's cell side, so
-    rows in one grid cell stay together); the rows are then sorted by code
-    (LSD radix sort, passes of 8 bits: stable, ties in row order) and
-    permuted in place with dod_table_reorder's phases, which keep every
-    handle. With threads (and enough rows) every step runs over
-    _SORT_CHUNKS row chunks on the workers: the bounds and the keys per
-    chunk, each radix pass as counts per chunk, one serial prefix over
-    (byte, chunk), then the scatters (so the order is that of one stable
-    sort), each column of the reorder gathered, then put back. A pure
-    function of the table's contents: the same order at every thread
-    count. False (nothing changed) when the scratch cannot hold it."""
-    cdef dod_table* tab = t.table
-    cdef size_t T = tab.count, i, b, acc, pass_, ch, nch = 1, rows_per, c
-    cdef int dim = t.dim, a, nt = t.threads, shift
-    cdef bint ok = True, par
+    Positions are quantised over their bounding box to `bits` bits per
+    axis (at most 16 in 2-D, 10 in 3-D), cells no smaller than `h` (the
+    grid's cell side, so points in one grid cell stay together), then
+    sorted by code (LSD radix sort, passes of 8 bits, as many as the codes
+    use: stable, ties in index order). With `par` every
+    step runs over _SORT_CHUNKS chunks on nt workers: the bounds and the
+    keys per chunk, each radix pass as counts per chunk, one serial prefix
+    over (byte, chunk), then the scatters, so the order is that of one
+    stable sort: the same at every thread count."""
+    cdef size_t i, b, acc, pass_, ch, nch = _SORT_CHUNKS if par else 1, per
+    cdef int a, shift
     cdef double lo[3]
     cdef double hi[3]
     cdef double step, span
+    cdef double levels = <double>((1 << bits) - 1)
     cdef uint32_t orall = 0
-    cdef uint32_t* key
-    cdef uint32_t* key2
-    cdef dod_index* row
-    cdef dod_index* row2
-    cdef dod_index* swp
     cdef uint32_t* kswp
-    cdef size_t* count
-    cdef uint32_t* ors
-    cdef double* lohi
-    cdef char* buf
-    cdef double levels = 65535.0 if dim == 2 else 1023.0
-    if T < 2:
-        return True
-    par = nt > 1 and T >= <size_t>nt * t.min_rows
-    if par:
-        nch = _SORT_CHUNKS
-    rows_per = (T + nch - 1) // nch
-    key = <uint32_t*>_push(scratch, T, sizeof(uint32_t), &ok)
-    key2 = <uint32_t*>_push(scratch, T, sizeof(uint32_t), &ok)
-    row = <dod_index*>_push(scratch, T, sizeof(dod_index), &ok)
-    row2 = <dod_index*>_push(scratch, T, sizeof(dod_index), &ok)
-    count = <size_t*>_push(scratch, nch * 256, sizeof(size_t), &ok)
-    lohi = <double*>_push(scratch, nch * 6, sizeof(double), &ok)
-    ors = <uint32_t*>_push(scratch, nch, sizeof(uint32_t), &ok)
-    buf = <char*>_push(scratch, dod_table_reorder_scratch_bytes(tab), 1, &ok)
-    if not ok:
-        return False
+    cdef dod_index* swp
+    cdef double* pswp
+    if N < 2:
+        return NULL
+    per = (N + nch - 1) // nch
     if par:
         for ch in prange(nch, num_threads=nt, schedule="static"):
-            _sort_bounds(t, min(T, ch * rows_per), min(T, (ch + 1) * rows_per), lohi + ch * 6)
+            _morton_bounds(x, stride, pick, dim, min(N, ch * per), min(N, (ch + 1) * per), m.lohi + ch * 6)
     else:
-        _sort_bounds(t, 0, T, lohi)
+        _morton_bounds(x, stride, pick, dim, 0, N, m.lohi)
     for a in range(3):
         lo[a] = INFINITY
         hi[a] = -INFINITY
     for ch in range(nch):               # min and max: exact in any grouping
         for a in range(dim):
-            if lohi[ch * 6 + a] < lo[a]:
-                lo[a] = lohi[ch * 6 + a]
-            if lohi[ch * 6 + 3 + a] > hi[a]:
-                hi[a] = lohi[ch * 6 + 3 + a]
+            if m.lohi[ch * 6 + a] < lo[a]:
+                lo[a] = m.lohi[ch * 6 + a]
+            if m.lohi[ch * 6 + 3 + a] > hi[a]:
+                hi[a] = m.lohi[ch * 6 + 3 + a]
     span = 0.0
     for a in range(dim):
         if hi[a] - lo[a] > span:
@@ -1001,49 +1038,80 @@ cdef bint _spatial_sort(dod_tracker* t, dod_arena* scratch, double h) noexcept n
     if step < h:
         step = h
     if not (step > 0.0 and isfinite(step)):
-        return True                     # every track at one point (or no finite extent): nothing to order
+        return NULL
     if par:
         for ch in prange(nch, num_threads=nt, schedule="static"):
-            ors[ch] = _sort_keys(t, min(T, ch * rows_per), min(T, (ch + 1) * rows_per), lo, step, key, row)
+            m.ors[ch] = _morton_keys(x, stride, pick, dim, min(N, ch * per), min(N, (ch + 1) * per), lo, step,
+                                     levels, m.key, m.row, m.pos)
     else:
-        ors[0] = _sort_keys(t, 0, T, lo, step, key, row)
+        m.ors[0] = _morton_keys(x, stride, pick, dim, 0, N, lo, step, levels, m.key, m.row, m.pos)
     for ch in range(nch):
-        orall |= ors[ch]
+        orall |= m.ors[ch]
     for pass_ in range(4):
         shift = <int>(8 * pass_)
         if ((orall >> shift) & 0xFF) == 0:
             continue                    # every key has byte 0 here: the pass would keep the order
         if par:
             for ch in prange(nch, num_threads=nt, schedule="static"):
-                _radix_count(key, min(T, ch * rows_per), min(T, (ch + 1) * rows_per), shift, count + ch * 256)
+                _radix_count(m.key, min(N, ch * per), min(N, (ch + 1) * per), shift, m.count + ch * 256)
         else:
-            _radix_count(key, 0, T, shift, count)
+            _radix_count(m.key, 0, N, shift, m.count)
         acc = 0                         # cursors: byte-major, then chunk order (stable)
         for b in range(256):
             for ch in range(nch):
-                i = count[ch * 256 + b]
-                count[ch * 256 + b] = acc
+                i = m.count[ch * 256 + b]
+                m.count[ch * 256 + b] = acc
                 acc += i
         if par:
             for ch in prange(nch, num_threads=nt, schedule="static"):
-                _radix_scatter(key, row, key2, row2, min(T, ch * rows_per), min(T, (ch + 1) * rows_per), shift,
-                               count + ch * 256)
+                _radix_scatter(m, min(N, ch * per), min(N, (ch + 1) * per), shift, dim, m.count + ch * 256)
         else:
-            _radix_scatter(key, row, key2, row2, 0, T, shift, count)
-        kswp = key
-        key = key2
-        key2 = kswp
-        swp = row
-        row = row2
-        row2 = swp
+            _radix_scatter(m, 0, N, shift, dim, m.count)
+        kswp = m.key
+        m.key = m.key2
+        m.key2 = kswp
+        swp = m.row
+        m.row = m.row2
+        m.row2 = swp
+        pswp = m.pos
+        m.pos = m.pos2
+        m.pos2 = pswp
+    return m.row
+
+
+cdef bint _spatial_sort(dod_tracker* t, dod_arena* scratch, double h) noexcept nogil:
+    """Reorder the track rows by the Morton code of their position
+    (_morton_order, cells no smaller than `h`), in place with
+    dod_table_reorder's phases, which keep every handle. With threads (and
+    enough rows) the ordering and each column of the reorder (gathered,
+    then put back) run over _SORT_CHUNKS row chunks on the workers. A pure
+    function of the table's contents: the same order at every thread
+    count. False (nothing changed) when the scratch cannot hold it."""
+    cdef dod_table* tab = t.table
+    cdef size_t T = tab.count, ch, c, per
+    cdef int nt = t.threads
+    cdef bint ok = True, par = nt > 1 and T >= <size_t>nt * t.min_rows
+    cdef _morton m
+    cdef const dod_index* row
+    cdef char* buf
+    if T < 2:
+        return True
+    _morton_push(scratch, T, 0, &m, &ok)
+    buf = <char*>_push(scratch, dod_table_reorder_scratch_bytes(tab), 1, &ok)
+    if not ok:
+        return False
+    row = _morton_order(t.cols.x, t.n, NULL, t.dim, T, 16 if t.dim == 2 else 10, h, nt, par, &m)
+    if row == NULL:
+        return True                     # every track at one point (or no finite extent): nothing to order
     if not par:
         dod_table_reorder(tab, row, buf)
         return True
+    per = (T + _SORT_CHUNKS - 1) // _SORT_CHUNKS
     for c in range(tab.ncols + 1):      # + 1: the slot map
-        for ch in prange(nch, num_threads=nt, schedule="static"):
-            dod_table_reorder_gather(tab, c, row, buf, min(T, ch * rows_per), min(T, (ch + 1) * rows_per))
-        for ch in prange(nch, num_threads=nt, schedule="static"):
-            dod_table_reorder_put(tab, c, buf, min(T, ch * rows_per), min(T, (ch + 1) * rows_per))
+        for ch in prange(_SORT_CHUNKS, num_threads=nt, schedule="static"):
+            dod_table_reorder_gather(tab, c, row, buf, min(T, ch * per), min(T, (ch + 1) * per))
+        for ch in prange(_SORT_CHUNKS, num_threads=nt, schedule="static"):
+            dod_table_reorder_put(tab, c, buf, min(T, ch * per), min(T, (ch + 1) * per))
     return True
 
 
@@ -1252,31 +1320,36 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
     return dod_tracker_tick_sensor(t, dets, n_dets, dt, NULL, scratch)
 
 
-cdef void _birth_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t b0, size_t b1,
-                      double lc) noexcept nogil:
-    """Births [b0, b1) of this scan (rows inserted, not zeroed): birth b is
-    detection born[b] in row row0 + b with id next_id + b. Zeroes the rows
-    (the schema's policy: velocity 0, misses 0), then writes what a birth
-    sets, the covariance always (a zero covariance means certainty). Writes
-    only these rows."""
+cdef void _birth_rows(const dod_tracker* t, const _tick* k, size_t row0, const dod_index* order,
+                      const double* opos, size_t r0, size_t r1, double lc) noexcept nogil:
+    """Rows row0 + [r0, r1) of this scan's births (inserted, not zeroed):
+    row row0 + r holds birth b = order[r] (r without an order), detection
+    born[b] (its position opos[r] with an order), id next_id + b. Zeroes
+    the rows (the schema's policy: velocity 0, misses 0), then writes what
+    a birth sets, the covariance always (a zero covariance means
+    certainty). Writes only these rows."""
     cdef const dod_track_cols* c = &t.cols
     cdef int dim = t.dim, n = t.n, a
     cdef double r2 = t.r * t.r
-    cdef size_t b, i, j
-    if b1 <= b0:
+    cdef size_t b, i, r
+    if r1 <= r0:
         return
-    dod_table_zero_rows(t.table, row0 + b0, b1 - b0)
-    for b in range(b0, b1):
-        i = row0 + b
-        j = <size_t>k.born[b]
+    dod_table_zero_rows(t.table, row0 + r0, r1 - r0)
+    for r in range(r0, r1):
+        i = row0 + r
+        b = order[r] if order != NULL else r
         c.id[i] = t.next_id + b
-        for a in range(dim):
-            c.x[i * n + a] = k.z[j * dim + a]
+        if order != NULL:               # carried in order: born[b] would be a random read
+            for a in range(dim):
+                c.x[i * n + a] = opos[r * dim + a]
+        else:
+            for a in range(dim):
+                c.x[i * n + a] = k.z[<size_t>k.born[b] * dim + a]
         for a in range(dim):
             c.P[i * n * n + a * n + a] = r2
             c.P[i * n * n + (dim + a) * n + dim + a] = t.v0 * t.v0
         if k.sensor != NULL:        # the converted measurement's covariance
-            _polar_birth_cov(k.zm + j * dim, k.sensor, dim, c.P + i * n * n, n)
+            _polar_birth_cov(k.zm + <size_t>k.born[b] * dim, k.sensor, dim, c.P + i * n * n, n)
         if t.imm.models:            # after the covariance: every model starts from it
             dod_imm_birth(&t.imm, i, c.x + i * n, c.P + i * n * n, dim)
         c.hits[i] = 1
@@ -1297,7 +1370,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch, mstep, fstep, row0, bstep, ungated
     cdef bint index_early
     cdef int dim = t.dim, n = t.n, a
-    cdef bint ok = True, finite
+    cdef bint ok = True, finite, par
+    cdef const dod_index* border
     cdef double hsum = 0.0, lc, d2
     cdef double y[3]
     cdef uint32_t nmask, hist
@@ -1354,6 +1428,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     k.rm.fill = <dod_index*>_push(scratch, T, sizeof(dod_index), &ok)
     k.rm.slot = <dod_index*>_push(scratch, T, sizeof(dod_index), &ok)
     k.born = <int32_t*>_push(scratch, n_dets, sizeof(int32_t), &ok)
+    if not t.two_point and n_dets >= 2:      # (fewer: nothing to order)
+        _morton_push(scratch, n_dets, dim, &k.bm, &ok)
     if not ok:
         dod_arena_rewind(scratch, mark)
         return -1
@@ -1504,15 +1580,20 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         dod_table_removal_free(tab, &k.rm, 0, k.rm.removed)
     dod_table_removal_finish(tab, &k.rm)
 
-    # 6. Births from the detections nobody took, in scan order. The table
-    # zeroes the new row (ZII: velocity 0, misses 0); the birth writes only
-    # what it sets, the covariance always (a zero covariance means certainty).
+    # 6. Births from the detections nobody took. The table zeroes the new
+    # row (ZII: velocity 0, misses 0); the birth writes only what it sets,
+    # the covariance always (a zero covariance means certainty).
     if t.two_point:
         _births_two_point(t, &k, &cnt, dt)      # pairs start tracks; the rest wait a scan
-    # Free detections take rows in scan order while rows last, the rest are
-    # dropped (as one insert per birth would). Birth b is detection born[b]
-    # in row count + b with id next_id + b, so the rows (zeroed, then set)
-    # can be written by the workers in chunks.
+    # Free detections are births in scan order while rows last, the rest are
+    # dropped (as one insert per birth would): birth b is detection born[b]
+    # with id next_id + b. At _BIRTH_ORDER_MIN births or more their rows
+    # are in spatial (Morton) order of the detections, not in scan order:
+    # tracks born together (all of them, at a first scan) then read their
+    # neighbours' memory when they are gated (at 100,000 targets, p99 of
+    # the tick 25.8 against 34.1 ms at 2 threads, the same run), and ids
+    # stay those of scan order. The rows (zeroed, then set) can be written
+    # by the workers in chunks.
     nfree = 0
     for j in range(0 if t.two_point else k.D):
         if k.det_track[j] < 0:
@@ -1523,12 +1604,17 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     dod_table_insert_many(tab, nfit, NULL)
     cnt.births_dropped += nfree - nfit
     tab.failed += nfree - nfit     # each dropped birth is a refused insert
-    if nt > 1 and T >= <size_t>nt * t.min_rows and nfit >= <size_t>nt * t.min_rows:
+    par = nt > 1 and T >= <size_t>nt * t.min_rows and nfit >= <size_t>nt * t.min_rows
+    border = NULL
+    if not t.two_point and nfit >= _BIRTH_ORDER_MIN:    # serially: a few passes over the births
+        border = _morton_order(k.z, dim, k.born, dim, nfit, _BIRTH_BITS if dim == 2 else _BIRTH_BITS_3D,
+                               t.grid_h, 1, False, &k.bm)
+    if par:
         bstep = (nfit + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS
         for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="dynamic", chunksize=1):
-            _birth_rows(t, &k, row0, min(nfit, ch * bstep), min(nfit, (ch + 1) * bstep), lc)
+            _birth_rows(t, &k, row0, border, k.bm.pos, min(nfit, ch * bstep), min(nfit, (ch + 1) * bstep), lc)
     else:
-        _birth_rows(t, &k, row0, 0, nfit, lc)
+        _birth_rows(t, &k, row0, border, k.bm.pos, 0, nfit, lc)
     t.next_id += nfit
     cnt.births += nfit
     cnt.tentative = tab.count - cnt.confirmed     # births are tentative
@@ -1571,6 +1657,7 @@ cdef size_t _scratch_bytes(size_t cap, size_t dmax, int dim) noexcept:
     total += _round_up(dmax) + 2 * _round_up(dmax * 4)     # two-point pairing (sused, sbest, dbest)
     total += _round_up(dmax * dim * 8) + _round_up(cap * dim * 8) + _round_up(cap * dim * dim * 8)  # zm hp J
     total += 3 * _round_up(cap * 4) + _round_up(dmax * 4)     # deaths: hole, fill, slot; births: born
+    total += 4 * _round_up(dmax * 4) + 2 * _round_up(dmax * dim * 8) + _SORT_BYTES   # births' spatial order
     total += _round_up(dmax * 4)            # det_pairs (lone pairs of the association)
     total += _CLUSTER_BYTES + (1 << 16)      # cluster cost matrices: 16 MiB holds a 1000 x 1000 cluster
     # The spatial sort after the tick reuses the same bytes: keys, rows and
