@@ -168,31 +168,39 @@ cdef void dod_table_removal_plan(const dod_table* t, const uint8_t* flag, uint8_
     replaying that walk on row numbers alone, in the same pass that lists
     the freed slots: `at` holds which original row sits at each position at
     or above the new count (in r.hole's memory past the holes: there are at
-    most new-count holes and count - new-count such positions)."""
-    cdef size_t n = t.count, row, m = 0, tail = 0, h, s = 0, cnt, last, L
+    most new-count holes and count - new-count such positions).
+
+    The walk visits the flagged rows alone, from a list that one pass
+    without a branch writes into r.fill (a test per row mispredicts at
+    every flagged row, and these are scattered): the list is ascending, its
+    first `moves` entries are the holes, and hole h, the h-th entry, is
+    read just before fill[h] is written over it."""
+    cdef size_t n = t.count, row, m = 0, h, s = 0, cnt, last, L, i
     cdef dod_index* at
+    cdef dod_index* flagged = r.fill
     for row in range(n):
+        flagged[m] = <dod_index>row
         m += flag[row] == value
     L = n - m
-    for row in range(L, n):
-        tail += flag[row] == value
+    h = 0
+    while h < m and flagged[h] < L:
+        h += 1
     r.removed = m
     r.count = L
-    r.moves = h = m - tail
+    r.moves = h
     r.free_head = t.free_head
     at = r.hole + r.moves
     for row in range(L, n):
         at[row - L] = <dod_index>row
     cnt = n
-    row = n
-    while row > 0:
-        row -= 1
-        if flag[row] != value:
-            continue
+    i = m
+    while i > 0:
+        i -= 1
+        row = flagged[i]
         r.slot[s] = t.row_slot[row]         # the order the walk frees them
         s += 1
         last = cnt - 1          # >= L: this flagged row is not removed yet
-        if row < L:             # a final hole: filled by the original row now last
+        if row < L:             # a final hole (i == h - 1): filled by the original row now last
             h -= 1
             r.hole[h] = <dod_index>row
             r.fill[h] = at[last - L]

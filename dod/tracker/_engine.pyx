@@ -223,25 +223,33 @@ ctypedef struct _tick:
     # deaths and births
     dod_table_removal rm    # hole, fill, slot: [T] each (dod.table's batch removal)
     int32_t* born           # [D] free detections in scan order (births of single-scan initiation)
+    size_t nborn            # how many
     _morton bm              # the births' spatial order (single-scan initiation)
 
 
-cdef inline bint _all_finite(const double* v, size_t n) noexcept nogil:
-    """True when none of v[0:n] is NaN or infinite: v - v is 0 for a finite
-    value and NaN otherwise, so the sum is 0 exactly when all are finite
-    (one branch-free pass instead of a test and a branch per value)."""
+cdef inline double _sum4(const double* v, size_t n, bint finite_test) noexcept nogil:
+    """v[0] + ... + v[n - 1] as four interleaved sums (no chain of dependent
+    adds) added at the end: the same bits on every call, and so for every
+    thread count. With `finite_test`, the sum of v[i] - v[i] instead: 0 for
+    a finite value and NaN otherwise, so 0 exactly when all are finite (one
+    branch-free pass instead of a test and a branch per value)."""
     cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
     cdef size_t i = 0
-    while i + 4 <= n:           # four sums: no chain of dependent adds
-        a0 += v[i] - v[i]
-        a1 += v[i + 1] - v[i + 1]
-        a2 += v[i + 2] - v[i + 2]
-        a3 += v[i + 3] - v[i + 3]
+    while i + 4 <= n:
+        a0 += v[i] - v[i] if finite_test else v[i]
+        a1 += v[i + 1] - v[i + 1] if finite_test else v[i + 1]
+        a2 += v[i + 2] - v[i + 2] if finite_test else v[i + 2]
+        a3 += v[i + 3] - v[i + 3] if finite_test else v[i + 3]
         i += 4
     while i < n:
-        a0 += v[i] - v[i]
+        a0 += v[i] - v[i] if finite_test else v[i]
         i += 1
-    return a0 + a1 + a2 + a3 == 0.0
+    return (a0 + a1) + (a2 + a3)
+
+
+cdef inline bint _all_finite(const double* v, size_t n) noexcept nogil:
+    """True when none of v[0:n] is NaN or infinite."""
+    return _sum4(v, n, True) == 0.0
 
 
 cdef inline void* _push(dod_arena* a, size_t n, size_t size, bint* ok) noexcept nogil:
@@ -649,6 +657,15 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
 
 # ---------------------------------------------------------------- row passes of the tick (chunks over the workers)
 
+cdef void _dets_ready(_tick* k, const double* dets, int dim) noexcept nogil:
+    """k.z[0:D] copied from `dets` (unless NULL: k.z is filled already),
+    and no detection assigned yet (det_track, loc_d: -1, all bytes 0xff)."""
+    if dets != NULL:
+        memcpy(k.z, dets, k.D * dim * sizeof(double))
+    memset(k.det_track, 0xff, k.D * sizeof(int32_t))
+    memset(k.loc_d, 0xff, k.D * sizeof(int32_t))
+
+
 cdef void _index_if(_tick* k, int dim, bint build) noexcept nogil:
     """Build the detection grid (k.grid.h set) when `build`."""
     if build:
@@ -865,6 +882,16 @@ cdef void _update_manage_chunk(const dod_tracker* t, const _tick* k, size_t ch, 
     _update_rows(t, k, r0, r1)
     assoc[0] += _manage_rows(t, k, r0, r1, &conf)
     confirmed[0] += conf
+
+
+cdef void _free_dets(const dod_tracker* t, _tick* k) noexcept nogil:
+    """The detections nobody took, in scan order, into k.born[0:nborn] (none
+    with two-point initiation: those wait in the singles)."""
+    cdef size_t j, nfree = 0
+    for j in range(0 if t.two_point else k.D):     # without a branch: a tenth of them, at random
+        k.born[nfree] = <int32_t>j
+        nfree += <size_t>(k.det_track[j] < 0)
+    k.nborn = nfree
 
 
 # ---------------------------------------------------------------- locality: rows in spatial order
@@ -1117,31 +1144,38 @@ cdef bint _spatial_sort(dod_tracker* t, dod_arena* scratch, double h) noexcept n
 
 # ---------------------------------------------------------------- track management in clutter
 
-cdef void _estimate_clutter(dod_tracker* t, _tick* k, dod_tick_counts* cnt) noexcept nogil:
+cdef void _estimate_clutter(dod_tracker* t, _tick* k, dod_tick_counts* cnt, bint grid_built) noexcept nogil:
     """Count the detections no confirmed track took; fold them into the
-    clutter density estimate (TrackerConfig.clutter_density documents it)."""
+    clutter density estimate (TrackerConfig.clutter_density documents it).
+    The detections' bounding box is the index's (`grid_built`: built over
+    all of them this tick, by a worker while the others predict) or, when
+    there is none, one pass here."""
     cdef size_t j, u = 0
     cdef int a, dim = t.dim
-    cdef double lo, hi, v, V, side = 10.0 * t.r, est
+    cdef double v, V, side = 10.0 * t.r, est
+    cdef double lo[3]
+    cdef double hi[3]
     for j in range(k.D):
-        if k.det_track[j] < 0:
-            u += 1
+        u += <size_t>(k.det_track[j] < 0)
     cnt.unclaimed = u
     if t.clutter_fixed or k.D == 0:
         return
     if t.volume > 0.0:
         V = t.volume
     else:
+        for a in range(dim):
+            if grid_built:
+                lo[a] = k.grid.lo[a]
+                hi[a] = k.grid.hi[a]
+            else:
+                lo[a] = hi[a] = k.z[a]
+                for j in range(1, k.D):
+                    v = k.z[j * dim + a]
+                    lo[a] = v if v < lo[a] else lo[a]
+                    hi[a] = v if v > hi[a] else hi[a]
         V = 1.0
         for a in range(dim):
-            lo = hi = k.z[a]
-            for j in range(1, k.D):
-                v = k.z[j * dim + a]
-                if v < lo:
-                    lo = v
-                elif v > hi:
-                    hi = v
-            V *= hi - lo if hi - lo > side else side
+            V *= hi[a] - lo[a] if hi[a] - lo[a] > side else side
     est = (<double>u + 1.0) / V
     if t.clutter > 0.0:
         t.clutter = (1.0 - t.clutter_w) * t.clutter + t.clutter_w * est
@@ -1372,7 +1406,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef int dim = t.dim, n = t.n, a
     cdef bint ok = True, finite, par
     cdef const dod_index* border
-    cdef double hsum = 0.0, lc, d2
+    cdef const double* late
+    cdef double lc, d2
     cdef double y[3]
     cdef uint32_t nmask, hist
     cdef bint grid_built = False
@@ -1436,9 +1471,16 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
 
     # 2. Valid detections (NaN/inf rows dropped and counted; range-bearing:
     # also a negative range or an elevation outside [-pi/2, pi/2]).
+    # The common case, all valid, is one copy: with workers, by the one that
+    # builds the index (below), while the others start predicting.
+    par = nt > 1 and T >= <size_t>nt * t.min_rows
+    late = NULL
     if sensor == NULL and _all_finite(dets, n_dets * dim):
-        memcpy(k.z, dets, n_dets * dim * sizeof(double))     # the common case: one copy
         k.D = n_dets
+        if par:
+            late = dets
+        else:
+            _dets_ready(&k, dets, dim)
     else:
         for j in range(n_dets):
             finite = True
@@ -1461,10 +1503,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
                 k.D += 1
             else:
                 cnt.invalid += 1
+        _dets_ready(&k, NULL, dim)
     cnt.detections = k.D
-    for j in range(k.D):
-        k.det_track[j] = -1
-        k.loc_d[j] = -1
 
     # 3. Predict every track: innovation inverse and gate half-widths (rows
     # are independent: chunks over the workers). Meanwhile index the
@@ -1480,7 +1520,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         # gated as they are predicted (_predict_gate_rows: one pass over
         # their columns instead of two).
         _gate_open(t, &k)
-    if nt > 1 and T >= <size_t>nt * t.min_rows:
+    if par:
         # The grid is item 0 of the dynamic loop, so one worker builds it
         # while the others predict. (Built by the calling thread before the
         # loop, it kept the other worker from its first chunk until the
@@ -1488,6 +1528,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         # Chunks predicted before it is ready are gated after the loop.
         for ch in prange(k.row_chunks + 1, num_threads=nt, schedule="dynamic", chunksize=1):
             if ch == 0:
+                if late != NULL:
+                    _dets_ready(&k, late, dim)
                 _index_if(&k, dim, index_early)
                 dod_atomic_store_u32(&k.grid_ready, 1)
             else:
@@ -1505,9 +1547,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         _predict_gate_rows(t, &k, dt, &k.whole, 0, T)
     else:
         _predict_rows(t, &k, dt, 0, T)
-    for ti in range(T):
-        hsum += k.hm[ti]
-    t.grid_h = 4.0 * hsum / <double>T if T > 0 else 0.0
+    t.grid_h = 4.0 * _sum4(k.hm, T, False) / <double>T if T > 0 else 0.0
     if not (t.grid_h > 0.0 and isfinite(t.grid_h)):
         t.grid_h = 0.0
     # 4. Associate: confirmed tracks first, then tentative ones.
@@ -1519,7 +1559,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
             dod_grid_build(&k.grid, k.z, k.D, dim)
         grid_built = True
         _associate(t, &k, &cnt, DOD_TRACK_CONFIRMED, scratch, index_early)
-    _estimate_clutter(t, &k, &cnt)
+    _estimate_clutter(t, &k, &cnt, grid_built)
     if grid_built:
         # The index keeps the detections no confirmed track took (same
         # geometry and order: the same pairs as testing each point).
@@ -1548,25 +1588,30 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     # Update, then hits/misses/confirmation, in one pass of chunks (only
     # assigned tracks update, so the cost of a chunk varies: dynamic); the
     # counts are sums of integers, the same in any order.
-    if nt > 1 and T >= <size_t>nt * t.min_rows:
+    # The last item lists the births (the detections nobody took, final now).
+    if par:
         for w in range(nt):
             assoc[w] = 0
             conf[w] = 0
-        for ch in prange(k.row_chunks, num_threads=nt, schedule="dynamic", chunksize=1):
-            _update_manage_chunk(t, &k, ch, &assoc[threadid()], &conf[threadid()])
+        for ch in prange(k.row_chunks + 1, num_threads=nt, schedule="dynamic", chunksize=1):
+            if ch == k.row_chunks:
+                _free_dets(t, &k)
+            else:
+                _update_manage_chunk(t, &k, ch, &assoc[threadid()], &conf[threadid()])
         for w in range(nt):
             cnt.associations += assoc[w]
             cnt.confirmed += conf[w]
     else:
         _update_rows(t, &k, 0, T)
         cnt.associations += _manage_rows(t, &k, 0, T, &cnt.confirmed)
+        _free_dets(t, &k)
     # Deaths: the rows removing them one at a time from the highest down
     # would leave (the last row fills each hole), planned in one pass over
     # the states; the row moves (random writes) and the freed slots over the
     # workers, in chunks of both. The same table for every thread count.
     dod_table_removal_plan(tab, c.state, DOD_TRACK_NONE, &k.rm)
     cnt.deaths += k.rm.removed
-    if nt > 1 and T >= <size_t>nt * t.min_rows and k.rm.removed > 0:
+    if par and k.rm.removed > 0:
         mstep = max(<size_t>1, (k.rm.moves + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS)
         fstep = max(<size_t>1, (k.rm.removed + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS)
         for ch in prange(2 * _TAIL_CHUNKS, num_threads=nt, schedule="dynamic", chunksize=1):
@@ -1585,35 +1630,35 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     # the covariance always (a zero covariance means certainty).
     if t.two_point:
         _births_two_point(t, &k, &cnt, dt)      # pairs start tracks; the rest wait a scan
-    # Free detections are births in scan order while rows last, the rest are
-    # dropped (as one insert per birth would): birth b is detection born[b]
-    # with id next_id + b. At _BIRTH_ORDER_MIN births or more their rows
-    # are in spatial (Morton) order of the detections, not in scan order:
-    # tracks born together (all of them, at a first scan) then read their
-    # neighbours' memory when they are gated (at 100,000 targets, p99 of
-    # the tick 25.8 against 34.1 ms at 2 threads, the same run), and ids
-    # stay those of scan order. The rows (zeroed, then set) can be written
-    # by the workers in chunks.
-    nfree = 0
-    for j in range(0 if t.two_point else k.D):
-        if k.det_track[j] < 0:
-            k.born[nfree] = <int32_t>j
-            nfree += 1
+    # Free detections (k.born, listed with the update) are births in scan
+    # order while rows last, the rest are dropped (as one insert per birth
+    # would): birth b is detection born[b] with id next_id + b. At
+    # _BIRTH_ORDER_MIN births or more their rows are in spatial (Morton)
+    # order of the detections, not in scan order: tracks born together (all
+    # of them, at a first scan) then read their neighbours' memory when
+    # they are gated (at 100,000 targets, p99 of the tick 25.8 against 34.1
+    # ms at 2 threads, the same run), and ids stay those of scan order. The
+    # rows (zeroed, then set) can be written by the workers in chunks, while
+    # one of them takes their slots (the insert touches the slot maps alone).
+    nfree = k.nborn
     nfit = min(nfree, tab.capacity - tab.count)
     row0 = tab.count
-    dod_table_insert_many(tab, nfit, NULL)
     cnt.births_dropped += nfree - nfit
     tab.failed += nfree - nfit     # each dropped birth is a refused insert
-    par = nt > 1 and T >= <size_t>nt * t.min_rows and nfit >= <size_t>nt * t.min_rows
+    par = par and nfit >= <size_t>nt * t.min_rows
     border = NULL
     if not t.two_point and nfit >= _BIRTH_ORDER_MIN:    # serially: a few passes over the births
         border = _morton_order(k.z, dim, k.born, dim, nfit, _BIRTH_BITS if dim == 2 else _BIRTH_BITS_3D,
                                t.grid_h, 1, False, &k.bm)
     if par:
         bstep = (nfit + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS
-        for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="dynamic", chunksize=1):
-            _birth_rows(t, &k, row0, border, k.bm.pos, min(nfit, ch * bstep), min(nfit, (ch + 1) * bstep), lc)
+        for ch in prange(_TAIL_CHUNKS + 1, num_threads=nt, schedule="dynamic", chunksize=1):
+            if ch == 0:
+                dod_table_insert_many(tab, nfit, NULL)
+            else:
+                _birth_rows(t, &k, row0, border, k.bm.pos, min(nfit, (ch - 1) * bstep), min(nfit, ch * bstep), lc)
     else:
+        dod_table_insert_many(tab, nfit, NULL)
         _birth_rows(t, &k, row0, border, k.bm.pos, 0, nfit, lc)
     t.next_id += nfit
     cnt.births += nfit

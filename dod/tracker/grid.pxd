@@ -61,6 +61,8 @@ ctypedef struct dod_grid:
     bint direct             # bucket b is cell b (row-major over the points' box); else hashed
     int64_t org[3]          # direct: cell of the box's low corner
     int64_t ncell[3]        # direct: cells per axis (1 for unused axes)
+    double lo[3]            # the points' bounding box, from the build (n > 0; axes < dim)
+    double hi[3]
 
 
 cdef enum:
@@ -333,6 +335,9 @@ cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int
                     lo[a] = v
                 if v > hi[a]:
                     hi[a] = v
+        for a in range(dim):
+            g.lo[a] = lo[a]
+            g.hi[a] = hi[a]
         cells = _dod_grid_box_cells(g, lo, hi, dim)
         widen = 0
         while cells > <double>g.nb and widen < 8 and g.h <= h0 * _DOD_GRID_MAX_WIDEN:
