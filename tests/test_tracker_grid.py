@@ -1,7 +1,9 @@
 """dod/tracker/grid.pxd from Cython: the cell walk of a box (dod_grid_walk_*)
 finds every indexed point inside the box, each once, in both modes of the
 grid (direct and hashed), against brute force; after dod_grid_keep_free it
-finds the same walk's free points, in the same order."""
+finds the same walk's free points, in the same order; the same drop in
+parts (dod_grid_kept_in, dod_grid_bucket_from, dod_grid_keep_free_part: the
+threaded tick's) leaves the same index."""
 import numpy as np
 import pytest
 
@@ -11,7 +13,8 @@ GRID_SOURCE = """
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport uint32_t, int32_t, int64_t
 from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_holds, dod_grid_keep_free, dod_grid_walk,
-                               dod_grid_walk_begin, dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS)
+                               dod_grid_walk_begin, dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS,
+                               dod_grid_kept_in, dod_grid_bucket_from, dod_grid_keep_free_part)
 
 def walk(const double[:, ::1] pts, double h, size_t nb, const double[:, ::1] lo, const double[:, ::1] hi,
          const int32_t[::1] owner=None):
@@ -51,6 +54,56 @@ def walk(const double[:, ::1] pts, double h, size_t nb, const double[:, ::1] lo,
         return out, g.h, bool(g.direct), g.n
     finally:
         free(g.cell); free(g.scell); free(g.spos); free(g.order); free(g.bucket)
+
+
+def keep_free_in_parts(const double[:, ::1] pts, double h, size_t nb, const int32_t[::1] owner,
+                       cuts, order_of_parts):
+    # Index pts twice; drop the taken points from one with dod_grid_keep_free,
+    # from the other in parts [cuts[c], cuts[c + 1]) of the sorted positions,
+    # the parts' second phase run in order_of_parts (any order must do, as
+    # on threads); returns both indexes as (n, order, spos, bucket).
+    cdef size_t n = pts.shape[0], c, P = len(cuts) - 1, acc = 0
+    cdef int dim = pts.shape[1], i
+    cdef dod_grid g[2]
+    cdef uint32_t* order_out = <uint32_t*>malloc((n + 1) * sizeof(uint32_t))
+    cdef double* spos_out = <double*>malloc((dim * n + 1) * sizeof(double))
+    for i in range(2):
+        g[i].h = h
+        g[i].nb = nb
+        g[i].cell = <int64_t*>malloc((3 * n + 1) * sizeof(int64_t))
+        g[i].scell = <int64_t*>malloc((3 * n + 1) * sizeof(int64_t))
+        g[i].spos = <double*>malloc((dim * n + 1) * sizeof(double))
+        g[i].order = <uint32_t*>malloc((n + 1) * sizeof(uint32_t))
+        g[i].bucket = <uint32_t*>malloc((nb + 1) * sizeof(uint32_t))
+    out = []
+    try:
+        for i in range(2):
+            dod_grid_build(&g[i], &pts[0, 0], n, dim)
+        assert g[1].direct
+        dod_grid_keep_free(&g[0], &owner[0], dim)
+        kept_at = [0] * (P + 1)
+        bucket_at = [0] * (P + 1)
+        for c in range(P):
+            kept_at[c] = dod_grid_kept_in(&g[1], &owner[0], cuts[c], cuts[c + 1])
+            bucket_at[c] = dod_grid_bucket_from(&g[1], cuts[c])
+        bucket_at[P] = g[1].nb + 1
+        for c in range(P):
+            kept_at[c], acc = acc, acc + kept_at[c]
+        kept_at[P] = acc
+        for c in order_of_parts:
+            dod_grid_keep_free_part(&g[1], &owner[0], dim, cuts[c], cuts[c + 1], kept_at[c], kept_at[c + 1],
+                                    bucket_at[c], bucket_at[c + 1], order_out, spos_out)
+        for i in range(2):
+            order = order_out if i == 1 else g[0].order
+            spos = spos_out if i == 1 else g[0].spos
+            m = acc if i == 1 else g[0].n
+            out.append((m, [order[c] for c in range(m)], [spos[c] for c in range(m * dim)],
+                        [g[i].bucket[c] for c in range(g[i].nb + 1)]))
+        return out
+    finally:
+        free(order_out); free(spos_out)
+        for i in range(2):
+            free(g[i].cell); free(g[i].scell); free(g[i].spos); free(g[i].order); free(g[i].bucket)
 """
 
 
@@ -113,3 +166,29 @@ def test_keep_free_walks_the_free_points_in_the_same_order(grid_module, dim, clu
         assert mode2 == mode
         if mode == 2:
             assert seen2 == [j for j in seen if owner[j] < 0]
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+@pytest.mark.parametrize("taken", [0.0, 0.3, 0.8, 1.0])
+def test_keep_free_in_parts_leaves_the_same_index(grid_module, dim, taken):
+    # The threaded tick drops the taken detections in parts, out of place,
+    # over its workers: whatever the cuts (empty parts, a part of one point,
+    # parts ending in a run of taken points) and whatever order the parts
+    # run in, the index must be the one dod_grid_keep_free leaves. A part
+    # that wrote past its own kept points would overwrite the next part's
+    # first one when that part ran before it.
+    mod = grid_module
+    rng = np.random.default_rng(dim * 1000 + int(taken * 10))
+    pts, _, _ = _cases(rng, dim, False)
+    n = len(pts)
+    for trial in range(12):
+        owner = np.where(rng.random(n) < taken, rng.integers(0, 50, n), -1).astype(np.int32)
+        if trial % 4 == 3:
+            owner[: n // 2] = 7                     # taken runs at the end of the first parts
+        inner = np.sort(rng.integers(0, n + 1, int(rng.integers(0, 9))))
+        cuts = [0, *inner.tolist(), n]
+        parts = list(range(len(cuts) - 1))
+        for order_of_parts in (parts, parts[::-1], list(rng.permutation(parts))):
+            whole, in_parts = mod.keep_free_in_parts(pts, 4.0, 1024, owner, cuts, order_of_parts)
+            assert in_parts == whole
+            assert whole[0] == int((owner < 0).sum())

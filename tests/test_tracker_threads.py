@@ -80,6 +80,29 @@ def test_bit_identical_small_scenes_always_parallel(n):
         assert _state(a) == _state(b), f"scan {s}"
 
 
+def test_invalid_rows_dropped_the_same_for_every_thread_count():
+    # With workers, the worker that builds the index reads, checks and
+    # copies the scan: scans with NaN/inf rows, and scans with no valid
+    # row at all, must leave the state (and the invalid count) of one thread.
+    sc = generate(200, 40, seed=12, crossing=0.2, clutter=30)
+    rng = np.random.default_rng(12)
+    trackers = [Tracker(threads=1)] + [Tracker(threads=n, parallel_min_rows=0) for n in (2, 3)]
+    for s, (z, dt) in enumerate(sc):
+        if s % 7 == 6:
+            z = np.full((5, 2), np.nan)                 # nothing valid
+        elif s % 3 == 0:
+            z = z.copy()
+            bad = rng.choice(len(z), size=min(len(z), 4), replace=False)
+            z[bad, rng.integers(0, 2, len(bad))] = rng.choice([np.nan, np.inf, -np.inf], len(bad))
+        for t in trackers:
+            t.tick(np.ascontiguousarray(z), dt)
+        want = _state(trackers[0])
+        for t in trackers[1:]:
+            assert _state(t) == want, f"threads={t.threads} differs at scan {s}"
+        assert trackers[0].counts()["invalid"] == int((~np.isfinite(z).all(axis=1)).sum())
+    assert len(trackers[0]) > 100
+
+
 def test_more_threads_than_rows_and_empty_scans():
     t1, t8 = Tracker(threads=1), Tracker(threads=8, parallel_min_rows=0)
     for z in (np.empty((0, 2)), np.array([[1.0, 2.0]]), np.array([[1.1, 2.0], [50.0, 50.0]]), np.empty((0, 2))):

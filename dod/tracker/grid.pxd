@@ -246,6 +246,65 @@ cdef inline void dod_grid_keep_free(dod_grid* g, const int32_t* owner, int dim) 
     g.n = m
 
 
+# The same drop over a direct-mode index in parts that threads can share,
+# out of place (in place, a part would overwrite points the part before it
+# has not read yet). For parts [s_c, s_c+1) of the sorted positions (s_0 = 0,
+# the last ending at g.n): first, in any order, dod_grid_kept_in and
+# dod_grid_bucket_from for every part (these read the index as built); then
+# dod_grid_keep_free_part for every part, in any order, part c writing
+# [m_c, m_c+1) (m_c: the kept points of the parts before it) and remapping the buckets
+# from bucket_from(s_c) to bucket_from(s_c+1) (the last part: to nb,
+# inclusive); then g.order and g.spos are the output arrays and g.n the sum.
+# The index is then the one dod_grid_keep_free leaves, point for point.
+
+cdef inline size_t dod_grid_kept_in(const dod_grid* g, const int32_t* owner, size_t s0, size_t s1) noexcept nogil:
+    """Points at sorted positions [s0, s1) that no track took (owner < 0)."""
+    cdef size_t s, m = 0
+    for s in range(s0, s1):
+        m += <size_t>(owner[g.order[s]] < 0)
+    return m
+
+
+cdef inline size_t dod_grid_bucket_from(const dod_grid* g, size_t s) noexcept nogil:
+    """The first bucket b (0 <= b <= nb) whose start is >= s (the starts
+    ascend; nb + 1 when none is)."""
+    cdef size_t lo = 0, hi = g.nb + 1, mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if g.bucket[mid] < s:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+cdef inline void dod_grid_keep_free_part(dod_grid* g, const int32_t* owner, int dim, size_t s0, size_t s1,
+                                         size_t m0, size_t m1, size_t b0, size_t b1, uint32_t* order_out,
+                                         double* spos_out) noexcept nogil:
+    """One part of the drop (see above): the kept points of sorted positions
+    [s0, s1), m1 - m0 of them (dod_grid_kept_in), into order_out / spos_out
+    [m0, m1), each position's kept count so far into g.cell (as
+    dod_grid_keep_free; kept[n] by the last part), then buckets [b0, b1)
+    remapped. Each point is written at the count so far, kept by stepping
+    it, but never at m1: the dropped points after the part's last kept one
+    would land on the next part's first (one branch, taken until then)."""
+    cdef size_t s, m = m0, j
+    cdef uint32_t* kept = <uint32_t*>g.cell
+    cdef int a
+    for s in range(s0, s1):
+        kept[s] = <uint32_t>m
+        j = g.order[s]
+        if m < m1:
+            order_out[m] = <uint32_t>j
+            for a in range(dim):
+                spos_out[m * dim + a] = g.spos[s * dim + a]
+        m += <size_t>(owner[j] < 0)
+    if s1 == g.n:
+        kept[g.n] = <uint32_t>m
+    for s in range(b0, b1):
+        g.bucket[s] = kept[g.bucket[s]]
+
+
 cdef inline double _dod_grid_box_cells(dod_grid* g, const double* lo, const double* hi, int dim) noexcept nogil:
     """Direct mode geometry at side g.h for points within lo .. hi: origin
     and cells per axis; returns the number of cells (as a double). floor(v / h)
