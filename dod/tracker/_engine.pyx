@@ -924,9 +924,11 @@ cdef void _keep_free(const dod_tracker* t, _tick* k, int dim) noexcept nogil:
     calling thread's own time in a two-thread tick.)"""
     cdef dod_grid* g = &k.grid
     cdef int nt = t.threads
-    cdef size_t n = g.n, ch, acc = 0, s0, s1
+    cdef size_t n = g.n, ch, acc = 0, c
     cdef size_t part_at[_TAIL_CHUNKS + 1]
     cdef size_t bucket_at[_TAIL_CHUNKS + 1]
+    cdef size_t s_at[_TAIL_CHUNKS + 1]      # the parts' first sorted positions (no division in a
+                                            # region's body: checked, in debug builds, it takes the GIL)
     if not (nt > 1 and g.direct and k.bm.row != NULL and k.bm.pos != NULL and n > 0
             and n >= <size_t>nt * t.min_rows * _FREE_INDEX_MIN):
         if dim == 2:
@@ -934,24 +936,23 @@ cdef void _keep_free(const dod_tracker* t, _tick* k, int dim) noexcept nogil:
         else:
             dod_grid_keep_free(g, k.det_track, 3)
         return
+    for ch in range(_TAIL_CHUNKS + 1):
+        s_at[ch] = ch * n // _TAIL_CHUNKS
     for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
-        s0 = ch * n // _TAIL_CHUNKS
-        part_at[ch] = dod_grid_kept_in(g, k.det_track, s0, (ch + 1) * n // _TAIL_CHUNKS)
-        bucket_at[ch] = dod_grid_bucket_from(g, s0)
+        part_at[ch] = dod_grid_kept_in(g, k.det_track, s_at[ch], s_at[ch + 1])
+        bucket_at[ch] = dod_grid_bucket_from(g, s_at[ch])
     bucket_at[_TAIL_CHUNKS] = g.nb + 1
     for ch in range(_TAIL_CHUNKS):      # counts to offsets
-        s0 = part_at[ch]
+        c = part_at[ch]
         part_at[ch] = acc
-        acc += s0
+        acc += c
     part_at[_TAIL_CHUNKS] = acc
     for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
-        s0 = ch * n // _TAIL_CHUNKS
-        s1 = (ch + 1) * n // _TAIL_CHUNKS
         if dim == 2:
-            dod_grid_keep_free_part(g, k.det_track, 2, s0, s1, part_at[ch], part_at[ch + 1],
+            dod_grid_keep_free_part(g, k.det_track, 2, s_at[ch], s_at[ch + 1], part_at[ch], part_at[ch + 1],
                                     bucket_at[ch], bucket_at[ch + 1], k.bm.row, k.bm.pos)
         else:
-            dod_grid_keep_free_part(g, k.det_track, 3, s0, s1, part_at[ch], part_at[ch + 1],
+            dod_grid_keep_free_part(g, k.det_track, 3, s_at[ch], s_at[ch + 1], part_at[ch], part_at[ch + 1],
                                     bucket_at[ch], bucket_at[ch + 1], k.bm.row, k.bm.pos)
     g.order = k.bm.row
     g.spos = k.bm.pos
