@@ -252,9 +252,9 @@ cdef inline void dod_grid_keep_free(dod_grid* g, const int32_t* owner, int dim) 
 # the last ending at g.n): first, in any order, dod_grid_kept_in and
 # dod_grid_bucket_from for every part (these read the index as built); then
 # dod_grid_keep_free_part for every part, in any order, part c writing
-# [m_c, m_c+1) (m_c: the kept points of the parts before it) and remapping the buckets
-# from bucket_from(s_c) to bucket_from(s_c+1) (the last part: to nb,
-# inclusive); then g.order and g.spos are the output arrays and g.n the sum.
+# [m_c, m_c+1) (m_c: the kept points of the parts before it) and remapping
+# the buckets from bucket_from(s_c) to bucket_from(s_c+1) (the last part: to
+# nb, inclusive); then g.order and g.spos are the output arrays and g.n the sum.
 # The index is then the one dod_grid_keep_free leaves, point for point.
 
 cdef inline size_t dod_grid_kept_in(const dod_grid* g, const int32_t* owner, size_t s0, size_t s1) noexcept nogil:
@@ -288,7 +288,7 @@ cdef inline void dod_grid_keep_free_part(dod_grid* g, const int32_t* owner, int 
     remapped. Each point is written at the count so far, kept by stepping
     it, but never at m1: the dropped points after the part's last kept one
     would land on the next part's first (one branch, taken until then)."""
-    cdef size_t s, m = m0, j
+    cdef size_t s, m = m0, j, b
     cdef uint32_t* kept = <uint32_t*>g.cell
     cdef int a
     for s in range(s0, s1):
@@ -301,8 +301,8 @@ cdef inline void dod_grid_keep_free_part(dod_grid* g, const int32_t* owner, int 
         m += <size_t>(owner[j] < 0)
     if s1 == g.n:
         kept[g.n] = <uint32_t>m
-    for s in range(b0, b1):
-        g.bucket[s] = kept[g.bucket[s]]
+    for b in range(b0, b1):
+        g.bucket[b] = kept[g.bucket[b]]
 
 
 cdef inline double _dod_grid_box_cells(dod_grid* g, const double* lo, const double* hi, int dim) noexcept nogil:
