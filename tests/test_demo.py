@@ -3,6 +3,7 @@ import io
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -158,3 +159,23 @@ def test_live_view_on_a_terminal(monkeypatch):
     assert "dod.tracker demo: summary" in text
     monkeypatch.setenv("CI", "1")
     assert not demo.want_live(False, out)
+
+
+def test_a_ticks_overrun_is_a_miss_not_a_demo_overrun():
+    # The chunk after a chunk whose late tick skipped slots starts on the
+    # loop's grid (past the skipped slots), not "late" against a grid that
+    # forgot them: demo overruns count only the demo's own work.
+    from dod.loop import Loop
+    run = demo.DemoRun(targets=50, rate=20.0, duration=1.0, seed=1)
+    step, calls = run.loop.step, [0]
+
+    def slow_step():
+        step()
+        calls[0] += 1
+        if calls[0] % run.chunk == 2:
+            time.sleep(0.12)                      # 2.4 periods: a miss, two slots skipped
+    run.loop = Loop(slow_step, run.rate, scratch=run.tracker.scratch, overrun="skip")
+    run.run()
+    assert run.loop.misses >= 4 and run.loop.skipped >= 8
+    assert run.demo_overruns == 0
+    assert "demo overruns 0" in run.summary()

@@ -402,3 +402,55 @@ def test_producer_on_a_cpu_the_os_refuses_fails_at_take():
     with pytest.raises(OSError):
         with RingProducer(ring, range(3), lambda i: None, cpus=[1 << 20]) as p:
             p.take()
+
+
+# ---------------------------------------------------------------- idle priority
+
+def _policy_seen(**kw):
+    """(the producer thread's scheduling policy, idle_applied, the items in order)."""
+    ring = Ring(2, 4, (2,), np.float64)
+    seen = []
+    p = RingProducer(ring, range(5), lambda i: None, **kw)
+
+    def fill(i):
+        if not seen:
+            seen.append(os.sched_getscheduler(0))        # 0: this (the producer) thread
+        with p.write(ring) as slot:
+            slot.write(np.full((1, 2), float(i)), tag=i)
+    p._fill = fill
+    with p:
+        got = drain(p, ring)
+    return seen[0], p.idle_applied, [g[1] for g in got]
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="no SCHED_IDLE on this OS")
+def test_idle_producer_runs_in_the_idle_class_and_delivers_everything():
+    policy, applied, tags = _policy_seen(idle=True)
+    assert (policy, applied, tags) == (os.SCHED_IDLE, True, [0, 1, 2, 3, 4])
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER             # only its own thread
+    policy, applied, tags = _policy_seen()
+    assert (policy, applied, tags) == (os.SCHED_OTHER, False, [0, 1, 2, 3, 4])
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="no SCHED_IDLE on this OS")
+def test_idle_refused_by_the_os_keeps_the_inherited_priority(monkeypatch):
+    def refuse(*a):
+        raise PermissionError("not here")
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    assert _policy_seen(idle=True) == (os.SCHED_OTHER, False, [0, 1, 2, 3, 4])
+
+
+def test_idle_must_be_a_bool():
+    ring = Ring(2, 4, (2,), np.float64)
+    for bad in (1, "yes", None):
+        with pytest.raises(TypeError, match="idle"):
+            RingProducer(ring, range(1), lambda i: None, idle=bad)
+    assert not ring.closed
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="no SCHED_IDLE on this OS")
+def test_demo_producer_at_idle_priority_in_real_time_only():
+    run = demo.DemoRun(targets=50, rate=100.0, duration=0.1).run()
+    assert run.stream.producer.idle_applied and "producer thread (idle priority)" in run.summary()
+    run = demo.DemoRun(targets=50, duration=0.1, fast=True).run()      # --fast: no slack to draw in
+    assert not run.stream.producer.idle_applied and "producer thread (normal priority)" in run.summary()

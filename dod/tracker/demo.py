@@ -23,7 +23,9 @@ What is measured, and how the demo keeps out of the measurement
     ``WINDOW_TARGETS`` targets only over a square window at the centre of
     the region holding about that many (the plot draws the same window), so
     a sample costs the same at 100,000 targets as at 2,000. The scans are
-    drawn by the producer thread, which runs ahead by up to the ring's slots.
+    drawn by the producer thread, which runs ahead by up to the ring's slots
+    at idle priority (``ScanStream(idle=True)``): in the ticks' slack, never
+    preempting a tick's workers (except with ``--fast``, which has no slack).
     Allocations per tick are the net growth of ``sys.getallocatedblocks()``
     across the chunks after the first (whose one-time effects are shown
     apart), divided by their ticks: 0 means the loop and the tracker retained
@@ -38,7 +40,7 @@ Real-time options (``--lock-memory``, ``--cpu``, ``--realtime-priority``)
     :class:`dod.realtime.Realtime` applied once on the loop's thread for the
     whole run (not per chunk, as ``Loop(lock_memory=...)`` would: the demo
     runs the loop in chunks), after the producer thread started, so the
-    producer keeps the ordinary policy and affinity. What the OS refuses is
+    producer keeps its own policy (idle) and affinity. What the OS refuses is
     a warning and the summary's ``realtime`` line says so (``--rt-strict``:
     an error instead). The tick's OpenMP workers (``--threads`` > 1) start
     at the first tick and inherit the loop thread's CPU pin and priority.
@@ -183,7 +185,7 @@ class DemoRun:
         # The producer runs up to two chunks ahead; the truth of each chunk's last scan is kept.
         self.stream = ScanStream(targets, self.total, rows=self.config.max_detections,
                                  slots=2 * self.chunk, sample_every=self.chunk, radar=scenario == "radar",
-                                 dt=self.dt, seed=seed, **preset)
+                                 dt=self.dt, seed=seed, idle=not fast, **preset)
         self.gen_seconds = 0.0         # waiting for the first chunk's scans (run())
         self.truth_alive = 0           # targets alive at the last sampled scan
         tick = self.tracker.tick
@@ -315,11 +317,14 @@ class DemoRun:
                     elif now > next_start + period_ns // 2 and self.done:
                         self.demo_overruns += 1        # the view made us late: re-anchor
                         next_start = now
+                skipped = self.loop.skipped
                 if self._run_chunk(k) < k:
                     self.stream.producer.check()      # it failed: raise its error here
                     break                             # (or the stream ended early)
                 self.stream.refill()                  # the producer draws the next scans now, in the slack
-                next_start += k * period_ns
+                # The chunk's grid: its k slots and those its late ticks passed over
+                # (a tick's overrun is a miss, not the demo's).
+                next_start += (k + self.loop.skipped - skipped) * period_ns
                 # Sample GOSPA only when it fits before the next chunk (at
                 # 10,000 targets it takes longer than a tick's slack), and in a
                 # loop that is behind anyway (no slack ever) once per
@@ -446,7 +451,8 @@ class DemoRun:
                          + (f"; {self.alloc_unquiet} chunks left out, the producer busy"
                             if self.alloc_unquiet else "") + ")")
         st_in = self.stream.scans.stats()
-        lines.append(f"  input      producer thread -> ring of {st_in['slots']} slots "
+        prio = "idle priority" if self.stream.producer.idle_applied else "normal priority"
+        lines.append(f"  input      producer thread ({prio}) -> ring of {st_in['slots']} slots "
                      f"({st_in['capacity'] / 2**20:.1f} MiB, refilled between chunks): {st_in['committed']} "
                      f"scans; a tick found the ring empty {st_in['read_waits']} times (the producer behind)")
         lines.append("  realtime   " + realtime_line(self.realtime))

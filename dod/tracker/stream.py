@@ -35,19 +35,23 @@ class ScanStream:
     ``radar=True``: ``iter_radar_scans``, each scan's sensor in
     :attr:`sensors`, ``sensors[tag % len(sensors)]``) through a ring.
 
-    ScanStream(targets, scans, *, rows, slots, sample_every, dim=2, radar=False, **scenario)
+    ScanStream(targets, scans, *, rows, slots, sample_every, dim=2, radar=False, idle=True,
+               **scenario)
 
     rows : most detections a scan may hold (the tracker's max_detections);
         a scan with more makes the producer fail with ValueError.
     slots : scan slots (how far the producer may run ahead).
     sample_every : the truth of every this many scans (and of the last) is kept.
+    idle : the producer thread runs at idle priority (``RingProducer(idle=...)``):
+        it draws in the tick's slack and never preempts the tick's workers.
 
     Call :meth:`start`; the consumer calls :meth:`take` (a Slot, or None at
     the end), ``release_scan()`` after the tick, and between ticks
     :meth:`truth_of` / ``release_truth()``. :meth:`close` ends it.
     """
 
-    def __init__(self, targets, scans, *, rows, slots, sample_every, dim=2, radar=False, **scenario):
+    def __init__(self, targets, scans, *, rows, slots, sample_every, dim=2, radar=False, idle=True,
+                 **scenario):
         if sample_every < 1 or slots < 1 or rows < 1:
             raise ValueError("rows, slots and sample_every must be >= 1")
         self.total = int(scans)
@@ -63,7 +67,7 @@ class ScanStream:
         # batched: the producer refills the ring when the demo says so, between
         # chunks, not at each release while the next tick may be running.
         self.producer = RingProducer((self.scans, self.truth), items, self._fill,
-                                     name="dod-tracker-scans", batched=True)
+                                     name="dod-tracker-scans", batched=True, idle=idle)
         self.refill = self.producer.refill
         self.release_scan = self.scans.release
 
