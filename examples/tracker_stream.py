@@ -51,8 +51,10 @@ def fill(item):                     # the producer thread: one scan into the nex
 
 
 # batched: the producer waits on a full ring until refill(), so that it draws
-# its scans in the loop's slack, not while a tick needs the cores
-producer = RingProducer(ring, enumerate(iter_scans(a.targets, a.scans, seed=0)), fill, batched=True)
+# its scans in the loop's slack, not while a tick needs the cores; idle: its
+# thread takes a core only when no tick thread wants one (Linux SCHED_IDLE)
+producer = RingProducer(ring, enumerate(iter_scans(a.targets, a.scans, seed=0)), fill, batched=True,
+                        idle=True)
 rss = {}
 
 
