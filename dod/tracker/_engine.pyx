@@ -675,17 +675,12 @@ cdef void _take_dets(_tick* k, const double* dets, size_t n_dets, int dim) noexc
     counted in k.invalid; then no detection assigned yet (_dets_ready)."""
     cdef size_t j
     cdef int a
-    cdef bint finite
     if _all_finite(dets, n_dets * dim):
         k.D = n_dets
         _dets_ready(k, dets, dim)
         return
     for j in range(n_dets):
-        finite = True
-        for a in range(dim):
-            if not isfinite(dets[j * dim + a]):
-                finite = False
-        if finite:
+        if _all_finite(dets + j * dim, dim):
             for a in range(dim):
                 k.z[k.D * dim + a] = dets[j * dim + a]
             k.D += 1
@@ -1479,7 +1474,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch, mstep, fstep, row0, bstep, ungated
     cdef bint index_early
     cdef int dim = t.dim, n = t.n, a
-    cdef bint ok = True, finite, par
+    cdef bint ok = True, par
     cdef const dod_index* border
     cdef const double* late
     cdef double lc, d2
@@ -1559,11 +1554,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
             _take_dets(&k, dets, n_dets, dim)
     else:
         for j in range(n_dets):
-            finite = True
-            for a in range(dim):
-                if not isfinite(dets[j * dim + a]):
-                    finite = False
-            if finite and _polar_valid(dets + j * dim, dim):
+            if _all_finite(dets + j * dim, dim) and _polar_valid(dets + j * dim, dim):
                 for a in range(dim):
                     k.zm[k.D * dim + a] = dets[j * dim + a]
                 if dim == 2:
