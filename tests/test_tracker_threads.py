@@ -140,35 +140,26 @@ def test_spatial_sort_keeps_handles_and_orders_rows():
 
 
 def _births_order(z):
-    """The engine's order of a first scan's births, modelled: positions
-    quantised over their bounding box to 256 cells per axis in 2-D (32 in
-    3-D), bits interleaved (axis 0 lowest), a stable sort by code."""
+    """The engine's order of a first scan's births, modelled: cubic cells
+    over the positions' bounding box, side its widest extent over 255 in
+    2-D (31 in 3-D), keys row-major over the cells the box spans (axis 0
+    fastest), a stable sort by key."""
     dim = z.shape[1]
     levels = 255 if dim == 2 else 31
     lo = z.min(axis=0)
     step = (z.max(axis=0) - lo).max() / levels
-    q = np.clip((z - lo) / step, 0, levels).astype(np.uint64)
-
-    def spread(v):
-        if dim == 2:
-            v = (v | (v << 8)) & 0x00FF00FF
-            v = (v | (v << 4)) & 0x0F0F0F0F
-            v = (v | (v << 2)) & 0x33333333
-            return (v | (v << 1)) & 0x55555555
-        v = (v | (v << 16)) & 0x030000FF
-        v = (v | (v << 8)) & 0x0300F00F
-        v = (v | (v << 4)) & 0x030C30C3
-        return (v | (v << 2)) & 0x09249249
-    code = np.zeros(len(z), np.uint64)
-    for a in range(dim):
-        code |= spread(q[:, a]) << a
-    return np.argsort(code, kind="stable")
+    ncell = np.minimum((z.max(axis=0) - lo) / step, levels).astype(np.uint64) + 1
+    q = np.minimum(np.maximum((z - lo) / step, 0), ncell - 1).astype(np.uint64)
+    key = np.zeros(len(z), np.uint64)
+    for a in reversed(range(dim)):
+        key = key * ncell[a] + q[:, a]
+    return np.argsort(key, kind="stable")
 
 
 @pytest.mark.parametrize("dim,threads", [(2, 1), (2, 2), (2, 3), (3, 2)])
 def test_births_take_rows_in_spatial_order_and_ids_in_scan_order(dim, threads):
     # Every detection of a first scan is a birth: birth b (scan order) has
-    # id b + 1, and the rows hold the births in Morton order of position
+    # id b + 1, and the rows hold the births in cell order of position
     # (5,000 births: the engine orders 4,096 or more; fewer keep scan
     # order, test_tracker.py::test_table_full_drops_births_and_counts).
     z = np.random.default_rng(5).uniform(-3000.0, 3000.0, size=(5000, dim))

@@ -92,8 +92,8 @@ cdef enum:
     # A scan's births take rows in spatial order when there are this many:
     # fewer stay in scan order (at 1,000 and 10,000 targets, a few hundred
     # to ~2,000 births a scan, the order bought nothing). The order is
-    # coarse: 256 x 256 cells (2-D), 32**3 (3-D), two radix passes, not
-    # four (100,000 births: ~1.5 a cell).
+    # coarse: at most 256 x 256 cells (2-D), 32**3 (3-D), two radix passes,
+    # not three (100,000 births: ~1.5 a cell).
     _BIRTH_ORDER_MIN = 4096
     _BIRTH_BITS = 8
     _BIRTH_BITS_3D = 5
@@ -148,8 +148,8 @@ def _kernel_ekf_update(double[::1] x, double[:, ::1] P, double[::1] z, double[::
 
 # ---------------------------------------------------------------- per-tick scratch layout
 
-ctypedef struct _morton:
-    # The work arrays of one Morton ordering of n points (_morton_push):
+ctypedef struct _cell_sort:
+    # The work arrays of one spatial ordering of n points (_cell_order, _cell_sort_push):
     # keys and point indices, twice (the radix passes swap them), and the
     # per-chunk radix counts, bounding boxes and ORs of the codes.
     uint32_t* key
@@ -227,7 +227,7 @@ ctypedef struct _tick:
     dod_table_removal rm    # hole, fill, slot: [T] each (dod.table's batch removal)
     int32_t* born           # [D] free detections in scan order (births of single-scan initiation)
     size_t nborn            # how many
-    _morton bm              # the births' spatial order (single-scan initiation)
+    _cell_sort bm              # the births' spatial order (single-scan initiation)
 
 
 cdef inline double _sum4(const double* v, size_t n, bint finite_test) noexcept nogil:
@@ -965,28 +965,15 @@ cdef void _free_dets(const dod_tracker* t, _tick* k) noexcept nogil:
 
 
 # ---------------------------------------------------------------- locality: rows in spatial order
+#
+# Spatial order here is the detection grid's own (grid.pxd, direct mode):
+# cubic cells, row-major with x fastest. Rows in that order gate along the
+# grid's bucket starts and sorted points in the direction they are stored,
+# a few rows of cells at a time. (Morton order, before: at 100,000 targets
+# the tick took 5-7 % longer at 1 thread, both orders at 256 cells per
+# axis over the births' box, builds alternating.)
 
-cdef inline uint32_t _spread2(uint32_t v) noexcept nogil:
-    """The 16 low bits of v spread to the even bits (Morton order, 2-D)."""
-    v &= 0xFFFFu
-    v = (v | (v << 8)) & 0x00FF00FFu
-    v = (v | (v << 4)) & 0x0F0F0F0Fu
-    v = (v | (v << 2)) & 0x33333333u
-    v = (v | (v << 1)) & 0x55555555u
-    return v
-
-
-cdef inline uint32_t _spread3(uint32_t v) noexcept nogil:
-    """The 10 low bits of v spread to every third bit (Morton order, 3-D)."""
-    v &= 0x3FFu
-    v = (v | (v << 16)) & 0x030000FFu
-    v = (v | (v << 8)) & 0x0300F00Fu
-    v = (v | (v << 4)) & 0x030C30C3u
-    v = (v | (v << 2)) & 0x09249249u
-    return v
-
-
-cdef inline void _morton_push(dod_arena* scratch, size_t n, int carry, _morton* m, bint* ok) noexcept nogil:
+cdef inline void _cell_sort_push(dod_arena* scratch, size_t n, int carry, _cell_sort* m, bint* ok) noexcept nogil:
     """The work arrays for n points (the chunk arrays for _SORT_CHUNKS
     whatever the thread count: a scratch that fits one fits every count),
     with room to carry `carry` coordinates per point (0: none)."""
@@ -1004,11 +991,11 @@ cdef inline void _morton_push(dod_arena* scratch, size_t n, int carry, _morton* 
 
 
 cdef inline const double* _point(const double* x, size_t stride, const int32_t* pick, size_t i) noexcept nogil:
-    """Point i of a Morton ordering: x + pick[i] * stride (x + i * stride without pick)."""
+    """Point i of a spatial ordering: x + pick[i] * stride (x + i * stride without pick)."""
     return x + (<size_t>pick[i] if pick != NULL else i) * stride
 
 
-cdef void _morton_bounds(const double* x, size_t stride, const int32_t* pick, int dim, size_t i0, size_t i1,
+cdef void _cell_bounds(const double* x, size_t stride, const int32_t* pick, int dim, size_t i0, size_t i1,
                          double* lohi) noexcept nogil:
     """Bounding box of points [i0, i1): lohi[0:3] low, lohi[3:6] high."""
     cdef size_t i
@@ -1026,16 +1013,16 @@ cdef void _morton_bounds(const double* x, size_t stride, const int32_t* pick, in
                 lohi[3 + a] = v
 
 
-cdef uint32_t _morton_keys(const double* x, size_t stride, const int32_t* pick, int dim, size_t i0, size_t i1,
-                           const double* lo, double step, double levels, uint32_t* key, dod_index* row,
+cdef uint32_t _cell_keys(const double* x, size_t stride, const int32_t* pick, int dim, size_t i0, size_t i1,
+                           const double* lo, double step, const uint32_t* ncell, uint32_t* key, dod_index* row,
                            double* pos) noexcept nogil:
-    """Morton codes of points [i0, i1) (cells of side `step` from `lo`,
-    clamped to 0 .. levels on each axis) into key, row[i] = i, and (pos not
-    NULL) the point's coordinates into pos[i]; returns the OR of the codes
-    (a radix pass whose byte is 0 in every code is skipped)."""
+    """Cell keys of points [i0, i1) (cells of side `step` from `lo`,
+    ncell[a] per axis, clamped) into key, row[i] = i, and (pos not
+    NULL) the point's coordinates into pos[i]; returns the OR of the keys
+    (a radix pass whose byte is 0 in every key is skipped)."""
     cdef size_t i
     cdef int a
-    cdef double v
+    cdef double v, top
     cdef uint32_t q[3]
     cdef uint32_t acc = 0
     for i in range(i0, i1):
@@ -1046,11 +1033,12 @@ cdef uint32_t _morton_keys(const double* x, size_t stride, const int32_t* pick, 
             q[a] = 0
             if a < dim:
                 v = (_point(x, stride, pick, i)[a] - lo[a]) / step
-                q[a] = <uint32_t>(v if v < levels else levels) if v > 0.0 else 0
+                top = <double>(ncell[a] - 1)
+                q[a] = <uint32_t>(v if v < top else top) if v > 0.0 else 0
         if dim == 2:
-            key[i] = _spread2(q[0]) | (_spread2(q[1]) << 1)
+            key[i] = q[1] * ncell[0] + q[0]
         else:
-            key[i] = _spread3(q[0]) | (_spread3(q[1]) << 1) | (_spread3(q[2]) << 2)
+            key[i] = (q[2] * ncell[1] + q[1]) * ncell[0] + q[0]
         acc |= key[i]
         row[i] = <dod_index>i
     return acc
@@ -1064,7 +1052,7 @@ cdef void _radix_count(const uint32_t* key, size_t i0, size_t i1, int shift, siz
         count[(key[i] >> shift) & 0xFF] += 1
 
 
-cdef void _radix_scatter(const _morton* m, size_t i0, size_t i1, int shift, int dim, size_t* cursor) noexcept nogil:
+cdef void _radix_scatter(const _cell_sort* m, size_t i0, size_t i1, int shift, int dim, size_t* cursor) noexcept nogil:
     """Keys, rows (and carried positions) of [i0, i1) to their places in
     key2, row2 (pos2): cursor[b] is where the next key with byte b goes
     (stable: [i0, i1) in order)."""
@@ -1081,19 +1069,21 @@ cdef void _radix_scatter(const _morton* m, size_t i0, size_t i1, int shift, int 
         cursor[b] = d + 1
 
 
-cdef const dod_index* _morton_order(const double* x, size_t stride, const int32_t* pick, int dim, size_t N,
-                                    int bits, double h, int nt, bint par, _morton* m) noexcept nogil:
+cdef const dod_index* _cell_order(const double* x, size_t stride, const int32_t* pick, int dim, size_t N,
+                                    int bits, double h, int nt, bint par, _cell_sort* m) noexcept nogil:
     """Points 0 .. N-1 (point i at x + pick[i] * stride, or x + i * stride)
-    in Morton (Z-order) order of their position: the returned array lists
-    them (and m.pos, when carried, holds their coordinates in that order),
-    or NULL when there is nothing to order (fewer than two points, all at
-    one place, or no finite extent).
+    in cell order of their position (row-major, x fastest): the returned
+    array lists them (and m.pos, when carried, holds their coordinates in
+    that order), or NULL when there is nothing to order (fewer than two
+    points, all at one place, or no finite extent).
 
-    Positions are quantised over their bounding box to `bits` bits per
-    axis (at most 16 in 2-D, 10 in 3-D), cells no smaller than `h` (the
-    grid's cell side, so points in one grid cell stay together), then
-    sorted by code (LSD radix sort, passes of 8 bits, as many as the codes
-    use: stable, ties in index order). With `par` every
+    Cells are cubes over the points' bounding box, side the widest extent
+    over 2**bits - 1 (bits at most 16 in 2-D, 10 in 3-D: a key fits 32 bits)
+    and no smaller than `h` (the grid's cell side, so points in one grid
+    cell stay together); the key of cell (q0, q1[, q2]) is its row-major
+    index over the cells the box spans, so the keys use as few bytes as the
+    box needs. Sorted by key (LSD radix sort, passes of 8 bits, as many as
+    the keys use: stable, ties in index order). With `par` every
     step runs over _SORT_CHUNKS chunks on nt workers: the bounds and the
     keys per chunk, each radix pass as counts per chunk, one serial prefix
     over (byte, chunk), then the scatters, so the order is that of one
@@ -1102,7 +1092,8 @@ cdef const dod_index* _morton_order(const double* x, size_t stride, const int32_
     cdef int a, shift
     cdef double lo[3]
     cdef double hi[3]
-    cdef double step, span
+    cdef double step, span, v
+    cdef uint32_t ncell[3]
     cdef double levels = <double>((1 << bits) - 1)
     cdef uint32_t orall = 0
     cdef uint32_t* kswp
@@ -1113,9 +1104,9 @@ cdef const dod_index* _morton_order(const double* x, size_t stride, const int32_
     per = (N + nch - 1) // nch
     if par:
         for ch in prange(nch, num_threads=nt, schedule="static"):
-            _morton_bounds(x, stride, pick, dim, min(N, ch * per), min(N, (ch + 1) * per), m.lohi + ch * 6)
+            _cell_bounds(x, stride, pick, dim, min(N, ch * per), min(N, (ch + 1) * per), m.lohi + ch * 6)
     else:
-        _morton_bounds(x, stride, pick, dim, 0, N, m.lohi)
+        _cell_bounds(x, stride, pick, dim, 0, N, m.lohi)
     for a in range(3):
         lo[a] = INFINITY
         hi[a] = -INFINITY
@@ -1136,12 +1127,17 @@ cdef const dod_index* _morton_order(const double* x, size_t stride, const int32_
         step = h
     if not (step > 0.0 and isfinite(step)):
         return NULL
+    for a in range(3):
+        ncell[a] = 1
+        if a < dim:
+            v = (hi[a] - lo[a]) / step
+            ncell[a] = <uint32_t>(v if v < levels else levels) + 1
     if par:
         for ch in prange(nch, num_threads=nt, schedule="static"):
-            m.ors[ch] = _morton_keys(x, stride, pick, dim, min(N, ch * per), min(N, (ch + 1) * per), lo, step,
-                                     levels, m.key, m.row, m.pos)
+            m.ors[ch] = _cell_keys(x, stride, pick, dim, min(N, ch * per), min(N, (ch + 1) * per), lo, step,
+                                     ncell, m.key, m.row, m.pos)
     else:
-        m.ors[0] = _morton_keys(x, stride, pick, dim, 0, N, lo, step, levels, m.key, m.row, m.pos)
+        m.ors[0] = _cell_keys(x, stride, pick, dim, 0, N, lo, step, ncell, m.key, m.row, m.pos)
     for ch in range(nch):
         orall |= m.ors[ch]
     for pass_ in range(4):
@@ -1177,8 +1173,8 @@ cdef const dod_index* _morton_order(const double* x, size_t stride, const int32_
 
 
 cdef bint _spatial_sort(dod_tracker* t, dod_arena* scratch, double h) noexcept nogil:
-    """Reorder the track rows by the Morton code of their position
-    (_morton_order, cells no smaller than `h`), in place with
+    """Reorder the track rows into the cell order of their position
+    (_cell_order, cells no smaller than `h`), in place with
     dod_table_reorder's phases, which keep every handle. With threads (and
     enough rows) the ordering and each column of the reorder (gathered,
     then put back) run over _SORT_CHUNKS row chunks on the workers. A pure
@@ -1188,16 +1184,16 @@ cdef bint _spatial_sort(dod_tracker* t, dod_arena* scratch, double h) noexcept n
     cdef size_t T = tab.count, ch, c, per
     cdef int nt = t.threads
     cdef bint ok = True, par = nt > 1 and T >= <size_t>nt * t.min_rows
-    cdef _morton m
+    cdef _cell_sort m
     cdef const dod_index* row
     cdef char* buf
     if T < 2:
         return True
-    _morton_push(scratch, T, 0, &m, &ok)
+    _cell_sort_push(scratch, T, 0, &m, &ok)
     buf = <char*>_push(scratch, dod_table_reorder_scratch_bytes(tab), 1, &ok)
     if not ok:
         return False
-    row = _morton_order(t.cols.x, t.n, NULL, t.dim, T, 16 if t.dim == 2 else 10, h, nt, par, &m)
+    row = _cell_order(t.cols.x, t.n, NULL, t.dim, T, 16 if t.dim == 2 else 10, h, nt, par, &m)
     if row == NULL:
         return True                     # every track at one point (or no finite extent): nothing to order
     if not par:
@@ -1534,7 +1530,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     k.rm.slot = <dod_index*>_push(scratch, T, sizeof(dod_index), &ok)
     k.born = <int32_t*>_push(scratch, n_dets, sizeof(int32_t), &ok)
     if not t.two_point and n_dets >= 2:      # (fewer: nothing to order)
-        _morton_push(scratch, n_dets, dim, &k.bm, &ok)
+        _cell_sort_push(scratch, n_dets, dim, &k.bm, &ok)
     if not ok:
         dod_arena_rewind(scratch, mark)
         return -1
@@ -1692,7 +1688,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     # Free detections (k.born, listed with the update) are births in scan
     # order while rows last, the rest are dropped (as one insert per birth
     # would): birth b is detection born[b] with id next_id + b. At
-    # _BIRTH_ORDER_MIN births or more their rows are in spatial (Morton)
+    # _BIRTH_ORDER_MIN births or more their rows are in spatial (cell)
     # order of the detections, not in scan order: tracks born together (all
     # of them, at a first scan) then read their neighbours' memory when
     # they are gated (at 100,000 targets, p99 of the tick 25.8 against 34.1
@@ -1707,7 +1703,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     par = par and nfit >= <size_t>nt * t.min_rows
     border = NULL
     if not t.two_point and nfit >= _BIRTH_ORDER_MIN:    # serially: a few passes over the births
-        border = _morton_order(k.z, dim, k.born, dim, nfit, _BIRTH_BITS if dim == 2 else _BIRTH_BITS_3D,
+        border = _cell_order(k.z, dim, k.born, dim, nfit, _BIRTH_BITS if dim == 2 else _BIRTH_BITS_3D,
                                t.grid_h, 1, False, &k.bm)
     if par:
         bstep = (nfit + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS

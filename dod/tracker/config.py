@@ -201,13 +201,14 @@ class TrackerConfig:
         times as many detections. Speed only: the result is the same either
         way.
     sort_every : every this many scans the track rows are put into spatial
-        (Morton / Z-) order after the tick, so the next ticks walk the tracks
-        and the detection grid's cells (row-major) nearly together (0, the
-        default: never). Opt-in: at 100k targets with clutter (callgrind,
-        sort_every=3) it cut the gating pass's cache misses by a fifth, but
-        the reorder itself cost more than that saved (rows churn: deaths
-        move the last row into each hole). Row order is not part of the
-        result: match rows by id or handle.
+        order after the tick, the detection grid's own (row-major cells, x
+        fastest), so the next ticks walk the tracks and the grid's cells
+        together (0, the default: never). Opt-in: at 100k targets with
+        clutter (callgrind, sort_every=3, Morton order then) it cut the
+        gating pass's cache misses by a fifth, but the reorder itself cost
+        more than that saved (rows churn: deaths move the last row into
+        each hole). Row order is not part of the result: match rows by id
+        or handle.
 
     Motion (``dod/tracker/imm.pxd`` states the equations):
 
