@@ -92,8 +92,8 @@ cdef enum:
     # A scan's births take rows in spatial order when there are this many:
     # fewer stay in scan order (at 1,000 and 10,000 targets, a few hundred
     # to ~2,000 births a scan, the order bought nothing). The order is
-    # coarse: at most 256 x 256 cells (2-D), 32**3 (3-D), two radix passes,
-    # not three (100,000 births: ~1.5 a cell).
+    # coarse: at most 256 x 256 cells (2-D), 32**3 (3-D), keys of at most
+    # 16 bits, two radix passes (100,000 births: ~1.5 a cell).
     _BIRTH_ORDER_MIN = 4096
     _BIRTH_BITS = 8
     _BIRTH_BITS_3D = 5
@@ -151,7 +151,7 @@ def _kernel_ekf_update(double[::1] x, double[:, ::1] P, double[::1] z, double[::
 ctypedef struct _cell_sort:
     # The work arrays of one spatial ordering of n points (_cell_order, _cell_sort_push):
     # keys and point indices, twice (the radix passes swap them), and the
-    # per-chunk radix counts, bounding boxes and ORs of the codes.
+    # per-chunk radix counts, bounding boxes and ORs of the keys.
     uint32_t* key
     uint32_t* key2
     dod_index* row
@@ -227,7 +227,7 @@ ctypedef struct _tick:
     dod_table_removal rm    # hole, fill, slot: [T] each (dod.table's batch removal)
     int32_t* born           # [D] free detections in scan order (births of single-scan initiation)
     size_t nborn            # how many
-    _cell_sort bm              # the births' spatial order (single-scan initiation)
+    _cell_sort bm           # the births' spatial order (single-scan initiation)
 
 
 cdef inline double _sum4(const double* v, size_t n, bint finite_test) noexcept nogil:
@@ -996,7 +996,7 @@ cdef inline const double* _point(const double* x, size_t stride, const int32_t* 
 
 
 cdef void _cell_bounds(const double* x, size_t stride, const int32_t* pick, int dim, size_t i0, size_t i1,
-                         double* lohi) noexcept nogil:
+                       double* lohi) noexcept nogil:
     """Bounding box of points [i0, i1): lohi[0:3] low, lohi[3:6] high."""
     cdef size_t i
     cdef int a
@@ -1014,8 +1014,8 @@ cdef void _cell_bounds(const double* x, size_t stride, const int32_t* pick, int 
 
 
 cdef uint32_t _cell_keys(const double* x, size_t stride, const int32_t* pick, int dim, size_t i0, size_t i1,
-                           const double* lo, double step, const uint32_t* ncell, uint32_t* key, dod_index* row,
-                           double* pos) noexcept nogil:
+                         const double* lo, double step, const uint32_t* ncell, uint32_t* key, dod_index* row,
+                         double* pos) noexcept nogil:
     """Cell keys of points [i0, i1) (cells of side `step` from `lo`,
     ncell[a] per axis, clamped) into key, row[i] = i, and (pos not
     NULL) the point's coordinates into pos[i]; returns the OR of the keys
@@ -1070,7 +1070,7 @@ cdef void _radix_scatter(const _cell_sort* m, size_t i0, size_t i1, int shift, i
 
 
 cdef const dod_index* _cell_order(const double* x, size_t stride, const int32_t* pick, int dim, size_t N,
-                                    int bits, double h, int nt, bint par, _cell_sort* m) noexcept nogil:
+                                  int bits, double h, int nt, bint par, _cell_sort* m) noexcept nogil:
     """Points 0 .. N-1 (point i at x + pick[i] * stride, or x + i * stride)
     in cell order of their position (row-major, x fastest): the returned
     array lists them (and m.pos, when carried, holds their coordinates in
@@ -1135,7 +1135,7 @@ cdef const dod_index* _cell_order(const double* x, size_t stride, const int32_t*
     if par:
         for ch in prange(nch, num_threads=nt, schedule="static"):
             m.ors[ch] = _cell_keys(x, stride, pick, dim, min(N, ch * per), min(N, (ch + 1) * per), lo, step,
-                                     ncell, m.key, m.row, m.pos)
+                                   ncell, m.key, m.row, m.pos)
     else:
         m.ors[0] = _cell_keys(x, stride, pick, dim, 0, N, lo, step, ncell, m.key, m.row, m.pos)
     for ch in range(nch):
@@ -1704,7 +1704,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     border = NULL
     if not t.two_point and nfit >= _BIRTH_ORDER_MIN:    # serially: a few passes over the births
         border = _cell_order(k.z, dim, k.born, dim, nfit, _BIRTH_BITS if dim == 2 else _BIRTH_BITS_3D,
-                               t.grid_h, 1, False, &k.bm)
+                             t.grid_h, 1, False, &k.bm)
     if par:
         bstep = (nfit + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS
         for ch in prange(_TAIL_CHUNKS + 1, num_threads=nt, schedule="dynamic", chunksize=1):
