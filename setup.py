@@ -40,7 +40,11 @@ else:
     compile_args += ["-O3"]
     macros += [("DOD_DEBUG", "0"), ("NDEBUG", None)]
 if VARIANT == "sanitize":
-    san = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
+    # float-cast-overflow is not part of gcc's "undefined": a NaN or an
+    # out-of-range double converted to an integer (a NaN track position
+    # reached the grid's cell coordinates that way).
+    san = ["-fsanitize=address,undefined,float-cast-overflow",
+           "-fno-sanitize-recover=undefined,float-cast-overflow"]
     compile_args += san
     link_args += san
 # sqrt as one instruction: without this gcc follows each sqrt with a test and

@@ -25,8 +25,8 @@ def compile_cython_module(source: str, workdir: Path, name: str | None = None):
     compile_args = ["-O2"]
     link_args = []
     if os.environ.get("DOD_BUILD") == "sanitize":
-        compile_args += ["-fsanitize=address,undefined"]
-        link_args += ["-fsanitize=address,undefined"]
+        compile_args += ["-fsanitize=address,undefined,float-cast-overflow"]
+        link_args += ["-fsanitize=address,undefined,float-cast-overflow"]
     ext = Extension(
         name,
         [str(pyx)],

@@ -541,7 +541,8 @@ def test_kernel_sources_compile_and_run_on_cpu(tmp_path):
     src.write_text(_HARNESS.replace("@SOURCES@", sources))
     exe = tmp_path / "harness"
     cmd = ["g++", "-std=c++17", "-O1", "-Wall", "-Wno-unused-parameter", "-Werror", "-o", str(exe), str(src)]
-    build = subprocess.run(cmd + ["-fsanitize=address,undefined"], capture_output=True, text=True, timeout=240)
+    build = subprocess.run(cmd + ["-fsanitize=address,undefined,float-cast-overflow"], capture_output=True, text=True,
+                           timeout=240)
     if build.returncode != 0:       # a toolchain without the sanitizer runtimes: plain build
         build = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert build.returncode == 0, build.stderr

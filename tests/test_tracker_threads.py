@@ -139,6 +139,35 @@ def test_spatial_sort_keeps_handles_and_orders_rows():
     del x_by_handle
 
 
+
+def test_tracks_a_caller_set_to_nan_gate_nothing_and_sort_by_the_finite_axis():
+    # Table.update lets a caller write any position. With x NaN in every
+    # track, the sort after an empty scan sees an axis with no finite value
+    # (no extent: the rows go by their y cells), and the next scans gate
+    # those tracks against nothing (a NaN cell coordinate is -2**40, not an
+    # undefined float-to-integer conversion: the sanitize build aborts on
+    # one). Every handle stays valid.
+    t = Tracker(_config(sort_every=1))
+    for z, dt in generate(1000, 5, seed=12):
+        t.tick(z, dt)
+    before = dict(zip(t.handles().tolist(), t.ids.tolist()))
+    for h in before:
+        x = np.array(t.table.get(h)["x"], dtype=np.float64)
+        x[0] = np.nan
+        t.table.update(h, x=x)
+    sorts = t.sorts
+    t.tick(np.empty((0, 2)), 0.02)
+    assert t.sorts == sorts + 1 and np.isnan(t.positions[:, 0]).all()
+    assert np.corrcoef(np.arange(len(t.ids)), t.positions[:, 1])[0, 1] > 0.9
+    for z, dt in generate(1000, 3, seed=13):
+        hits = dict(zip(t.ids.tolist(), t.column("hits").tolist()))
+        t.tick(z, dt)
+        old = np.isnan(t.positions[:, 0])
+        assert old.any() and all(hits[i] == h for i, h in zip(t.ids[old].tolist(), t.column("hits")[old].tolist()))
+    t.table.check()
+    alive = [h for h in before if h in t.table]
+    assert np.array_equal(t.ids[t.table.rows(alive)], [before[h] for h in alive])
+
 def _births_order(z):
     """The engine's order of a first scan's births, modelled: cubic cells
     over the positions' bounding box, side its widest extent over 255 in

@@ -1129,8 +1129,8 @@ cdef const dod_index* _cell_order(const double* x, size_t stride, const int32_t*
         return NULL
     for a in range(3):
         ncell[a] = 1
-        if a < dim:
-            v = (hi[a] - lo[a]) / step
+        v = (hi[a] - lo[a]) / step if a < dim else 0.0
+        if v > 0.0:             # (an axis without a finite value has no extent: -inf here, or NaN)
             ncell[a] = <uint32_t>(v if v < levels else levels) + 1
     if par:
         for ch in prange(nch, num_threads=nt, schedule="static"):

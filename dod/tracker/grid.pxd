@@ -33,7 +33,7 @@
 #
 # Layout: points are n rows of dim (2 or 3) doubles; a 2-D point lives in
 # cell z = 0. Cell coordinates are floor(v / h), clamped to +-2**40 so that
-# any finite value (and +-inf) has a cell. bucket[b] .. bucket[b + 1] are the
+# any finite value (and +-inf, and NaN) has a cell. bucket[b] .. bucket[b + 1] are the
 # positions in `order` of the points in bucket b; spos[dim s ..] are the
 # coordinates of point order[s] (and scell[3 s ..] its cell, hashed mode),
 # kept beside `order` so a query reads memory in order, not the points at
@@ -71,13 +71,14 @@ cdef enum:
 
 
 cdef inline int64_t dod_grid_cell_of(double v, double h) noexcept nogil:
-    """Cell coordinate of value v for cell side h, clamped to +-2**40."""
+    """Cell coordinate of value v for cell side h, clamped to +-2**40 (NaN:
+    -2**40; a track whose position a caller set to NaN gates nothing)."""
     cdef double limit = 1099511627776.0
     cdef double c = v / h
     cdef int64_t i
     if c > limit:
         c = limit
-    if c < -limit:
+    if not c >= -limit:     # NaN too: converting it to an integer is undefined behaviour
         c = -limit
     # floor by truncation (exact within +-2**40): gcc's inline floor without
     # SSE4.1 was 8 % of the tick's instructions at 100,000 targets (callgrind).
