@@ -139,7 +139,6 @@ def test_spatial_sort_keeps_handles_and_orders_rows():
     del x_by_handle
 
 
-
 def test_tracks_a_caller_set_to_nan_gate_nothing_and_sort_by_the_finite_axis():
     # Table.update lets a caller write any position. With x NaN in every
     # track, the sort after an empty scan sees an axis with no finite value
@@ -167,6 +166,7 @@ def test_tracks_a_caller_set_to_nan_gate_nothing_and_sort_by_the_finite_axis():
     t.table.check()
     alive = [h for h in before if h in t.table]
     assert np.array_equal(t.ids[t.table.rows(alive)], [before[h] for h in alive])
+
 
 def _births_order(z):
     """The engine's order of a first scan's births, modelled: cubic cells

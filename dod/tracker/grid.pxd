@@ -33,12 +33,13 @@
 #
 # Layout: points are n rows of dim (2 or 3) doubles; a 2-D point lives in
 # cell z = 0. Cell coordinates are floor(v / h), clamped to +-2**40 so that
-# any finite value (and +-inf, and NaN) has a cell. bucket[b] .. bucket[b + 1] are the
-# positions in `order` of the points in bucket b; spos[dim s ..] are the
-# coordinates of point order[s] (and scell[3 s ..] its cell, hashed mode),
-# kept beside `order` so a query reads memory in order, not the points at
-# random. dod_grid_box returns cells relative to the grid's origin in
-# direct mode (clamped to the grid) and absolute cells in hashed mode.
+# any value has a cell (+-inf at the clamps, NaN at -2**40). bucket[b] ..
+# bucket[b + 1] are the positions in `order` of the points in bucket b;
+# spos[dim s ..] are the coordinates of point order[s] (and scell[3 s ..]
+# its cell, hashed mode), kept beside `order` so a query reads memory in
+# order, not the points at random. dod_grid_box returns cells relative to
+# the grid's origin in direct mode (clamped to the grid) and absolute cells
+# in hashed mode.
 #
 # Contract (checks the caller owns): nb is a power of two;
 # cell and scell hold 3 n int64, spos dim n doubles, order n uint32, bucket
