@@ -164,6 +164,8 @@ TARGETS = {
     "dod.tracker.solve_assignment": None,
     "dod.tracker.track_schema": None,
     "dod.tracker.scratch_bytes": None,
+    "dod.tracker.unpack_covariance": None,
+    "dod.tracker.pack_covariance": None,
     "dod.tracker.scenario.Scenario": [
         lambda w: __import__("dod.tracker.scenario").tracker.scenario.generate(3, 5, seed=1)],
     "dod.tracker.scenario.generate": None,

@@ -142,7 +142,7 @@ def test_track_schema_and_confirmed():
     names = list(Table(s, 1).keys())
     assert names[:3] == ["id", "x", "P"]
     t = Table(s, 1)
-    assert t["x"].shape == (0, 6) and t["P"].shape == (0, 6, 6)
+    assert t["x"].shape == (0, 6) and t["P"].shape == (0, 21)       # packed: 6 * 7 / 2
     with pytest.raises(ValueError):
         track_schema(4)
     tr = Tracker()

@@ -163,8 +163,12 @@ def _ring(ns, out, block):
 def _tracker(ns, out, block):
     tracker = ns["tracker"]
     assert set(_named(block, "tracker.counts()")) <= set(tracker.counts())
-    for view in (tracker.ids, tracker.positions, tracker.velocities, tracker.covariances, tracker.states):
+    for view in (tracker.ids, tracker.positions, tracker.velocities, tracker.states):
         assert not view.flags.writeable                   # "read-only views"
+    P = tracker.covariances                               # "(count, 4, 4): a read-only copy, unpacked"
+    assert P.shape == (tracker.count, 4, 4) and not P.flags.writeable
+    assert not np.shares_memory(P, tracker.column("P"))
+    assert tracker.column("P").shape == (tracker.count, 10)    # "10 values in 2-D"
     ids, pos = ns["ids"], ns["pos"]
     assert len(ids) == len(pos) > 50                      # most of the 100 targets confirmed
     assert len(tracker.table) == len(tracker.ids)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from dod.arena import Arena
-from dod.tracker import ReferenceTracker, Tracker, TrackerConfig
+from dod.tracker import ReferenceTracker, Tracker, TrackerConfig, pack_covariance, unpack_covariance
 from dod.tracker.metrics import gospa, mot_metrics, ospa, run_tracker, scenario_gospa
 from dod.tracker.scenario import generate
 
@@ -281,6 +281,8 @@ def test_births_write_only_what_they_set_and_covariances_stay_pd():
     assert t.column("hits").tolist() == [1, 1] and t.column("age").tolist() == [1, 1]
     assert t.states.tolist() == [1, 1]
     np.testing.assert_array_equal(t.covariances[0], np.diag([4.0, 4.0, 49.0, 49.0]))
+    # stored packed: the upper triangle row by row (00 01 02 03 11 12 13 22 23 33)
+    assert t.column("P")[0].tolist() == [4.0, 0, 0, 0, 4.0, 0, 0, 49.0, 0, 49.0]
     sc = generate(40, 60, seed=6)
     t = Tracker(capacity=400)
     for z, dt in sc:
@@ -291,6 +293,38 @@ def test_births_write_only_what_they_set_and_covariances_stay_pd():
     assert np.array_equal(P, np.swapaxes(P, 1, 2))
     assert np.linalg.eigvalsh(P).min() > 0
     t.table.check()
+
+
+def test_packed_covariances_round_trip_in_triu_order_and_bad_shapes_raise():
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 4, 6, 7):
+        A = rng.normal(size=(5, 3, n, n))
+        S = A + np.swapaxes(A, -1, -2)
+        p = pack_covariance(S)
+        i, j = np.triu_indices(n)
+        assert p.shape == (5, 3, n * (n + 1) // 2) and np.array_equal(p, S[..., i, j])
+        assert np.array_equal(unpack_covariance(p), S)
+        assert np.array_equal(unpack_covariance(p.tolist()), S)
+    # the strictly lower triangle is not read: packing keeps the upper one
+    M = np.arange(16.0).reshape(4, 4)
+    assert pack_covariance(M).tolist() == [0, 1, 2, 3, 5, 6, 7, 10, 11, 15]
+    for bad in (np.zeros(4), np.zeros((2, 7)), 3.0, np.zeros((2, 0))):
+        with pytest.raises(ValueError):
+            unpack_covariance(bad)
+    for bad in (np.zeros(4), np.zeros((2, 3)), 1.0):
+        with pytest.raises(ValueError):
+            pack_covariance(bad)
+    # the tracker's covariances: new read-only (count, n, n) arrays of the packed column
+    for dim in (2, 3):
+        t = Tracker(dim=dim, capacity=64)
+        t.tick(np.arange(2.0 * dim).reshape(2, dim), 0.02)
+        t.tick(np.arange(2.0 * dim).reshape(2, dim) + 0.1, 0.02)
+        n = 2 * dim
+        assert t.column("P").shape == (2, n * (n + 1) // 2)
+        C = t.covariances
+        assert C.shape == (2, n, n) and not C.flags.writeable and not np.shares_memory(C, t.column("P"))
+        assert np.array_equal(C, unpack_covariance(t.column("P")))
+        assert np.array_equal(C, np.swapaxes(C, 1, 2))
 
 
 def test_handles_are_stable_and_dead_tracks_read_as_no_track():

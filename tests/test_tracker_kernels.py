@@ -162,3 +162,14 @@ def test_assignment_rejects_bad_input():
         solve_assignment(np.zeros(3))
     r, c = solve_assignment(np.zeros((0, 3)))
     assert r.size == 0 and c.size == 0
+
+
+def test_kernel_hooks_refuse_shapes_they_cannot_hold():
+    # the hooks pack P into a 6 x 6 triangle on the stack: other shapes raise
+    for x, P in ((np.zeros(8), np.zeros((8, 8))), (np.zeros(4), np.zeros((6, 6))), (np.zeros(5), np.eye(4))):
+        with pytest.raises(ValueError):
+            _kernel_predict(x, P, 0.02, 1.0)
+        with pytest.raises(ValueError):
+            _kernel_update(x, P, np.zeros(2), 1.0)
+    with pytest.raises(ValueError):
+        _kernel_update(np.zeros(4), np.eye(4), np.zeros(3), 1.0)

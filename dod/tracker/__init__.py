@@ -26,7 +26,7 @@ oracle and baseline), :mod:`dod.tracker.scenario` (seeded scenarios) and
 from dod.tracker.config import TrackerConfig, chi2_ppf
 
 __all__ = ["Tracker", "TrackerConfig", "ReferenceTracker", "Sensor", "chi2_ppf", "solve_assignment",
-           "track_schema", "scratch_bytes"]
+           "track_schema", "scratch_bytes", "unpack_covariance", "pack_covariance"]
 
 
 def __getattr__(name):
@@ -34,6 +34,10 @@ def __getattr__(name):
         from dod.tracker.assignment import solve_assignment
 
         return solve_assignment
+    if name in ("unpack_covariance", "pack_covariance"):
+        from dod.tracker import covariance
+
+        return getattr(covariance, name)
     if name in ("Tracker", "track_schema", "scratch_bytes"):
         from dod.tracker import _engine
 

@@ -52,7 +52,7 @@ cdef enum:
 ctypedef struct dod_track_cols:
     uint64_t* id            # [capacity]        0: no track
     double* x               # [capacity, n]     position then velocity
-    double* P               # [capacity, n, n]  covariance
+    double* P               # [capacity, n (n + 1) / 2] covariance, packed (kalman.pxd)
     uint32_t* hits          # [capacity]        scans with a detection
     uint32_t* misses        # [capacity]        consecutive scans without one
     uint32_t* age           # [capacity]        scans since birth (1 at birth)

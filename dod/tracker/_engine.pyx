@@ -51,7 +51,8 @@ from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_holds, dod_gri
                                dod_grid_kept_in, dod_grid_bucket_from, dod_grid_keep_free_part,
                                dod_grid_walk_begin, dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS)
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_noise, dod_kalman_noise_of, dod_kalman_predict_step,
-                                 dod_kalman_innovation_inverse,
+                                 dod_kalman_innovation_inverse, dod_kalman_packed_size, dod_kalman_packed_index,
+                                 dod_kalman_pack, dod_kalman_unpack,
                                  dod_kalman_mahalanobis2, dod_kalman_update, dod_kalman_inverse_spd,
                                  dod_kalman_log_likelihood)
 from dod.tracker.imm cimport (DOD_IMM_MODELS, dod_imm_predict, dod_imm_update, dod_imm_birth,
@@ -62,6 +63,8 @@ from dod.tracker.measurement cimport (dod_sensor, dod_meas_predict, dod_meas_inn
                                       dod_ekf_update, dod_ekf_position_update)
 
 import numpy as np
+
+from dod.tracker.covariance import unpack_covariance
 
 cnp.import_array()
 
@@ -105,24 +108,42 @@ cdef size_t _CLUSTER_BYTES = <size_t>16 << 20
 
 # ---------------------------------------------------------------- test hooks of the Kalman kernels
 
-def _kernel_predict(double[::1] x, double[:, ::1] P, double dt, double q):
-    """Test hook: predict one state in place."""
+cdef int _kernel_dim(double[::1] x, double[:, ::1] P) except -1:
+    """d of a test hook's state: x of 2d values, P of 2d x 2d, d 2 or 3."""
     cdef int d = x.shape[0] // 2
-    dod_kalman_predict(&x[0], &P[0, 0], d, dt, q)
+    if d not in (2, 3) or x.shape[0] != 2 * d or P.shape[0] != 2 * d or P.shape[1] != 2 * d:
+        raise ValueError("the kernels take x of 4 or 6 values and P of 4 x 4 or 6 x 6")
+    return d
+
+
+def _kernel_predict(double[::1] x, double[:, ::1] P, double dt, double q):
+    """Test hook: predict one state in place (P full; the kernel runs on its
+    upper triangle, packed)."""
+    cdef int d = _kernel_dim(x, P)
+    cdef double Pp[21]
+    dod_kalman_pack(&P[0, 0], 2 * d, Pp)
+    dod_kalman_predict(&x[0], Pp, d, dt, q)
+    dod_kalman_unpack(Pp, 2 * d, &P[0, 0])
 
 
 def _kernel_update(double[::1] x, double[:, ::1] P, double[::1] z, double r):
-    """Test hook: update one state in place with measurement z; returns d2 (or nan)."""
-    cdef int d = x.shape[0] // 2
+    """Test hook: update one state in place with measurement z (P full, as
+    for _kernel_predict); returns d2 (or nan)."""
+    cdef int d = _kernel_dim(x, P)
+    cdef double Pp[21]
     cdef double Si[9]
     cdef double y[3]
     cdef int i
-    if not dod_kalman_innovation_inverse(&P[0, 0], d, r * r, Si):
+    if z.shape[0] != d:
+        raise ValueError("z needs one value per position axis")
+    dod_kalman_pack(&P[0, 0], 2 * d, Pp)
+    if not dod_kalman_innovation_inverse(Pp, d, r * r, Si):
         return float("nan")
     for i in range(d):
         y[i] = z[i] - x[i]
     d2 = dod_kalman_mahalanobis2(y, Si, d)
-    dod_kalman_update(&x[0], &P[0, 0], &z[0], Si, d, r * r)
+    dod_kalman_update(&x[0], Pp, &z[0], Si, d, r * r)
+    dod_kalman_unpack(Pp, 2 * d, &P[0, 0])
     return d2
 
 
@@ -700,20 +721,23 @@ cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, 
     and widest half-width (hm: 0 for a track that cannot be gated). Writes
     only these rows' entries."""
     cdef const dod_track_cols* c = &t.cols
-    cdef int dim = t.dim, n = t.n, a
+    cdef int dim = t.dim, n = t.n, pn = dod_kalman_packed_size(t.n), a
+    cdef int diag[3]                # where P[a, a] lies in a packed row
     cdef double r2 = t.r * t.r, hmax, v
     cdef size_t ti
     cdef dod_kalman_noise w = dod_kalman_noise_of(dt, t.q)     # once, not per row
+    for a in range(dim):
+        diag[a] = dod_kalman_packed_index(a, a, n)
     for ti in range(row0, row1):
         if t.imm.models:            # mix, predict each model, combine into x, P (constant d: unrolled)
             if dim == 2:
-                dod_imm_predict(&t.imm, ti, c.x + ti * 4, c.P + ti * 16, 2, dt)
+                dod_imm_predict(&t.imm, ti, c.x + ti * 4, c.P + ti * 10, 2, dt)
             else:
-                dod_imm_predict(&t.imm, ti, c.x + ti * 6, c.P + ti * 36, 3, dt)
+                dod_imm_predict(&t.imm, ti, c.x + ti * 6, c.P + ti * 21, 3, dt)
         elif dim == 2:
-            dod_kalman_predict_step(c.x + ti * 4, c.P + ti * 16, 2, &w)
+            dod_kalman_predict_step(c.x + ti * 4, c.P + ti * 10, 2, &w)
         else:
-            dod_kalman_predict_step(c.x + ti * 6, c.P + ti * 36, 3, &w)
+            dod_kalman_predict_step(c.x + ti * 6, c.P + ti * 21, 3, &w)
         c.age[ti] += 1
         k.track_det[ti] = -1
         k.loc_t[ti] = -1
@@ -724,13 +748,13 @@ cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, 
                 _polar_gate_row(t, k, ti, 3)
             continue
         if dim == 2:
-            k.gateable[ti] = dod_kalman_innovation_inverse(c.P + ti * 16, 2, r2, k.Si + ti * 4)
+            k.gateable[ti] = dod_kalman_innovation_inverse(c.P + ti * 10, 2, r2, k.Si + ti * 4)
         else:
-            k.gateable[ti] = dod_kalman_innovation_inverse(c.P + ti * 36, 3, r2, k.Si + ti * 9)
+            k.gateable[ti] = dod_kalman_innovation_inverse(c.P + ti * 21, 3, r2, k.Si + ti * 9)
         hmax = 0.0
         for a in range(dim):
             # |y_a| <= sqrt(gate * S_aa) bounds the ellipse d2 <= gate.
-            v = sqrt(t.gate * (c.P[ti * n * n + a * n + a] + r2))
+            v = sqrt(t.gate * (c.P[ti * pn + diag[a]] + r2))
             k.hw[ti * dim + a] = v
             if v > hmax:
                 hmax = v
@@ -778,11 +802,13 @@ cdef inline void _polar_gate_row(const dod_tracker* t, _tick* k, size_t ti, int 
     sensor's singular zone, or with S not positive definite, is not gated."""
     cdef int n = 2 * dim, a
     cdef double S[9]
+    cdef double P[36]
     cdef double rad = 0.0
     cdef bint ok
     ok = dod_meas_predict(t.cols.x + ti * n, k.sensor, dim, k.hp + ti * dim, k.J + ti * dim * dim)
     if ok:
-        dod_meas_innovation_cov(t.cols.P + ti * n * n, n, dim, k.J + ti * dim * dim, k.sensor.var, S)
+        dod_kalman_unpack(t.cols.P + ti * dod_kalman_packed_size(n), n, P)    # the EKF's kernels: P full
+        dod_meas_innovation_cov(P, n, dim, k.J + ti * dim * dim, k.sensor.var, S)
         ok = dod_kalman_inverse_spd(S, dim, k.Si + ti * dim * dim)
     if ok:
         rad = dod_meas_gate_box(k.hp + ti * dim, k.J + ti * dim * dim, S, dim, t.gate, k.sensor,
@@ -804,7 +830,21 @@ cdef inline void _imm_sensor_update(const dod_tracker* t, const _tick* k, size_t
     for m in range(DOD_IMM_MODELS):
         ll[m] = dod_ekf_position_update(dod_imm_model_x(&t.imm, ti, m, d), dod_imm_model_P(&t.imm, ti, m, d),
                                         2 * d + 1, zm, d, k.sensor)
-    dod_imm_weigh(&t.imm, ti, ll, t.cols.x + ti * 2 * d, t.cols.P + ti * 4 * d * d, d)
+    dod_imm_weigh(&t.imm, ti, ll, t.cols.x + ti * 2 * d, t.cols.P + ti * dod_kalman_packed_size(2 * d), d)
+
+
+cdef inline void _sensor_update(const dod_tracker* t, const _tick* k, size_t ti, int32_t j, int dim) noexcept nogil:
+    """Extended Kalman update of row ti with range-bearing measurement j
+    (measurement.pxd, whose kernels take P full: unpacked and packed
+    again around it)."""
+    cdef int n = 2 * dim
+    cdef double y[3]
+    cdef double P[36]
+    cdef double* Pp = t.cols.P + ti * dod_kalman_packed_size(n)
+    dod_meas_innovation(k.zm + j * dim, k.hp + ti * dim, dim, y)
+    dod_kalman_unpack(Pp, n, P)
+    dod_meas_update(t.cols.x + ti * n, P, n, dim, y, k.J + ti * dim * dim, k.Si + ti * dim * dim, k.sensor.var)
+    dod_kalman_pack(P, n, Pp)
 
 
 cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1) noexcept nogil:
@@ -813,8 +853,7 @@ cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t
     cdef double r2 = t.r * t.r
     cdef size_t ti, tp
     cdef int32_t j
-    cdef double y[3]
-    cdef int nn = t.n * t.n
+    cdef int pn = dod_kalman_packed_size(t.n)
     for ti in range(row0, row1):
         # Fetch the state, covariance, inverse and detection of the
         # assigned track _UPDATE_AHEAD rows on: the rows were last touched
@@ -823,8 +862,8 @@ cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t
         # (perf: two thirds of this pass waited on those loads).
         tp = ti + _UPDATE_AHEAD
         if tp < row1 and k.track_det[tp] >= 0:
-            _prefetch(c.P + tp * nn)
-            _prefetch(c.P + tp * nn + 8)
+            _prefetch(c.P + tp * pn)
+            _prefetch(c.P + tp * pn + 8)
             _prefetch(c.x + tp * t.n)
             _prefetch(k.Si + tp * t.dim * t.dim)
             _prefetch(k.z + k.track_det[tp] * t.dim)
@@ -836,20 +875,18 @@ cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t
                 _imm_sensor_update(t, k, ti, k.zm + j * 3, 3)
         elif j >= 0 and t.imm.models:   # every model, the probabilities, the combination
             if t.dim == 2:
-                dod_imm_update(&t.imm, ti, k.z + j * 2, r2, c.x + ti * 4, c.P + ti * 16, 2)
+                dod_imm_update(&t.imm, ti, k.z + j * 2, r2, c.x + ti * 4, c.P + ti * 10, 2)
             else:
-                dod_imm_update(&t.imm, ti, k.z + j * 3, r2, c.x + ti * 6, c.P + ti * 36, 3)
+                dod_imm_update(&t.imm, ti, k.z + j * 3, r2, c.x + ti * 6, c.P + ti * 21, 3)
         elif j >= 0 and k.sensor != NULL and t.dim == 2:  # extended Kalman update (measurement.pxd)
-            dod_meas_innovation(k.zm + j * 2, k.hp + ti * 2, 2, y)
-            dod_meas_update(c.x + ti * 4, c.P + ti * 16, 4, 2, y, k.J + ti * 4, k.Si + ti * 4, k.sensor.var)
+            _sensor_update(t, k, ti, j, 2)
         elif j >= 0 and k.sensor != NULL:
-            dod_meas_innovation(k.zm + j * 3, k.hp + ti * 3, 3, y)
-            dod_meas_update(c.x + ti * 6, c.P + ti * 36, 6, 3, y, k.J + ti * 9, k.Si + ti * 9, k.sensor.var)
+            _sensor_update(t, k, ti, j, 3)
         elif j >= 0:
             if t.dim == 2:
-                dod_kalman_update(c.x + ti * 4, c.P + ti * 16, k.z + j * 2, k.Si + ti * 4, 2, r2)
+                dod_kalman_update(c.x + ti * 4, c.P + ti * 10, k.z + j * 2, k.Si + ti * 4, 2, r2)
             else:
-                dod_kalman_update(c.x + ti * 6, c.P + ti * 36, k.z + j * 3, k.Si + ti * 9, 3, r2)
+                dod_kalman_update(c.x + ti * 6, c.P + ti * 21, k.z + j * 3, k.Si + ti * 9, 3, r2)
 
 
 cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1,
@@ -1343,12 +1380,26 @@ cdef inline double _log_clutter(dod_tracker* t) noexcept nogil:
     return log(t.clutter) if t.clutter > 0.0 else 0.0
 
 
+cdef inline void _birth_cov(double* P, int dim, double r2, double v2) noexcept nogil:
+    """A birth's covariance diag(r2, .., v2, ..) into a zeroed packed P (a
+    constant dim at each call: the indices fold)."""
+    cdef int a
+    if dim == 2:
+        for a in range(2):
+            P[dod_kalman_packed_index(a, a, 4)] = r2
+            P[dod_kalman_packed_index(2 + a, 2 + a, 4)] = v2
+    else:
+        for a in range(3):
+            P[dod_kalman_packed_index(a, a, 6)] = r2
+            P[dod_kalman_packed_index(3 + a, 3 + a, 6)] = v2
+
+
 cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double dt) noexcept nogil:
     """Tentative tracks from the pairs (in the order of their second
     detection), then this scan's free detections become the waiting ones."""
     cdef dod_table* tab = t.table
     cdef dod_track_cols* c = &t.cols
-    cdef int dim = t.dim, n = t.n, a
+    cdef int dim = t.dim, n = t.n, pn = dod_kalman_packed_size(t.n), a
     cdef size_t j, i, si
     cdef double r2 = t.r * t.r, d2, lc = _log_clutter(t)
     cdef double Si[9]
@@ -1364,20 +1415,18 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
         c.id[i] = t.next_id
         t.next_id += 1
         memcpy(c.x + i * n, t.single_z + si * dim, dim * sizeof(double))
-        for a in range(dim):
-            c.P[i * n * n + a * n + a] = r2
-            c.P[i * n * n + (dim + a) * n + dim + a] = t.v0 * t.v0
-        dod_kalman_predict(c.x + i * n, c.P + i * n * n, dim, dt, t.q)
-        dod_kalman_innovation_inverse(c.P + i * n * n, dim, r2, Si)
+        _birth_cov(c.P + i * pn, dim, r2, t.v0 * t.v0)
+        dod_kalman_predict(c.x + i * n, c.P + i * pn, dim, dt, t.q)
+        dod_kalman_innovation_inverse(c.P + i * pn, dim, r2, Si)
         for a in range(dim):
             y[a] = k.z[j * dim + a] - c.x[i * n + a]
         d2 = dod_kalman_mahalanobis2(y, Si, dim)
         if t.score_logic:
             c.score[i] = (t.log_birth - lc) + (t.log_pd - lc + dod_kalman_log_likelihood(d2, Si, dim))
             c.score_max[i] = c.score[i]
-        dod_kalman_update(c.x + i * n, c.P + i * n * n, k.z + j * dim, Si, dim, r2)
+        dod_kalman_update(c.x + i * n, c.P + i * pn, k.z + j * dim, Si, dim, r2)
         if t.imm.models:
-            dod_imm_birth(&t.imm, i, c.x + i * n, c.P + i * n * n, dim)
+            dod_imm_birth(&t.imm, i, c.x + i * n, c.P + i * pn, dim)
         c.hits[i] = 2
         c.age[i] = 2
         c.history[i] = 3
@@ -1403,14 +1452,16 @@ cdef inline bint _polar_valid(const double* z, int dim) noexcept nogil:
 
 
 cdef inline void _polar_birth_cov(const double* z, const dod_sensor* s, int dim, double* P, int n) noexcept nogil:
-    """The position block of a birth's covariance: z's converted covariance."""
+    """The position block of a birth's covariance (P packed): z's converted
+    covariance, its upper triangle (in 3-D C[a, b] and C[b, a] may differ
+    in the last bit: the packed P keeps one, so the track starts symmetric)."""
     cdef double p[3]
     cdef double C[9]
     cdef int a, b
     dod_meas_to_cartesian(z, s, dim, p, C)
     for a in range(dim):
-        for b in range(dim):
-            P[a * n + b] = C[a * dim + b]
+        for b in range(a, dim):
+            P[dod_kalman_packed_index(a, b, n)] = C[a * dim + b]
 
 
 # ---------------------------------------------------------------- the tick
@@ -1429,7 +1480,7 @@ cdef void _birth_rows(const dod_tracker* t, const _tick* k, size_t row0, const d
     a birth sets, the covariance always (a zero covariance means
     certainty). Writes only these rows."""
     cdef const dod_track_cols* c = &t.cols
-    cdef int dim = t.dim, n = t.n, a
+    cdef int dim = t.dim, n = t.n, pn = dod_kalman_packed_size(t.n), a
     cdef double r2 = t.r * t.r
     cdef size_t b, i, r
     if r1 <= r0:
@@ -1445,13 +1496,11 @@ cdef void _birth_rows(const dod_tracker* t, const _tick* k, size_t row0, const d
         else:
             for a in range(dim):
                 c.x[i * n + a] = k.z[<size_t>k.born[b] * dim + a]
-        for a in range(dim):
-            c.P[i * n * n + a * n + a] = r2
-            c.P[i * n * n + (dim + a) * n + dim + a] = t.v0 * t.v0
+        _birth_cov(c.P + i * pn, dim, r2, t.v0 * t.v0)
         if k.sensor != NULL:        # the converted measurement's covariance
-            _polar_birth_cov(k.zm + <size_t>k.born[b] * dim, k.sensor, dim, c.P + i * n * n, n)
+            _polar_birth_cov(k.zm + <size_t>k.born[b] * dim, k.sensor, dim, c.P + i * pn, n)
         if t.imm.models:            # after the covariance: every model starts from it
-            dod_imm_birth(&t.imm, i, c.x + i * n, c.P + i * n * n, dim)
+            dod_imm_birth(&t.imm, i, c.x + i * n, c.P + i * pn, dim)
         c.hits[i] = 1
         c.age[i] = 1
         c.history[i] = 1
@@ -1761,8 +1810,9 @@ cdef size_t _scratch_bytes(size_t cap, size_t dmax, int dim) noexcept:
     total += _round_up(dmax * 4)            # det_pairs (lone pairs of the association)
     total += _CLUSTER_BYTES + (1 << 16)      # cluster cost matrices: 16 MiB holds a 1000 x 1000 cluster
     # The spatial sort after the tick reuses the same bytes: keys, rows and
-    # one column's worth of gathered rows (the covariance is the widest).
-    return max(total, _round_up(cap * 16) + _round_up(cap * dim * dim * 32) + _SORT_BYTES)
+    # one column's worth of gathered rows (the covariance is the widest:
+    # dim (2 dim + 1) values packed).
+    return max(total, _round_up(cap * 16) + _round_up(cap * dim * (2 * dim + 1) * 8) + _SORT_BYTES)
 
 
 def scratch_bytes(config):
@@ -1811,7 +1861,8 @@ def track_schema(int dim, str motion="cv"):
     """The track table's Schema for `dim` (2 or 3) spatial dimensions.
 
     id uint64 (0: no track; ids are never reused), x float64[2*dim]
-    (position then velocity), P float64[2*dim, 2*dim] (covariance), hits,
+    (position then velocity), P float64[dim*(2*dim+1)] (the covariance,
+    packed: its upper triangle row by row, dod.tracker.unpack_covariance), hits,
     misses (consecutive), age (scans since birth), history (detection bits,
     latest in bit 0) as uint32, state uint8 (0 none, 1 tentative, 2
     confirmed), score and score_max float64 (the track score and its
@@ -1831,7 +1882,7 @@ def track_schema(int dim, str motion="cv"):
     if motion == "imm":
         imm = dict(mu=(np.float64, (DOD_IMM_MODELS,)), xm=(np.float64, (DOD_IMM_MODELS, n + 1)),
                    Pm=(np.float64, (DOD_IMM_MODELS, n + 1, n + 1)))
-    return Schema(id=np.uint64, x=(np.float64, (n,)), P=(np.float64, (n, n)), hits=np.uint32,
+    return Schema(id=np.uint64, x=(np.float64, (n,)), P=(np.float64, (n * (n + 1) // 2,)), hits=np.uint32,
                   misses=np.uint32, age=np.uint32, history=np.uint32, state=np.uint8,
                   score=np.float64, score_max=np.float64, **imm)
 
@@ -2174,7 +2225,12 @@ cdef class Tracker:
 
     @property
     def covariances(self):
-        return self._view("P")
+        """The live rows' covariances, (count, n, n): a new read-only array
+        unpacked from the P column (which stores each one's upper triangle:
+        unpack_covariance)."""
+        out = unpack_covariance(self._view("P"))       # dod/tracker/covariance.py
+        out.flags.writeable = False
+        return out
 
     @property
     def states(self):

@@ -47,7 +47,8 @@
 from libc.math cimport sin, cos, exp, INFINITY, isfinite
 
 from dod.tracker.kalman cimport (dod_kalman_position_inverse, dod_kalman_position_update,
-                                 dod_kalman_mahalanobis2, dod_kalman_log_likelihood)
+                                 dod_kalman_mahalanobis2, dod_kalman_log_likelihood,
+                                 dod_kalman_packed_index)
 
 cdef enum:
     DOD_IMM_MODELS = 3          # CV low, CV high, coordinated turn
@@ -180,7 +181,8 @@ cdef inline double dod_imm_position_update(double* x, double* P, int N, const do
 
 cdef inline void dod_imm_combine(const dod_imm* m, size_t row, double* x, double* P, int d) noexcept nogil:
     """The mixture of the row's models, weighted by mu: its position-velocity
-    part into x (2d values) and P (2d x 2d)."""
+    part into x (2d values) and P (2d x 2d, packed as the tracker's P:
+    kalman.pxd)."""
     cdef int N = 2 * d + 1, n = 2 * d, j, a, b
     cdef const double* mu = m.mu + row * DOD_IMM_MODELS
     cdef const double* xm = m.xm + row * DOD_IMM_MODELS * N
@@ -200,8 +202,7 @@ cdef inline void dod_imm_combine(const dod_imm* m, size_t row, double* x, double
             v = 0.0
             for j in range(DOD_IMM_MODELS):
                 v += mu[j] * (Pm[j * N * N + a * N + b] + dx[j * N + a] * dx[j * N + b])
-            P[a * n + b] = v
-            P[b * n + a] = v
+            P[dod_kalman_packed_index(a, b, n)] = v
 
 
 cdef inline void dod_imm_predict(const dod_imm* m, size_t row, double* x, double* P, int d,
@@ -319,8 +320,8 @@ cdef inline void dod_imm_update(const dod_imm* m, size_t row, const double* z, d
 
 cdef inline void dod_imm_birth(const dod_imm* m, size_t row, const double* x, const double* P,
                                int d) noexcept nogil:
-    """Set every model of a newborn row from its CV state x (2d) and P (2d x 2d):
-    turn rate 0 with variance w0var, probabilities mu0."""
+    """Set every model of a newborn row from its CV state x (2d) and P (2d x 2d,
+    packed): turn rate 0 with variance w0var, probabilities mu0."""
     cdef int N = 2 * d + 1, NN = (2 * d + 1) * (2 * d + 1), n = 2 * d, j, a, b
     cdef double* xm
     cdef double* Pm
@@ -330,6 +331,6 @@ cdef inline void dod_imm_birth(const dod_imm* m, size_t row, const double* x, co
         for a in range(N):
             xm[a] = x[a] if a < n else 0.0
             for b in range(N):
-                Pm[a * N + b] = P[a * n + b] if a < n and b < n else 0.0
+                Pm[a * N + b] = P[dod_kalman_packed_index(a, b, n)] if a < n and b < n else 0.0
         Pm[NN - 1] = m.w0var
         m.mu[row * DOD_IMM_MODELS + j] = m.mu0[j]

@@ -4,19 +4,26 @@
 #     from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse,
 #                                      dod_kalman_noise_of, dod_kalman_predict_step,
 #                                      dod_kalman_mahalanobis2, dod_kalman_update,
-#                                      dod_kalman_log_likelihood)
+#                                      dod_kalman_log_likelihood, dod_kalman_packed_index,
+#                                      dod_kalman_pack, dod_kalman_unpack)
 #
 # Layout: a state of dimension d (2 or 3) is x[2d] (position then velocity)
-# and its covariance P[2d * 2d], row-major and symmetric; the *_position_*
-# kernels take any state of n <= DOD_KALMAN_MAXN values with the position
-# first (the IMM's models carry a turn rate: n = 2d + 1). The measurement is
-# the position (H = [I 0]) with noise r2 * I. Si is the d x d inverse of the
-# innovation covariance S = H P H' + R, row-major.
+# and its covariance P, stored packed: the upper triangle row by row (the
+# order of numpy's np.triu_indices(2d)), n (n + 1) / 2 values for n = 2d
+# (dod_kalman_packed_index; dod_kalman_pack and dod_kalman_unpack convert).
+# A symmetric matrix stored once is symmetric by construction, and the
+# tracker's rows are 40 % smaller for it: at 100,000 targets predict and
+# update stream those rows from memory. The *_position_* kernels take any
+# state of n <= DOD_KALMAN_MAXN values with the position first and a full
+# row-major n x n P (the IMM's models carry a turn rate: n = 2d + 1). The
+# measurement is the position (H = [I 0]) with noise r2 * I. Si is the
+# d x d inverse of the innovation covariance S = H P H' + R, row-major.
 #
-# Contract (checks the caller owns): d is 2 or 3; P is symmetric (every kernel
-# keeps it so, exactly); the arrays do not overlap. The tracker's tick
-# (dod/tracker/_engine.pyx) calls each kernel with a constant d so that gcc
-# unrolls the inlined loops. Thread-safety: pure functions of their arguments.
+# Contract (checks the caller owns): d is 2 or 3; a full P is symmetric
+# (every kernel keeps it so, exactly); the arrays do not overlap. The
+# tracker's tick (dod/tracker/_engine.pyx) calls each kernel with a
+# constant d so that gcc unrolls the inlined loops and folds the packed
+# indices. Thread-safety: pure functions of their arguments.
 
 from libc.math cimport log
 
@@ -40,39 +47,72 @@ cdef inline dod_kalman_noise dod_kalman_noise_of(double dt, double q) noexcept n
     return w
 
 
+cdef inline int dod_kalman_packed_size(int n) noexcept nogil:
+    """Values of a packed n x n covariance: n (n + 1) / 2."""
+    return n * (n + 1) // 2
+
+
+cdef inline int dod_kalman_packed_index(int i, int j, int n) noexcept nogil:
+    """Where P[i, j] (= P[j, i]) lies in a packed n x n covariance: row i of
+    the upper triangle starts after i rows of n, n - 1, ... values."""
+    cdef int t
+    if i > j:
+        t = i
+        i = j
+        j = t
+    return i * (2 * n - 1 - i) // 2 + j
+
+
+cdef inline void dod_kalman_pack(const double* P, int n, double* Pp) noexcept nogil:
+    """Pp = the upper triangle of the full n x n P, packed."""
+    cdef int i, j, k = 0
+    for i in range(n):
+        for j in range(i, n):
+            Pp[k] = P[i * n + j]
+            k += 1
+
+
+cdef inline void dod_kalman_unpack(const double* Pp, int n, double* P) noexcept nogil:
+    """P = the full n x n matrix of the packed Pp (exactly symmetric)."""
+    cdef int i, j, k = 0
+    for i in range(n):
+        for j in range(i, n):
+            P[i * n + j] = Pp[k]
+            P[j * n + i] = Pp[k]
+            k += 1
+
+
 cdef inline void dod_kalman_predict_step(double* x, double* P, int d, const dod_kalman_noise* w) noexcept nogil:
     """x = F x, P = F P F' + Q for the constant-velocity model (blocks of size
-    d), with the step's noise terms `w` (dod_kalman_noise_of).
+    d; P packed), with the step's noise terms `w` (dod_kalman_noise_of).
 
-    P' is computed on its upper triangle and mirrored: exactly symmetric
-    whatever P was, and for a symmetric P (the contract) the same values as
-    the full product, bit for bit: with P symmetric, A' below is symmetric
-    term by term (b + bt is the same sum either way round)."""
+    In blocks, P = [[A B] [B' C]]: A' = A + dt (B + B') + dt^2 C + Q11,
+    B' = B + dt C + Q12, C' = C + Q22, on the upper triangle. In place: the
+    entry of B' that A'[i, j] reads (B[j, i]) is written at step (j, i),
+    which comes after, and B + B' is the same sum either way round, so A'
+    is exactly symmetric term by term."""
     cdef int n = 2 * d, i, j
     cdef double a, b, bt, c, dt = w.dt
     for i in range(d):
         x[i] += dt * x[d + i]
-    # A' = A + dt (B + B') + dt^2 C + Q11; B' = B + dt C + Q12; C' = C + Q22.
     for i in range(d):
         for j in range(d):
-            b = P[i * n + d + j]
-            c = P[(d + i) * n + d + j]
+            b = P[dod_kalman_packed_index(i, d + j, n)]
+            c = P[dod_kalman_packed_index(d + i, d + j, n)]
             if j >= i:
-                a = P[i * n + j]
-                bt = P[(d + i) * n + j]
-                P[i * n + j] = a + dt * (b + bt) + dt * dt * c
-            P[i * n + d + j] = b + dt * c
+                a = P[dod_kalman_packed_index(i, j, n)]
+                bt = P[dod_kalman_packed_index(j, d + i, n)]
+                P[dod_kalman_packed_index(i, j, n)] = a + dt * (b + bt) + dt * dt * c
+            P[dod_kalman_packed_index(i, d + j, n)] = b + dt * c
     for i in range(d):
-        P[i * n + i] += w.q11
-        P[i * n + d + i] += w.q12
-        P[(d + i) * n + d + i] += w.q22
-    for i in range(n):                  # the lower triangle mirrors the upper one
-        for j in range(i):
-            P[i * n + j] = P[j * n + i]
+        P[dod_kalman_packed_index(i, i, n)] += w.q11
+        P[dod_kalman_packed_index(i, d + i, n)] += w.q12
+        P[dod_kalman_packed_index(d + i, d + i, n)] += w.q22
 
 
 cdef inline void dod_kalman_predict(double* x, double* P, int d, double dt, double q) noexcept nogil:
-    """x = F x, P = F P F' + Q for the constant-velocity model (blocks of size d)."""
+    """x = F x, P = F P F' + Q for the constant-velocity model (blocks of size
+    d; P packed)."""
     cdef dod_kalman_noise w = dod_kalman_noise_of(dt, q)
     dod_kalman_predict_step(x, P, d, &w)
 
@@ -134,8 +174,14 @@ cdef inline bint dod_kalman_position_inverse(const double* P, int n, int d, doub
 
 cdef inline bint dod_kalman_innovation_inverse(const double* P, int d, double r2, double* Si) noexcept nogil:
     """Si = (H P H' + R)^-1 (d x d, symmetric) of the constant-velocity state
-    (n = 2d); False when S is not positive definite."""
-    return dod_kalman_position_inverse(P, 2 * d, d, r2, Si)
+    (n = 2d, P packed); False when S is not positive definite."""
+    cdef double S[9]
+    cdef int i, j, n = 2 * d
+    for i in range(d):
+        S[i * d + i] = P[dod_kalman_packed_index(i, i, n)] + r2
+        for j in range(i + 1, d):
+            S[i * d + j] = P[dod_kalman_packed_index(i, j, n)]
+    return dod_kalman_inverse_spd(S, d, Si)
 
 
 cdef inline double dod_kalman_mahalanobis2(const double* y, const double* Si, int d) noexcept nogil:
@@ -153,12 +199,14 @@ cdef inline double dod_kalman_mahalanobis2(const double* y, const double* Si, in
 # the loops run generic; a fused argument makes Cython emit one C function
 # per shape, in which n and d are constants that gcc unrolls (the tick's
 # update kernel at 100,000 2-D targets: 12 % of the samples generic, 6 %
-# specialised; the same operations in the same order: the same bits).
-ctypedef struct dod_kalman_shape:       # n and d at run time
+# specialised; the same operations in the same order: the same bits). The
+# generic shape reads and writes a full P (the IMM's models), the
+# constant-velocity shapes the tracker's packed P.
+ctypedef struct dod_kalman_shape:       # n and d at run time, P full
     int n, d
-ctypedef struct dod_kalman_cv2:         # 2-D constant velocity: n = 4, d = 2
+ctypedef struct dod_kalman_cv2:         # 2-D constant velocity: n = 4, d = 2, P packed
     char unused
-ctypedef struct dod_kalman_cv3:         # 3-D constant velocity: n = 6, d = 3
+ctypedef struct dod_kalman_cv3:         # 3-D constant velocity: n = 6, d = 3, P packed
     char unused
 ctypedef fused dod_kalman_shaped:
     dod_kalman_shape
@@ -166,10 +214,18 @@ ctypedef fused dod_kalman_shaped:
     dod_kalman_cv3
 
 
+cdef inline int _dod_kalman_at(const dod_kalman_shaped* shape, int i, int j, int n) noexcept nogil:
+    """Where P[i, j] lies for this shape: row-major (generic) or packed."""
+    if dod_kalman_shaped is dod_kalman_shape:
+        return i * n + j
+    else:
+        return dod_kalman_packed_index(i, j, n)
+
+
 cdef inline void dod_kalman_position_update(double* x, double* P, int n, const double* z, const double* Si,
                                            int d, double r2) noexcept nogil:
-    """Kalman update of a state of n values (position first) with a position
-    z (H = [I 0], R = r2 I) and Si = S^-1, Joseph form:
+    """Kalman update of a state of n values (position first, P full) with a
+    position z (H = [I 0], R = r2 I) and Si = S^-1, Joseph form:
     P = (I-KH) P (I-KH)' + K R K', then symmetrised."""
     cdef dod_kalman_shape shape
     shape.n = n
@@ -180,7 +236,9 @@ cdef inline void dod_kalman_position_update(double* x, double* P, int n, const d
 cdef inline void _dod_kalman_position_update(const dod_kalman_shaped* shape, double* x, double* P,
                                             const double* z, const double* Si, double r2) noexcept nogil:
     """dod_kalman_position_update, with n and d from `shape` (constants for
-    the constant-velocity shapes, read from it for dod_kalman_shape)."""
+    the constant-velocity shapes, read from it for dod_kalman_shape) and P
+    in the shape's layout (_dod_kalman_at). Every read of P comes before the
+    first write."""
     cdef int i, j, k, n, d
     cdef double K[DOD_KALMAN_MAXN * 3]
     cdef double M[DOD_KALMAN_MAXN * DOD_KALMAN_MAXN]
@@ -202,7 +260,7 @@ cdef inline void _dod_kalman_position_update(const dod_kalman_shaped* shape, dou
         for j in range(d):
             s = 0.0
             for k in range(d):
-                s += P[i * n + k] * Si[k * d + j]
+                s += P[_dod_kalman_at(shape, i, k, n)] * Si[k * d + j]
             K[i * d + j] = s
     for i in range(n):
         s = 0.0
@@ -214,24 +272,25 @@ cdef inline void _dod_kalman_position_update(const dod_kalman_shaped* shape, dou
     # M A' = M - M[:, :d] K', so each product costs n*n*d, not n^3.
     for i in range(n):                  # M = A P
         for j in range(n):
-            s = P[i * n + j]
+            s = P[_dod_kalman_at(shape, i, j, n)]
             for k in range(d):
-                s -= K[i * d + k] * P[k * n + j]
+                s -= K[i * d + k] * P[_dod_kalman_at(shape, k, j, n)]
             M[i * n + j] = s
     for i in range(n):                  # P = M A' + r2 K K' (upper triangle)
         for j in range(i, n):
             s = M[i * n + j]
             for k in range(d):
                 s += (r2 * K[i * d + k] - M[i * n + k]) * K[j * d + k]
-            P[i * n + j] = s
-    for i in range(n):                  # the lower triangle mirrors the upper one
-        for j in range(i):
-            P[i * n + j] = P[j * n + i]
+            P[_dod_kalman_at(shape, i, j, n)] = s
+    if dod_kalman_shaped is dod_kalman_shape:
+        for i in range(n):              # the lower triangle mirrors the upper one
+            for j in range(i):
+                P[i * n + j] = P[j * n + i]
 
 
 cdef inline void dod_kalman_update(double* x, double* P, const double* z, const double* Si, int d,
                          double r2) noexcept nogil:
-    """Kalman update of the constant-velocity state (n = 2d), Joseph form."""
+    """Kalman update of the constant-velocity state (n = 2d, P packed), Joseph form."""
     if d == 2:
         _dod_kalman_position_update(<dod_kalman_cv2*>NULL, x, P, z, Si, r2)
     else:
