@@ -86,11 +86,12 @@ cdef inline void dod_kalman_predict_step(double* x, double* P, int d, const dod_
     """x = F x, P = F P F' + Q for the constant-velocity model (blocks of size
     d; P packed), with the step's noise terms `w` (dod_kalman_noise_of).
 
-    In blocks, P = [[A B] [B' C]]: A' = A + dt (B + B') + dt^2 C + Q11,
-    B' = B + dt C + Q12, C' = C + Q22, on the upper triangle. In place: the
-    entry of B' that A'[i, j] reads (B[j, i]) is written at step (j, i),
-    which comes after, and B + B' is the same sum either way round, so A'
-    is exactly symmetric term by term."""
+    In blocks, P = [[A B] [B^T C]] becomes A + dt (B + B^T) + dt^2 C + Q11,
+    B + dt C + Q12 and C + Q22, on the upper triangle. In place: the old
+    B[j, i] that the new A[i, j] reads is overwritten at step (j, i), after
+    step (i, j) for j > i (and for j = i after the read), and
+    B[i, j] + B[j, i] is the same sum either way round, so the new A is
+    exactly symmetric term by term."""
     cdef int n = 2 * d, i, j
     cdef double a, b, bt, c, dt = w.dt
     for i in range(d):
