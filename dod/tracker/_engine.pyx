@@ -800,15 +800,18 @@ cdef inline void _polar_gate_row(const dod_tracker* t, _tick* k, size_t ti, int 
     inverse of row ti, and the half-widths of a Cartesian box holding its
     gate (the grid's box: dod_meas_gate_box). A track in the
     sensor's singular zone, or with S not positive definite, is not gated."""
-    cdef int n = 2 * dim, a
+    cdef int n = 2 * dim, a, b
     cdef double S[9]
-    cdef double P[36]
+    cdef double Ppos[9]
+    cdef const double* P = t.cols.P + ti * dod_kalman_packed_size(n)
     cdef double rad = 0.0
     cdef bint ok
     ok = dod_meas_predict(t.cols.x + ti * n, k.sensor, dim, k.hp + ti * dim, k.J + ti * dim * dim)
     if ok:
-        dod_kalman_unpack(t.cols.P + ti * dod_kalman_packed_size(n), n, P)    # the EKF's kernels: P full
-        dod_meas_innovation_cov(P, n, dim, k.J + ti * dim * dim, k.sensor.var, S)
+        for a in range(dim):        # the position block, full (the EKF's kernels read P full)
+            for b in range(dim):
+                Ppos[a * dim + b] = P[dod_kalman_packed_index(a, b, n)]
+        dod_meas_innovation_cov(Ppos, dim, dim, k.J + ti * dim * dim, k.sensor.var, S)
         ok = dod_kalman_inverse_spd(S, dim, k.Si + ti * dim * dim)
     if ok:
         rad = dod_meas_gate_box(k.hp + ti * dim, k.J + ti * dim * dim, S, dim, t.gate, k.sensor,
@@ -1394,6 +1397,15 @@ cdef inline void _birth_cov(double* P, int dim, double r2, double v2) noexcept n
             P[dod_kalman_packed_index(3 + a, 3 + a, 6)] = v2
 
 
+cdef inline void _imm_birth(const dod_tracker* t, size_t i) noexcept nogil:
+    """Every IMM model of row i from its CV state (a constant dimension in
+    each call: the packed covariance's indices fold)."""
+    if t.dim == 2:
+        dod_imm_birth(&t.imm, i, t.cols.x + i * 4, t.cols.P + i * 10, 2)
+    else:
+        dod_imm_birth(&t.imm, i, t.cols.x + i * 6, t.cols.P + i * 21, 3)
+
+
 cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double dt) noexcept nogil:
     """Tentative tracks from the pairs (in the order of their second
     detection), then this scan's free detections become the waiting ones."""
@@ -1426,7 +1438,7 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
             c.score_max[i] = c.score[i]
         dod_kalman_update(c.x + i * n, c.P + i * pn, k.z + j * dim, Si, dim, r2)
         if t.imm.models:
-            dod_imm_birth(&t.imm, i, c.x + i * n, c.P + i * pn, dim)
+            _imm_birth(t, i)
         c.hits[i] = 2
         c.age[i] = 2
         c.history[i] = 3
@@ -1500,7 +1512,7 @@ cdef void _birth_rows(const dod_tracker* t, const _tick* k, size_t row0, const d
         if k.sensor != NULL:        # the converted measurement's covariance
             _polar_birth_cov(k.zm + <size_t>k.born[b] * dim, k.sensor, dim, c.P + i * pn, n)
         if t.imm.models:            # after the covariance: every model starts from it
-            dod_imm_birth(&t.imm, i, c.x + i * n, c.P + i * pn, dim)
+            _imm_birth(t, i)
         c.hits[i] = 1
         c.age[i] = 1
         c.history[i] = 1
