@@ -1385,7 +1385,7 @@ cdef inline double _log_clutter(dod_tracker* t) noexcept nogil:
 
 cdef inline void _birth_cov(double* P, int dim, double r2, double v2) noexcept nogil:
     """A birth's covariance diag(r2, .., v2, ..) into a zeroed packed P (a
-    constant dim at each call: the indices fold)."""
+    constant dimension in each branch: the indices fold)."""
     cdef int a
     if dim == 2:
         for a in range(2):
