@@ -30,13 +30,13 @@ detections left over replace the waiting ones.
 """
 cimport cython
 cimport numpy as cnp
-from cython.parallel cimport prange, threadid
+from cython.parallel cimport prange, parallel, threadid
 from libc.math cimport sqrt, isfinite, log, INFINITY
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.string cimport memset, memcpy
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
-from dod.atomics cimport dod_atomic_load_u32, dod_atomic_store_u32
+from dod.atomics cimport dod_atomic_load_u32, dod_atomic_store_u32, dod_atomic_exchange_u32
 
 from dod.arena cimport (dod_arena, Arena, dod_arena_push, dod_arena_mark,
                         dod_arena_rewind)
@@ -90,6 +90,7 @@ cdef enum:
     _TAIL_CHUNKS = 32               # chunks of parallel deaths (moves, and freed slots) and births
     _FREE_INDEX_MIN = 16            # detections per worker, times parallel_min_rows, for a parallel _keep_free
     _UPDATE_AHEAD = 8               # rows between a prefetch and the update that uses it
+    _PAIRS_AHEAD = 16               # pairs between a prefetch and the association test that uses it
     _FUSE_ROWS = 64                 # rows predicted then gated at once (their x, P, Si, hw in L1: 16 KiB)
     _SORT_CHUNKS = 32               # row chunks of the parallel spatial sort (bounds, keys, radix passes, reorder)
     # A scan's births take rows in spatial order when there are this many:
@@ -233,6 +234,11 @@ ctypedef struct _tick:
     _pairs seg[DOD_TRACKER_MAX_THREADS]     # the workers' segments when parallel
     uint8_t chunk_gated[_GATE_CHUNKS]       # fused pass: chunk gated beside its predict
     uint32_t grid_ready     # fused pass: the index is built (atomic: release by its builder)
+    # which worker runs which chunk of a parallel pass (_claim_next)
+    int32_t owner[_GATE_CHUNKS + _TAIL_CHUNKS]      # runs it first in this pass (read-only during it)
+    int32_t ran[_GATE_CHUNKS + _TAIL_CHUNKS]        # ran it in this pass (written by that worker alone)
+    uint32_t taken[_GATE_CHUNKS + _TAIL_CHUNKS]     # claimed in this pass (atomic)
+    size_t move_at[_GATE_CHUNKS + 1]                # deaths: the first move whose hole is in row chunk c
     # two-point initiation (initiation="two_point")
     uint8_t* sused          # [singles] waiting detection paired this scan
     int32_t* sbest          # [singles] its cheapest pair this round
@@ -368,13 +374,58 @@ cdef inline void _gate_rows_dim(const dod_tracker* t, const _tick* k, _pairs* de
 cdef inline void _chunk_rows(_tick* k, size_t T, int nt, size_t min_rows) noexcept nogil:
     """Cut rows [0, T) into k.row_chunks chunks of k.chunk_rows rows (at
     least min_rows, about _GATE_CHUNKS_PER_THREAD per worker, at most
-    _GATE_CHUNKS chunks) for the dynamic passes over the workers. Once per
-    tick, before any parallel region, so that no region's body can raise (a
-    body that can, e.g. a checked division in the debug build, makes every
-    worker take the GIL and a thread state at the region's start)."""
+    _GATE_CHUNKS chunks) for the parallel passes over the workers, and
+    give worker w the w-th of nt contiguous ranges of them for the first
+    pass (_claim_next). Once per tick, before any parallel region, so that
+    no region's body can raise (a body that can, e.g. a checked division in
+    the debug build, makes every worker take the GIL and a thread state at
+    the region's start)."""
+    cdef size_t ch
     cdef size_t nch = min(<size_t>_GATE_CHUNKS, <size_t>nt * _GATE_CHUNKS_PER_THREAD)
     k.chunk_rows = max(<size_t>1, max(min_rows, (T + nch - 1) // nch))
     k.row_chunks = (T + k.chunk_rows - 1) // k.chunk_rows
+    for ch in range(k.row_chunks):      # the first pass's owners: contiguous ranges
+        k.ran[ch] = <int32_t>(ch * <size_t>nt // k.row_chunks)
+
+
+# Which worker runs which chunk. A parallel pass over the rows hands its
+# chunks out by affinity: each worker first runs, in row order, the chunks
+# it ran in the tick's previous pass (their rows are in its core's cache:
+# predict wrote the state, covariance, inverse and gate that gating, the
+# update and the deaths' moves touch next), then claims the others' from
+# the far end, as dynamic scheduling would (a slow or preempted worker
+# does not hold the pass up). Before the first pass of a tick, worker w
+# "ran" the w-th of nt contiguous ranges of chunks (_chunk_rows).
+# Scheduled dynamically, a chunk landed on whichever core was free: at
+# 10,000 targets on two cores a two-thread tick took ~6 % longer (paired
+# runs, builds alternating; issue 12). Which worker runs a chunk never
+# changes a result: every pass writes by chunk, or sums integers.
+
+cdef inline void _claims_again(_tick* k, size_t n) noexcept nogil:
+    """Open a pass of n chunks, each owned by the worker that ran it last."""
+    memcpy(k.owner, k.ran, n * sizeof(int32_t))
+    memset(k.taken, 0, n * sizeof(uint32_t))
+
+
+cdef inline Py_ssize_t _claim_next(_tick* k, size_t n, int w, size_t* own, size_t* far) noexcept nogil:
+    """The next chunk for worker w (-1: none left): its own in order, then
+    anyone's from the end. `own` and `far` are w's cursors, 0 at the start
+    of the pass."""
+    cdef size_t ch
+    while own[0] < n:
+        ch = own[0]
+        own[0] += 1
+        if k.owner[ch] == w and dod_atomic_load_u32(&k.taken[ch]) == 0 \
+                and dod_atomic_exchange_u32(&k.taken[ch], 1) == 0:
+            k.ran[ch] = w
+            return <Py_ssize_t>ch
+    while far[0] < n:
+        ch = n - 1 - far[0]
+        far[0] += 1
+        if dod_atomic_load_u32(&k.taken[ch]) == 0 and dod_atomic_exchange_u32(&k.taken[ch], 1) == 0:
+            k.ran[ch] = w
+            return <Py_ssize_t>ch
+    return -1
 
 
 cdef void _gate_chunk(const dod_tracker* t, _tick* k, _pairs* seg, uint8_t stage, size_t ch) noexcept nogil:
@@ -445,18 +496,27 @@ cdef void _gate(dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
     run from 0). k.npairs counts them all.
 
     Threads: the rows are cut into chunks (several per worker) that the
-    workers take as they finish the previous one (dynamic: the cost of a
-    chunk varies with its tracks' stages and gate widths, and a worker
+    workers take by affinity, then as they finish (_claim_next: the cost of
+    a chunk varies with its tracks' stages and gate widths, and a worker
     preempted by another process should not hold up the others); each
     worker appends to its own segment of the pair buffer, and the run list
     gives the order back without moving a pair."""
-    cdef size_t ch
+    cdef size_t own, far
+    cdef Py_ssize_t ch
+    cdef int w
     _gate_open(t, k)
     if k.D == 0:
         return
     if k.gate_parallel:
-        for ch in prange(k.row_chunks, num_threads=t.threads, schedule="dynamic", chunksize=1):
-            _gate_chunk(t, k, &k.seg[threadid()], stage, ch)
+        _claims_again(k, k.row_chunks)
+        with parallel(num_threads=t.threads):
+            w = threadid()
+            own = 0
+            far = 0
+            ch = _claim_next(k, k.row_chunks, w, &own, &far)
+            while ch >= 0:
+                _gate_chunk(t, k, &k.seg[w], stage, <size_t>ch)
+                ch = _claim_next(k, k.row_chunks, w, &own, &far)
     else:
         _gate_rows(t, k, &k.whole, stage, 0, k.T)
     _gate_close(t, k, stage)
@@ -614,6 +674,11 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
         p0 = k.chunk_at[ch]
         p1 = p0 + k.chunk_n[ch]
         for p in range(p0, p1):
+            # (the pairs' detections are random: fetched _PAIRS_AHEAD pairs
+            # ahead, the pass took ~20 % less at 100,000 targets, ~0.2 ms)
+            if p + _PAIRS_AHEAD < p1:
+                _prefetch(k.det_pairs + k.pd[p + _PAIRS_AHEAD])
+                _prefetch(k.det_track + k.pd[p + _PAIRS_AHEAD])
             if (k.det_pairs[k.pd[p]] == 1 and (p == p0 or k.pt[p - 1] != k.pt[p])
                     and (p + 1 == p1 or k.pt[p + 1] != k.pt[p])):
                 k.track_det[k.pt[p]] = k.pd[p]
@@ -1528,7 +1593,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef dod_tick_counts cnt
     cdef size_t mark = dod_arena_mark(scratch)
     cdef dod_table* tab = t.table
-    cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch, mstep, fstep, row0, bstep, ungated
+    cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch, fstep, row0, bstep, ungated
     cdef bint index_early
     cdef int dim = t.dim, n = t.n, a
     cdef bint ok = True, par
@@ -1541,6 +1606,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef size_t ns = t.singles.count if t.two_point else 0
     cdef dod_track_cols* c = &t.cols
     cdef int nt = t.threads, w
+    cdef size_t own, far
+    cdef Py_ssize_t sch
     cdef size_t assoc[DOD_TRACKER_MAX_THREADS]
     cdef size_t conf[DOD_TRACKER_MAX_THREADS]
     memset(&cnt, 0, sizeof(cnt))
@@ -1640,27 +1707,41 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         # their columns instead of two).
         _gate_open(t, &k)
     if par:
-        # The grid is item 0 of the dynamic loop, so one worker builds it
-        # while the others predict. (Built by the calling thread before the
-        # loop, it kept the other worker from its first chunk until the
-        # grid was done: at 100,000 targets no chunk started before 4.4 ms.)
-        # Chunks predicted before it is ready are gated after the loop.
-        for ch in prange(k.row_chunks + 1, num_threads=nt, schedule="dynamic", chunksize=1):
-            if ch == 0:
+        # Worker 0 builds the grid first while the others predict their
+        # chunks and then take its chunks from the far end. (Built by the
+        # calling thread before the region, it kept the other worker from
+        # its first chunk until the grid was done: at 100,000 targets no
+        # chunk started before 4.4 ms.) Chunks predicted before it is ready
+        # are gated after the region.
+        _claims_again(&k, k.row_chunks)
+        with parallel(num_threads=nt):
+            w = threadid()
+            if w == 0:
                 if late != NULL:
                     _take_dets(&k, late, n_dets, dim)
                 _index_if(&k, dim, index_early)
                 dod_atomic_store_u32(&k.grid_ready, 1)
-            else:
-                _predict_chunk(t, &k, dt, ch - 1, index_early, &k.seg[threadid()])
+            own = 0
+            far = 0
+            sch = _claim_next(&k, k.row_chunks, w, &own, &far)
+            while sch >= 0:
+                _predict_chunk(t, &k, dt, <size_t>sch, index_early, &k.seg[w])
+                sch = _claim_next(&k, k.row_chunks, w, &own, &far)
         if index_early:
             ungated = 0
             for ch in range(k.row_chunks):
                 ungated += not k.chunk_gated[ch]
             if ungated > 0:
-                for ch in prange(k.row_chunks, num_threads=nt, schedule="dynamic", chunksize=1):
-                    if not k.chunk_gated[ch]:
-                        _gate_chunk(t, &k, &k.seg[threadid()], DOD_TRACK_CONFIRMED, ch)
+                _claims_again(&k, k.row_chunks)
+                with parallel(num_threads=nt):
+                    w = threadid()
+                    own = 0
+                    far = 0
+                    sch = _claim_next(&k, k.row_chunks, w, &own, &far)
+                    while sch >= 0:
+                        if not k.chunk_gated[sch]:
+                            _gate_chunk(t, &k, &k.seg[w], DOD_TRACK_CONFIRMED, <size_t>sch)
+                        sch = _claim_next(&k, k.row_chunks, w, &own, &far)
     elif index_early:   # serially: the index, then predict and gate in one pass
         _index_if(&k, dim, True)
         _predict_gate_rows(t, &k, dt, &k.whole, 0, T)
@@ -1702,18 +1783,24 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
                 d2 = dod_kalman_mahalanobis2(y, k.Si + ti * dim * dim, dim)
                 c.score[ti] += t.log_pd - lc + dod_kalman_log_likelihood(d2, k.Si + ti * dim * dim, dim)
     # Update, then hits/misses/confirmation, in one pass of chunks (only
-    # assigned tracks update, so the cost of a chunk varies: dynamic); the
-    # counts are sums of integers, the same in any order.
-    # The last item lists the births (the detections nobody took, final now).
+    # assigned tracks update, so the cost of a chunk varies: claimed, not
+    # split); the counts are sums of integers, the same in any order.
+    # Worker 0 first lists the births (the detections nobody took, final now).
     if par:
         for w in range(nt):
             assoc[w] = 0
             conf[w] = 0
-        for ch in prange(k.row_chunks + 1, num_threads=nt, schedule="dynamic", chunksize=1):
-            if ch == k.row_chunks:
+        _claims_again(&k, k.row_chunks)
+        with parallel(num_threads=nt):
+            w = threadid()
+            if w == 0:
                 _free_dets(t, &k)
-            else:
-                _update_manage_chunk(t, &k, ch, &assoc[threadid()], &conf[threadid()])
+            own = 0
+            far = 0
+            sch = _claim_next(&k, k.row_chunks, w, &own, &far)
+            while sch >= 0:
+                _update_manage_chunk(t, &k, <size_t>sch, &assoc[w], &conf[w])
+                sch = _claim_next(&k, k.row_chunks, w, &own, &far)
         for w in range(nt):
             cnt.associations += assoc[w]
             cnt.confirmed += conf[w]
@@ -1724,18 +1811,36 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     # Deaths: the rows removing them one at a time from the highest down
     # would leave (the last row fills each hole), planned in one pass over
     # the states; the row moves (random writes) and the freed slots over the
-    # workers, in chunks of both. The same table for every thread count.
+    # workers. A hole is filled by the worker that just updated its row
+    # chunk (the holes ascend: each chunk's moves are a run of them; split
+    # evenly instead, the moves took as long at 2 threads as at 1 at
+    # 10,000 targets: a hole's lines were in the other core's cache); the
+    # freed slots in _TAIL_CHUNKS parts. The same table for every thread count.
     dod_table_removal_plan(tab, c.state, DOD_TRACK_NONE, &k.rm)
     cnt.deaths += k.rm.removed
     if par and k.rm.removed > 0:
-        mstep = max(<size_t>1, (k.rm.moves + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS)
         fstep = max(<size_t>1, (k.rm.removed + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS)
-        for ch in prange(2 * _TAIL_CHUNKS, num_threads=nt, schedule="dynamic", chunksize=1):
-            if ch < _TAIL_CHUNKS:
-                dod_table_removal_move(tab, &k.rm, min(k.rm.moves, ch * mstep), min(k.rm.moves, (ch + 1) * mstep))
-            else:
-                dod_table_removal_free(tab, &k.rm, min(k.rm.removed, (ch - _TAIL_CHUNKS) * fstep),
-                                       min(k.rm.removed, (ch - _TAIL_CHUNKS + 1) * fstep))
+        i = 0
+        for ch in range(k.row_chunks):
+            while i < k.rm.moves and k.rm.hole[i] < ch * k.chunk_rows:
+                i += 1
+            k.move_at[ch] = i
+        k.move_at[k.row_chunks] = k.rm.moves
+        for ch in range(<size_t>_TAIL_CHUNKS):
+            k.ran[k.row_chunks + ch] = <int32_t>(ch % <size_t>nt)
+        _claims_again(&k, k.row_chunks + _TAIL_CHUNKS)
+        with parallel(num_threads=nt):
+            w = threadid()
+            own = 0
+            far = 0
+            sch = _claim_next(&k, k.row_chunks + _TAIL_CHUNKS, w, &own, &far)
+            while sch >= 0:
+                if <size_t>sch < k.row_chunks:
+                    dod_table_removal_move(tab, &k.rm, k.move_at[sch], k.move_at[sch + 1])
+                else:
+                    dod_table_removal_free(tab, &k.rm, min(k.rm.removed, (sch - k.row_chunks) * fstep),
+                                           min(k.rm.removed, (sch - k.row_chunks + 1) * fstep))
+                sch = _claim_next(&k, k.row_chunks + _TAIL_CHUNKS, w, &own, &far)
     else:
         dod_table_removal_move(tab, &k.rm, 0, k.rm.moves)
         dod_table_removal_free(tab, &k.rm, 0, k.rm.removed)
@@ -1763,9 +1868,11 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     tab.failed += nfree - nfit     # each dropped birth is a refused insert
     par = par and nfit >= <size_t>nt * t.min_rows
     border = NULL
-    if not t.two_point and nfit >= _BIRTH_ORDER_MIN:    # serially: a few passes over the births
+    if not t.two_point and nfit >= _BIRTH_ORDER_MIN:
+        # (over the workers with enough births: serially, the order of
+        # ~20,000 births took ~1.4 ms of a two-thread tick at 100,000 targets)
         border = _cell_order(k.z, dim, k.born, dim, nfit, _BIRTH_BITS if dim == 2 else _BIRTH_BITS_3D,
-                             t.grid_h, 1, False, &k.bm)
+                             t.grid_h, nt, par, &k.bm)
     if par:
         bstep = (nfit + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS
         for ch in prange(_TAIL_CHUNKS + 1, num_threads=nt, schedule="dynamic", chunksize=1):
