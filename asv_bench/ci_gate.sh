@@ -10,8 +10,12 @@
 # with asv's statistics (asv compare: 99 % intervals of recorded samples) and
 # FACTOR (default 1.5), and prints the comparison table. A regression
 # (check_regression.sh decides: speedups read the right way round) is not
-# believed at once: the subset is run again for both commits and only a
-# regression seen both times is confirmed.
+# believed at once: the subset is run again for both commits, HEAD first
+# this time, and only a regression seen both times is confirmed. (Timed
+# BASE first both times, a machine that slowed down through one CI run
+# made HEAD's tracker tick look 1.5x slower twice, a tick that alternating
+# runs on a quiet machine timed the same; the pool, whose code had not
+# changed, looked 2.2x slower the first time.)
 #
 # A confirmed regression fails the gate unless the HEAD commit message
 # declares it with a trailer, one per regressed benchmark (any part of its
@@ -83,6 +87,16 @@ confirmed() {   # $1 the first run's verdict; stdin: the rerun's. Prints the rer
 
 if [ "${1:-}" = "--confirmed" ]; then   # ci_gate.sh --confirmed FIRST_VERDICT < rerun_verdict
     confirmed "$2"
+    exit 0
+fi
+timed_order() { # $1 first|rerun: the two commits in the order they are timed
+    if [ "$1" = rerun ]; then echo "$head $base"; else echo "$base $head"; fi
+}
+
+if [ "${1:-}" = "--order" ]; then       # ci_gate.sh --order first|rerun: HEAD~1 and HEAD in timing order
+    base=$(git rev-parse -q --verify "HEAD~1^{commit}") && head=$(git rev-parse -q --verify "HEAD^{commit}") \
+        || { echo "ci_gate: no HEAD~1" >&2; exit 2; }
+    timed_order "${2:-first}"
     exit 0
 fi
 if [ "${1:-}" = "--declared" ]; then    # ci_gate.sh --declared COMMIT < verdict: the trailer check alone
@@ -177,9 +191,10 @@ build() {       # $1 commit, $2 a built commit to start from (optional): $1's do
     echo "ci_gate: built ${c:0:8} in $(( $(date +%s) - t )) s" >&2
 }
 
-run() {         # $@: extra asv run arguments; times both commits
-    local c rc
-    for c in "$base" "$head"; do
+run() {         # $1 first|rerun (timed_order), then extra asv run arguments; times both commits
+    local c rc which=$1
+    shift
+    for c in $(timed_order "$which"); do
         ASV_PYTHONPATH="$work/site-$c" $ASV run --config "$conf" --environment "existing:$py" --set-commit-hash "$c" \
             --show-stderr --record-samples "$@" "${bargs[@]}"
         rc=$?
@@ -214,15 +229,15 @@ echo "ci_gate: ${base:0:8} (base) against ${head:0:8} (HEAD), factor $FACTOR" >&
 write_conf
 build "$base"
 build "$head" "$base"
-run
+run first
 if compare; then
     echo "ci_gate: passed ($(( $(date +%s) - t0 )) s)"
     exit 0
 fi
 cp "$verdict" "$work/verdict-first"
 echo
-echo "ci_gate: a regression: running the subset again for both commits before believing it"
-run
+echo "ci_gate: a regression: running the subset again for both commits, HEAD first, before believing it"
+run rerun
 if compare; then
     echo "ci_gate: not confirmed by the rerun: passed ($(( $(date +%s) - t0 )) s)"
     exit 0

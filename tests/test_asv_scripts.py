@@ -145,3 +145,21 @@ def test_gate_help_prints_its_header():
     p = subprocess.run(["bash", GATE, "--help"], capture_output=True, text=True, timeout=30)
     assert p.returncode == 0 and p.stdout.startswith("The benchmark regression gate")
     assert "set -uo" not in p.stdout
+
+
+def test_gate_times_head_first_in_its_rerun(tmp_path):
+    # A machine that slows down through the run makes whatever is timed
+    # second look slower: timed in the same order twice, an unchanged
+    # commit "regressed" twice (CI's run of 094f2a5: the tick 1.5x, the
+    # pool, not changed, 2.2x). The rerun turns the order round.
+    script = _gate_repo(tmp_path, "second")
+    repo = script.parent.parent
+    commits = subprocess.run(["git", "rev-parse", "HEAD~1", "HEAD"], cwd=repo, capture_output=True, text=True,
+                             check=True).stdout.split()
+    order = {}
+    for which in ("first", "rerun"):
+        p = subprocess.run(["bash", str(script), "--order", which], cwd=repo, capture_output=True, text=True,
+                           timeout=30)
+        assert p.returncode == 0, p.stderr
+        order[which] = p.stdout.split()
+    assert order["first"] == commits and order["rerun"] == commits[::-1]
