@@ -212,6 +212,30 @@ def test_births_take_rows_in_spatial_order_and_ids_in_scan_order(dim, threads):
     assert _state(t) == _state(one)
 
 
+@pytest.mark.parametrize("dim", [2, 3])
+def test_later_births_take_rows_in_the_index_cell_order(dim):
+    # A later scan's births, fewer than the 4,096 a first scan's sort needs,
+    # take rows in the detection index's cell order (row-major: the slowest
+    # axis never steps back more than a cell, here under an eighth of the
+    # scene; in scan order it steps back across the whole scene), each row
+    # the detection its id names, the same rows at every thread count.
+    rng = np.random.default_rng(8)
+    z0 = rng.uniform(-3000.0, 3000.0, size=(2000, dim))
+    z1 = rng.uniform(-3000.0, 3000.0, size=(3000, dim)) + 1e5      # far from every track: all births
+    states = []
+    for threads in (1, 2, 3):
+        t = Tracker(_config(dim=dim, capacity=12000, max_detections=6000), threads=threads, parallel_min_rows=0)
+        t.tick(z0, 0.02)
+        t.tick(z1, 0.02)
+        born = t.ids > 2000
+        assert born.sum() == 3000 and np.array_equal(t.positions[born], z1[t.ids[born] - 2001])
+        slow = t.positions[born][:, dim - 1]
+        assert (np.maximum.accumulate(slow) - slow).max() < 6000.0 / 8
+        t.table.check()
+        states.append(_state(t))
+    assert states[0] == states[1] == states[2]
+
+
 def test_sorting_does_not_change_the_tracks():
     # Row order is not part of the result: the same tracks (by id) bit for bit.
     sc = generate(1500, 60, seed=11, crossing=0.2)

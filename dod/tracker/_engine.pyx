@@ -93,11 +93,13 @@ cdef enum:
     _PAIRS_AHEAD = 16               # pairs between a prefetch and the association test that uses it
     _FUSE_ROWS = 64                 # rows predicted then gated at once (their x, P, Si, hw in L1: 16 KiB)
     _SORT_CHUNKS = 32               # row chunks of the parallel spatial sort (bounds, keys, radix passes, reorder)
-    # A scan's births take rows in spatial order when there are this many:
-    # fewer stay in scan order (at 1,000 and 10,000 targets, a few hundred
-    # to ~2,000 births a scan, the order bought nothing). The order is
-    # coarse: at most 256 x 256 cells (2-D), 32**3 (3-D), keys of at most
-    # 16 bits, two radix passes (100,000 births: ~1.5 a cell).
+    # Without a direct-mode index to read their order from (a first scan,
+    # a hashed index), a scan's births are sorted into spatial order when
+    # there are this many: fewer stay in scan order (at 1,000 and 10,000
+    # targets, a few hundred to ~2,000 births a scan, the sort bought
+    # nothing). The sort is coarse: at most 256 x 256 cells (2-D), 32**3
+    # (3-D), keys of at most 16 bits, two radix passes (100,000 births:
+    # ~1.5 a cell).
     _BIRTH_ORDER_MIN = 4096
     _BIRTH_BITS = 8
     _BIRTH_BITS_3D = 5
@@ -254,6 +256,7 @@ ctypedef struct _tick:
     dod_table_removal rm    # hole, fill, slot: [T] each (dod.table's batch removal)
     int32_t* born           # [D] free detections in scan order (births of single-scan initiation)
     size_t nborn            # how many
+    int32_t* birth_rank     # [D] a free detection's place in born (det_pairs' memory: dead by then)
     _cell_sort bm           # the births' spatial order (single-scan initiation)
 
 
@@ -748,11 +751,18 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
 
 cdef void _dets_ready(_tick* k, const double* dets, int dim) noexcept nogil:
     """k.z[0:D] copied from `dets` (unless NULL: k.z is filled already),
-    and no detection assigned yet (det_track, loc_d: -1, all bytes 0xff)."""
+    and no detection assigned yet (det_track, loc_d: -1, all bytes 0xff).
+    The index gets the buckets of the valid detections (its array holds
+    those of the whole scan): a scan's invalid rows change neither the
+    index nor the births' rows, which follow its cells."""
+    cdef size_t nb = 1
     if dets != NULL:
         memcpy(k.z, dets, k.D * dim * sizeof(double))
     memset(k.det_track, 0xff, k.D * sizeof(int32_t))
     memset(k.loc_d, 0xff, k.D * sizeof(int32_t))
+    while nb < 2 * k.D:
+        nb <<= 1
+    k.grid.nb = nb
 
 
 cdef void _take_dets(_tick* k, const double* dets, size_t n_dets, int dim) noexcept nogil:
@@ -1065,8 +1075,36 @@ cdef void _free_dets(const dod_tracker* t, _tick* k) noexcept nogil:
     cdef size_t j, nfree = 0
     for j in range(0 if t.two_point else k.D):     # without a branch: a tenth of them, at random
         k.born[nfree] = <int32_t>j
+        k.birth_rank[j] = <int32_t>nfree
         nfree += <size_t>(k.det_track[j] < 0)
     k.nborn = nfree
+
+
+cdef const dod_index* _births_by_cell(const _tick* k, size_t nfit, int dim) noexcept nogil:
+    """The births of scan rank below nfit in the index's cell order, read
+    off the index (direct mode: row-major cells, as _cell_order's), which
+    after _keep_free holds every free detection: k.bm.row2 lists their
+    ranks and k.bm.pos2 their positions. NULL without a direct-mode index
+    (then _cell_order sorts them). One pass over the index instead of a
+    sort (bounds, keys, two radix passes): at 100,000 targets, ~20,000
+    births a scan, the births took ~1.3 against ~1.9 ms of a one-thread
+    tick and ~1.0 against ~1.3 ms at two threads."""
+    cdef const dod_grid* g = &k.grid
+    cdef dod_index* out = k.bm.row2
+    cdef double* pos = k.bm.pos2
+    cdef size_t s, r = 0
+    cdef int32_t j
+    cdef int a
+    if not g.direct or out == NULL or pos == NULL:
+        return NULL
+    for s in range(g.n):
+        j = <int32_t>g.order[s]
+        if k.det_track[j] < 0 and <size_t>k.birth_rank[j] < nfit:
+            out[r] = <dod_index>k.birth_rank[j]
+            for a in range(dim):
+                pos[r * dim + a] = g.spos[s * dim + a]
+            r += 1
+    return out if r == nfit else NULL     # (every birth is in the index: r == nfit)
 
 
 # ---------------------------------------------------------------- locality: rows in spatial order
@@ -1598,6 +1636,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef int dim = t.dim, n = t.n, a
     cdef bint ok = True, par
     cdef const dod_index* border
+    cdef const double* bpos = NULL
     cdef const double* late
     cdef double lc, d2
     cdef double y[3]
@@ -1613,10 +1652,9 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     memset(&cnt, 0, sizeof(cnt))
     memset(&k, 0, sizeof(k))
     # 1. Every fixed-size temporary first: failure here leaves the tracker unchanged.
-    nb = 1
+    nb = 1                  # buckets for the whole scan (the index takes the valid ones': _dets_ready)
     while nb < 2 * n_dets:
         nb <<= 1
-    k.grid.nb = nb
     k.T = T
     if nt > 1:
         _chunk_rows(&k, T, nt, t.min_rows)
@@ -1657,6 +1695,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     k.rm.fill = <dod_index*>_push(scratch, T, sizeof(dod_index), &ok)
     k.rm.slot = <dod_index*>_push(scratch, T, sizeof(dod_index), &ok)
     k.born = <int32_t*>_push(scratch, n_dets, sizeof(int32_t), &ok)
+    k.birth_rank = k.det_pairs
     if not t.two_point and n_dets >= 2:      # (fewer: nothing to order)
         _cell_sort_push(scratch, n_dets, dim, &k.bm, &ok)
     if not ok:
@@ -1853,14 +1892,18 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         _births_two_point(t, &k, &cnt, dt)      # pairs start tracks; the rest wait a scan
     # Free detections (k.born, listed with the update) are births in scan
     # order while rows last, the rest are dropped (as one insert per birth
-    # would): birth b is detection born[b] with id next_id + b. At
-    # _BIRTH_ORDER_MIN births or more their rows are in spatial (cell)
-    # order of the detections, not in scan order: tracks born together (all
-    # of them, at a first scan) then read their neighbours' memory when
-    # they are gated (at 100,000 targets, p99 of the tick 25.8 against 34.1
-    # ms at 2 threads, the same run), and ids stay those of scan order. The
-    # rows (zeroed, then set) can be written by the workers in chunks, while
-    # one of them takes their slots (the insert touches the slot maps alone).
+    # would): birth b is detection born[b] with id next_id + b. Their rows
+    # are in spatial (cell) order of the detections, not in scan order:
+    # tracks born together (all of them, at a first scan) then read their
+    # neighbours' memory when they are gated (at 100,000 targets, p99 of
+    # the tick 25.8 against 34.1 ms at 2 threads, the same run), and ids
+    # stay those of scan order. The order is the index's, read off it
+    # (_births_by_cell) whatever the births' number (at 10,000 targets the
+    # tentative gating at 2 threads took ~0.20 against ~0.27 ms with ~2,000
+    # births a scan in scan order); without a direct-mode index, sorted
+    # (_cell_order) from _BIRTH_ORDER_MIN births. The rows (zeroed, then
+    # set) can be written by the workers in chunks, while one of them takes
+    # their slots (the insert touches the slot maps alone).
     nfree = k.nborn
     nfit = min(nfree, tab.capacity - tab.count)
     row0 = tab.count
@@ -1868,21 +1911,25 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     tab.failed += nfree - nfit     # each dropped birth is a refused insert
     par = par and nfit >= <size_t>nt * t.min_rows
     border = NULL
-    if not t.two_point and nfit >= _BIRTH_ORDER_MIN:
-        # (over the workers with enough births: serially, the order of
+    if not t.two_point and grid_built and nfit >= 2:
+        border = _births_by_cell(&k, nfit, dim)
+        bpos = k.bm.pos2
+    if not t.two_point and border == NULL and nfit >= _BIRTH_ORDER_MIN:
+        # (over the workers with enough births: serially, the sort of
         # ~20,000 births took ~1.4 ms of a two-thread tick at 100,000 targets)
         border = _cell_order(k.z, dim, k.born, dim, nfit, _BIRTH_BITS if dim == 2 else _BIRTH_BITS_3D,
                              t.grid_h, nt, par, &k.bm)
+        bpos = k.bm.pos
     if par:
         bstep = (nfit + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS
         for ch in prange(_TAIL_CHUNKS + 1, num_threads=nt, schedule="dynamic", chunksize=1):
             if ch == 0:
                 dod_table_insert_many(tab, nfit, NULL)
             else:
-                _birth_rows(t, &k, row0, border, k.bm.pos, min(nfit, (ch - 1) * bstep), min(nfit, ch * bstep), lc)
+                _birth_rows(t, &k, row0, border, bpos, min(nfit, (ch - 1) * bstep), min(nfit, ch * bstep), lc)
     else:
         dod_table_insert_many(tab, nfit, NULL)
-        _birth_rows(t, &k, row0, border, k.bm.pos, 0, nfit, lc)
+        _birth_rows(t, &k, row0, border, bpos, 0, nfit, lc)
     t.next_id += nfit
     cnt.births += nfit
     cnt.tentative = tab.count - cnt.confirmed     # births are tentative
