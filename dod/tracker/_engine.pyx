@@ -91,6 +91,7 @@ cdef enum:
     _FREE_INDEX_MIN = 16            # detections per worker, times parallel_min_rows, for a parallel _keep_free
     _UPDATE_AHEAD = 8               # rows between a prefetch and the update that uses it
     _PAIRS_AHEAD = 16               # pairs between a prefetch and the association test that uses it
+    _CLUSTERS_AHEAD = 12            # clusters between a prefetch and the solve that uses it
     _FUSE_ROWS = 64                 # rows predicted then gated at once (their x, P, Si, hw in L1: 16 KiB)
     _SORT_CHUNKS = 32               # row chunks of the parallel spatial sort (bounds, keys, radix passes, reorder)
     # Without a direct-mode index to read their order from (a first scan,
@@ -633,7 +634,21 @@ cdef size_t _solve_clusters(const dod_tracker* t, _tick* k, size_t c0, size_t c1
     """Solve clusters [c0, c1): cluster c holds pairs porder[start[c-1] :
     start[c]] (start[-1] = 0). Returns the number solved greedily."""
     cdef size_t c, greedy = 0
+    cdef int32_t s, p
     for c in range(c0, c1):
+        # A cluster's tracks and detections are random rows of the
+        # per-track and per-detection arrays: a few misses, one after
+        # the other, per cluster. Fetched _CLUSTERS_AHEAD clusters ahead,
+        # the solve of 100,000 targets' confirmed clusters took ~0.8
+        # against ~1.5 ms (1 thread), as at 10,000 otherwise.
+        if c + _CLUSTERS_AHEAD < c1:
+            for s in range(k.start[c + _CLUSTERS_AHEAD - 1], k.start[c + _CLUSTERS_AHEAD]):
+                p = k.porder[s]
+                _prefetch(k.loc_d + k.pd[p])
+                _prefetch(k.det_track + k.pd[p])
+                _prefetch(k.loc_t + k.pt[p])
+                _prefetch(k.track_det + k.pt[p])
+                _prefetch(k.pc + p)
         greedy += <size_t>_solve_cluster(t, k, k.start[c - 1] if c > 0 else 0, k.start[c], scratch)
     return greedy
 
@@ -700,6 +715,8 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
     # The root of a cluster is its smallest node (the larger root goes
     # under the smaller), whatever the order of the unions: a track row.
     for i in range(m):
+        if i + _PAIRS_AHEAD < m:        # (the detections' nodes are random)
+            _prefetch(k.parent + T + k.pd[nl[i + _PAIRS_AHEAD]])
         a = _find(k.parent, k.pt[nl[i]])
         b = _find(k.parent, <int32_t>(T + k.pd[nl[i]]))
         if a != b:
