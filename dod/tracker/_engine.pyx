@@ -92,6 +92,7 @@ cdef enum:
     _UPDATE_AHEAD = 8               # rows between a prefetch and the update that uses it
     _PAIRS_AHEAD = 16               # pairs between a prefetch and the association test that uses it
     _CLUSTERS_AHEAD = 12            # clusters between a prefetch and the solve that uses it
+    _BIRTH_BLOCK = 128              # birth rows zeroed, then written, at once
     _FUSE_ROWS = 64                 # rows predicted then gated at once (their x, P, Si, hw in L1: 16 KiB)
     _SORT_CHUNKS = 32               # row chunks of the parallel spatial sort (bounds, keys, radix passes, reorder)
     # Without a direct-mode index to read their order from (a first scan,
@@ -1614,11 +1615,14 @@ cdef void _birth_rows(const dod_tracker* t, const _tick* k, size_t row0, const d
     cdef const dod_track_cols* c = &t.cols
     cdef int dim = t.dim, n = t.n, pn = dod_kalman_packed_size(t.n), a
     cdef double r2 = t.r * t.r
-    cdef size_t b, i, r
-    if r1 <= r0:
-        return
-    dod_table_zero_rows(t.table, row0 + r0, r1 - r0)
+    cdef size_t b, i, r, q
     for r in range(r0, r1):
+        # Zeroed a block at a time, each block written while its lines are
+        # still in cache (zeroed all at once, 20,000 births' rows were
+        # written twice through memory: ~4 MB of columns at 100,000 targets).
+        if (r - r0) % _BIRTH_BLOCK == 0:
+            q = min(r1 - r, <size_t>_BIRTH_BLOCK)
+            dod_table_zero_rows(t.table, row0 + r, q)
         i = row0 + r
         b = order[r] if order != NULL else r
         c.id[i] = t.next_id + b
