@@ -49,6 +49,14 @@ from libc.math cimport floor
 from libc.stdint cimport uint32_t, uint64_t, int32_t, int64_t
 from libc.string cimport memset, memmove
 
+cdef extern from *:
+    """
+    #define _dod_grid_prefetch(p) __builtin_prefetch((const void*)(p), 0, 3)
+    #define _dod_grid_prefetch_w(p) __builtin_prefetch((const void*)(p), 1, 3)
+    """
+    void _dod_grid_prefetch "_dod_grid_prefetch"(const void* p) noexcept nogil      # to read
+    void _dod_grid_prefetch_w "_dod_grid_prefetch_w"(const void* p) noexcept nogil  # to write
+
 
 ctypedef struct dod_grid:
     int64_t* cell           # [n, 3] cell of each point (direct mode: [n], its bucket)
@@ -69,6 +77,7 @@ ctypedef struct dod_grid:
 cdef enum:
     _DOD_GRID_MAX_WIDEN = 16        # direct mode widens the cells at most this much
     _DOD_GRID_CROWDED = 8           # sum(count**2) / n above this: too crowded, hash instead
+    _DOD_GRID_AHEAD = 32            # the build fetches the bucket (or point) this many points ahead
 
 
 cdef inline int64_t dod_grid_cell_of(double v, double h) noexcept nogil:
@@ -361,11 +370,15 @@ cdef inline void _dod_grid_gather(dod_grid* g, const double* points, int dim) no
     cdef size_t j, o
     if dim == 2:
         for j in range(g.n):
+            if j + _DOD_GRID_AHEAD < g.n:
+                _dod_grid_prefetch(points + <size_t>g.order[j + _DOD_GRID_AHEAD] * 2)
             o = <size_t>g.order[j] * 2
             g.spos[j * 2] = points[o]
             g.spos[j * 2 + 1] = points[o + 1]
     else:
         for j in range(g.n):
+            if j + _DOD_GRID_AHEAD < g.n:
+                _dod_grid_prefetch(points + <size_t>g.order[j + _DOD_GRID_AHEAD] * 3)
             o = <size_t>g.order[j] * 3
             g.spos[j * 3] = points[o]
             g.spos[j * 3 + 1] = points[o + 1]
@@ -410,17 +423,22 @@ cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int
         g.direct = cells <= <double>g.nb and g.h <= h0 * _DOD_GRID_MAX_WIDEN
     if g.direct:
         memset(g.bucket, 0, (<size_t>cells + 1) * sizeof(uint32_t))
-        # cell[j] (not cell[3 j]: direct mode keeps one index per point)
+        # cell[j] (not cell[3 j]: direct mode keeps one index per point),
+        # then the counts. The counts, cursors, `order` and the gather's
+        # points are hit at random: with a million points (8 MB of buckets,
+        # out of the caches) each miss stalled the pass. Fetched
+        # _DOD_GRID_AHEAD points ahead, the build in a 1,000,000-target tick
+        # took 53-57 against 84-109 ms (100,000: 2.5-3.1 against 3.0-3.7).
         if dim == 2:                # constant dimensions: gcc unrolls the inlined cells
             for j in range(n):
-                b = _dod_grid_direct_cell(g, points + j * 2, 2)
-                g.cell[j] = <int64_t>b
-                g.bucket[b + 1] += 1
+                g.cell[j] = <int64_t>_dod_grid_direct_cell(g, points + j * 2, 2)
         else:
             for j in range(n):
-                b = _dod_grid_direct_cell(g, points + j * 3, 3)
-                g.cell[j] = <int64_t>b
-                g.bucket[b + 1] += 1
+                g.cell[j] = <int64_t>_dod_grid_direct_cell(g, points + j * 3, 3)
+        for j in range(n):
+            if j + _DOD_GRID_AHEAD < n:
+                _dod_grid_prefetch_w(g.bucket + g.cell[j + _DOD_GRID_AHEAD] + 1)
+            g.bucket[<size_t>g.cell[j] + 1] += 1
         # starts and crowding in one pass; too crowded: the hashed mode starts over
         crowd = _dod_grid_counts_to_ends(g, <size_t>cells)
         if <double>crowd > <double>_DOD_GRID_CROWDED * <double>n + 64.0:
@@ -428,6 +446,12 @@ cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int
     if g.direct:
         g.nb = <size_t>cells         # the buckets in use (bucket[nb] ends the last)
         for j in range(n):
+            # (two steps ahead: the cursor, then where it points in `order`;
+            # a cursor read early may have moved on by then: only a fetch)
+            if j + 2 * _DOD_GRID_AHEAD < n:
+                _dod_grid_prefetch_w(g.bucket + g.cell[j + 2 * _DOD_GRID_AHEAD])
+            if j + _DOD_GRID_AHEAD < n:
+                _dod_grid_prefetch_w(g.order + g.bucket[g.cell[j + _DOD_GRID_AHEAD]])
             b = <size_t>g.cell[j]
             g.order[g.bucket[b]] = <uint32_t>j
             g.bucket[b] += 1
