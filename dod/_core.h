@@ -39,6 +39,13 @@ static inline size_t dod_pad_for(uintptr_t p, size_t align) {
     return (size_t)(-p) & (align - 1);
 }
 
+/* Fetch the cache line at p ahead of a read (dod_prefetch) or a write
+ * (dod_prefetch_w): a pass that reads or writes arrays larger than the
+ * caches at random otherwise waits on each miss in turn. Only a hint: any
+ * address is allowed, nothing is read. */
+#define dod_prefetch(p) __builtin_prefetch((const void *)(p), 0, 3)
+#define dod_prefetch_w(p) __builtin_prefetch((const void *)(p), 1, 3)
+
 #if DOD_DEBUG
 #define dod_poison(p, n) memset((p), DOD_POISON, (n))
 #else

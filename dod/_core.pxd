@@ -11,4 +11,6 @@ cdef extern from "_core.h" nogil:
     bint dod_is_pow2(size_t x)
     size_t dod_pad_for(uintptr_t p, size_t align)
     void dod_poison(void* p, size_t n)
+    void dod_prefetch(const void* p)      # a hint: fetch p's line to read it soon
+    void dod_prefetch_w(const void* p)    # ... to write it soon
     void dod_debug_fail(const char* what, const void* p)   # debug builds: report and abort

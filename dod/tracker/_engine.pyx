@@ -45,6 +45,7 @@ from dod.table cimport (dod_table, Table, dod_table_insert, dod_table_insert_man
                         dod_table_reorder, dod_table_removal, dod_table_removal_plan,
                         dod_table_removal_move, dod_table_removal_free, dod_table_removal_finish,
                         dod_table_reorder_scratch_bytes, dod_table_reorder_gather, dod_table_reorder_put)
+from dod._core cimport dod_prefetch
 from dod._types cimport dod_index
 from dod.tracker.assignment cimport dod_assignment_solve
 from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_holds, dod_grid_keep_free, dod_grid_walk,
@@ -74,12 +75,6 @@ cdef inline uint32_t _popcount(uint32_t v) noexcept nogil:
     v = (v & 0x33333333u) + ((v >> 2) & 0x33333333u)
     v = (v + (v >> 4)) & 0x0F0F0F0Fu
     return (v * 0x01010101u) >> 24
-
-cdef extern from *:
-    """
-    #define _dod_prefetch(p) __builtin_prefetch((const void*)(p), 0, 3)
-    """
-    void _prefetch "_dod_prefetch"(const void* p) noexcept nogil
 
 cdef enum:
     _ALIGN = 64
@@ -645,11 +640,11 @@ cdef size_t _solve_clusters(const dod_tracker* t, _tick* k, size_t c0, size_t c1
         if c + _CLUSTERS_AHEAD < c1:
             for s in range(k.start[c + _CLUSTERS_AHEAD - 1], k.start[c + _CLUSTERS_AHEAD]):
                 p = k.porder[s]
-                _prefetch(k.loc_d + k.pd[p])
-                _prefetch(k.det_track + k.pd[p])
-                _prefetch(k.loc_t + k.pt[p])
-                _prefetch(k.track_det + k.pt[p])
-                _prefetch(k.pc + p)
+                dod_prefetch(k.loc_d + k.pd[p])
+                dod_prefetch(k.det_track + k.pd[p])
+                dod_prefetch(k.loc_t + k.pt[p])
+                dod_prefetch(k.track_det + k.pt[p])
+                dod_prefetch(k.pc + p)
         greedy += <size_t>_solve_cluster(t, k, k.start[c - 1] if c > 0 else 0, k.start[c], scratch)
     return greedy
 
@@ -696,8 +691,8 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
             # (the pairs' detections are random: fetched _PAIRS_AHEAD pairs
             # ahead, the pass took ~20 % less at 100,000 targets, ~0.2 ms)
             if p + _PAIRS_AHEAD < p1:
-                _prefetch(k.det_pairs + k.pd[p + _PAIRS_AHEAD])
-                _prefetch(k.det_track + k.pd[p + _PAIRS_AHEAD])
+                dod_prefetch(k.det_pairs + k.pd[p + _PAIRS_AHEAD])
+                dod_prefetch(k.det_track + k.pd[p + _PAIRS_AHEAD])
             if (k.det_pairs[k.pd[p]] == 1 and (p == p0 or k.pt[p - 1] != k.pt[p])
                     and (p + 1 == p1 or k.pt[p + 1] != k.pt[p])):
                 k.track_det[k.pt[p]] = k.pd[p]
@@ -717,7 +712,7 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
     # under the smaller), whatever the order of the unions: a track row.
     for i in range(m):
         if i + _PAIRS_AHEAD < m:        # (the detections' nodes are random)
-            _prefetch(k.parent + T + k.pd[nl[i + _PAIRS_AHEAD]])
+            dod_prefetch(k.parent + T + k.pd[nl[i + _PAIRS_AHEAD]])
         a = _find(k.parent, k.pt[nl[i]])
         b = _find(k.parent, <int32_t>(T + k.pd[nl[i]]))
         if a != b:
@@ -958,11 +953,11 @@ cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t
         # (perf: two thirds of this pass waited on those loads).
         tp = ti + _UPDATE_AHEAD
         if tp < row1 and k.track_det[tp] >= 0:
-            _prefetch(c.P + tp * pn)
-            _prefetch(c.P + tp * pn + 8)
-            _prefetch(c.x + tp * t.n)
-            _prefetch(k.Si + tp * t.dim * t.dim)
-            _prefetch(k.z + k.track_det[tp] * t.dim)
+            dod_prefetch(c.P + tp * pn)
+            dod_prefetch(c.P + tp * pn + 8)
+            dod_prefetch(c.x + tp * t.n)
+            dod_prefetch(k.Si + tp * t.dim * t.dim)
+            dod_prefetch(k.z + k.track_det[tp] * t.dim)
         j = k.track_det[ti]
         if j >= 0 and t.imm.models and k.sensor != NULL:   # every model through the EKF
             if t.dim == 2:

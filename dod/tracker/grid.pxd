@@ -48,14 +48,7 @@
 from libc.math cimport floor
 from libc.stdint cimport uint32_t, uint64_t, int32_t, int64_t
 from libc.string cimport memset, memmove
-
-cdef extern from *:
-    """
-    #define _dod_grid_prefetch(p) __builtin_prefetch((const void*)(p), 0, 3)
-    #define _dod_grid_prefetch_w(p) __builtin_prefetch((const void*)(p), 1, 3)
-    """
-    void _dod_grid_prefetch "_dod_grid_prefetch"(const void* p) noexcept nogil      # to read
-    void _dod_grid_prefetch_w "_dod_grid_prefetch_w"(const void* p) noexcept nogil  # to write
+from dod._core cimport dod_prefetch, dod_prefetch_w
 
 
 ctypedef struct dod_grid:
@@ -371,14 +364,14 @@ cdef inline void _dod_grid_gather(dod_grid* g, const double* points, int dim) no
     if dim == 2:
         for j in range(g.n):
             if j + _DOD_GRID_AHEAD < g.n:
-                _dod_grid_prefetch(points + <size_t>g.order[j + _DOD_GRID_AHEAD] * 2)
+                dod_prefetch(points + <size_t>g.order[j + _DOD_GRID_AHEAD] * 2)
             o = <size_t>g.order[j] * 2
             g.spos[j * 2] = points[o]
             g.spos[j * 2 + 1] = points[o + 1]
     else:
         for j in range(g.n):
             if j + _DOD_GRID_AHEAD < g.n:
-                _dod_grid_prefetch(points + <size_t>g.order[j + _DOD_GRID_AHEAD] * 3)
+                dod_prefetch(points + <size_t>g.order[j + _DOD_GRID_AHEAD] * 3)
             o = <size_t>g.order[j] * 3
             g.spos[j * 3] = points[o]
             g.spos[j * 3 + 1] = points[o + 1]
@@ -437,7 +430,7 @@ cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int
                 g.cell[j] = <int64_t>_dod_grid_direct_cell(g, points + j * 3, 3)
         for j in range(n):
             if j + _DOD_GRID_AHEAD < n:
-                _dod_grid_prefetch_w(g.bucket + g.cell[j + _DOD_GRID_AHEAD] + 1)
+                dod_prefetch_w(g.bucket + g.cell[j + _DOD_GRID_AHEAD] + 1)
             g.bucket[<size_t>g.cell[j] + 1] += 1
         # starts and crowding in one pass; too crowded: the hashed mode starts over
         crowd = _dod_grid_counts_to_ends(g, <size_t>cells)
@@ -449,9 +442,9 @@ cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int
             # (two steps ahead: the cursor, then where it points in `order`;
             # a cursor read early may have moved on by then: only a fetch)
             if j + 2 * _DOD_GRID_AHEAD < n:
-                _dod_grid_prefetch_w(g.bucket + g.cell[j + 2 * _DOD_GRID_AHEAD])
+                dod_prefetch_w(g.bucket + g.cell[j + 2 * _DOD_GRID_AHEAD])
             if j + _DOD_GRID_AHEAD < n:
-                _dod_grid_prefetch_w(g.order + g.bucket[g.cell[j + _DOD_GRID_AHEAD]])
+                dod_prefetch_w(g.order + g.bucket[g.cell[j + _DOD_GRID_AHEAD]])
             b = <size_t>g.cell[j]
             g.order[g.bucket[b]] = <uint32_t>j
             g.bucket[b] += 1
