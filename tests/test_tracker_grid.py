@@ -3,7 +3,8 @@ finds every indexed point inside the box, each once, in both modes of the
 grid (direct and hashed), against brute force; after dod_grid_keep_free it
 finds the same walk's free points, in the same order; the same drop in
 parts (dod_grid_kept_in, dod_grid_bucket_from, dod_grid_keep_free_part: the
-threaded tick's) leaves the same index."""
+threaded tick's) leaves the same index; the build in parts (the tick's with
+many workers) builds the same index as dod_grid_build."""
 import numpy as np
 import pytest
 
@@ -12,9 +13,13 @@ from cython_build import compile_cython_module
 GRID_SOURCE = """
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport uint32_t, int32_t, int64_t
+from libc.stdint cimport uint64_t
 from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_holds, dod_grid_keep_free, dod_grid_walk,
                                dod_grid_walk_begin, dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS,
-                               dod_grid_kept_in, dod_grid_bucket_from, dod_grid_keep_free_part)
+                               dod_grid_kept_in, dod_grid_bucket_from, dod_grid_keep_free_part,
+                               dod_grid_bounds, dod_grid_plan, dod_grid_build_hashed, dod_grid_parts,
+                               dod_grid_cells_part, dod_grid_route_offsets, dod_grid_route_part,
+                               dod_grid_count_part, dod_grid_uncrowded, dod_grid_fill_part, dod_grid_direct_done)
 
 def walk(const double[:, ::1] pts, double h, size_t nb, const double[:, ::1] lo, const double[:, ::1] hi,
          const int32_t[::1] owner=None):
@@ -102,6 +107,74 @@ def keep_free_in_parts(const double[:, ::1] pts, double h, size_t nb, const int3
         return out
     finally:
         free(order_out); free(spos_out)
+        for i in range(2):
+            free(g[i].cell); free(g[i].scell); free(g[i].spos); free(g[i].order); free(g[i].bucket)
+
+
+cdef _index_of(dod_grid* g, int dim):
+    # Everything a query reads: mode, side, points, order, spos, buckets
+    # (and, hashed, scell).
+    cdef size_t c, n = g.n
+    return (bool(g.direct), g.h, n, g.nb, [g.order[c] for c in range(n)], [g.spos[c] for c in range(n * dim)],
+            [g.bucket[c] for c in range(g.nb + 1)],
+            [] if g.direct else [g.scell[c] for c in range(3 * n)])
+
+
+def build_in_parts(const double[:, ::1] pts, double h, size_t nb, cuts, orders):
+    # Index pts with dod_grid_build and in P = len(cuts) - 1 parts (points
+    # [cuts[p], cuts[p + 1]), bucket range p), the parts of step i run in
+    # orders[i] (any order must do, as on threads); returns both indexes.
+    cdef size_t n = pts.shape[0], P = len(cuts) - 1, p, cells, i
+    cdef int dim = pts.shape[1], a
+    cdef dod_grid g[2]
+    cdef double lo[3]
+    cdef double hi[3]
+    cdef double plo[3]
+    cdef double phi[3]
+    cdef uint64_t mul, crowd = 0
+    cdef size_t* hist = <size_t*>malloc((P * P + 1) * sizeof(size_t))
+    cdef size_t* at = <size_t*>malloc((P + 1) * sizeof(size_t))
+    for i in range(2):
+        g[i].h = h
+        g[i].nb = nb
+        g[i].cell = <int64_t*>malloc((3 * n + 1) * sizeof(int64_t))
+        g[i].scell = <int64_t*>malloc((3 * n + 1) * sizeof(int64_t))
+        g[i].spos = <double*>malloc((dim * n + 1) * sizeof(double))
+        g[i].order = <uint32_t*>malloc((n + 1) * sizeof(uint32_t))
+        g[i].bucket = <uint32_t*>malloc((nb + 1) * sizeof(uint32_t))
+    try:
+        dod_grid_build(&g[0], &pts[0, 0], n, dim)
+        first = True
+        for p in orders[0]:
+            if cuts[p + 1] > cuts[p]:       # (an empty part has no box)
+                dod_grid_bounds(&pts[0, 0], dim, cuts[p], cuts[p + 1], plo, phi)
+                for a in range(dim):
+                    lo[a] = plo[a] if first else min(lo[a], plo[a])
+                    hi[a] = phi[a] if first else max(hi[a], phi[a])
+                first = False
+        g[1].direct = False
+        cells = dod_grid_plan(&g[1], lo, hi, n, dim)
+        if cells == 0:
+            dod_grid_build_hashed(&g[1], &pts[0, 0], n, dim)
+        else:
+            mul = dod_grid_parts(cells, P)
+            for p in orders[1]:
+                dod_grid_cells_part(&g[1], &pts[0, 0], dim, cuts[p], cuts[p + 1], mul, P, hist + p * P)
+            dod_grid_route_offsets(hist, P, at)
+            for p in orders[2]:
+                dod_grid_route_part(&g[1], cuts[p], cuts[p + 1], mul, P, hist + p * P)
+            for p in orders[3]:
+                crowd += dod_grid_count_part(&g[1], p, mul, cells, at[p], at[p + 1])
+            if dod_grid_uncrowded(crowd, n):
+                for p in orders[4]:
+                    dod_grid_fill_part(&g[1], &pts[0, 0], dim, p, mul, cells, at[p], at[p + 1])
+                dod_grid_direct_done(&g[1], cells)
+            else:
+                g[1].h = h
+                dod_grid_build_hashed(&g[1], &pts[0, 0], n, dim)
+        return _index_of(&g[0], dim), _index_of(&g[1], dim), cells
+    finally:
+        free(hist); free(at)
         for i in range(2):
             free(g[i].cell); free(g[i].scell); free(g[i].spos); free(g[i].order); free(g[i].bucket)
 """
@@ -192,3 +265,37 @@ def test_keep_free_in_parts_leaves_the_same_index(grid_module, dim, taken):
             whole, in_parts = mod.keep_free_in_parts(pts, 4.0, 1024, owner, cuts, order_of_parts)
             assert in_parts == whole
             assert whole[0] == int((owner < 0).sum())
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+@pytest.mark.parametrize("kind", ["uniform", "few cells", "crowded", "outliers"])
+def test_build_in_parts_builds_the_same_index(grid_module, dim, kind):
+    # With many workers the tick builds the index in parts: whatever the
+    # point cuts (empty parts, a part of one point) and whatever order each
+    # step's parts run in, it must be dod_grid_build's, slot for slot, and
+    # fall back to the same hashed index (a box too wide for the buckets, or
+    # a crowded direct grid).
+    mod = grid_module
+    rng = np.random.default_rng(dim * 7 + len(kind))
+    n = 40 if kind == "few cells" else 400
+    side = 1000 if dim == 2 else 100                # few enough cells: direct
+    if kind == "uniform":
+        pts = rng.uniform(0, side, (n, dim))
+    elif kind == "few cells":       # 3 cells a side: ranges of one bucket, and empty ones
+        pts = rng.uniform(0, 11.9, (n, dim))
+    elif kind == "crowded":         # fits the buckets, but 390 points in one cell
+        pts = np.vstack([rng.normal(side / 2, 0.01, (n - 10, dim)), rng.uniform(0, side, (10, dim))])
+    else:
+        pts = np.vstack([rng.normal(0, 1, (n - 5, dim)), rng.uniform(-1e6, 1e6, (5, dim))])
+    pts = np.ascontiguousarray(pts)
+    for trial in range(10):
+        P = int(rng.integers(1, 9))
+        inner = np.sort(rng.integers(0, n + 1, P - 1))
+        if trial == 0:
+            inner = np.array([1] * (P - 1), dtype=np.int64)       # parts of one point, then empty ones
+        cuts = [0, *inner.tolist(), n]
+        orders = [list(rng.permutation(P)) if trial % 2 else list(range(P))[::-1] for _ in range(5)]
+        whole, in_parts, cells = mod.build_in_parts(pts, 4.0, 2048, cuts, orders)
+        assert in_parts == whole
+        assert whole[0] == (kind in ("uniform", "few cells")) and (cells > 0) == (kind != "outliers")
+        assert sorted(whole[4]) == list(range(n))

@@ -68,9 +68,12 @@ def test_threads_validated_before_anything_changes():
     assert Tracker(threads=MAX_THREADS).threads == MAX_THREADS
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 4])
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 6, 8])
 def test_bit_identical_small_scenes_always_parallel(n):
-    # parallel_min_rows=0: every pass runs on the workers, even with a few rows.
+    # parallel_min_rows=0: every pass runs on the workers, even with a few
+    # rows. From 6 threads the workers build the detection index together
+    # (in parts) before predicting; below, one builds it while the others
+    # predict.
     sc = generate(120, 80, seed=30 + n, crossing=0.3, clutter=40)
     a = Tracker(threads=1, sort_every=5)
     b = Tracker(threads=n, sort_every=5, parallel_min_rows=0)
@@ -82,11 +85,13 @@ def test_bit_identical_small_scenes_always_parallel(n):
 
 def test_invalid_rows_dropped_the_same_for_every_thread_count():
     # With workers, the worker that builds the index reads, checks and
-    # copies the scan: scans with NaN/inf rows, and scans with no valid
-    # row at all, must leave the state (and the invalid count) of one thread.
+    # copies the scan (from 6 threads, the calling thread before the
+    # index is built in parts): scans with NaN/inf rows, and scans with no
+    # valid row at all, must leave the state (and the invalid count) of one
+    # thread.
     sc = generate(200, 40, seed=12, crossing=0.2, clutter=30)
     rng = np.random.default_rng(12)
-    trackers = [Tracker(threads=1)] + [Tracker(threads=n, parallel_min_rows=0) for n in (2, 3)]
+    trackers = [Tracker(threads=1)] + [Tracker(threads=n, parallel_min_rows=0) for n in (2, 3, 6)]
     for s, (z, dt) in enumerate(sc):
         if s % 7 == 6:
             z = np.full((5, 2), np.nan)                 # nothing valid

@@ -50,7 +50,11 @@ from dod._types cimport dod_index
 from dod.tracker.assignment cimport dod_assignment_solve
 from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_holds, dod_grid_keep_free, dod_grid_walk,
                                dod_grid_kept_in, dod_grid_bucket_from, dod_grid_keep_free_part,
-                               dod_grid_walk_begin, dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS)
+                               dod_grid_walk_begin, dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS,
+                               dod_grid_bounds, dod_grid_plan, dod_grid_parts, dod_grid_cells_part,
+                               dod_grid_route_offsets, dod_grid_route_part, dod_grid_count_part,
+                               dod_grid_uncrowded, dod_grid_fill_part, dod_grid_direct_done,
+                               dod_grid_build_hashed)
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_noise, dod_kalman_noise_of, dod_kalman_predict_step,
                                  dod_kalman_innovation_inverse, dod_kalman_packed_size, dod_kalman_packed_index,
                                  dod_kalman_pack, dod_kalman_unpack,
@@ -83,6 +87,8 @@ cdef enum:
     _GATE_CHUNKS_PER_THREAD = 16    # chunks per worker when the rows allow
     _CLUSTER_CHUNK = 256            # clusters per dynamic chunk of the parallel cluster solve
     _TAIL_CHUNKS = 32               # chunks of parallel deaths (moves, and freed slots) and births
+    _GRID_PARTS = 32                # most parts of the index's parallel build (_index_parts)
+    _GRID_PARTS_MIN_THREADS = 6     # threads from which the index is built by all workers (step 3)
     _FREE_INDEX_MIN = 16            # detections per worker, times parallel_min_rows, for a parallel _keep_free
     _UPDATE_AHEAD = 8               # rows between a prefetch and the update that uses it
     _PAIRS_AHEAD = 16               # pairs between a prefetch and the association test that uses it
@@ -808,6 +814,57 @@ cdef void _index_if(_tick* k, int dim, bint build) noexcept nogil:
     """Build the detection grid (k.grid.h set) when `build`."""
     if build:
         dod_grid_build(&k.grid, k.z, k.D, dim)
+
+
+cdef void _index_parts(_tick* k, int dim, int nt) noexcept nogil:
+    """Build the detection grid (k.grid.h set) over the workers, in
+    P = min(nt, _GRID_PARTS) parts (grid.pxd: the direct build in parts):
+    the index of dod_grid_build, slot for slot. A hashed or crowded grid is
+    built serially."""
+    cdef dod_grid* g = &k.grid
+    cdef size_t P = min(<size_t>nt, <size_t>_GRID_PARTS), n = k.D, p, cells, r
+    cdef double h0 = g.h
+    cdef uint64_t mul, crowd = 0
+    cdef int a
+    cdef size_t j_at[_GRID_PARTS + 1]
+    cdef size_t at[_GRID_PARTS + 1]
+    cdef size_t hist[_GRID_PARTS * _GRID_PARTS]   # points of each point part in each bucket range
+    cdef uint64_t crowd_of[_GRID_PARTS]
+    cdef double lo[_GRID_PARTS][3]
+    cdef double hi[_GRID_PARTS][3]
+    if n < P:
+        dod_grid_build(g, k.z, n, dim)
+        return
+    for p in range(P + 1):          # (no division in a region's body: see _keep_free)
+        j_at[p] = n * p // P
+    for p in prange(P, num_threads=nt, schedule="static"):
+        dod_grid_bounds(k.z, dim, j_at[p], j_at[p + 1], lo[p], hi[p])
+    for p in range(1, P):
+        for a in range(dim):
+            lo[0][a] = min(lo[0][a], lo[p][a])
+            hi[0][a] = max(hi[0][a], hi[p][a])
+    g.direct = False
+    cells = dod_grid_plan(g, lo[0], hi[0], n, dim)
+    if cells == 0:
+        dod_grid_build_hashed(g, k.z, n, dim)
+        return
+    mul = dod_grid_parts(cells, P)
+    for p in prange(P, num_threads=nt, schedule="static"):
+        dod_grid_cells_part(g, k.z, dim, j_at[p], j_at[p + 1], mul, P, hist + p * P)
+    dod_grid_route_offsets(hist, P, at)
+    for p in prange(P, num_threads=nt, schedule="static"):
+        dod_grid_route_part(g, j_at[p], j_at[p + 1], mul, P, hist + p * P)
+    for r in prange(P, num_threads=nt, schedule="static"):
+        crowd_of[r] = dod_grid_count_part(g, r, mul, cells, at[r], at[r + 1])
+    for r in range(P):
+        crowd += crowd_of[r]
+    if not dod_grid_uncrowded(crowd, n):
+        g.h = h0
+        dod_grid_build_hashed(g, k.z, n, dim)
+        return
+    for r in prange(P, num_threads=nt, schedule="static"):
+        dod_grid_fill_part(g, k.z, dim, r, mul, cells, at[r], at[r + 1])
+    dod_grid_direct_done(g, cells)
 
 
 cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, size_t row1) noexcept nogil:
@@ -1654,7 +1711,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef size_t mark = dod_arena_mark(scratch)
     cdef dod_table* tab = t.table
     cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch, fstep, row0, bstep, ungated
-    cdef bint index_early
+    cdef bint index_early, grid_first
     cdef int dim = t.dim, n = t.n, a
     cdef bint ok = True, par
     cdef const dod_index* border
@@ -1767,20 +1824,38 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         # gated as they are predicted (_predict_gate_rows: one pass over
         # their columns instead of two).
         _gate_open(t, &k)
+    grid_first = par and index_early and nt >= _GRID_PARTS_MIN_THREADS
+    if grid_first:
+        # With many workers, the one building the index would hold up the
+        # others (below): at 100,000 and 1,000,000 targets on one thread
+        # the index took a fifth to a quarter of predict, index and
+        # confirmed gating (~3 of ~13 ms, ~55 of ~271 ms), so from about
+        # five workers the builder is the region's longest path, and the
+        # chunks predicted before the index was ready are gated in a second
+        # pass. From _GRID_PARTS_MIN_THREADS the workers build it together
+        # first (_index_parts: the same index). At 2 threads that order
+        # was slower (100,000 targets: 21.6 and 23.9 against 19.5 and 22.1
+        # ms a tick, ticks alternating in one process); no machine with
+        # more than 2 cores has measured it.
+        if late != NULL:
+            _take_dets(&k, late, n_dets, dim)
+            late = NULL
+        _index_parts(&k, dim, nt)
+        k.grid_ready = 1
     if par:
-        # Worker 0 builds the grid first while the others predict their
-        # chunks and then take its chunks from the far end. (Built by the
-        # calling thread before the region, it kept the other worker from
-        # its first chunk until the grid was done: at 100,000 targets no
-        # chunk started before 4.4 ms.) Chunks predicted before it is ready
-        # are gated after the region.
+        # Fewer workers: worker 0 builds the grid first while the others
+        # predict their chunks and then take its chunks from the far end.
+        # (Built by the calling thread before the region, it kept the other
+        # worker from its first chunk until the grid was done: at 100,000
+        # targets no chunk started before 4.4 ms.) Chunks predicted before
+        # it is ready are gated after the region.
         _claims_again(&k, k.row_chunks)
         with parallel(num_threads=nt):
             w = threadid()
             if w == 0:
                 if late != NULL:
                     _take_dets(&k, late, n_dets, dim)
-                _index_if(&k, dim, index_early)
+                _index_if(&k, dim, index_early and not grid_first)
                 dod_atomic_store_u32(&k.grid_ready, 1)
             own = 0
             far = 0

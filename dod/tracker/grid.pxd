@@ -19,7 +19,8 @@
 #   * direct (the common case): the bounding box of the points, in cells, has
 #     at most nb cells; bucket b IS cell b in row-major order (x fastest), so
 #     the cells of one row of a query box are one contiguous run of `order`
-#     and `spos`, no bucket holds a foreign cell and scell is not written.
+#     and `spos`, no bucket holds a foreign cell and scell is not read (the
+#     build in parts keeps its routed points there).
 #     When the box at the caller's side h has more than nb cells, build
 #     widens the cells (up to _DOD_GRID_MAX_WIDEN x) until it fits; if the
 #     widened grid crowds the points (sum of squared cell counts above
@@ -44,7 +45,9 @@
 # Contract (checks the caller owns): nb is a power of two;
 # cell and scell hold 3 n int64, spos dim n doubles, order n uint32, bucket
 # nb + 1 uint32; h > 0 and finite.
-# Thread-safety: build is one writer; queries of a built grid only read.
+# Thread-safety: build is one writer (or, in parts, workers that write
+# disjoint slots: see "The direct build in P parts"); queries of a built
+# grid only read.
 from libc.math cimport floor
 from libc.stdint cimport uint32_t, uint64_t, int32_t, int64_t
 from libc.string cimport memset, memmove
@@ -357,20 +360,20 @@ cdef inline void _dod_grid_ends_to_starts(dod_grid* g) noexcept nogil:
     g.bucket[0] = 0
 
 
-cdef inline void _dod_grid_gather(dod_grid* g, const double* points, int dim) noexcept nogil:
-    """spos: the points in `order` (copies of constant size: a memcpy call of
-    dim doubles per point was a fifth of the build)."""
+cdef inline void _dod_grid_gather(dod_grid* g, const double* points, int dim, size_t s0, size_t s1) noexcept nogil:
+    """spos[s0:s1]: the points order[s0:s1] (copies of constant size: a
+    memcpy call of dim doubles per point was a fifth of the build)."""
     cdef size_t j, o
     if dim == 2:
-        for j in range(g.n):
-            if j + _DOD_GRID_AHEAD < g.n:
+        for j in range(s0, s1):
+            if j + _DOD_GRID_AHEAD < s1:
                 dod_prefetch(points + <size_t>g.order[j + _DOD_GRID_AHEAD] * 2)
             o = <size_t>g.order[j] * 2
             g.spos[j * 2] = points[o]
             g.spos[j * 2 + 1] = points[o + 1]
     else:
-        for j in range(g.n):
-            if j + _DOD_GRID_AHEAD < g.n:
+        for j in range(s0, s1):
+            if j + _DOD_GRID_AHEAD < s1:
                 dod_prefetch(points + <size_t>g.order[j + _DOD_GRID_AHEAD] * 3)
             o = <size_t>g.order[j] * 3
             g.spos[j * 3] = points[o]
@@ -378,80 +381,65 @@ cdef inline void _dod_grid_gather(dod_grid* g, const double* points, int dim) no
             g.spos[j * 3 + 2] = points[o + 2]
 
 
-cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int dim) noexcept nogil:
-    """Index n points (counting sort into the buckets); g.h (the smallest
-    cell side wanted), g.nb and the arrays are set by the caller. Chooses
-    the mode (see the header) and may widen g.h."""
+cdef inline void dod_grid_bounds(const double* points, int dim, size_t j0, size_t j1,
+                                 double* lo, double* hi) noexcept nogil:
+    """lo[:dim], hi[:dim]: the bounding box of points [j0, j1) (j1 > j0)."""
+    cdef size_t j
+    cdef int a
+    cdef double v
+    for a in range(dim):
+        lo[a] = points[j0 * dim + a]
+        hi[a] = points[j0 * dim + a]
+    for j in range(j0 + 1, j1):
+        for a in range(dim):
+            v = points[j * dim + a]
+            if v < lo[a]:
+                lo[a] = v
+            if v > hi[a]:
+                hi[a] = v
+
+
+cdef inline size_t dod_grid_plan(dod_grid* g, const double* lo, const double* hi, size_t n, int dim) noexcept nogil:
+    """The first half of a build, given the points' box (n > 0): widen g.h
+    until the box fits in g.nb direct cells (see the header). Returns the
+    direct grid's cells, or 0 when it does not fit (hashed; g.h as it was)."""
+    cdef int a, widen = 0
+    cdef double h0 = g.h, f, cells
+    g.n = n
+    for a in range(dim):
+        g.lo[a] = lo[a]
+        g.hi[a] = hi[a]
+    cells = _dod_grid_box_cells(g, lo, hi, dim)
+    while cells > <double>g.nb and widen < 8 and g.h <= h0 * _DOD_GRID_MAX_WIDEN:
+        # cells ~ (extent / h) ** dim: widen by the root of the excess (and a little)
+        f = (cells / <double>g.nb) ** (1.0 / dim) * 1.001 + 1e-9
+        g.h *= f
+        cells = _dod_grid_box_cells(g, lo, hi, dim)
+        widen += 1
+    if cells <= <double>g.nb and g.h <= h0 * _DOD_GRID_MAX_WIDEN:
+        return <size_t>cells
+    g.h = h0
+    return 0
+
+
+cdef inline void dod_grid_cells(dod_grid* g, const double* points, int dim, size_t j0, size_t j1) noexcept nogil:
+    """Direct mode, after plan: cell[j] (one index per point: its bucket)
+    for the points [j0, j1)."""
+    cdef size_t j
+    if dim == 2:                # constant dimensions: gcc unrolls the inlined cells
+        for j in range(j0, j1):
+            g.cell[j] = <int64_t>_dod_grid_direct_cell(g, points + j * 2, 2)
+    else:
+        for j in range(j0, j1):
+            g.cell[j] = <int64_t>_dod_grid_direct_cell(g, points + j * 3, 3)
+
+
+cdef inline void dod_grid_build_hashed(dod_grid* g, const double* points, size_t n, int dim) noexcept nogil:
+    """The hashed mode's build (g.h the caller's side)."""
     cdef size_t j, b
-    cdef int a, widen
-    cdef double cells, h0 = g.h, f, v
-    cdef uint64_t crowd
-    cdef double lo[3]
-    cdef double hi[3]
+    cdef int a
     g.n = n
     g.direct = False
-    if n > 0:
-        # the points' bounding box, once (each widening below is then O(1))
-        for a in range(dim):
-            lo[a] = points[a]
-            hi[a] = points[a]
-        for j in range(1, n):
-            for a in range(dim):
-                v = points[j * dim + a]
-                if v < lo[a]:
-                    lo[a] = v
-                if v > hi[a]:
-                    hi[a] = v
-        for a in range(dim):
-            g.lo[a] = lo[a]
-            g.hi[a] = hi[a]
-        cells = _dod_grid_box_cells(g, lo, hi, dim)
-        widen = 0
-        while cells > <double>g.nb and widen < 8 and g.h <= h0 * _DOD_GRID_MAX_WIDEN:
-            # cells ~ (extent / h) ** dim: widen by the root of the excess (and a little)
-            f = (cells / <double>g.nb) ** (1.0 / dim) * 1.001 + 1e-9
-            g.h *= f
-            cells = _dod_grid_box_cells(g, lo, hi, dim)
-            widen += 1
-        g.direct = cells <= <double>g.nb and g.h <= h0 * _DOD_GRID_MAX_WIDEN
-    if g.direct:
-        memset(g.bucket, 0, (<size_t>cells + 1) * sizeof(uint32_t))
-        # cell[j] (not cell[3 j]: direct mode keeps one index per point),
-        # then the counts. The counts, cursors, `order` and the gather's
-        # points are hit at random: with a million points (8 MB of buckets,
-        # out of the caches) each miss stalled the pass. Fetched
-        # _DOD_GRID_AHEAD points ahead, the build in a 1,000,000-target tick
-        # took 53-57 against 84-109 ms (100,000: 2.5-3.1 against 3.0-3.7).
-        if dim == 2:                # constant dimensions: gcc unrolls the inlined cells
-            for j in range(n):
-                g.cell[j] = <int64_t>_dod_grid_direct_cell(g, points + j * 2, 2)
-        else:
-            for j in range(n):
-                g.cell[j] = <int64_t>_dod_grid_direct_cell(g, points + j * 3, 3)
-        for j in range(n):
-            if j + _DOD_GRID_AHEAD < n:
-                dod_prefetch_w(g.bucket + g.cell[j + _DOD_GRID_AHEAD] + 1)
-            g.bucket[<size_t>g.cell[j] + 1] += 1
-        # starts and crowding in one pass; too crowded: the hashed mode starts over
-        crowd = _dod_grid_counts_to_ends(g, <size_t>cells)
-        if <double>crowd > <double>_DOD_GRID_CROWDED * <double>n + 64.0:
-            g.direct = False
-    if g.direct:
-        g.nb = <size_t>cells         # the buckets in use (bucket[nb] ends the last)
-        for j in range(n):
-            # (two steps ahead: the cursor, then where it points in `order`;
-            # a cursor read early may have moved on by then: only a fetch)
-            if j + 2 * _DOD_GRID_AHEAD < n:
-                dod_prefetch_w(g.bucket + g.cell[j + 2 * _DOD_GRID_AHEAD])
-            if j + _DOD_GRID_AHEAD < n:
-                dod_prefetch_w(g.order + g.bucket[g.cell[j + _DOD_GRID_AHEAD]])
-            b = <size_t>g.cell[j]
-            g.order[g.bucket[b]] = <uint32_t>j
-            g.bucket[b] += 1
-        _dod_grid_gather(g, points, dim)
-        _dod_grid_ends_to_starts(g)
-        return
-    g.h = h0
     memset(g.bucket, 0, (g.nb + 1) * sizeof(uint32_t))
     for j in range(n):
         for a in range(3):
@@ -466,5 +454,193 @@ cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int
     for j in range(n):
         for a in range(3):
             g.scell[j * 3 + a] = g.cell[<size_t>g.order[j] * 3 + a]
-    _dod_grid_gather(g, points, dim)
+    _dod_grid_gather(g, points, dim, 0, n)
     _dod_grid_ends_to_starts(g)
+
+
+cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int dim) noexcept nogil:
+    """Index n points (counting sort into the buckets); g.h (the smallest
+    cell side wanted), g.nb and the arrays are set by the caller. Chooses
+    the mode (see the header) and may widen g.h."""
+    cdef size_t j, b, cells = 0
+    cdef uint64_t crowd
+    cdef double h0 = g.h
+    cdef double lo[3]
+    cdef double hi[3]
+    g.n = n
+    g.direct = False
+    if n > 0:
+        dod_grid_bounds(points, dim, 0, n, lo, hi)
+        cells = dod_grid_plan(g, lo, hi, n, dim)
+    if cells > 0:
+        memset(g.bucket, 0, (cells + 1) * sizeof(uint32_t))
+        # cell[j], then the counts. The counts, cursors, `order` and the
+        # gather's points are hit at random: with a million points (8 MB of
+        # buckets, out of the caches) each miss stalled the pass. Fetched
+        # _DOD_GRID_AHEAD points ahead, the build in a 1,000,000-target tick
+        # took 53-57 against 84-109 ms (100,000: 2.5-3.1 against 3.0-3.7).
+        dod_grid_cells(g, points, dim, 0, n)
+        for j in range(n):
+            if j + _DOD_GRID_AHEAD < n:
+                dod_prefetch_w(g.bucket + g.cell[j + _DOD_GRID_AHEAD] + 1)
+            g.bucket[<size_t>g.cell[j] + 1] += 1
+        # starts and crowding in one pass; too crowded: the hashed mode instead
+        crowd = _dod_grid_counts_to_ends(g, cells)
+        if dod_grid_uncrowded(crowd, n):
+            g.direct = True
+            g.nb = cells            # the buckets in use (bucket[nb] ends the last)
+            for j in range(n):
+                # (two steps ahead: the cursor, then where it points in `order`;
+                # a cursor read early may have moved on by then: only a fetch)
+                if j + 2 * _DOD_GRID_AHEAD < n:
+                    dod_prefetch_w(g.bucket + g.cell[j + 2 * _DOD_GRID_AHEAD])
+                if j + _DOD_GRID_AHEAD < n:
+                    dod_prefetch_w(g.order + g.bucket[g.cell[j + _DOD_GRID_AHEAD]])
+                b = <size_t>g.cell[j]
+                g.order[g.bucket[b]] = <uint32_t>j
+                g.bucket[b] += 1
+            _dod_grid_gather(g, points, dim, 0, n)
+            _dod_grid_ends_to_starts(g)
+            return
+        g.h = h0
+    dod_grid_build_hashed(g, points, n, dim)
+
+
+# The direct build in P parts, for workers (the threaded tick; the serial
+# build above is the same steps in one piece). The buckets are cut into P
+# contiguous ranges (part_of: a multiply and a shift per bucket), and the
+# points routed to their bucket's range, in point order (a stable counting
+# sort of their range numbers, by point parts); then each range counts,
+# places and gathers its own points alone: no part writes another's
+# buckets, `order` or `spos` slots, and no part reads every point. The
+# index is the serial build's, slot for slot, whatever the cuts and the
+# order the parts run in. In P parts, `hist` a [P * P] size_t array, the
+# routed points kept in the unused scell (direct mode):
+#
+#     dod_grid_bounds(points, dim, j0, j1, lo_p, hi_p)        # each point part; lo, hi: their min, max
+#     cells = dod_grid_plan(&g, lo, hi, n, dim)                # 0: dod_grid_build_hashed(&g, points, n, dim)
+#     mul = dod_grid_parts(cells, P)
+#     dod_grid_cells_part(&g, points, dim, j0, j1, mul, P, hist + p * P)    # each point part p
+#     dod_grid_route_offsets(hist, P, at)                      # at[r]: range r's first slot; at[P] = n
+#     dod_grid_route_part(&g, j0, j1, mul, P, hist + p * P)    # each point part p
+#     crowd_r = dod_grid_count_part(&g, r, mul, cells, at[r], at[r + 1])    # each bucket range r
+#     if dod_grid_uncrowded(sum of crowd_r, n):                # else g.h = the side asked, hashed build
+#         dod_grid_fill_part(&g, points, dim, r, mul, cells, at[r], at[r + 1])  # each range r
+#         dod_grid_direct_done(&g, cells)
+
+cdef inline bint dod_grid_uncrowded(uint64_t crowd, size_t n) noexcept nogil:
+    """A direct grid whose squared bucket counts sum to `crowd` is kept."""
+    return <double>crowd <= <double>_DOD_GRID_CROWDED * <double>n + 64.0
+
+
+cdef inline uint64_t dod_grid_parts(size_t cells, size_t P) noexcept nogil:
+    """The multiplier of part_of for `cells` buckets in P ranges."""
+    return ((<uint64_t>P) << 32) // <uint64_t>cells
+
+
+cdef inline size_t _dod_grid_part_of(size_t b, uint64_t mul) noexcept nogil:
+    """The range of bucket b: (b * mul) >> 32, monotone in b and below P."""
+    return <size_t>((<uint64_t>b * mul) >> 32)
+
+
+cdef inline size_t _dod_grid_range_start(size_t r, uint64_t mul, size_t cells) noexcept nogil:
+    """The first bucket of range r (cells when the range is empty at the end)."""
+    cdef uint64_t b = ((<uint64_t>r << 32) + mul - 1) // mul
+    return <size_t>b if b < cells else cells
+
+
+cdef inline void dod_grid_cells_part(dod_grid* g, const double* points, int dim, size_t j0, size_t j1,
+                                     uint64_t mul, size_t P, size_t* hist) noexcept nogil:
+    """cell[j] for the points [j0, j1), and hist[r]: how many of them are in
+    bucket range r."""
+    cdef size_t j
+    memset(hist, 0, P * sizeof(size_t))
+    dod_grid_cells(g, points, dim, j0, j1)
+    for j in range(j0, j1):
+        hist[_dod_grid_part_of(<size_t>g.cell[j], mul)] += 1
+
+
+cdef inline void dod_grid_route_offsets(size_t* hist, size_t P, size_t* at) noexcept nogil:
+    """hist[p * P + r] (point part p's points in range r) to the slot where
+    each point part's first point of range r goes; at[r]: range r's first
+    slot (at[P]: all points)."""
+    cdef size_t p, r, acc = 0, c
+    for r in range(P):
+        at[r] = acc
+        for p in range(P):
+            c = hist[p * P + r]
+            hist[p * P + r] = acc
+            acc += c
+    at[P] = acc
+
+
+cdef inline void dod_grid_route_part(dod_grid* g, size_t j0, size_t j1, uint64_t mul, size_t P,
+                                     size_t* cursor) noexcept nogil:
+    """The points [j0, j1) to the routed list (scell), each at its range's
+    cursor (from dod_grid_route_offsets)."""
+    cdef uint32_t* routed = <uint32_t*>g.scell
+    cdef size_t j, r
+    for j in range(j0, j1):
+        r = _dod_grid_part_of(<size_t>g.cell[j], mul)
+        routed[cursor[r]] = <uint32_t>j
+        cursor[r] += 1
+
+
+cdef inline uint64_t dod_grid_count_part(dod_grid* g, size_t r, uint64_t mul, size_t cells,
+                                         size_t s0, size_t s1) noexcept nogil:
+    """Count range r's points (routed slots [s0, s1)) into its buckets.
+    Returns their crowding (the sum of the squared counts)."""
+    cdef const uint32_t* routed = <uint32_t*>g.scell
+    cdef size_t s, b, b0, b1
+    cdef uint64_t crowd = 0, c
+    b0 = _dod_grid_range_start(r, mul, cells)
+    b1 = _dod_grid_range_start(r + 1, mul, cells)
+    memset(g.bucket + b0, 0, (b1 - b0) * sizeof(uint32_t))
+    for s in range(s0, s1):
+        if s + _DOD_GRID_AHEAD < s1:        # (as the serial build: the counts are random)
+            dod_prefetch_w(g.bucket + g.cell[routed[s + _DOD_GRID_AHEAD]])
+        g.bucket[<size_t>g.cell[routed[s]]] += 1
+    for b in range(b0, b1):
+        c = g.bucket[b]
+        crowd += c * c
+    return crowd
+
+
+cdef inline void dod_grid_fill_part(dod_grid* g, const double* points, int dim, size_t r, uint64_t mul,
+                                    size_t cells, size_t s0, size_t s1) noexcept nogil:
+    """Place range r's points (counted by dod_grid_count_part) at `order`
+    and `spos` slots [s0, s1), in point order, and leave bucket[b] = b's
+    start for each of its buckets."""
+    cdef const uint32_t* routed = <uint32_t*>g.scell
+    cdef size_t s, b, b0, b1, acc = s0, c
+    cdef uint32_t j
+    b0 = _dod_grid_range_start(r, mul, cells)
+    b1 = _dod_grid_range_start(r + 1, mul, cells)
+    for b in range(b0, b1):         # counts to starts, then cursors
+        c = g.bucket[b]
+        g.bucket[b] = <uint32_t>acc
+        acc += c
+    for s in range(s0, s1):
+        if s + 2 * _DOD_GRID_AHEAD < s1:    # (as the serial build)
+            dod_prefetch_w(g.bucket + g.cell[routed[s + 2 * _DOD_GRID_AHEAD]])
+        if s + _DOD_GRID_AHEAD < s1:
+            dod_prefetch_w(g.order + g.bucket[g.cell[routed[s + _DOD_GRID_AHEAD]]])
+        j = routed[s]
+        b = <size_t>g.cell[j]
+        g.order[g.bucket[b]] = j
+        g.bucket[b] += 1
+    _dod_grid_gather(g, points, dim, s0, s1)
+    # each cursor stands at its bucket's end, the next one's start
+    b = b1
+    while b > b0 + 1:
+        b -= 1
+        g.bucket[b] = g.bucket[b - 1]
+    if b1 > b0:
+        g.bucket[b0] = <uint32_t>s0
+
+
+cdef inline void dod_grid_direct_done(dod_grid* g, size_t cells) noexcept nogil:
+    """After every range's fill: the direct grid of `cells` buckets."""
+    g.direct = True
+    g.nb = cells
+    g.bucket[cells] = <uint32_t>g.n
