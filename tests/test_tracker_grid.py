@@ -21,6 +21,20 @@ from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_holds, dod_gri
                                dod_grid_cells_part, dod_grid_route_offsets, dod_grid_route_part,
                                dod_grid_count_part, dod_grid_uncrowded, dod_grid_fill_part, dod_grid_direct_done)
 
+cdef void _grid_alloc(dod_grid* g, size_t n, int dim, double h, size_t nb):
+    g.h = h
+    g.nb = nb
+    g.cell = <int64_t*>malloc((3 * n + 1) * sizeof(int64_t))
+    g.scell = <int64_t*>malloc((3 * n + 1) * sizeof(int64_t))
+    g.spos = <double*>malloc((dim * n + 1) * sizeof(double))
+    g.order = <uint32_t*>malloc((n + 1) * sizeof(uint32_t))
+    g.bucket = <uint32_t*>malloc((nb + 1) * sizeof(uint32_t))
+
+
+cdef void _grid_free(dod_grid* g):
+    free(g.cell); free(g.scell); free(g.spos); free(g.order); free(g.bucket)
+
+
 def walk(const double[:, ::1] pts, double h, size_t nb, const double[:, ::1] lo, const double[:, ::1] hi,
          const int32_t[::1] owner=None):
     # Index pts (then, with owner, keep the points with owner[j] < 0), then
@@ -30,13 +44,7 @@ def walk(const double[:, ::1] pts, double h, size_t nb, const double[:, ::1] lo,
     cdef int dim = pts.shape[1], mode, a
     cdef dod_grid g
     cdef dod_grid_walk w
-    g.h = h
-    g.nb = nb
-    g.cell = <int64_t*>malloc((3 * n + 1) * sizeof(int64_t))
-    g.scell = <int64_t*>malloc((3 * n + 1) * sizeof(int64_t))
-    g.spos = <double*>malloc((dim * n + 1) * sizeof(double))
-    g.order = <uint32_t*>malloc((n + 1) * sizeof(uint32_t))
-    g.bucket = <uint32_t*>malloc((nb + 1) * sizeof(uint32_t))
+    _grid_alloc(&g, n, dim, h, nb)
     out = []
     try:
         dod_grid_build(&g, &pts[0, 0], n, dim)
@@ -58,7 +66,7 @@ def walk(const double[:, ::1] pts, double h, size_t nb, const double[:, ::1] lo,
             out.append((mode, seen))
         return out, g.h, bool(g.direct), g.n
     finally:
-        free(g.cell); free(g.scell); free(g.spos); free(g.order); free(g.bucket)
+        _grid_free(&g)
 
 
 def keep_free_in_parts(const double[:, ::1] pts, double h, size_t nb, const int32_t[::1] owner,
@@ -73,13 +81,7 @@ def keep_free_in_parts(const double[:, ::1] pts, double h, size_t nb, const int3
     cdef uint32_t* order_out = <uint32_t*>malloc((n + 1) * sizeof(uint32_t))
     cdef double* spos_out = <double*>malloc((dim * n + 1) * sizeof(double))
     for i in range(2):
-        g[i].h = h
-        g[i].nb = nb
-        g[i].cell = <int64_t*>malloc((3 * n + 1) * sizeof(int64_t))
-        g[i].scell = <int64_t*>malloc((3 * n + 1) * sizeof(int64_t))
-        g[i].spos = <double*>malloc((dim * n + 1) * sizeof(double))
-        g[i].order = <uint32_t*>malloc((n + 1) * sizeof(uint32_t))
-        g[i].bucket = <uint32_t*>malloc((nb + 1) * sizeof(uint32_t))
+        _grid_alloc(&g[i], n, dim, h, nb)
     out = []
     try:
         for i in range(2):
@@ -108,7 +110,7 @@ def keep_free_in_parts(const double[:, ::1] pts, double h, size_t nb, const int3
     finally:
         free(order_out); free(spos_out)
         for i in range(2):
-            free(g[i].cell); free(g[i].scell); free(g[i].spos); free(g[i].order); free(g[i].bucket)
+            _grid_free(&g[i])
 
 
 cdef _index_of(dod_grid* g, int dim):
@@ -135,13 +137,7 @@ def build_in_parts(const double[:, ::1] pts, double h, size_t nb, cuts, orders):
     cdef size_t* hist = <size_t*>malloc((P * P + 1) * sizeof(size_t))
     cdef size_t* at = <size_t*>malloc((P + 1) * sizeof(size_t))
     for i in range(2):
-        g[i].h = h
-        g[i].nb = nb
-        g[i].cell = <int64_t*>malloc((3 * n + 1) * sizeof(int64_t))
-        g[i].scell = <int64_t*>malloc((3 * n + 1) * sizeof(int64_t))
-        g[i].spos = <double*>malloc((dim * n + 1) * sizeof(double))
-        g[i].order = <uint32_t*>malloc((n + 1) * sizeof(uint32_t))
-        g[i].bucket = <uint32_t*>malloc((nb + 1) * sizeof(uint32_t))
+        _grid_alloc(&g[i], n, dim, h, nb)
     try:
         dod_grid_build(&g[0], &pts[0, 0], n, dim)
         first = True
@@ -176,7 +172,7 @@ def build_in_parts(const double[:, ::1] pts, double h, size_t nb, cuts, orders):
     finally:
         free(hist); free(at)
         for i in range(2):
-            free(g[i].cell); free(g[i].scell); free(g[i].spos); free(g[i].order); free(g[i].bucket)
+            _grid_free(&g[i])
 """
 
 
