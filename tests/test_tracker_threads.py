@@ -91,7 +91,7 @@ def test_invalid_rows_dropped_the_same_for_every_thread_count():
     # thread.
     sc = generate(200, 40, seed=12, crossing=0.2, clutter=30)
     rng = np.random.default_rng(12)
-    trackers = [Tracker(threads=1)] + [Tracker(threads=n, parallel_min_rows=0) for n in (2, 3, 6)]
+    trackers = [Tracker(threads=1)] + [Tracker(threads=n, parallel_min_rows=0) for n in (2, 3, 6, 8)]
     for s, (z, dt) in enumerate(sc):
         if s % 7 == 6:
             z = np.full((5, 2), np.nan)                 # nothing valid
