@@ -36,7 +36,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.string cimport memset, memcpy
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
-from dod.atomics cimport dod_atomic_load_u32, dod_atomic_store_u32, dod_atomic_exchange_u32
+from dod.atomics cimport dod_atomic_load_u32, dod_atomic_store_u32, dod_atomic_exchange_u32, dod_atomic_fetch_add_u32
 
 from dod.arena cimport (dod_arena, Arena, dod_arena_push, dod_arena_mark,
                         dod_arena_rewind)
@@ -89,6 +89,7 @@ cdef enum:
     _TAIL_CHUNKS = 32               # chunks of parallel deaths (moves, and freed slots) and births
     _GRID_PARTS = 32                # most parts of the index's parallel build (_index_parts)
     _GRID_PARTS_MIN_THREADS = 6     # threads from which the index is built by all workers (step 3)
+    _LONE_PARTS_MIN_THREADS = 6     # threads from which the association's lone-pair pass runs on all workers
     _FREE_INDEX_MIN = 16            # detections per worker, times parallel_min_rows, for a parallel _keep_free
     _UPDATE_AHEAD = 8               # rows between a prefetch and the update that uses it
     _PAIRS_AHEAD = 16               # pairs between a prefetch and the association test that uses it
@@ -655,37 +656,16 @@ cdef size_t _solve_clusters(const dod_tracker* t, _tick* k, size_t c0, size_t c1
     return greedy
 
 
-cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t stage,
-                     dod_arena* scratch, bint gated) noexcept nogil:
-    """One stage: gate (unless `gated`: the pairs are in the buffer, from the
-    fused predict pass), split the pairs into clusters (union-find), solve each.
-
-    Lone pairs are assigned at once; union-find and the grouping of the
-    other pairs are serial (a few passes over the pairs); with threads the
-    clusters, which share no track and no detection, are solved in
-    parallel, each worker with its own arena."""
-    cdef size_t p, p0, p1, T = k.T, greedy = 0, chunks, ch, lone = 0, m = 0, i, ncl = 0
-    cdef int32_t a, b, r, acc, c
-    cdef int32_t* nl = k.glob_t         # the pairs not lone (glob_t/glob_d are the solver's, after this)
-    cdef int32_t* cl = k.glob_d         # their cluster roots, then cluster ids
-    cdef int nt = t.threads
-    if not gated:
-        _gate(t, k, stage)
-    cnt.pairs += k.npairs
-    cnt.pairs_dropped += k.pairs_dropped
-    if k.npairs == 0:
-        return
-    # A lone pair (its track and its detection in no other pair: most
-    # clusters of a sparse scene) is a cluster of its own whatever the other
-    # pairs are, and its solution is the pair: assigned here, it stays out
-    # of union-find and the grouping, which then find the same clusters as
-    # over all pairs. A track's pairs are consecutive (gated row by row);
-    # the detections' pair counts take one pass. The counts stop at two (a
-    # byte each, a quarter of the memory of int32 counts), and every
-    # detection's union-find node is made a root in order (not the nodes of
-    # the pairs not lone, one random write each): at 1,000,000 targets the
-    # two passes took ~17 against ~21-23 ms (2 threads, ticks alternating
-    # in one process), at 100,000 0-19 % less (~0.8-1.0 ms).
+cdef size_t _lone_pairs(_tick* k, int32_t* nl, size_t* m_out) noexcept nogil:
+    """Assign the lone pairs (_associate); list the others in row order in
+    nl (their number in m_out) with their tracks' union-find nodes made
+    roots, and every detection's node a root. Returns the lone pairs."""
+    cdef size_t p, p0, p1, ch, i, T = k.T, lone = 0, m = 0
+    # The counts stop at two (a byte each, a quarter of the memory of int32
+    # counts), and every detection's node is made a root in order (not the
+    # nodes of the pairs not lone, one random write each): at 1,000,000
+    # targets the two passes took ~17 against ~21-23 ms (2 threads, ticks
+    # alternating in one process), at 100,000 0-19 % less (~0.8-1.0 ms).
     memset(k.det_pairs, 0, k.D)
     for ch in range(k.chunks):
         for p in range(k.chunk_at[ch], k.chunk_at[ch] + k.chunk_n[ch]):
@@ -693,8 +673,8 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
     for i in range(k.D):
         k.parent[T + i] = <int32_t>(T + i)
     # The other pairs (in row order) into nl, their tracks' nodes made
-    # roots of their own: union-find and the grouping below walk these
-    # alone, not every pair (at 100,000 targets at most 27 % of the pairs:
+    # roots of their own: union-find and the grouping walk these alone,
+    # not every pair (at 100,000 targets at most 27 % of the pairs:
     # 98,650 pairs in 85,426 clusters, and every cluster that is not a
     # lone pair has two or more).
     for ch in range(k.chunks):
@@ -715,6 +695,103 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
             nl[m] = <int32_t>p
             m += 1
             k.parent[k.pt[p]] = k.pt[p]
+    m_out[0] = m
+    return lone
+
+
+cdef size_t _lone_run(_tick* k, const uint32_t* count, size_t ch, size_t* m_out) noexcept nogil:
+    """_lone_pairs' second pass over run ch of the pairs, with exact
+    detection counts: its other pairs listed at the run's own place in
+    porder (free until the grouping), their number in m_out."""
+    cdef size_t p, p0 = k.chunk_at[ch], p1 = p0 + k.chunk_n[ch], lone = 0, m = 0
+    for p in range(p0, p1):
+        if p + _PAIRS_AHEAD < p1:
+            dod_prefetch(count + k.pd[p + _PAIRS_AHEAD])
+            dod_prefetch(k.det_track + k.pd[p + _PAIRS_AHEAD])
+        if (count[k.pd[p]] == 1 and (p == p0 or k.pt[p - 1] != k.pt[p])
+                and (p + 1 == p1 or k.pt[p + 1] != k.pt[p])):
+            k.track_det[k.pt[p]] = k.pd[p]
+            k.det_track[k.pd[p]] = k.pt[p]
+            lone += 1
+            continue
+        k.porder[p0 + m] = <int32_t>p
+        m += 1
+        k.parent[k.pt[p]] = k.pt[p]
+    m_out[0] = m
+    return lone
+
+
+cdef size_t _lone_pairs_parts(_tick* k, int32_t* nl, size_t* m_out, int nt) noexcept nogil:
+    """_lone_pairs over the workers (from _LONE_PARTS_MIN_THREADS): the
+    same assignments, the same nl in the same order, the same roots. The
+    detections' counts are exact (atomic adds to int32: det_pairs' memory
+    holds D of them); each run of pairs (a gating chunk: all of a track's
+    pairs sit in one) then assigns its lone pairs (no other pair shares
+    their track or detection, so no two workers write one entry) and lists
+    its other pairs at its own place, and the lists are packed in run
+    order. Serially, at 1,000,000 targets, these passes took ~18 ms of a
+    two-thread tick, most of its serial part: 16 workers would wait on
+    them. (On two cores the split bought nothing: the eighteenth session's
+    record in docs/threads-and-locality.md.)"""
+    cdef uint32_t* count = <uint32_t*>k.det_pairs
+    cdef size_t P = min(<size_t>nt, <size_t>_GRID_PARTS), T = k.T, D = k.D, part, i, ch, p
+    cdef size_t lone = 0
+    cdef size_t d_at[_GRID_PARTS + 1]
+    cdef size_t run_m[_GATE_CHUNKS]
+    cdef size_t run_lone[_GATE_CHUNKS]
+    cdef size_t run_at[_GATE_CHUNKS + 1]
+    for part in range(P + 1):       # (no division in a region's body: see _keep_free)
+        d_at[part] = D * part // P
+    for part in prange(P, num_threads=nt, schedule="static"):
+        memset(count + d_at[part], 0, (d_at[part + 1] - d_at[part]) * sizeof(uint32_t))
+        for i in range(d_at[part], d_at[part + 1]):
+            k.parent[T + i] = <int32_t>(T + i)
+    for ch in prange(k.chunks, num_threads=nt, schedule="dynamic"):
+        for p in range(k.chunk_at[ch], k.chunk_at[ch] + k.chunk_n[ch]):
+            dod_atomic_fetch_add_u32(count + k.pd[p], 1)
+    for ch in prange(k.chunks, num_threads=nt, schedule="dynamic"):
+        run_lone[ch] = _lone_run(k, count, ch, &run_m[ch])
+    run_at[0] = 0
+    for ch in range(k.chunks):
+        run_at[ch + 1] = run_at[ch] + run_m[ch]
+        lone += run_lone[ch]
+    for ch in prange(k.chunks, num_threads=nt, schedule="dynamic"):
+        memcpy(nl + run_at[ch], k.porder + k.chunk_at[ch], run_m[ch] * sizeof(int32_t))
+    m_out[0] = run_at[k.chunks]
+    return lone
+
+
+cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t stage,
+                     dod_arena* scratch, bint gated) noexcept nogil:
+    """One stage: gate (unless `gated`: the pairs are in the buffer, from the
+    fused predict pass), split the pairs into clusters (union-find), solve each.
+
+    Lone pairs are assigned at once; union-find and the grouping of the
+    other pairs are serial (a few passes over the pairs); with threads the
+    clusters, which share no track and no detection, are solved in
+    parallel, each worker with its own arena."""
+    cdef size_t T = k.T, greedy = 0, chunks, ch, lone = 0, m = 0, i, ncl = 0
+    cdef int32_t a, b, r, acc, c
+    cdef int32_t* nl = k.glob_t         # the pairs not lone (glob_t/glob_d are the solver's, after this)
+    cdef int32_t* cl = k.glob_d         # their cluster roots, then cluster ids
+    cdef int nt = t.threads
+    if not gated:
+        _gate(t, k, stage)
+    cnt.pairs += k.npairs
+    cnt.pairs_dropped += k.pairs_dropped
+    if k.npairs == 0:
+        return
+    # A lone pair (its track and its detection in no other pair: most
+    # clusters of a sparse scene) is a cluster of its own whatever the other
+    # pairs are, and its solution is the pair: assigned here, it stays out
+    # of union-find and the grouping, which then find the same clusters as
+    # over all pairs. A track's pairs are consecutive (gated row by row);
+    # the detections' pair counts take one pass (_lone_pairs; from
+    # _LONE_PARTS_MIN_THREADS threads over the workers, _lone_pairs_parts).
+    if nt >= _LONE_PARTS_MIN_THREADS and T >= <size_t>nt * t.min_rows:
+        lone = _lone_pairs_parts(k, nl, &m, nt)
+    else:
+        lone = _lone_pairs(k, nl, &m)
     cnt.clusters += lone
     if lone > 0 and cnt.largest_cluster < 1:
         cnt.largest_cluster = 1
