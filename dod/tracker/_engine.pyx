@@ -89,7 +89,13 @@ cdef enum:
     _TAIL_CHUNKS = 32               # chunks of parallel deaths (moves, and freed slots) and births
     _GRID_PARTS = 32                # most parts of the index's parallel build (_index_parts)
     _GRID_PARTS_MIN_THREADS = 6     # threads from which the index is built by all workers (step 3)
-    _LONE_PARTS_MIN_THREADS = 6     # threads from which the association's lone-pair pass runs on all workers
+    # The association's lone-pair pass runs on all workers from this many
+    # threads, or with this many detections (_lone_pairs_parts). At 2
+    # threads, ticks of builds alternating: 1,000,000 targets (~1.1 M
+    # detections) 222-225 against 240-264 ms a tick, 100,000 19-20 against
+    # 16-19 ms; the detections' bound sits between the two, not tuned.
+    _LONE_PARTS_MIN_THREADS = 6
+    _LONE_PARTS_MIN_DETECTIONS = 1 << 19
     _FREE_INDEX_MIN = 16            # detections per worker, times parallel_min_rows, for a parallel _keep_free
     _UPDATE_AHEAD = 8               # rows between a prefetch and the update that uses it
     _PAIRS_AHEAD = 16               # pairs between a prefetch and the association test that uses it
@@ -722,7 +728,8 @@ cdef size_t _lone_run(_tick* k, const uint32_t* count, size_t ch, size_t* m_out)
 
 
 cdef size_t _lone_pairs_parts(_tick* k, int32_t* nl, size_t* m_out, int nt) noexcept nogil:
-    """_lone_pairs over the workers (from _LONE_PARTS_MIN_THREADS): the
+    """_lone_pairs over the workers (from _LONE_PARTS_MIN_THREADS threads or
+    _LONE_PARTS_MIN_DETECTIONS detections): the
     same assignments, the same nl in the same order, the same roots. The
     detections' counts are exact (atomic adds to int32: det_pairs' memory
     holds D of them); each run of pairs (a gating chunk: all of a track's
@@ -731,8 +738,8 @@ cdef size_t _lone_pairs_parts(_tick* k, int32_t* nl, size_t* m_out, int nt) noex
     its other pairs at its own place, and the lists are packed in run
     order. Serially, at 1,000,000 targets, these passes took ~18 ms of a
     two-thread tick, most of its serial part: 16 workers would wait on
-    them. (On two cores the split bought nothing: the eighteenth session's
-    record in docs/threads-and-locality.md.)"""
+    them. (At 100,000 targets on two cores the split costs more than it
+    saves: docs/threads-and-locality.md.)"""
     cdef uint32_t* count = <uint32_t*>k.det_pairs
     cdef size_t P = min(<size_t>nt, <size_t>_GRID_PARTS), T = k.T, D = k.D, part, i, ch, p
     cdef size_t lone = 0
@@ -786,9 +793,10 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
     # pairs are, and its solution is the pair: assigned here, it stays out
     # of union-find and the grouping, which then find the same clusters as
     # over all pairs. A track's pairs are consecutive (gated row by row);
-    # the detections' pair counts take one pass (_lone_pairs; from
-    # _LONE_PARTS_MIN_THREADS threads over the workers, _lone_pairs_parts).
-    if nt >= _LONE_PARTS_MIN_THREADS and T >= <size_t>nt * t.min_rows:
+    # the detections' pair counts take one pass (_lone_pairs; with many
+    # threads or detections over the workers, _lone_pairs_parts).
+    if nt > 1 and (nt >= _LONE_PARTS_MIN_THREADS or k.D >= _LONE_PARTS_MIN_DETECTIONS) \
+            and T >= <size_t>nt * t.min_rows:
         lone = _lone_pairs_parts(k, nl, &m, nt)
     else:
         lone = _lone_pairs(k, nl, &m)
