@@ -123,10 +123,12 @@ cdef inline uint32_t _below(_xoshiro* g, uint32_t n) noexcept nogil:
 
 cdef class Random:
     """xoshiro256** state, seeded from a numpy Generator (four 64-bit
-    words; the all-zero state, which would stay zero, is refused). Each
+    words; the all-zero state, which would stay zero, is replaced). Each
     method draws from a local copy of the state and stores it back at the
-    end: kept in registers, not stored and reloaded at every draw (the
-    draws' dependency chain; ~1.5x faster).
+    end: kept in registers, not stored and reloaded at every draw, which
+    is the draws' dependency chain (a normal in ~4.4 against ~8.3 ns).
+    The methods release the GIL: use one Random from one thread at a time
+    (two at once would draw the same numbers, not crash).
 
     Random(rng)   rng: numpy.random.Generator
     """
@@ -142,22 +144,19 @@ cdef class Random:
 
     def normal(self, double[::1] out not None):
         """Fill `out` with standard Gaussian numbers."""
-        cdef _xoshiro g
-        cdef Py_ssize_t i
-        g = self.g
-        with nogil:
-            for i in range(out.shape[0]):
-                out[i] = _normal(&g)
-        self.g = g
+        self._fill(out, True)
 
     def uniform(self, double[::1] out not None):
         """Fill `out` with numbers uniform in [0, 1)."""
+        self._fill(out, False)
+
+    cdef void _fill(self, double[::1] out, bint gaussian):
         cdef _xoshiro g
         cdef Py_ssize_t i
         g = self.g
         with nogil:
             for i in range(out.shape[0]):
-                out[i] = _uniform(&g)
+                out[i] = _normal(&g) if gaussian else _uniform(&g)
         self.g = g
 
     def below(self, uint32_t n, int64_t[::1] out not None):
