@@ -662,11 +662,42 @@ cdef size_t _solve_clusters(const dod_tracker* t, _tick* k, size_t c0, size_t c1
     return greedy
 
 
+ctypedef fused _pair_count:       # a detection's pairs: bytes that stop at two, or exact (atomic)
+    uint8_t
+    uint32_t
+
+
+cdef size_t _lone_run(_tick* k, const _pair_count* count, size_t ch, int32_t* out,
+                      size_t* m_out) noexcept nogil:
+    """Run ch of the pairs (a gating chunk: all of a track's pairs sit in
+    one): assign its lone pairs (count 1, and their track in no other
+    pair), list the others in order in `out` (their number in m_out), their
+    tracks' union-find nodes made roots. Returns the lone pairs."""
+    cdef size_t p, p0 = k.chunk_at[ch], p1 = p0 + k.chunk_n[ch], lone = 0, m = 0
+    for p in range(p0, p1):
+        # (the pairs' detections are random: fetched _PAIRS_AHEAD pairs
+        # ahead, the pass took ~20 % less at 100,000 targets, ~0.2 ms)
+        if p + _PAIRS_AHEAD < p1:
+            dod_prefetch(count + k.pd[p + _PAIRS_AHEAD])
+            dod_prefetch(k.det_track + k.pd[p + _PAIRS_AHEAD])
+        if (count[k.pd[p]] == 1 and (p == p0 or k.pt[p - 1] != k.pt[p])
+                and (p + 1 == p1 or k.pt[p + 1] != k.pt[p])):
+            k.track_det[k.pt[p]] = k.pd[p]
+            k.det_track[k.pd[p]] = k.pt[p]
+            lone += 1
+            continue
+        out[m] = <int32_t>p
+        m += 1
+        k.parent[k.pt[p]] = k.pt[p]
+    m_out[0] = m
+    return lone
+
+
 cdef size_t _lone_pairs(_tick* k, int32_t* nl, size_t* m_out) noexcept nogil:
     """Assign the lone pairs (_associate); list the others in row order in
     nl (their number in m_out) with their tracks' union-find nodes made
     roots, and every detection's node a root. Returns the lone pairs."""
-    cdef size_t p, p0, p1, ch, i, T = k.T, lone = 0, m = 0
+    cdef size_t p, ch, i, T = k.T, lone = 0, m = 0, run_m
     # The counts stop at two (a byte each, a quarter of the memory of int32
     # counts), and every detection's node is made a root in order (not the
     # nodes of the pairs not lone, one random write each): at 1,000,000
@@ -678,65 +709,26 @@ cdef size_t _lone_pairs(_tick* k, int32_t* nl, size_t* m_out) noexcept nogil:
             k.det_pairs[k.pd[p]] = 1 + (k.det_pairs[k.pd[p]] != 0)
     for i in range(k.D):
         k.parent[T + i] = <int32_t>(T + i)
-    # The other pairs (in row order) into nl, their tracks' nodes made
-    # roots of their own: union-find and the grouping walk these alone,
-    # not every pair (at 100,000 targets at most 27 % of the pairs:
-    # 98,650 pairs in 85,426 clusters, and every cluster that is not a
-    # lone pair has two or more).
+    # The other pairs (in row order) into nl: union-find and the grouping
+    # walk these alone, not every pair (at 100,000 targets at most 27 % of
+    # the pairs: 98,650 pairs in 85,426 clusters, and every cluster that
+    # is not a lone pair has two or more).
     for ch in range(k.chunks):
-        p0 = k.chunk_at[ch]
-        p1 = p0 + k.chunk_n[ch]
-        for p in range(p0, p1):
-            # (the pairs' detections are random: fetched _PAIRS_AHEAD pairs
-            # ahead, the pass took ~20 % less at 100,000 targets, ~0.2 ms)
-            if p + _PAIRS_AHEAD < p1:
-                dod_prefetch(k.det_pairs + k.pd[p + _PAIRS_AHEAD])
-                dod_prefetch(k.det_track + k.pd[p + _PAIRS_AHEAD])
-            if (k.det_pairs[k.pd[p]] == 1 and (p == p0 or k.pt[p - 1] != k.pt[p])
-                    and (p + 1 == p1 or k.pt[p + 1] != k.pt[p])):
-                k.track_det[k.pt[p]] = k.pd[p]
-                k.det_track[k.pd[p]] = k.pt[p]
-                lone += 1
-                continue
-            nl[m] = <int32_t>p
-            m += 1
-            k.parent[k.pt[p]] = k.pt[p]
-    m_out[0] = m
-    return lone
-
-
-cdef size_t _lone_run(_tick* k, const uint32_t* count, size_t ch, size_t* m_out) noexcept nogil:
-    """_lone_pairs' second pass over run ch of the pairs, with exact
-    detection counts: its other pairs listed at the run's own place in
-    porder (free until the grouping), their number in m_out."""
-    cdef size_t p, p0 = k.chunk_at[ch], p1 = p0 + k.chunk_n[ch], lone = 0, m = 0
-    for p in range(p0, p1):
-        if p + _PAIRS_AHEAD < p1:
-            dod_prefetch(count + k.pd[p + _PAIRS_AHEAD])
-            dod_prefetch(k.det_track + k.pd[p + _PAIRS_AHEAD])
-        if (count[k.pd[p]] == 1 and (p == p0 or k.pt[p - 1] != k.pt[p])
-                and (p + 1 == p1 or k.pt[p + 1] != k.pt[p])):
-            k.track_det[k.pt[p]] = k.pd[p]
-            k.det_track[k.pd[p]] = k.pt[p]
-            lone += 1
-            continue
-        k.porder[p0 + m] = <int32_t>p
-        m += 1
-        k.parent[k.pt[p]] = k.pt[p]
+        lone += _lone_run(k, <const uint8_t*>k.det_pairs, ch, nl + m, &run_m)
+        m += run_m
     m_out[0] = m
     return lone
 
 
 cdef size_t _lone_pairs_parts(_tick* k, int32_t* nl, size_t* m_out, int nt) noexcept nogil:
     """_lone_pairs over the workers (from _LONE_PARTS_MIN_THREADS threads or
-    _LONE_PARTS_MIN_DETECTIONS detections): the
-    same assignments, the same nl in the same order, the same roots. The
-    detections' counts are exact (atomic adds to int32: det_pairs' memory
-    holds D of them); each run of pairs (a gating chunk: all of a track's
-    pairs sit in one) then assigns its lone pairs (no other pair shares
-    their track or detection, so no two workers write one entry) and lists
-    its other pairs at its own place, and the lists are packed in run
-    order. Serially, at 1,000,000 targets, these passes took ~18 ms of a
+    _LONE_PARTS_MIN_DETECTIONS detections): the same assignments, the same
+    nl in the same order, the same roots. The detections' counts are exact
+    (atomic adds to int32: det_pairs' memory holds D of them); each run of
+    pairs then assigns its lone pairs (no other pair shares their track or
+    detection, so no two workers write one entry) and lists its other
+    pairs at its own place in porder (free until the grouping), and the
+    lists are packed in run order. Serially, at 1,000,000 targets, these passes took ~18 ms of a
     two-thread tick, most of its serial part: 16 workers would wait on
     them. (At 100,000 targets on two cores the split costs more than it
     saves: docs/threads-and-locality.md.)"""
@@ -757,7 +749,7 @@ cdef size_t _lone_pairs_parts(_tick* k, int32_t* nl, size_t* m_out, int nt) noex
         for p in range(k.chunk_at[ch], k.chunk_at[ch] + k.chunk_n[ch]):
             dod_atomic_fetch_add_u32(count + k.pd[p], 1)
     for ch in prange(k.chunks, num_threads=nt, schedule="dynamic"):
-        run_lone[ch] = _lone_run(k, count, ch, &run_m[ch])
+        run_lone[ch] = _lone_run(k, <const uint32_t*>count, ch, k.porder + k.chunk_at[ch], &run_m[ch])
     run_at[0] = 0
     for ch in range(k.chunks):
         run_at[ch + 1] = run_at[ch] + run_m[ch]
