@@ -199,3 +199,10 @@ def test_scenario_noise_is_the_model_it_states():
     steps = dv[:, moving]
     assert abs(steps.std() - math.sqrt(q * dt)) < 6 * math.sqrt(q * dt) / math.sqrt(2 * steps.size)
 
+
+
+@pytest.mark.parametrize("bad", [dict(r=-1.0), dict(r=np.nan), dict(q=-0.5), dict(q=np.inf),
+                                 dict(dt=0.0), dict(dt=-0.02), dict(dt=np.nan)])
+def test_scenario_refuses_negative_or_non_finite_noise_and_step(bad):
+    with pytest.raises(ValueError):
+        generate(10, 5, **bad)

@@ -148,6 +148,11 @@ def _scan_stream(meta, n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.
         raise ValueError("dim must be 2 or 3")
     if not 0.0 <= pd <= 1.0:
         raise ValueError(f"pd must be in [0, 1], not {pd!r}")
+    for name, v in (("r", r), ("q", q)):        # (the kernels would take any number)
+        if not (0.0 <= v < np.inf):
+            raise ValueError(f"{name} must be a finite number >= 0, not {v!r}")
+    if not (0.0 < dt < np.inf):
+        raise ValueError(f"dt must be a finite number > 0, not {dt!r}")
     if clutter is not None and clutter_density is not None:
         raise ValueError("give clutter or clutter_density, not both")
     if not (0.0 <= patch_fraction <= 1.0) or patches < 0:
