@@ -61,6 +61,24 @@ static inline void *dod_os_map_aligned(size_t size, size_t alignment) {
     return (void *)aligned;
 }
 
+/* ---- transparent huge pages -------------------------------------------
+ * Ask the kernel to back [p, p + size) (p page aligned) with 2 MiB pages
+ * where it can: one TLB entry and one page fault for 512 small pages. Where
+ * THP runs in "madvise" mode (Debian, Ubuntu) a mapping gets huge pages only
+ * when asked; in "always" mode this changes nothing; in "never" mode, or
+ * without THP, it fails and the mapping works as before: a hint, never an
+ * error. 0 when the kernel took it. */
+#define DOD_OS_HUGE_MIN ((size_t)4 << 20)   /* numpy's threshold for the same hint */
+
+static inline int dod_os_advise_huge(void *p, size_t size) {
+#ifdef MADV_HUGEPAGE
+    return madvise(p, size, MADV_HUGEPAGE);
+#else
+    (void)p; (void)size;
+    return -1;
+#endif
+}
+
 /* ---- page protection (the guard-zone wrapper) ---------------------------
  * p is page aligned; size a multiple of the page size. 0 on success. */
 static inline int dod_os_protect_none(void *p, size_t size) { return mprotect(p, size, PROT_NONE); }

@@ -31,7 +31,7 @@ from dod.atomics cimport (dod_atomic_fetch_add_relaxed_u64, dod_atomic_fetch_sub
                           dod_atomic_load_relaxed_u64, dod_atomic_cas_u64)
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
 from dod._lease cimport Owned, owned
-from dod.resource cimport dod_resource, Resource
+from dod.resource cimport dod_resource, Resource, dod_map_pages
 
 import numpy as np
 
@@ -43,7 +43,6 @@ cnp.import_array()
 cdef extern from "_os.h" nogil:
     size_t dod_os_page_size()
     size_t dod_os_page_round(size_t size)
-    void* dod_os_map_aligned(size_t size, size_t alignment)
     void dod_os_unmap(void* p, size_t size)
     int dod_os_decommit(void* p, size_t size)
 
@@ -68,8 +67,9 @@ cdef void _count_map(dod_page_source* s, size_t length) noexcept nogil:
 
 cdef void* dod_pages_map(dod_page_source* s, size_t size, size_t alignment) noexcept nogil:
     """size bytes (rounded up to pages) of zero-filled memory aligned to `alignment`
-    (a power of two; above the page size the mapping is over-sized and trimmed), or NULL."""
-    cdef void* p = dod_os_map_aligned(size, alignment)
+    (a power of two; above the page size the mapping is over-sized and trimmed), or NULL.
+    From dod.resource.HUGE_PAGES_MIN bytes it asks for huge pages (dod.resource.set_huge_pages)."""
+    cdef void* p = dod_map_pages(size, alignment)
     if p == NULL:
         dod_atomic_fetch_add_relaxed_u64(&s.failed, 1)
         return NULL

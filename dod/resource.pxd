@@ -44,6 +44,9 @@ cdef inline void dod_resource_deallocate(const dod_resource* r, void* ptr, size_
 # The process-wide resources, valid for the life of the process.
 cdef const dod_resource* dod_pages_resource() noexcept nogil    # anonymous pages (mmap): zeroed, page-aligned
 cdef const dod_resource* dod_malloc_resource() noexcept nogil   # posix_memalign / free
+# What the pages resource maps with: dod_os_map_aligned (NULL on failure),
+# plus the huge-page hint from DOD_OS_HUGE_MIN bytes while it is on.
+cdef void* dod_map_pages(size_t size, size_t alignment) noexcept nogil
 
 
 cdef class Resource:

@@ -10,6 +10,19 @@ Two process-wide resources are built in: :data:`pages` (anonymous memory from
 the operating system: page aligned and zero-filled, returned to the system on
 deallocate) and :data:`malloc` (``posix_memalign``/``free``).
 
+Huge pages: a mapping of 4 MiB or more from :data:`pages` (and from a
+:class:`dod.pages.PageSource`) asks the kernel for transparent huge pages
+(``madvise(MADV_HUGEPAGE)``), as numpy does for its own arrays of that size.
+Where THP runs in "madvise" mode (Debian, Ubuntu) only such mappings get
+2 MiB pages: a table or arena of tens of MB is then walked with one TLB
+entry per 2 MiB, not per 4 KiB (the tracker's tick at 1,000,000 targets:
+8-22 % faster here). The costs: a first touch faults 2 MiB at once (call
+``prefault()`` before a deadline loop, as the tracker demo does), RSS rounds
+up to whole 2 MiB pages, and with the kernel's default ``defrag`` setting a
+fault may compact memory when no huge page is free. :func:`set_huge_pages`
+turns the hint off or on for the process (``DOD_HUGE_PAGES=0`` in the
+environment turns it off from the start); mappings made before keep theirs.
+
 Thread-safety: the built-in resources are safe from any thread. A resource
 presented by an allocator has that allocator's promise.
 
@@ -24,20 +37,37 @@ cimport cython
 from libc.stdlib cimport free
 from cpython.pycapsule cimport PyCapsule_New
 
+import os
+
+from libc.stdint cimport uint32_t
+
 from dod._core cimport dod_is_pow2
+from dod.atomics cimport dod_atomic_load_u32, dod_atomic_exchange_u32
 
 
 cdef extern from "_os.h" nogil:
     void* dod_os_map_aligned(size_t size, size_t alignment)
     size_t dod_os_page_round(size_t size)
     void dod_os_unmap(void* p, size_t size)
+    int dod_os_advise_huge(void* p, size_t size)
+    size_t DOD_OS_HUGE_MIN
+
+
+cdef uint32_t _huge_pages = 1      # the hint on (1) or off (0), for the whole process
+
+
+cdef void* dod_map_pages(size_t size, size_t alignment) noexcept nogil:
+    cdef void* p = dod_os_map_aligned(size, alignment)
+    if p != NULL and size >= DOD_OS_HUGE_MIN and dod_atomic_load_u32(&_huge_pages):
+        dod_os_advise_huge(p, dod_os_page_round(size))     # a hint: its failure changes nothing
+    return p
 
 cdef extern from "<stdlib.h>" nogil:
     int posix_memalign(void** memptr, size_t alignment, size_t size)
 
 
 cdef void* _pages_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil:
-    return dod_os_map_aligned(size, alignment)
+    return dod_map_pages(size, alignment)
 
 
 cdef void _pages_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) noexcept nogil:
@@ -129,3 +159,33 @@ cdef class Resource:
 
 pages = Resource.wrap(&_PAGES, None, "pages", True)
 malloc = Resource.wrap(&_MALLOC, None, "malloc", True)
+
+HUGE_PAGES_MIN = DOD_OS_HUGE_MIN
+
+
+def huge_pages():
+    """Whether mappings of :data:`HUGE_PAGES_MIN` bytes or more from the
+    pages resource (and from every PageSource) ask for transparent huge pages."""
+    return dod_atomic_load_u32(&_huge_pages) != 0
+
+
+def set_huge_pages(enabled):
+    """Turn the huge-page hint on (True) or off (False) for mappings made
+    from now on, in the whole process; returns the previous setting. Whether
+    the kernel gives huge pages is its own setting
+    (``/sys/kernel/mm/transparent_hugepage/enabled``)."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be True or False, not {enabled!r}")
+    return dod_atomic_exchange_u32(&_huge_pages, 1 if enabled else 0) != 0
+
+
+def _huge_pages_from_environment(environ):
+    value = environ.get("DOD_HUGE_PAGES")
+    if value is None:
+        return True
+    if value not in ("0", "1"):
+        raise ValueError(f"DOD_HUGE_PAGES must be 0 or 1, not {value!r}")
+    return value == "1"
+
+
+set_huge_pages(_huge_pages_from_environment(os.environ))

@@ -147,6 +147,8 @@ TARGETS = {
         lambda w: __import__("dod.pool").pool.Pool(4, block_size=16, resource=w.resource()),
     ],
     "dod.resource.Resource": [lambda w: w.resource()],
+    "dod.resource.huge_pages": None,
+    "dod.resource.set_huge_pages": None,        # changes only later mappings' hint
     "dod.segfit.SegFit": [lambda w: __import__("dod.segfit").segfit.SegFit()],
     "dod.segfit.class_size": None,
     "dod.segfit.class_sizes": None,
