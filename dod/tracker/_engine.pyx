@@ -1276,7 +1276,39 @@ cdef void _free_dets(const dod_tracker* t, _tick* k) noexcept nogil:
     k.nborn = nfree
 
 
-cdef const dod_index* _births_by_cell(const _tick* k, size_t nfit, int dim) noexcept nogil:
+cdef inline bint _born_here(const _tick* k, int32_t j, size_t nfit) noexcept nogil:
+    """Detection j is free and a birth that fits (scan rank below nfit)."""
+    return k.det_track[j] < 0 and <size_t>k.birth_rank[j] < nfit
+
+
+cdef size_t _born_in_part(const _tick* k, size_t nfit, size_t s0, size_t s1) noexcept nogil:
+    """Births among the index's sorted positions [s0, s1): their ranks into
+    k.bm.key and positions s into k.bm.key2, from s0 on; returns how many."""
+    cdef const dod_grid* g = &k.grid
+    cdef size_t s, c = s0
+    cdef int32_t j
+    for s in range(s0, s1):
+        j = <int32_t>g.order[s]
+        if _born_here(k, j, nfit):
+            k.bm.key[c] = <uint32_t>k.birth_rank[j]
+            k.bm.key2[c] = <uint32_t>s
+            c += 1
+    return c - s0
+
+
+cdef void _born_copy_part(const _tick* k, size_t s0, size_t n, size_t r0, int dim) noexcept nogil:
+    """The n births _born_in_part listed from s0, to ranks and positions r0.. of the births' order."""
+    cdef const dod_grid* g = &k.grid
+    cdef size_t i, s
+    cdef int a
+    for i in range(n):
+        s = k.bm.key2[s0 + i]
+        k.bm.row2[r0 + i] = <dod_index>k.bm.key[s0 + i]
+        for a in range(dim):
+            k.bm.pos2[(r0 + i) * dim + a] = g.spos[s * dim + a]
+
+
+cdef const dod_index* _births_by_cell(const _tick* k, size_t nfit, int dim, int nt, bint parts) noexcept nogil:
     """The births of scan rank below nfit in the index's cell order, read
     off the index (direct mode: row-major cells, as _cell_order's), which
     after _keep_free holds every free detection: k.bm.row2 lists their
@@ -1284,18 +1316,41 @@ cdef const dod_index* _births_by_cell(const _tick* k, size_t nfit, int dim) noex
     (then _cell_order sorts them). One pass over the index instead of a
     sort (bounds, keys, two radix passes): at 100,000 targets, ~20,000
     births a scan, the births took ~1.3 against ~1.9 ms of a one-thread
-    tick and ~1.0 against ~1.3 ms at two threads."""
+    tick and ~1.0 against ~1.3 ms at two threads.
+
+    With `parts` (threads, and as many detections as a parallel _keep_free
+    takes) the pass runs in _TAIL_CHUNKS parts of the index over the workers: each
+    lists its births (k.bm.key, key2, unused until a sort), then each
+    copies them to its place in order, the same arrays. (Serially, its
+    random reads of the detections' tracks and ranks took ~8 ms of a
+    two-thread tick at 1,000,000 targets, ~3 % on 2 cores and a quarter of
+    a 16-core tick's budget.)"""
     cdef const dod_grid* g = &k.grid
     cdef dod_index* out = k.bm.row2
     cdef double* pos = k.bm.pos2
-    cdef size_t s, r = 0
+    cdef size_t s, r = 0, ch, n = g.n
+    cdef size_t s_at[_TAIL_CHUNKS + 1]
+    cdef size_t r_at[_TAIL_CHUNKS + 1]
     cdef int32_t j
     cdef int a
     if not g.direct or out == NULL or pos == NULL:
         return NULL
-    for s in range(g.n):
+    if parts and k.bm.key != NULL and k.bm.key2 != NULL:
+        for ch in range(_TAIL_CHUNKS + 1):      # (no division in a region's body: see _keep_free)
+            s_at[ch] = ch * n // _TAIL_CHUNKS
+        for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+            r_at[ch + 1] = _born_in_part(k, nfit, s_at[ch], s_at[ch + 1])
+        r_at[0] = 0
+        for ch in range(_TAIL_CHUNKS):          # counts to offsets
+            r_at[ch + 1] += r_at[ch]
+        r = r_at[_TAIL_CHUNKS]
+        if r == nfit:
+            for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+                _born_copy_part(k, s_at[ch], r_at[ch + 1] - r_at[ch], r_at[ch], dim)
+        return out if r == nfit else NULL
+    for s in range(n):
         j = <int32_t>g.order[s]
-        if k.det_track[j] < 0 and <size_t>k.birth_rank[j] < nfit:
+        if _born_here(k, j, nfit):
             out[r] = <dod_index>k.birth_rank[j]
             for a in range(dim):
                 pos[r * dim + a] = g.spos[s * dim + a]
@@ -2129,7 +2184,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     par = par and nfit >= <size_t>nt * t.min_rows
     border = NULL
     if not t.two_point and grid_built and nfit >= 2:
-        border = _births_by_cell(&k, nfit, dim)
+        border = _births_by_cell(&k, nfit, dim, nt,
+                                 par and k.grid.n >= <size_t>nt * t.min_rows * _FREE_INDEX_MIN)
         bpos = k.bm.pos2
     if not t.two_point and border == NULL and nfit >= _BIRTH_ORDER_MIN:
         # (over the workers with enough births: serially, the sort of
