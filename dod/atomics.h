@@ -44,6 +44,15 @@ static inline uint32_t dod_atomic_fetch_add_u32(uint32_t *p, uint32_t v) { retur
 static inline uint32_t dod_atomic_fetch_sub_u32(uint32_t *p, uint32_t v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
 static inline uint32_t dod_atomic_exchange_u32(uint32_t *p, uint32_t v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
 static inline void dod_atomic_store_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+/* int32 nodes that several threads link at once (the tracker's union-find):
+ * relaxed loads and stores (each word is coherent on its own; what other
+ * memory the threads share is ordered by the barrier after the pass), and a
+ * CAS that links a node only while it still holds `expected`. */
+static inline int32_t dod_atomic_load_relaxed_i32(const int32_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+static inline void dod_atomic_store_relaxed_i32(int32_t *p, int32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+static inline int dod_atomic_cas_i32(int32_t *p, int32_t expected, int32_t desired) {
+    return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
 
 static inline void dod_atomic_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 

@@ -6,7 +6,7 @@
 # code that shares counters or state across nogil threads (dod's own
 # benchmark kernels use it this way). It was private (an underscore module)
 # until issue 11.
-from libc.stdint cimport uint32_t, uint64_t, int64_t, uintptr_t
+from libc.stdint cimport int32_t, uint32_t, uint64_t, int64_t, uintptr_t
 
 cdef extern from "atomics.h" nogil:
     uint64_t dod_atomic_load_u64(const uint64_t* p)
@@ -25,6 +25,9 @@ cdef extern from "atomics.h" nogil:
     uint32_t dod_atomic_fetch_sub_u32(uint32_t* p, uint32_t v)
     uint32_t dod_atomic_exchange_u32(uint32_t* p, uint32_t v)
     void dod_atomic_store_u32(uint32_t* p, uint32_t v)
+    int32_t dod_atomic_load_relaxed_i32(const int32_t* p)
+    void dod_atomic_store_relaxed_i32(int32_t* p, int32_t v)
+    bint dod_atomic_cas_i32(int32_t* p, int32_t expected, int32_t desired)
     void dod_atomic_fence()
     void dod_cpu_relax()
 

@@ -34,15 +34,14 @@ Where things live
     engine directly).
 """
 cimport cython
+from libc.stdint cimport uint32_t
 from libc.stdlib cimport free
 from cpython.pycapsule cimport PyCapsule_New
 
-import os
-
-from libc.stdint cimport uint32_t
-
 from dod._core cimport dod_is_pow2
 from dod.atomics cimport dod_atomic_load_u32, dod_atomic_exchange_u32
+
+import os
 
 
 cdef extern from "_os.h" nogil:
@@ -51,6 +50,9 @@ cdef extern from "_os.h" nogil:
     void dod_os_unmap(void* p, size_t size)
     int dod_os_advise_huge(void* p, size_t size)
     size_t DOD_OS_HUGE_MIN
+
+cdef extern from "<stdlib.h>" nogil:
+    int posix_memalign(void** memptr, size_t alignment, size_t size)
 
 
 cdef uint32_t _huge_pages = 1      # the hint on (1) or off (0), for the whole process
@@ -61,9 +63,6 @@ cdef void* dod_map_pages(size_t size, size_t alignment) noexcept nogil:
     if p != NULL and size >= DOD_OS_HUGE_MIN and dod_atomic_load_u32(&_huge_pages):
         dod_os_advise_huge(p, dod_os_page_round(size))     # a hint: its failure changes nothing
     return p
-
-cdef extern from "<stdlib.h>" nogil:
-    int posix_memalign(void** memptr, size_t alignment, size_t size)
 
 
 cdef void* _pages_allocate(void* ctx, size_t size, size_t alignment) noexcept nogil:

@@ -36,7 +36,9 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.string cimport memset, memcpy
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
-from dod.atomics cimport dod_atomic_load_u32, dod_atomic_store_u32, dod_atomic_exchange_u32, dod_atomic_fetch_add_u32
+from dod.atomics cimport (dod_atomic_load_u32, dod_atomic_store_u32, dod_atomic_exchange_u32,
+                          dod_atomic_fetch_add_u32, dod_atomic_load_relaxed_i32,
+                          dod_atomic_store_relaxed_i32, dod_atomic_cas_i32)
 
 from dod.arena cimport (dod_arena, Arena, dod_arena_push, dod_arena_mark,
                         dod_arena_rewind)
@@ -542,6 +544,55 @@ cdef inline int32_t _find(int32_t* parent, int32_t i) noexcept nogil:
     return i
 
 
+# Union-find over the workers (_associate, with the lone pass's parts). A
+# root is linked only under a smaller node, by a CAS that fails if another
+# worker linked it first (then both ends are found again), so every path
+# descends and each cluster's root is its smallest node, as serially,
+# whatever the order of the unions. A node that is not a root only ever
+# points to one of its ancestors, so path halving may write with a plain
+# (atomic, relaxed) store: a stale write is still a path to the root.
+
+cdef inline int32_t _find_shared(int32_t* parent, int32_t i) noexcept nogil:
+    """_find while other workers link roots."""
+    cdef int32_t p, g
+    while True:
+        p = dod_atomic_load_relaxed_i32(parent + i)
+        if p == i:
+            return i
+        g = dod_atomic_load_relaxed_i32(parent + p)
+        if g != p:
+            dod_atomic_store_relaxed_i32(parent + i, g)
+        i = g
+
+
+cdef void _unite_part(_tick* k, const int32_t* nl, size_t i0, size_t i1) noexcept nogil:
+    """Union of the pairs nl[i0:i1] (track node, detection node T + d)."""
+    cdef size_t i
+    cdef int32_t a, b
+    for i in range(i0, i1):
+        if i + _PAIRS_AHEAD < i1:        # (the detections' nodes are random)
+            dod_prefetch(k.parent + k.T + k.pd[nl[i + _PAIRS_AHEAD]])
+        a = k.pt[nl[i]]
+        b = <int32_t>(k.T + k.pd[nl[i]])
+        while True:
+            a = _find_shared(k.parent, a)
+            b = _find_shared(k.parent, b)
+            if a == b:
+                break
+            if a < b:
+                if dod_atomic_cas_i32(k.parent + b, b, a):
+                    break
+            elif dod_atomic_cas_i32(k.parent + a, a, b):
+                break
+
+
+cdef void _roots_part(_tick* k, const int32_t* nl, int32_t* cl, size_t i0, size_t i1) noexcept nogil:
+    """The cluster root of each pair nl[i0:i1] into cl[i0:i1], once every union is done."""
+    cdef size_t i
+    for i in range(i0, i1):
+        cl[i] = _find_shared(k.parent, k.pt[nl[i]])
+
+
 cdef void _solve_greedy(_tick* k, int32_t s0, int32_t s1) noexcept nogil:
     """Fallback when a cluster's cost matrix does not fit scratch: repeatedly
     take the cheapest pair whose track and detection are both free."""
@@ -765,15 +816,18 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
     """One stage: gate (unless `gated`: the pairs are in the buffer, from the
     fused predict pass), split the pairs into clusters (union-find), solve each.
 
-    Lone pairs are assigned at once; union-find and the grouping of the
-    other pairs are serial (a few passes over the pairs); with threads the
-    clusters, which share no track and no detection, are solved in
-    parallel, each worker with its own arena."""
+    Lone pairs are assigned at once; union-find of the other pairs runs
+    over the workers where the lone pass does (many threads or
+    detections), their grouping is serial (a few passes over the pairs);
+    with threads the clusters, which share no track and no detection, are
+    solved in parallel, each worker with its own arena."""
     cdef size_t T = k.T, greedy = 0, chunks, ch, lone = 0, m = 0, i, ncl = 0
     cdef int32_t a, b, r, acc, c
     cdef int32_t* nl = k.glob_t         # the pairs not lone (glob_t/glob_d are the solver's, after this)
     cdef int32_t* cl = k.glob_d         # their cluster roots, then cluster ids
     cdef int nt = t.threads
+    cdef bint wide
+    cdef size_t i_at[_TAIL_CHUNKS + 1]
     if not gated:
         _gate(t, k, stage)
     cnt.pairs += k.npairs
@@ -787,8 +841,9 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
     # over all pairs. A track's pairs are consecutive (gated row by row);
     # the detections' pair counts take one pass (_lone_pairs; with many
     # threads or detections over the workers, _lone_pairs_parts).
-    if nt > 1 and (nt >= _LONE_PARTS_MIN_THREADS or k.D >= _LONE_PARTS_MIN_DETECTIONS) \
-            and T >= <size_t>nt * t.min_rows:
+    wide = nt > 1 and (nt >= _LONE_PARTS_MIN_THREADS or k.D >= _LONE_PARTS_MIN_DETECTIONS) \
+        and T >= <size_t>nt * t.min_rows
+    if wide:
         lone = _lone_pairs_parts(k, nl, &m, nt)
     else:
         lone = _lone_pairs(k, nl, &m)
@@ -799,18 +854,29 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
         return
     # The root of a cluster is its smallest node (the larger root goes
     # under the smaller), whatever the order of the unions: a track row.
-    for i in range(m):
-        if i + _PAIRS_AHEAD < m:        # (the detections' nodes are random)
-            dod_prefetch(k.parent + T + k.pd[nl[i + _PAIRS_AHEAD]])
-        a = _find(k.parent, k.pt[nl[i]])
-        b = _find(k.parent, <int32_t>(T + k.pd[nl[i]]))
-        if a != b:
-            if a < b:
-                k.parent[b] = a
-            else:
-                k.parent[a] = b
-    for i in range(m):
-        cl[i] = _find(k.parent, k.pt[nl[i]])
+    # Where the lone pass ran in parts, so do the unions and the roots
+    # (_unite_part: serially they took ~5 ms of a two-thread tick at
+    # 1,000,000 targets).
+    if wide:
+        for ch in range(_TAIL_CHUNKS + 1):      # (no division in a region's body: see _keep_free)
+            i_at[ch] = ch * m // _TAIL_CHUNKS
+        for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+            _unite_part(k, nl, i_at[ch], i_at[ch + 1])
+        for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+            _roots_part(k, nl, cl, i_at[ch], i_at[ch + 1])
+    else:
+        for i in range(m):
+            if i + _PAIRS_AHEAD < m:        # (the detections' nodes are random)
+                dod_prefetch(k.parent + T + k.pd[nl[i + _PAIRS_AHEAD]])
+            a = _find(k.parent, k.pt[nl[i]])
+            b = _find(k.parent, <int32_t>(T + k.pd[nl[i]]))
+            if a != b:
+                if a < b:
+                    k.parent[b] = a
+                else:
+                    k.parent[a] = b
+        for i in range(m):
+            cl[i] = _find(k.parent, k.pt[nl[i]])
     # Group them by cluster (counting sort), pairs in row order within a
     # cluster: cluster ids in order of first pair, through loc_t (all -1
     # between clusters; the roots are noted in parent, free now, to reset it).
