@@ -1385,12 +1385,12 @@ cdef const dod_index* _births_by_cell(const _tick* k, size_t nfit, int dim, int 
     tick and ~1.0 against ~1.3 ms at two threads.
 
     With `parts` (threads, and as many detections as a parallel _keep_free
-    takes) the pass runs in _TAIL_CHUNKS parts of the index over the workers: each
-    lists its births (k.bm.key, key2, unused until a sort), then each
-    copies them to its place in order, the same arrays. (Serially, its
-    random reads of the detections' tracks and ranks took ~8 ms of a
-    two-thread tick at 1,000,000 targets, ~3 % on 2 cores and a quarter of
-    a 16-core tick's budget.)"""
+    takes) the pass runs in _TAIL_CHUNKS parts of the index over the
+    workers: each lists its births (k.bm.key, key2, unused until a sort),
+    then each copies them to its place in order, the same arrays.
+    (Serially, its random reads of the detections' tracks and ranks took
+    ~8 ms of a two-thread tick at 1,000,000 targets, ~2 % of its samples
+    and a quarter of a 16-core tick's budget.)"""
     cdef const dod_grid* g = &k.grid
     cdef dod_index* out = k.bm.row2
     cdef double* pos = k.bm.pos2
