@@ -21,8 +21,11 @@ Lemire's multiply-and-reject (no modulo bias). Nothing here allocates.
 from libc.math cimport exp, log, sqrt, fabs, cos, sin
 from libc.stdint cimport uint64_t, uint32_t, int64_t, uint8_t
 
+from dod._core cimport dod_prefetch_w
+
 cdef enum:
     _ZIG_BLOCKS = 128
+    _SHUFFLE_AHEAD = 64             # swaps between drawing a partner row and swapping it (a power of two)
 
 cdef double _ZIG_R = 3.442619855899             # start of the tail
 cdef double _ZIG_V = 9.91256303526217e-3        # area of each block (f(x) = exp(-x^2 / 2))
@@ -202,19 +205,39 @@ cdef class Random:
 
     def shuffle(self, double[:, ::1] rows not None, int64_t[::1] ids not None):
         """Shuffle rows and ids together, in place (Fisher-Yates)."""
-        cdef Py_ssize_t n = rows.shape[0], dim = rows.shape[1], i, j, a
+        cdef Py_ssize_t n = rows.shape[0], dim = rows.shape[1], i, j, a, m = 0
         cdef _xoshiro g
         cdef double v
         cdef int64_t t
+        cdef uint32_t ahead[_SHUFFLE_AHEAD]
         if ids.shape[0] != n:
             raise ValueError("shuffle: rows and ids differ in length")
         if n > <Py_ssize_t>0xFFFFFFFF:
             raise ValueError("shuffle: too many rows")
         g = self.g
         with nogil:
+            # Each swap's partner j is a random row: beyond the caches at
+            # 100,000 rows. The partners are drawn _SHUFFLE_AHEAD swaps
+            # early (the same draws in the same order: the same
+            # permutation) and their lines fetched meanwhile.
             i = n - 1
-            while i > 0:
+            while i > 0 and m < _SHUFFLE_AHEAD:
                 j = _below(&g, <uint32_t>(i + 1))
+                ahead[m] = <uint32_t>j
+                dod_prefetch_w(&rows[j, 0])
+                dod_prefetch_w(&ids[j])
+                i -= 1
+                m += 1
+            i = n - 1
+            m = 0
+            while i > 0:
+                j = ahead[m]
+                if i > _SHUFFLE_AHEAD:          # the partner of swap i - _SHUFFLE_AHEAD
+                    a = _below(&g, <uint32_t>(i - _SHUFFLE_AHEAD + 1))
+                    ahead[m] = <uint32_t>a
+                    dod_prefetch_w(&rows[a, 0])
+                    dod_prefetch_w(&ids[a])
+                m = (m + 1) & (_SHUFFLE_AHEAD - 1)
                 for a in range(dim):
                     v = rows[i, a]
                     rows[i, a] = rows[j, a]
