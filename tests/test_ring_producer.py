@@ -16,7 +16,7 @@ import dod
 from dod.ring import Ring
 from dod.ring_producer import RingProducer
 from dod.tracker import demo
-from dod.tracker.scenario import iter_scans
+from dod.tracker.scenario import iter_scans, scan_extent
 from dod.tracker.stream import ScanStream
 
 
@@ -239,6 +239,34 @@ def test_scan_stream_delivers_the_scenario_and_its_sampled_truth():
     finally:
         st.close()
     assert got == list(range(47)) and len(st.truth) == 0
+
+
+def test_scan_stream_window_keeps_the_targets_inside_and_counts_all():
+    want = list(iter_scans(300, 25, seed=4))
+    rows = max(s.detections.shape[0] for s in want)
+    w = scan_extent(300) / 4
+    st = ScanStream(300, 25, rows=rows, slots=4, sample_every=3, window=w, seed=4).start()
+    seen = 0
+    try:
+        while (slot := st.take()) is not None:
+            s = slot.tag
+            st.release_scan()
+            t = st.truth_of(s)
+            if t is not None:
+                inside = np.all(np.abs(want[s].truth_pos) <= w, axis=1)
+                assert 0 < inside.sum() < inside.size
+                assert np.array_equal(t.rows[:, 0], want[s].truth_ids[inside])
+                assert t.rows[:, 1:].tobytes() == want[s].truth_pos[inside].tobytes()
+                assert st.alive_of(t) == want[s].truth_ids.shape[0]
+                t = None
+                st.release_truth()
+                seen += 1
+    finally:
+        st.close()
+    assert seen == 9
+    for bad in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError):
+            ScanStream(10, 5, rows=10, slots=2, sample_every=1, window=bad)
 
 
 def test_scan_stream_skipped_samples_never_stall_the_producer():

@@ -353,6 +353,45 @@ def test_views_are_read_only_and_outlive_the_tracker():
     assert pos.tolist() == [[1.0, 2.0]]
 
 
+@pytest.mark.parametrize("dim", [2, 3])
+def test_confirmed_tracks_in_a_box_are_the_masked_rows(dim):
+    sc = generate(400, 30, dim=dim, seed=21)
+    t = Tracker(dim=dim, capacity=4000, max_detections=2000)
+    for z, dt in sc:
+        t.tick(z, dt)
+    conf = t.states == 2
+    assert 0 < conf.sum() < len(t)                 # tentative rows too: the state test matters
+    ids, pos = t.confirmed_tracks()
+    assert ids.dtype == np.uint64 and pos.dtype == np.float64 and pos.shape == (conf.sum(), dim)
+    assert ids.tolist() == t.ids[conf].tolist() and pos.tobytes() == t.positions[conf].tobytes()
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        a, b = rng.uniform(-sc.extent / 2, sc.extent / 2, (2, dim))
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        m = conf & np.all((t.positions >= lo) & (t.positions <= hi), axis=1)
+        bi, bp = t.confirmed_tracks(box=(lo, hi))
+        assert bi.tolist() == t.ids[m].tolist() and bp.tobytes() == t.positions[m].tobytes()
+        assert bp.flags.c_contiguous and bp.flags.writeable
+    # edges are inside; infinite sides; an inverted axis holds nothing
+    p0 = t.positions[np.flatnonzero(conf)[0]].copy()
+    assert t.ids[np.flatnonzero(conf)[0]] in t.confirmed_tracks(box=(p0, p0))[0]
+    inf = np.full(dim, np.inf)
+    assert t.confirmed_tracks(box=(-inf, inf))[0].tolist() == ids.tolist()
+    assert t.confirmed_tracks(box=(inf, -inf))[1].shape == (0, dim)
+
+
+def test_confirmed_tracks_refuses_a_bad_box():
+    t = Tracker()
+    t.tick(np.array([[1.0, 2.0]]), 0.02)
+    for box in (([0, 0, 0], [1, 1, 1]), ([0], [1]), ([np.nan, 0], [1, 1]), ([0, 0], [1, np.nan]),
+                ([0, 0],)):
+        with pytest.raises(ValueError):
+            t.confirmed_tracks(box=box)
+    with pytest.raises(TypeError):
+        t.confirmed_tracks(box=5)
+    assert Tracker().confirmed_tracks(box=([0, 0], [1, 1]))[0].shape == (0,)
+
+
 def test_scratch_bytes_is_enough_for_a_full_worst_case_tick():
     from dod.tracker import scratch_bytes
 

@@ -292,6 +292,15 @@ cdef inline double _sum4(const double* v, size_t n, bint finite_test) noexcept n
     return (a0 + a1) + (a2 + a3)
 
 
+cdef inline bint _in_box(const double* x, const double* lo, const double* hi, int dim) noexcept nogil:
+    """lo <= x <= hi on every axis (False where x is NaN)."""
+    cdef int a
+    for a in range(dim):
+        if not (lo[a] <= x[a] <= hi[a]):
+            return False
+    return True
+
+
 cdef inline bint _all_finite(const double* v, size_t n) noexcept nogil:
     """True when none of v[0:n] is NaN or infinite."""
     return _sum4(v, n, True) == 0.0
@@ -2800,10 +2809,60 @@ cdef class Tracker:
         """The latest tick's counters as a dict (keys: COUNT_NAMES, in order)."""
         return self.engine.last
 
-    def confirmed_tracks(self):
-        """(ids, positions) of the confirmed tracks (copies)."""
-        m = self.confirmed
-        return self.ids[m].copy(), self.positions[m].copy()
+    def confirmed_tracks(self, box=None):
+        """(ids, positions) of the confirmed tracks, in row order: new arrays,
+        ids uint64 (k,) and positions float64 (k, dim).
+
+        box : optional (lo, hi), dim numbers each (-inf / inf allowed): only
+            the tracks with lo <= position <= hi on every axis. A box with
+            lo > hi on an axis holds nothing. ValueError for a NaN or a
+            wrong length.
+
+        One pass over the state and position columns, with the GIL held
+        (no tick can start meanwhile): the demo samples GOSPA over a window
+        of a 100,000-track table this way, where a mask and fancy-indexed
+        copies of the views took ~7 ms."""
+        cdef double lo[3]
+        cdef double hi[3]
+        cdef const dod_tracker* e = &self.engine
+        cdef int dim = e.dim, a
+        cdef size_t T, i, k = 0
+        cdef cnp.ndarray ids_out, pos_out
+        cdef uint64_t* po
+        cdef double* xo
+        if self.table is None:
+            raise TypeError("this Tracker was never initialised (Tracker.__new__ without __init__)")
+        if self._busy:
+            raise RuntimeError("a tick of this tracker is running in another thread")
+        for a in range(3):
+            lo[a] = -INFINITY
+            hi[a] = INFINITY
+        if box is not None:
+            blo, bhi = box
+            blo = np.asarray(blo, dtype=np.float64).reshape(-1)
+            bhi = np.asarray(bhi, dtype=np.float64).reshape(-1)
+            if blo.shape[0] != dim or bhi.shape[0] != dim:
+                raise ValueError(f"box must be (lo, hi) with {dim} numbers each")
+            if np.isnan(blo).any() or np.isnan(bhi).any():
+                raise ValueError("box must not hold NaN")
+            for a in range(dim):
+                lo[a] = blo[a]
+                hi[a] = bhi[a]
+        # One pass into arrays of the table's length: only the pages the
+        # kept rows touch are ever faulted in, and a window is copied out.
+        T = e.table.count
+        ids_out = np.empty(T, dtype=np.uint64)
+        pos_out = np.empty((T, dim), dtype=np.float64)
+        po = <uint64_t*>cnp.PyArray_DATA(ids_out)
+        xo = <double*>cnp.PyArray_DATA(pos_out)
+        for i in range(T):
+            if e.cols.state[i] == DOD_TRACK_CONFIRMED and _in_box(e.cols.x + i * e.n, lo, hi, dim):
+                po[k] = e.cols.id[i]
+                memcpy(xo + k * dim, e.cols.x + i * e.n, dim * sizeof(double))
+                k += 1
+        if 2 * k >= T:
+            return ids_out[:k], pos_out[:k]
+        return ids_out[:k].copy(), pos_out[:k].copy()
 
     def __repr__(self):
         c = self.engine.last
