@@ -54,7 +54,9 @@ as fast as possible; deadlines are then meaningless and not reported),
 one scan a second of turning targets, tracked with --motion imm by default;
 radar: range-bearing scans of two sensors taking turns,
 ``scenario.iter_radar_scans``, through the tracker's EKF update),
---motion cv|imm,
+--motion cv|imm, --initiation single|two_point (default two_point: a
+detection no track took starts a track only with a partner in the next
+scan; single, the library's default, for --scenario radar),
 --plot FILE.png (needs matplotlib: ``pip install 'dod[demo]'``), --no-live,
 --threads N, --lock-memory [onfault], --cpu K, --realtime-priority P, --rt-strict,
 --no-prefault.
@@ -144,7 +146,7 @@ class DemoRun:
 
     def __init__(self, targets=1000, rate=50.0, duration=10.0, seed=0, fast=False,
                  keep_tracks=False, threads=1, scenario="default", motion=None, lock_memory=False,
-                 cpu=None, realtime_priority=None, rt_strict=False, prefault=True):
+                 cpu=None, realtime_priority=None, rt_strict=False, prefault=True, initiation=None):
         if targets < 1:
             raise ValueError("targets must be >= 1")
         if not (rate > 0 and math.isfinite(rate)):
@@ -166,9 +168,18 @@ class DemoRun:
         self.window = self.extent * math.sqrt(frac) / 2.0
         if motion is None:
             motion = "imm" if scenario == "manoeuvre" else "cv"
+        # Two-point initiation (TrackerConfig.initiation) unless the scans are
+        # range-bearing (the tracker does not pair those): on these scenarios
+        # it is as accurate as single-point births (GOSPA, MOTA, IDF1, HOTA
+        # within noise at 1,000 and 100,000 targets) and the ~0.2 N clutter
+        # detections a scan no longer start tentative tracks: at 100,000
+        # targets the table holds ~91,000 rows instead of ~171,000 and the
+        # tick takes ~15 % less.
+        if initiation is None:
+            initiation = "single" if scenario == "radar" else "two_point"
         self.config = TrackerConfig(capacity=max(64, 4 * targets),
                                     max_detections=max(64, 2 * targets + 64), overflow="drop",
-                                    threads=threads, motion=motion,
+                                    threads=threads, motion=motion, initiation=initiation,
                                     **({"r": 3.0} if scenario == "radar" else PRESET_CONFIG[scenario]))
         # Validated now (ValueError/TypeError); applied once around run().
         self.realtime = Realtime(lock_memory, cpu, realtime_priority, strict=rt_strict)
@@ -419,7 +430,7 @@ class DemoRun:
             + ("two radars (range 2 m, bearing 1 mrad), " if self.scenario == "radar" else "") +
             f"region {self.extent:.0f} m wide; tick threads {self.tracker.threads}"
             + (f"; scenario {self.scenario}" if self.scenario != "default" else "")
-            + f"; motion {self.config.motion}"
+            + f"; motion {self.config.motion}; initiation {self.config.initiation}"
             + (f"; GOSPA and plot over the central {2 * self.window:.0f} m square"
                if self.window * 2.0 < self.extent else ""),
             f"  mode       {'fast (no sleeping)' if self.fast else 'real time'}; "
@@ -654,6 +665,10 @@ def build_parser():
                         "radar (range-bearing scans of two sensors)")
     p.add_argument("--motion", choices=("cv", "imm"), default=None,
                    help="motion model (default: imm for --scenario manoeuvre, else cv)")
+    p.add_argument("--initiation", choices=("single", "two_point"), default=None,
+                   help="track initiation (TrackerConfig.initiation; default: two_point, single for "
+                        "--scenario radar; single: every detection no track took starts a tentative "
+                        "track, the library's default)")
     p.add_argument("--lock-memory", nargs="?", const=True, default=False, choices=[True, "onfault"],
                    help="mlockall the process (onfault: lock pages as first touched)")
     p.add_argument("--cpu", type=int, default=None, help="pin the loop thread to this CPU")
@@ -682,7 +697,8 @@ def main(argv=None, out=None):
             return 2
     try:
         run = DemoRun(a.targets, a.rate, a.duration, a.seed, a.fast, keep_tracks=bool(a.plot),
-                      threads=a.threads, scenario=a.scenario, motion=a.motion, lock_memory=a.lock_memory,
+                      threads=a.threads, scenario=a.scenario, motion=a.motion, initiation=a.initiation,
+                      lock_memory=a.lock_memory,
                       cpu=a.cpu, realtime_priority=a.realtime_priority, rt_strict=a.rt_strict,
                       prefault=not a.no_prefault)
     except (ValueError, TypeError) as e:
