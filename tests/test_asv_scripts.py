@@ -147,7 +147,7 @@ def test_gate_help_prints_its_header():
     assert "set -uo" not in p.stdout
 
 
-def test_gate_times_head_first_in_its_rerun(tmp_path):
+def test_gate_times_head_first_in_its_rerun_and_base_first_in_its_third_run(tmp_path):
     # A machine that slows down through the run makes whatever is timed
     # second look slower: timed in the same order twice, an unchanged
     # commit "regressed" twice (CI's run of 094f2a5: the tick 1.5x, the
@@ -157,9 +157,12 @@ def test_gate_times_head_first_in_its_rerun(tmp_path):
     commits = subprocess.run(["git", "rev-parse", "HEAD~1", "HEAD"], cwd=repo, capture_output=True, text=True,
                              check=True).stdout.split()
     order = {}
-    for which in ("first", "rerun"):
+    for which in ("first", "rerun", "third"):
         p = subprocess.run(["bash", str(script), "--order", which], cwd=repo, capture_output=True, text=True,
                            timeout=30)
         assert p.returncode == 0, p.stderr
         order[which] = p.stdout.split()
     assert order["first"] == commits and order["rerun"] == commits[::-1]
+    # a third look, BASE first again: a slow spell across the middle of the
+    # gate (B H | H B) times HEAD twice in a row, not three times
+    assert order["third"] == commits
