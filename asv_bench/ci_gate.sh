@@ -238,38 +238,31 @@ if compare; then
     echo "ci_gate: passed ($(( $(date +%s) - t0 )) s)"
     exit 0
 fi
-cp "$verdict" "$work/verdict-first"
-echo
-echo "ci_gate: a regression: running the subset again for both commits, HEAD first, before believing it"
-run rerun
-if compare; then
-    echo "ci_gate: not confirmed by the rerun: passed ($(( $(date +%s) - t0 )) s)"
-    exit 0
-fi
-confirmed "$work/verdict-first" < "$verdict" > "$work/verdict-both"
-if [ ! -s "$work/verdict-both" ]; then
-    echo "ci_gate: no benchmark regressed in both runs (different ones each time: noise): passed" \
-         "($(( $(date +%s) - t0 )) s)"
-    exit 0
-fi
-cp "$work/verdict-both" "$work/verdict-two"
-echo
-echo "ci_gate: regressed in both runs; a third, BASE first again, before believing it"
-run third
-if compare; then
-    echo "ci_gate: not confirmed by the third run: passed ($(( $(date +%s) - t0 )) s)"
-    exit 0
-fi
-confirmed "$work/verdict-two" < "$verdict" > "$work/verdict-both"
-if [ ! -s "$work/verdict-both" ]; then
-    echo "ci_gate: no benchmark regressed in all three runs (noise): passed ($(( $(date +%s) - t0 )) s)"
-    exit 0
-fi
+# Not believed at once: timed again HEAD first, then (seen again) BASE first;
+# $work/seen keeps the benchmarks that regressed in every look so far.
+cp "$verdict" "$work/seen"
+for look in rerun third; do
+    echo
+    echo "ci_gate: a regression in every look so far: timing both commits again," \
+         "$([ "$look" = rerun ] && echo HEAD || echo BASE) first, before believing it"
+    run "$look"
+    if compare; then
+        echo "ci_gate: not confirmed by the $look run: passed ($(( $(date +%s) - t0 )) s)"
+        exit 0
+    fi
+    confirmed "$work/seen" < "$verdict" > "$work/still"
+    if [ ! -s "$work/still" ]; then
+        echo "ci_gate: no benchmark regressed in every run (different ones each time: noise): passed" \
+             "($(( $(date +%s) - t0 )) s)"
+        exit 0
+    fi
+    mv "$work/still" "$work/seen"
+done
 echo "ci_gate: regressed in all three runs:"
-cat "$work/verdict-both"
+cat "$work/seen"
 
 # Confirmed: every benchmark that regressed three times must be declared in HEAD's message.
-if undeclared "$head" < "$work/verdict-both"; then
+if undeclared "$head" < "$work/seen"; then
     echo "ci_gate: every confirmed regression is declared: passed ($(( $(date +%s) - t0 )) s)"
     exit 0
 fi
