@@ -28,8 +28,5 @@ s = loop.stats()
 print(f"{s['ticks']} ticks, {s['misses']} deadline misses, "
       f"tick p50 {s['p50'] * 1e3:.3f} ms, p99 {s['p99'] * 1e3:.3f} ms, jitter {s['jitter'] * 1e6:.0f} us")
 print(f"{tracker.counts()['confirmed']} confirmed tracks, {len(scenario.truth_ids[-1])} true targets")
-try:
-    m = mot_metrics(scenario, estimates)
-    print(f"MOTA {m['mota']:.3f}  IDF1 {m['idf1']:.3f}  id switches {m['num_switches']:.0f}")
-except ImportError:
-    print("pip install motmetrics for MOTA/IDF1")
+m = mot_metrics(scenario, estimates)
+print(f"MOTA {m['mota']:.3f}  IDF1 {m['idf1']:.3f}  id switches {m['num_switches']:.0f}")

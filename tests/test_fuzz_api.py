@@ -74,11 +74,12 @@ NOT_FUZZED = {
     "dod.PinnedArena": "GPU: needs CuPy and a device (tests/gpu)",
     "dod.errors.InvariantError": "an exception class (raised by check(), which the fuzzer calls after every op)",
     "dod.InvariantError": "an exception class (as above)",
-    "dod.tracker.metrics.mot_metrics": "needs motmetrics and a whole run (tests/test_mot.py)",
+    "dod.tracker.metrics.mot_metrics": "clear_mot of a whole run (tests/test_tracker.py, tests/test_metrics_mot.py)",
     "dod.tracker.metrics.run_tracker": "runs a whole scenario (seconds per call); tests/test_tracker.py",
     "dod.tracker.metrics.scenario_gospa": "runs a whole scenario (seconds per call); tests/test_demo.py",
     "dod.tracker.metrics.scenario_hota": "runs a whole scenario (seconds per call); tests/test_metrics_hota.py",
     "dod.tracker.metrics.hota": "lists of per-frame arrays; checked against TrackEval in tests/test_metrics_hota.py",
+    "dod.tracker.metrics.clear_mot": "lists of per-frame arrays; checked against py-motmetrics in tests/test_metrics_mot.py",
     "dod.Realtime": "changes the process's CPU affinity, scheduler and memory locks; tests/test_realtime.py "
                     "drives it in child processes",
     "dod.errors.EscapeWarning": "a warning class",

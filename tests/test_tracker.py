@@ -85,7 +85,6 @@ def test_fast_and_reference_agree_in_either_grid_mode(extra):
 
 
 def test_accuracy_at_100_targets():
-    pytest.importorskip("motmetrics")
     sc = generate(100, 200, seed=3)
     est_fast = run_tracker(Tracker(), sc)
     est_ref = run_tracker(ReferenceTracker(), sc)

@@ -313,7 +313,6 @@ def test_zero_allocations_per_tick_with_score_and_two_point():
 
 
 def test_score_and_two_point_track_well_at_moderate_clutter():
-    pytest.importorskip("motmetrics")
     from dod.tracker.metrics import mot_metrics, run_tracker, scenario_hota
 
     sc = generate(100, 200, seed=3, clutter=100)          # clutter 1 per target per scan
@@ -399,7 +398,6 @@ def test_generator_target_speeds_match_what_was_asked():
 
 
 def test_accuracy_bench_runs_and_reports_both_trackers():
-    pytest.importorskip("motmetrics")
     from dod.tracker import accuracy
 
     lines = []

@@ -21,7 +21,7 @@ scan of that sensor (extended Kalman update; :mod:`dod.tracker.sensor`).
 
 Also here: :mod:`dod.tracker.reference` (the same tracker in numpy: the
 oracle and baseline), :mod:`dod.tracker.scenario` (seeded scenarios) and
-:mod:`dod.tracker.metrics` (GOSPA, OSPA, HOTA, MOTA/IDF1 via py-motmetrics).
+:mod:`dod.tracker.metrics` (GOSPA, OSPA, HOTA, MOTA/IDF1: numpy and dod's solver).
 """
 from dod.tracker.config import TrackerConfig, chi2_ppf
 

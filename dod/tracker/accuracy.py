@@ -15,9 +15,9 @@ scans:
   online, Pd 0.9, v_max 50 m/s).
 
 Scores (confirmed tracks against the truth, matched within 5 m): MOTA and
-IDF1 (py-motmetrics), HOTA with DetA/AssA/LocA (:func:`dod.tracker.metrics.hota`,
-similarity 1 - d/5 m), and false confirmed tracks per scan (motmetrics'
-false positives / scans), each the mean over the seeds (the spread is the
+IDF1 (:func:`dod.tracker.metrics.clear_mot`), HOTA with DetA/AssA/LocA
+(:func:`dod.tracker.metrics.hota`, similarity 1 - d/5 m), and false confirmed
+tracks per scan (CLEAR MOT false positives / scans), each the mean over the seeds (the spread is the
 range over the seeds).
 
 Tick cost: at each clutter level, both trackers are fed the same scans

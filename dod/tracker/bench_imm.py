@@ -7,8 +7,8 @@ rad/s) and ``straight`` (the same picture without turns); N targets, Pd
 0.9, Poisson clutter 0.2 N per scan. Both trackers of a scenario tick the
 same scans in lockstep (each scan: CV, then IMM), so the load of a shared
 machine falls on both alike. Per scenario and motion: GOSPA (c = 10 m, mean
-over scans, confirmed tracks), ID switches and MOTA (py-motmetrics, when
-installed), the tick's median and p99 (ms, wall clock, every tick after
+over scans, confirmed tracks), ID switches and MOTA
+(:func:`dod.tracker.metrics.clear_mot`), the tick's median and p99 (ms, wall clock, every tick after
 ``warmup`` timed alone), its median thread CPU time (the ratio's basis:
 the work without preemption) and the Python memory blocks the ticks kept
 (sys.getallocatedblocks over the timed ticks: 0 is zero allocations per tick).
@@ -33,7 +33,7 @@ import numpy as np
 
 from dod._report import table
 from dod.tracker import Tracker, TrackerConfig
-from dod.tracker.metrics import sparse_gospa
+from dod.tracker.metrics import mot_metrics, sparse_gospa
 from dod.tracker.scenario import PRESET_CONFIG, PRESETS, generate
 
 SCENARIOS = ("manoeuvre", "straight")
@@ -43,7 +43,7 @@ MOTIONS = ("cv", "imm")
 def measure(n, scenario, motions=MOTIONS, scans=300, warmup=20, seed=0, threads=1):
     """One tracker per motion over the same scenario, ticked in lockstep (on
     each scan every tracker in turn, so machine load falls on all alike):
-    {motion: dict of gospa, switches, mota (None without motmetrics), p50,
+    {motion: dict of gospa, switches, mota, p50,
     p99 (wall ms), cpu50 (thread CPU ms), kept_blocks, confirmed}."""
     sc = generate(n, scans, seed=seed, **PRESETS[scenario])
     trackers = {m: Tracker(TrackerConfig(motion=m, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64),
@@ -75,13 +75,8 @@ def measure(n, scenario, motions=MOTIONS, scans=300, warmup=20, seed=0, threads=
     out = {}
     for m, t in trackers.items():
         g = float(np.mean([sparse_gospa(tp, e[1]) for tp, e in zip(sc.truth_pos, estimates[m])]))
-        switches = mota = None
-        try:
-            from dod.tracker.metrics import mot_metrics
-            mm = mot_metrics(sc, estimates[m])
-            switches, mota = int(mm["num_switches"]), float(mm["mota"])
-        except ImportError:
-            pass
+        mm = mot_metrics(sc, estimates[m])
+        switches, mota = int(mm["num_switches"]), float(mm["mota"])
         out[m] = dict(gospa=g, switches=switches, mota=mota, p50=float(np.median(ms[m][warmup:])),
                       p99=float(np.percentile(ms[m][warmup:], 99)), cpu50=float(np.median(cpu[m][warmup:])),
                       kept_blocks=int(kept[m]), confirmed=int(t.counts()["confirmed"]))

@@ -378,36 +378,21 @@ class DemoRun:
         return self.gospa_sum / self.gospa_n if self.gospa_n else math.nan
 
     def mot_scores(self, match=5.0):
-        """MOTA, IDF1 (py-motmetrics; None without it) and HOTA over the
-        latest MOT_SAMPLES sampled scans (the GOSPA samples: identities are
-        followed from one sample to the next), truth and tracks matched
-        within `match` m. Computed after the run, never inside a tick; the
-        cap bounds its time and memory (motmetrics over 600 samples of 1,000
-        targets took 2 minutes and hundreds of MB on the development machine)."""
-        from dod.tracker.metrics import hota
+        """MOTA, IDF1 (:func:`~dod.tracker.metrics.clear_mot`) and HOTA over
+        the latest MOT_SAMPLES sampled scans (the GOSPA samples: identities
+        are followed from one sample to the next), truth and tracks matched
+        within `match` m. Computed after the run, never inside a tick."""
+        from dod.tracker.metrics import clear_mot, hota
 
         if not self.samples:
             return None
-        last = list(self.samples)[-MOT_SAMPLES:]
-        scans = [s[0] for s in last]
-        est = [(s[1], s[2]) for s in last]
+        est = list(self.samples)[-MOT_SAMPLES:]
         truth = list(self.truth_samples)[-MOT_SAMPLES:]
-        tid = [s[1] for s in truth]
-        tpos = [s[2] for s in truth]
-        out = {"scans": len(scans), "hota": hota(tid, tpos, [e[0] for e in est],
-                                                 [e[1] for e in est], match)["hota"]}
-        try:
-            import motmetrics as mm
-        except ImportError:
-            out["mota"] = out["idf1"] = None
-            return out
-        acc = mm.MOTAccumulator(auto_id=True)
-        for i, p, (ei, ep) in zip(tid, tpos, est):
-            acc.update(i.tolist(), np.asarray(ei).tolist(),
-                       mm.distances.norm2squared_matrix(p, ep, max_d2=match**2))
-        m = mm.metrics.create().compute(acc, metrics=["mota", "idf1"], name="demo")
-        out["mota"], out["idf1"] = float(m["mota"].iloc[0]), float(m["idf1"].iloc[0])
-        return out
+        args = ([s[1] for s in truth], [s[2] for s in truth], [s[1] for s in est],
+                [s[2] for s in est], match)
+        m = clear_mot(*args)
+        return {"scans": len(est), "mota": m["mota"], "idf1": m["idf1"],
+                "hota": hota(*args)["hota"]}
 
     def snapshot(self):
         s = self.loop.stats()
@@ -482,9 +467,7 @@ class DemoRun:
         ]
         m = self.mot_scores()
         if m is not None:
-            mota = "n/a (pip install motmetrics)" if m["mota"] is None else f"{m['mota']:.3f}"
-            idf1 = "n/a" if m["idf1"] is None else f"{m['idf1']:.3f}"
-            lines.append(f"             MOTA {mota}  IDF1 {idf1}  HOTA {m['hota']:.3f} over the "
+            lines.append(f"             MOTA {m['mota']:.3f}  IDF1 {m['idf1']:.3f}  HOTA {m['hota']:.3f} over the "
                          f"{m['scans']} sampled scans (match 5 m)")
         return "\n".join(lines)
 
