@@ -76,7 +76,8 @@ class TrackerIMMGoals:
     track_manoeuvre_gospa_ratio.goal = 0.75
 
     def track_manoeuvre_switch_ratio(self, data):
-        """ID switches imm / cv on the manoeuvring scenario (goal <= 0.5; needs motmetrics)."""
+        """ID switches imm / cv on the manoeuvring scenario (goal <= 0.5; commits before
+        metrics.clear_mot need motmetrics)."""
         a, b = data[("manoeuvre", "imm")]["switches"], data[("manoeuvre", "cv")]["switches"]
         if a is None:
             raise NotImplementedError("motmetrics is not installed")
