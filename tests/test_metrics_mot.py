@@ -138,3 +138,20 @@ def test_clear_mot_rejects_bad_arguments():
         clear_mot(one, [np.zeros((1, 2))], one, [np.zeros((1, 3))])
     with pytest.raises(ValueError, match="repeat"):
         clear_mot([np.array([3, 3])], [np.zeros((2, 2))], one, [np.zeros((1, 2))])
+
+
+@pytest.mark.parametrize("score", ["clear_mot", "hota"])
+def test_scores_refuse_positions_that_do_not_fit_their_ids(score):
+    from dod.tracker import metrics
+
+    f = getattr(metrics, score)
+    ids = [np.array([1, 2])]
+    good = [np.zeros((2, 2))]
+    f(ids, good, ids, good)
+    f([np.zeros(0)], [np.zeros(0)], ids, good)         # an empty frame may be any empty array
+    for bad in ([np.zeros((3, 2))], [np.zeros(4)], [np.zeros((2, 2, 1))],
+                [np.array([[0.0, 0.0], [np.nan, 1.0]])], [np.array([[0.0, 0.0], [np.inf, 1.0]])]):
+        with pytest.raises(ValueError, match="frame 0"):
+            f(ids, bad, ids, good)
+        with pytest.raises(ValueError, match="frame 0"):
+            f(ids, good, ids, bad)

@@ -259,6 +259,19 @@ def _match_frame(i, j, score, m):
     return np.concatenate(out)
 
 
+def _frame_points(pos, k, f, name):
+    """One frame's (k, dim) float64 positions: one finite row per id."""
+    X = np.asarray(pos, dtype=np.float64)
+    if k == 0 and X.size == 0:
+        return X.reshape(0, X.shape[-1] if X.ndim == 2 else 0)      # an empty frame, any shape
+    if X.ndim != 2 or X.shape[0] != k:
+        raise ValueError(f"frame {f}: {name} positions must be ({k}, dim) for {k} ids, "
+                         f"not {X.shape}")
+    if not np.isfinite(X).all():
+        raise ValueError(f"frame {f}: {name} positions must be finite")
+    return X
+
+
 def hota(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
     """HOTA, DetA, AssA and LocA of a sequence of point sets (TrackEval's definition).
 
@@ -271,7 +284,8 @@ def hota(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
     thresholds of :data:`HOTA_ALPHAS`), ``hota_alpha``, ``deta_alpha``,
     ``assa_alpha``, ``loca_alpha`` (per threshold), and the integer arrays
     ``tp``, ``fn``, ``fp`` per threshold. Raises ValueError for mismatched
-    lengths, a non-positive max_distance, or points of different dimension.
+    lengths, a non-positive max_distance, positions that are not one finite
+    row per id, or points of different dimension.
     Thread-safety: a pure function (any thread).
     """
     if not (max_distance > 0 and np.isfinite(max_distance)):
@@ -296,11 +310,11 @@ def hota(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
     keys, pot = [], []
     for f in range(frames):
         m, n = g_ids[f].size, t_ids[f].size
+        X = _frame_points(truth_pos[f], m, f, "truth")
+        Y = _frame_points(est_pos[f], n, f, "estimate")
         if m == 0 or n == 0:
             per_frame.append(None)
             continue
-        X = np.asarray(truth_pos[f], dtype=np.float64).reshape(m, -1)
-        Y = np.asarray(est_pos[f], dtype=np.float64).reshape(n, -1)
         if X.shape[1] != Y.shape[1]:
             raise ValueError(f"frame {f}: points of different dimension")
         i, j, d = _pairs_within(X, Y, max_distance)
@@ -394,8 +408,9 @@ def clear_mot(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
     ``num_matches`` (those that are not switches, as py-motmetrics counts),
     ``idtp``. Ratios with a zero
     denominator are NaN. Raises ValueError for mismatched lengths, a
-    non-positive max_distance, ids that repeat within a frame, or points of
-    different dimension. Thread-safety: a pure function (any thread).
+    non-positive max_distance, ids that repeat within a frame, positions
+    that are not one finite row per id, or points of different dimension.
+    Thread-safety: a pure function (any thread).
     """
     if not (max_distance > 0 and np.isfinite(max_distance)):
         raise ValueError(f"max_distance must be positive and finite, not {max_distance!r}")
@@ -419,10 +434,10 @@ def clear_mot(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
     keys = []
     for f in range(frames):
         m, n = g_ids[f].size, t_ids[f].size
+        X = _frame_points(truth_pos[f], m, f, "truth")
+        Y = _frame_points(est_pos[f], n, f, "estimate")
         if m == 0 or n == 0:
             continue
-        X = np.asarray(truth_pos[f], dtype=np.float64).reshape(m, -1)
-        Y = np.asarray(est_pos[f], dtype=np.float64).reshape(n, -1)
         if X.shape[1] != Y.shape[1]:
             raise ValueError(f"frame {f}: points of different dimension")
         i, j, _ = _pairs_within(X, Y, reach)
