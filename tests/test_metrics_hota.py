@@ -5,6 +5,7 @@ the comparisons skip, the self-checks below them still run.
 """
 import numpy as np
 import pytest
+from point_sequences import five_still_points, random_sequence
 
 from dod.tracker.metrics import HOTA_ALPHAS, hota
 
@@ -62,40 +63,11 @@ def test_hota_matches_trackeval_on_mot15(name, confirmation):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_hota_matches_trackeval_on_synthetic_sequences(seed):
-    # Random tracks with id switches, fragments, false tracks and empty frames,
-    # close together so frames have multi-pair components.
-    rng = np.random.default_rng(seed)
-    frames, n = 40, 12
-    pos = rng.uniform(0, 30, size=(n, 2))
-    vel = rng.normal(scale=0.5, size=(n, 2))
-    tid = np.arange(n) + 100
-    ti, tp, ei, ep = [], [], [], []
-    for f in range(frames):
-        pos = pos + vel
-        alive = rng.random(n) < 0.9
-        if f % 13 == 7:
-            alive[:] = False                     # a frame without truth
-        seen = alive & (rng.random(n) < 0.85)
-        ti.append(tid[alive])
-        tp.append(pos[alive])
-        if rng.random() < 0.15:                  # identity switch between two tracks
-            a, b = rng.choice(n, 2, replace=False)
-            tid[[a, b]] = tid[[b, a]]
-        ids = np.flatnonzero(seen) + 1 + 50 * (f // 10)      # fragments every 10 frames
-        est = pos[seen] + rng.normal(scale=0.8, size=(seen.sum(), 2))
-        k = int(rng.integers(0, 3))
-        false_ids = 1000 + rng.choice(5, size=k, replace=False)         # false tracks
-        ids = np.concatenate([ids, false_ids])
-        est = np.concatenate([est, rng.uniform(0, 30, size=(k, 2))])
-        ei.append(ids)
-        ep.append(est)
-    _compare(ti, tp, ei, ep, c=3.0)
+    _compare(*random_sequence(seed, frames=40, n=12), c=3.0)
 
 
 def test_hota_of_perfect_and_empty_estimates():
-    rng = np.random.default_rng(1)
-    ids = [np.arange(5)] * 10
-    pos = [rng.uniform(0, 100, size=(5, 2)) for _ in range(10)]
+    ids, pos, swapped = five_still_points()
     perfect = hota(ids, pos, ids, pos)
     assert perfect["hota"] == 1.0 and perfect["deta"] == 1.0 and perfect["assa"] == 1.0
     assert perfect["loca"] == 1.0
@@ -104,7 +76,6 @@ def test_hota_of_perfect_and_empty_estimates():
     # Estimate ids reversed halfway (positions exact): detection stays
     # perfect; 4 of 5 truths swap identity, each id pair then matches in 5 of
     # 10 + 10 - 5 frames: AssA = (40 / 3 + 10) / 50 = 7 / 15 at every alpha.
-    swapped = [a if f < 5 else a[::-1] for f, a in enumerate(ids)]
     half = hota(ids, pos, swapped, pos)
     assert half["deta"] == 1.0
     np.testing.assert_allclose(half["assa_alpha"], 7 / 15, rtol=0, atol=1e-12)
@@ -118,3 +89,5 @@ def test_hota_rejects_bad_arguments():
         hota([np.zeros(1)], [np.zeros((1, 2))], [], [])
     with pytest.raises(ValueError, match="dimension"):
         hota([np.zeros(1)], [np.zeros((1, 2))], [np.zeros(1)], [np.zeros((1, 3))])
+    with pytest.raises(ValueError, match="repeat"):
+        hota([np.zeros(1)], [np.zeros((1, 2))], [np.array([4, 4])], [np.zeros((2, 2))])

@@ -5,6 +5,7 @@ self-checks below them still run.
 """
 import numpy as np
 import pytest
+from point_sequences import five_still_points, random_sequence
 
 from dod.tracker.metrics import clear_mot
 
@@ -42,48 +43,15 @@ def _compare(truth_ids, truth_pos, est_ids, est_pos, c):
     return ours
 
 
-def _sequence(seed, frames=60, n=16, dim=2, spread=30.0, noise=0.8, swap=0.15):
-    """Random tracks with id swaps between truths, fragments of the estimates'
-    ids, false tracks, a frame without truth and one without estimates, close
-    together so that frames have multi-pair components and crossings."""
-    rng = np.random.default_rng(seed)
-    pos = rng.uniform(0, spread, size=(n, dim))
-    vel = rng.normal(scale=0.5, size=(n, dim))
-    tid = np.arange(n) + 100
-    ti, tp, ei, ep = [], [], [], []
-    for f in range(frames):
-        pos = pos + vel
-        alive = rng.random(n) < 0.9
-        if f % 13 == 7:
-            alive[:] = False
-        seen = alive & (rng.random(n) < 0.85)
-        if f % 17 == 11:
-            seen[:] = False
-        order = rng.permutation(n)                # frame order matters to the kept matches
-        ti.append(tid[order][alive[order]])
-        tp.append(pos[order][alive[order]])
-        if rng.random() < swap:
-            a, b = rng.choice(n, 2, replace=False)
-            tid[[a, b]] = tid[[b, a]]
-        ids = np.flatnonzero(seen) + 1 + 50 * (f // 10)
-        est = pos[seen] + rng.normal(scale=noise, size=(seen.sum(), dim))
-        k = int(rng.integers(0, 4))
-        ids = np.concatenate([ids, 1000 + rng.choice(6, size=k, replace=False)])
-        est = np.concatenate([est, rng.uniform(0, spread, size=(k, dim))])
-        ei.append(ids)
-        ep.append(est)
-    return ti, tp, ei, ep
-
-
 @pytest.mark.parametrize("seed", range(8))
 def test_clear_mot_matches_motmetrics_on_synthetic_sequences(seed):
-    _compare(*_sequence(seed), c=3.0)
+    _compare(*random_sequence(seed), c=3.0)
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_clear_mot_matches_motmetrics_in_dense_3d_crowds(seed):
     # Noise near the gate and targets packed: components of many pairs each frame.
-    _compare(*_sequence(100 + seed, n=40, dim=3, spread=12.0, noise=1.5, swap=0.3), c=2.5)
+    _compare(*random_sequence(100 + seed, n=40, dim=3, spread=12.0, noise=1.5, swap=0.3), c=2.5)
 
 
 def test_clear_mot_matches_motmetrics_on_dod_tracks():
@@ -98,15 +66,12 @@ def test_clear_mot_matches_motmetrics_on_dod_tracks():
 
 
 def test_clear_mot_of_perfect_swapped_and_empty_estimates():
-    rng = np.random.default_rng(1)
-    ids = [np.arange(5)] * 10
-    pos = [rng.uniform(0, 100, size=(5, 2)) for _ in range(10)]
+    ids, pos, swapped = five_still_points()
     perfect = clear_mot(ids, pos, ids, pos)
     assert perfect["mota"] == 1.0 and perfect["idf1"] == 1.0 and perfect["motp"] == 0.0
     assert perfect["num_switches"] == 0 and perfect["num_detections"] == 50
     # Estimate ids reversed halfway (positions exact): 4 of 5 truths switch once,
     # and each keeps the better half of its frames in the global id map.
-    swapped = [a if f < 5 else a[::-1] for f, a in enumerate(ids)]
     half = clear_mot(ids, pos, swapped, pos)
     assert half["num_switches"] == 4 and half["mota"] == 1.0 - 4 / 50
     assert half["idtp"] == 30 and half["idf1"] == 30 / 50

@@ -259,6 +259,32 @@ def _match_frame(i, j, score, m):
     return np.concatenate(out)
 
 
+def _check_sequence(truth_ids, truth_pos, est_ids, est_pos, max_distance):
+    """The checks every sequence score makes first; returns the frame count."""
+    if not (max_distance > 0 and np.isfinite(max_distance)):
+        raise ValueError(f"max_distance must be positive and finite, not {max_distance!r}")
+    frames = len(truth_ids)
+    if not (len(truth_pos) == len(est_ids) == len(est_pos) == frames):
+        raise ValueError("truth_ids, truth_pos, est_ids and est_pos need one entry per frame")
+    return frames
+
+
+def _sequence_ids(ids, name):
+    """One side's ids: per frame (int64, distinct within the frame), each
+    one's index 0..K-1 over the sequence (in id order) in frame order, K, and
+    each frame's offset into that concatenation."""
+    frame = []
+    for f, a in enumerate(ids):
+        a = np.asarray(a, dtype=np.int64).reshape(-1)
+        if np.unique(a).size != a.size:
+            raise ValueError(f"frame {f}: {name} ids repeat within the frame")
+        frame.append(a)
+    every = np.concatenate(frame) if frame else np.zeros(0, np.int64)
+    uni, idx = np.unique(every, return_inverse=True)
+    off = np.concatenate([[0], np.cumsum([a.size for a in frame])]).astype(np.intp)
+    return frame, idx.reshape(-1), uni.size, off
+
+
 def _frame_points(pos, k, f, name):
     """One frame's (k, dim) float64 positions: one finite row per id."""
     X = np.asarray(pos, dtype=np.float64)
@@ -284,27 +310,17 @@ def hota(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
     thresholds of :data:`HOTA_ALPHAS`), ``hota_alpha``, ``deta_alpha``,
     ``assa_alpha``, ``loca_alpha`` (per threshold), and the integer arrays
     ``tp``, ``fn``, ``fp`` per threshold. Raises ValueError for mismatched
-    lengths, a non-positive max_distance, positions that are not one finite
-    row per id, or points of different dimension.
+    lengths, a non-positive max_distance, ids that repeat within a frame
+    (TrackEval refuses them too), positions that are not one finite row per
+    id, or points of different dimension.
     Thread-safety: a pure function (any thread).
     """
-    if not (max_distance > 0 and np.isfinite(max_distance)):
-        raise ValueError(f"max_distance must be positive and finite, not {max_distance!r}")
-    frames = len(truth_ids)
-    if not (len(truth_pos) == len(est_ids) == len(est_pos) == frames):
-        raise ValueError("truth_ids, truth_pos, est_ids and est_pos need one entry per frame")
-    g_ids = [np.asarray(a, dtype=np.int64).reshape(-1) for a in truth_ids]
-    t_ids = [np.asarray(a, dtype=np.int64).reshape(-1) for a in est_ids]
-    g_all = np.concatenate(g_ids) if frames else np.zeros(0, np.int64)
-    t_all = np.concatenate(t_ids) if frames else np.zeros(0, np.int64)
-    g_uni, g_idx = np.unique(g_all, return_inverse=True)
-    t_uni, t_idx = np.unique(t_all, return_inverse=True)
-    ng, nt = g_uni.size, t_uni.size
+    frames = _check_sequence(truth_ids, truth_pos, est_ids, est_pos, max_distance)
+    g_ids, g_idx, ng, g_off = _sequence_ids(truth_ids, "truth")
+    t_ids, t_idx, nt, t_off = _sequence_ids(est_ids, "estimate")
     g_count = np.bincount(g_idx, minlength=ng).astype(np.float64)
     t_count = np.bincount(t_idx, minlength=nt).astype(np.float64)
     # Per frame: pairs within max_distance, their similarity and global key.
-    g_off = np.concatenate([[0], np.cumsum([a.size for a in g_ids])])
-    t_off = np.concatenate([[0], np.cumsum([a.size for a in t_ids])])
     eps = np.finfo(float).eps
     per_frame = []
     keys, pot = [], []
@@ -358,25 +374,14 @@ def hota(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
         mc = np.bincount(mk[keep], minlength=uk.size).astype(np.float64)
         ass = mc / np.maximum(1.0, g_count[kg] + t_count[kt] - mc)
         assa[a] = float((mc * ass).sum()) / max(1, tp[a])
-    fn = g_all.size - tp
-    fp = t_all.size - tp
+    fn = g_idx.size - tp
+    fp = t_idx.size - tp
     loca = np.maximum(1e-10, loc) / np.maximum(1e-10, tp)
     deta = tp / np.maximum(1, tp + fn + fp)
     h = np.sqrt(deta * assa)
     return {"hota": float(h.mean()), "deta": float(deta.mean()), "assa": float(assa.mean()),
             "loca": float(loca.mean()), "hota_alpha": h, "deta_alpha": deta, "assa_alpha": assa,
             "loca_alpha": loca, "tp": tp, "fn": fn, "fp": fp}
-
-
-def _frame_ids(ids, name):
-    """Per-frame ids as int64 arrays, each frame's ids distinct."""
-    out = []
-    for f, a in enumerate(ids):
-        a = np.asarray(a, dtype=np.int64).reshape(-1)
-        if np.unique(a).size != a.size:
-            raise ValueError(f"frame {f}: {name} ids repeat within the frame")
-        out.append(a)
-    return out
 
 
 def clear_mot(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
@@ -412,20 +417,9 @@ def clear_mot(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
     that are not one finite row per id, or points of different dimension.
     Thread-safety: a pure function (any thread).
     """
-    if not (max_distance > 0 and np.isfinite(max_distance)):
-        raise ValueError(f"max_distance must be positive and finite, not {max_distance!r}")
-    frames = len(truth_ids)
-    if not (len(truth_pos) == len(est_ids) == len(est_pos) == frames):
-        raise ValueError("truth_ids, truth_pos, est_ids and est_pos need one entry per frame")
-    g_ids = _frame_ids(truth_ids, "truth")
-    t_ids = _frame_ids(est_ids, "estimate")
-    g_all = np.concatenate(g_ids) if frames else np.zeros(0, np.int64)
-    t_all = np.concatenate(t_ids) if frames else np.zeros(0, np.int64)
-    g_uni, g_idx = np.unique(g_all, return_inverse=True)
-    t_uni, t_idx = np.unique(t_all, return_inverse=True)
-    ng, nt = g_uni.size, t_uni.size
-    g_off = np.concatenate([[0], np.cumsum([a.size for a in g_ids])]).astype(np.intp)
-    t_off = np.concatenate([[0], np.cumsum([a.size for a in t_ids])]).astype(np.intp)
+    frames = _check_sequence(truth_ids, truth_pos, est_ids, est_pos, max_distance)
+    g_ids, g_idx, ng, g_off = _sequence_ids(truth_ids, "truth")
+    t_ids, t_idx, nt, t_off = _sequence_ids(est_ids, "estimate")
     r2 = float(max_distance) ** 2
     reach = np.nextafter(float(max_distance), np.inf)    # _pairs_within keeps d < reach
     last = np.full(ng, -1, dtype=np.intp)       # the estimate each truth last matched
@@ -472,7 +466,7 @@ def clear_mot(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
         idtp = int(count[_match_frame(uk // nt, uk % nt, count.astype(np.float64), ng)].sum())
     else:
         idtp = 0
-    no, nh = g_all.size, t_all.size
+    no, nh = g_idx.size, t_idx.size
     misses, false = no - matches, nh - matches
     nan = float("nan")
     return {"mota": 1.0 - (misses + false + switches) / no if no else nan,
