@@ -403,7 +403,9 @@ def clear_mot(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
     Both matchings are solved per connected component of the graph of pairs
     that can match (found through a grid), so thousands of points a frame cost
     milliseconds; ``tests/test_metrics_mot.py`` checks every count against
-    py-motmetrics.
+    py-motmetrics. Where two matchings tie exactly (equal pair counts and
+    sums, e.g. duplicate estimates at one position) the solvers may pick
+    different ones, and the switch counts can then differ.
 
     Arguments as :func:`hota`. Returns a dict: ``mota``, ``motp`` (mean
     distance of the matched pairs; py-motmetrics fed squared distances reports
