@@ -3,10 +3,11 @@
 import numpy as np
 
 
-def random_sequence(seed, frames=60, n=16, dim=2, spread=30.0, noise=0.8, swap=0.15):
+def random_sequence(seed, frames=60, n=16, dim=2, spread=30.0, noise=0.8, swap=0.15, unseen=0):
     """Random tracks with id swaps between truths, fragments of the estimates'
     ids, false tracks, a frame without truth and one without estimates, close
-    together so that frames have multi-pair components and crossings."""
+    together so that frames have multi-pair components and crossings; the
+    last `unseen` targets are never estimated."""
     rng = np.random.default_rng(seed)
     pos = rng.uniform(0, spread, size=(n, dim))
     vel = rng.normal(scale=0.5, size=(n, dim))
@@ -18,6 +19,7 @@ def random_sequence(seed, frames=60, n=16, dim=2, spread=30.0, noise=0.8, swap=0
         if f % 13 == 7:
             alive[:] = False
         seen = alive & (rng.random(n) < 0.85)
+        seen[n - unseen:] = False
         if f % 17 == 11:
             seen[:] = False
         order = rng.permutation(n)                # frame order matters to the kept matches

@@ -413,7 +413,9 @@ def clear_mot(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
     ``num_false_positives``, ``num_misses``, ``num_objects``,
     ``num_predictions``, ``num_detections`` (matched pairs),
     ``num_matches`` (those that are not switches, as py-motmetrics counts),
-    ``idtp``. Ratios with a zero
+    ``idtp``, ``num_unique_objects`` (truth ids) and how many of them were
+    matched in at least 80 % of their frames (``mostly_tracked``), 20-80 %
+    (``partially_tracked``) or under 20 % (``mostly_lost``). Ratios with a zero
     denominator are NaN. Raises ValueError for mismatched lengths, a
     non-positive max_distance, ids that repeat within a frame, positions
     that are not one finite row per id, or points of different dimension.
@@ -425,6 +427,7 @@ def clear_mot(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
     r2 = float(max_distance) ** 2
     reach = np.nextafter(float(max_distance), np.inf)    # _pairs_within keeps d < reach
     last = np.full(ng, -1, dtype=np.intp)       # the estimate each truth last matched
+    covered = np.zeros(ng, dtype=np.int64)      # frames in which each truth was matched
     switches = matches = 0
     dist_sum = 0.0
     keys = []
@@ -460,6 +463,7 @@ def clear_mot(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
         switches += int(((last[gi[new]] >= 0) & (last[gi[new]] != tj[new])).sum())
         both = np.concatenate([kept, new])
         last[gi[both]] = tj[both]
+        covered[gi[both]] += 1
         matches += both.size
         dist_sum += float(np.sqrt(d2[both]).sum())
     # IDF1: the id map with the most frames in reach, per component of the id-pair graph.
@@ -470,6 +474,7 @@ def clear_mot(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
         idtp = 0
     no, nh = g_idx.size, t_idx.size
     misses, false = no - matches, nh - matches
+    ratio = covered / np.maximum(np.bincount(g_idx, minlength=ng), 1)
     nan = float("nan")
     return {"mota": 1.0 - (misses + false + switches) / no if no else nan,
             "motp": dist_sum / matches if matches else nan,
@@ -477,7 +482,10 @@ def clear_mot(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
             "idp": idtp / nh if nh else nan, "idr": idtp / no if no else nan,
             "num_switches": switches, "num_false_positives": false, "num_misses": misses,
             "num_objects": no, "num_predictions": nh, "num_detections": matches,
-            "num_matches": matches - switches, "idtp": idtp}
+            "num_matches": matches - switches, "idtp": idtp, "num_unique_objects": ng,
+            "mostly_tracked": int((ratio >= 0.8).sum()),
+            "partially_tracked": int(((ratio >= 0.2) & (ratio < 0.8)).sum()),
+            "mostly_lost": int((ratio < 0.2).sum())}
 
 
 def scenario_hota(scenario, estimates, max_distance=5.0):
