@@ -421,3 +421,4 @@ def test_bench_imm_table_runs_both_motions_on_both_scenarios():
         assert r["gospa"] > 0 and math.isfinite(r["cpu50"]) and isinstance(r["kept_blocks"], int)
     text = "\n".join(lines)
     assert "IMM GOSPA" in text and "goal <= 3" in text and "(goal 0)" in text
+    assert "ID switches IMM/CV" in text                 # scored without motmetrics (clear_mot)

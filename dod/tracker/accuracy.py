@@ -16,9 +16,9 @@ scans:
 
 Scores (confirmed tracks against the truth, matched within 5 m): MOTA and
 IDF1 (:func:`dod.tracker.metrics.clear_mot`), HOTA with DetA/AssA/LocA
-(:func:`dod.tracker.metrics.hota`, similarity 1 - d/5 m), and false confirmed
-tracks per scan (CLEAR MOT false positives / scans), each the mean over the seeds (the spread is the
-range over the seeds).
+(:func:`dod.tracker.metrics.hota`, similarity 1 - d/5 m), and false
+confirmed tracks per scan (CLEAR MOT false positives / scans), each the
+mean over the seeds (the spread is the range over the seeds).
 
 Tick cost: at each clutter level, both trackers are fed the same scans
 alternately, every tick timed alone (perf_counter_ns, GC off); the table

@@ -467,8 +467,8 @@ class DemoRun:
         ]
         m = self.mot_scores()
         if m is not None:
-            lines.append(f"             MOTA {m['mota']:.3f}  IDF1 {m['idf1']:.3f}  HOTA {m['hota']:.3f} over the "
-                         f"{m['scans']} sampled scans (match 5 m)")
+            lines.append(f"             MOTA {m['mota']:.3f}  IDF1 {m['idf1']:.3f}  HOTA {m['hota']:.3f} "
+                         f"over the {m['scans']} sampled scans (match 5 m)")
         return "\n".join(lines)
 
 
