@@ -75,7 +75,7 @@ directives = {
 
 # Modules whose prange loops run on OpenMP threads (as scikit-learn builds
 # them: -fopenmp at compile and link time, libgomp's persistent thread pool).
-OPENMP_MODULES = {"dod.tracker._engine"}
+OPENMP_MODULES = {"dod.tracker._engine", "dod.tracker._bare_loop"}
 OPENMP = [] if os.environ.get("DOD_NO_OPENMP") else ["-fopenmp"]
 
 

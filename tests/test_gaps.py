@@ -203,6 +203,10 @@ def test_tracker_bench_times_every_tracker_on_every_scan():
         assert [row["threads"][t][3] for t in (1, 2)] == [scans, scans]
         assert row["reference"][3] == scans
         assert row["dod"] == row["threads"][1] and row["confirmed"] > 100
+        # and the bare parallel loop beside them, at each thread count
+        assert set(row["loop"]) == {1, 2} and all(ms > 0 for ms in row["loop"].values())
+    (row,) = run(sizes=(200,), scans=25, threads=(1,), out=lambda *a: None)
+    assert "loop" not in row            # one thread count: no speedup to read
 
 
 def test_scratch_bytes_refuses_what_is_not_a_config():
