@@ -1,5 +1,6 @@
 """asv: the tracker at scale (issue 12): N = 100,000 at threads 1 and 2, the
-time per track per tick at 10k vs 100k, and allocations per tick with threads.
+time per track per tick at 10k vs 100k, and allocations per tick with threads;
+beside the speedup, the bench's bare parallel loop's (the machine's own).
 
 Goals: N = 100,000, threads = 2: p99 <= 20 ms on a 2-core machine; threads
 1 -> 2 >= 1.7x; ns per track at 100k within 1.3x of 10k; zero allocations per
@@ -23,6 +24,11 @@ try:
     HAVE = "threads" in TrackerConfig.__dataclass_fields__
 except ImportError:
     HAVE = False
+try:
+    from dod.tracker._bare_loop import sweep
+    from dod.tracker.bench import LOOP_PASSES, loop_buffer
+except ImportError:         # commits before the bench's bare loop
+    sweep = None
 
 WARMUP = 30
 
@@ -61,6 +67,19 @@ def _run(n, threads, count):
             1e6 * float(np.median(ms)) / float(np.median(rows)), blocks)
 
 
+def _bare_loop_speedup(n, threads, count):
+    """p50 of the bench's bare parallel loop (the machine's own speedup) at one
+    thread over that at `threads`, the two alternating call by call."""
+    buf = loop_buffer(n)
+    ms = {1: [], threads: []}
+    for _ in range(count):
+        for th in ms:
+            t0 = time.perf_counter_ns()
+            sweep(buf, th, LOOP_PASSES)
+            ms[th].append(time.perf_counter_ns() - t0)
+    return float(np.median(ms[1])) / float(np.median(ms[threads]))
+
+
 class TrackerScale:
     """One tracker per (N, threads), 30 warm-up scans, then a timed window."""
 
@@ -72,7 +91,12 @@ class TrackerScale:
     def setup_cache(self):
         if not HAVE:
             return {"missing": True}
-        return {(n, th): _run(n, th, self.COUNT) for n in self.params[0] for th in self.params[1]}
+        data = {(n, th): _run(n, th, self.COUNT) for n in self.params[0] for th in self.params[1]}
+        if sweep is not None:
+            for n in self.params[0]:
+                for th in self.params[1]:
+                    data[("loop", n, th)] = _bare_loop_speedup(n, th, self.COUNT)
+        return data
 
     def setup(self, data, n, threads):
         _need()
@@ -100,6 +124,15 @@ class TrackerScale:
     def track_speedup_vs_one_thread(self, data, n, threads):
         return data[(n, 1)][0] / data[(n, threads)][0]
     track_speedup_vs_one_thread.unit = "x"
+
+    def track_bare_loop_speedup(self, data, n, threads):
+        """The bench's bare parallel loop (256 bytes per target, no serial part)
+        at `threads` against one thread, timed after the trackers: what the
+        machine gave, to read track_speedup_vs_one_thread against."""
+        if ("loop", n, threads) not in data:
+            skip("no dod.tracker._bare_loop in this commit")
+        return data[("loop", n, threads)]
+    track_bare_loop_speedup.unit = "x"
 
     def track_blocks_per_tick(self, data, n, threads):
         """Python blocks retained per tick (goal: 0; includes nothing of the scan stream)."""

@@ -65,7 +65,14 @@ from dod.tracker.scenario import iter_scans
 _BLOCK = 10     # scans each tracker ticks in turn (see _measure)
 _LOOP_ROW_BYTES = 256           # the bare loop's bytes per target (about a track row's state)
 _LOOP_MAX_BYTES = 64 << 20      # at most (1,000,000 targets: far past the caches all the same)
-_LOOP_PASSES = 8                # its parallel regions per call (a tick runs about eight)
+LOOP_PASSES = 8                 # its parallel regions per call (a tick runs about eight)
+
+
+def loop_buffer(n):
+    """The bare loop's buffer for `n` targets: 256 bytes each, at most 64 MiB
+    (``sweep(loop_buffer(n), threads, LOOP_PASSES)`` is one timed call; asv
+    times the same)."""
+    return np.ones(min(_LOOP_MAX_BYTES, _LOOP_ROW_BYTES * n) // 8)
 
 
 def _stats(ms, cpu, rows):
@@ -94,7 +101,7 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s):
     spent = {name: 0.0 for name in trackers}
     # With several thread counts, a bare parallel loop (dod.tracker._bare_loop)
     # is timed in the same blocks: the machine's own speedup at this moment.
-    buf = np.ones(min(_LOOP_MAX_BYTES, _LOOP_ROW_BYTES * n) // 8) if len(threads) > 1 else None
+    buf = loop_buffer(n) if len(threads) > 1 else None
     loop = {nt: [] for nt in threads}
     scans = iter_scans(n, warmup + k, seed=seed, pd=0.9, dim=dim)
     block = max(1, min(_BLOCK, 4_000_000 // max(1, n)))
@@ -124,7 +131,7 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s):
             for nt in threads if buf is not None else ():
                 for s in range(s0, s0 + len(chunk)):
                     t0 = time.perf_counter_ns()
-                    sweep(buf, nt, _LOOP_PASSES)
+                    sweep(buf, nt, LOOP_PASSES)
                     if s >= warmup:
                         loop[nt].append((time.perf_counter_ns() - t0) / 1e6)
             s0 += len(chunk)
