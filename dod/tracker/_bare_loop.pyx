@@ -3,8 +3,8 @@
 On a shared machine a thread count's speedup moves with the moment (the
 other tenants' use of the caches and of memory): on the 2-core VMs of issue
 12 this loop, which has no serial part, no shared write and no imbalance
-(each thread rewrites its own contiguous part of a buffer), gave 1.1x to
-2.0x over one thread from one run to the next. So ``python -m
+(each thread rewrites its own contiguous part of a buffer), gave 0.93x to
+1.91x over one thread at 10,000 targets' size in six runs of the bench. So ``python -m
 dod.tracker.bench`` times :func:`sweep` over a buffer sized to the
 tracker's rows, in the same blocks as the ticks, and prints its speedup
 beside the tick's. It is a yardstick for the machine at that moment, not a
