@@ -25,10 +25,11 @@ speedup, in the same blocks, of a loop with no serial part over 256 bytes
 per target (at most 64 MiB; :mod:`dod.tracker._bare_loop`): what the
 machine gives at that moment, to read the tick's speedup against. Goals:
 N = 100,000 at threads = 2 p99 <= 20 ms; threads 1 -> 2 at N >= 10,000
->= 1.7x; per-track time at 100k within 1.3x of 10k. Scans are generated one at a time (``scenario.iter_scans``), so
-memory stays bounded at any N; the reference tracker runs only up to
-``--reference-max`` targets (default 20,000: it is too slow beyond) and
-stops being timed when it exceeds its time budget.
+>= 1.7x; per-track time at 100k within 1.3x of 10k. Scans are generated
+one at a time (``scenario.iter_scans``), so memory stays bounded at any N;
+the reference tracker runs only up to ``--reference-max`` targets (default
+20,000: it is too slow beyond) and stops being timed when it exceeds its
+time budget.
 
 Options: ``--quick`` (fewer scans), ``--sizes 10,100,1000``, ``--scans K``,
 ``--threads 1,2,4``, ``--markdown`` (a Markdown table), ``--no-reference``,
