@@ -561,10 +561,12 @@ def test_gpu_script_is_present_and_parses():
     assert out.returncode == 0, out.stderr
     text = script.read_text()
     for step in ("build_ext --inplace", "pytest tests/gpu", "dod.cuda.bench", "examples/gpu_frame.py",
-                 "dod.tracker.bench", "--only concurrent", "not available in this build"):
+                 "dod.tracker.bench", "--only concurrent", "not available in this build",
+                 "pytest tests/test_tracker_threads.py"):
         assert step in text
     out = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and "--stand-in" in out.stdout and "--quick" in out.stdout, out.stderr
+    assert "set -u" not in out.stdout               # the header only, not the code after it
     out = subprocess.run(["bash", str(script), "--nope"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 2 and "unknown option" in out.stderr
 

@@ -55,6 +55,24 @@ def test_bit_identical_for_every_thread_count(seed, sort_every):
         t.table.check()
 
 
+def test_bit_identical_up_to_sixteen_threads():
+    # A many-core machine's thread counts, at a size where 16 workers take
+    # every parallel path with the default parallel_min_rows (512 rows each).
+    # On two cores the workers take turns; tests/gpu/run_gpu_checks.sh runs
+    # this on the 16-core machine too, where they do not.
+    n = 9000
+    sc = generate(n, 24, seed=16, pd=0.9, crossing=0.2)
+    trackers = [Tracker(TrackerConfig(capacity=4 * n, max_detections=2 * n + 64, threads=t, sort_every=8))
+                for t in (1, 5, 12, 16)]
+    for s, (z, dt) in enumerate(sc):
+        for t in trackers:
+            t.tick(z, dt)
+        want = _state(trackers[0])
+        for t in trackers[1:]:
+            assert _state(t) == want, f"threads={t.threads} differs from threads=1 at scan {s}"
+    assert len(trackers[0]) >= 16 * 512 and trackers[0].sorts >= 2
+
+
 def test_threads_validated_before_anything_changes():
     for bad in (0, -1, MAX_THREADS + 1, 10**9, 1.5, True, "2", None):
         with pytest.raises(ValueError):

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # dod on a GPU machine with many cores, in one run: build dod in place, run
 # the GPU tests, the GPU example and the GPU benchmarks, then the allocator
-# scaling table and the tracker tick at 1..16 threads; print every table in
-# Markdown, each step under its own time budget.
+# scaling table, the tracker's bit-identity tests (up to 16 threads) and the
+# tracker tick at 1..16 threads; print every table in Markdown, each step
+# under its own time budget.
 #
 #   tests/gpu/run_gpu_checks.sh [--quick] [--skip-build] [--with-cpu-tests] [--stand-in]
 #
@@ -159,6 +160,11 @@ else
     note "dod.bench --threads: not available in this build; thread counts given by DOD_BENCH_THREADS=$THREADS"
     step allocators "$(budget 110 60)" md env DOD_BENCH_THREADS="$THREADS" "$PY" "${ALLOC[@]}"
 fi
+
+# ---------------------------------------------------------------- the tick bit-identical on many cores
+# On two cores the workers of a 16-thread tick take turns; here they race.
+step threads-identity "$(budget 90 60)" text "$PY" -m pytest tests/test_tracker_threads.py tests/test_bare_loop.py \
+    -q -p no:cacheprovider
 
 # ---------------------------------------------------------------- tracker tick at 1..16 threads
 # One step per N, so that a size that runs out of time loses only its own row.
