@@ -179,9 +179,10 @@ def test_scratch_array_kept_alive_raises_and_restores_gc():
         clock.t += MS
 
     loop = Loop(step, clock=clock)
+    frozen_before = gc.get_freeze_count()          # not always 0 (seen: 375 under Python 3.12's xdist)
     with pytest.raises(BufferError):
         loop.run(3)
-    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert gc.isenabled() and gc.get_freeze_count() == frozen_before
     # The unchecked reset is one store and does not look at live arrays.
     kept.clear()
     loop2 = Loop(step, clock=clock, check_scratch=False)

@@ -170,6 +170,7 @@ def test_cli_on_a_user_file(tmp_path, capsys):
     assert "error" in capsys.readouterr().err
 
 
+@needs_motmetrics
 def test_hota_is_scored_and_printed_for_both_confirmation_logics(capsys):
     path = mot.builtin_sequences()["TUD-Stadtmitte"]
     seq = mot.read_mot(path)

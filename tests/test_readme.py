@@ -18,11 +18,15 @@ BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
 RUNNABLE = [b for b in BLOCKS if "cupy" not in b and "cythonize" not in b]
 
 CHECKS = {}        # a line that identifies the block -> check(namespace, stdout, block)
+NEEDS = {}         # the same line -> the optional packages its block imports
 
 
-def claim(marker):
+def claim(marker, needs=()):
+    """Register `check` for the README block holding `marker`; `needs`: the
+    optional packages the block imports (without them it is skipped)."""
     def register(check):
         CHECKS[marker] = check
+        NEEDS[marker] = needs
         return check
     return register
 
@@ -118,7 +122,7 @@ def _thread_caches(ns, out, block):
     assert ns["heap"].stats()["cache_slack"] == 0
 
 
-@claim('schema = Schema(pos="float32[3]", cov="float64[6,6]", id="uint32",')
+@claim('schema = Schema(pos="float32[3]", cov="float64[6,6]", id="uint32",', needs=("pyarrow", "polars"))
 def _table(ns, out, block):
     tracks = ns["tracks"]
     line = next(ln for ln in block.splitlines() if ln.startswith('tracks.get(h)["id"]'))
@@ -220,6 +224,8 @@ def _radar(ns, out, block):
 # Last: the checks above are registered by then.
 @pytest.mark.parametrize("marker", list(CHECKS))
 def test_readme_block_does_what_it_says(marker, capsys):
+    for name in NEEDS[marker]:
+        pytest.importorskip(name)
     block = _the_block(marker)
     ns = {"np": np}
     exec(compile(block, f"README.md block {marker!r}", "exec"), ns)
