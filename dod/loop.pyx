@@ -24,8 +24,9 @@ Cyclic GC policy
     KeyboardInterrupt, :meth:`Loop.stop`). If the program had already frozen
     objects (``gc.get_freeze_count() > 0``), the loop does not freeze (an
     unfreeze would release the program's frozen objects too) and only
-    disables. ``gc="disable"`` only disables; ``gc=None`` leaves the
-    collector alone.
+    disables. Some interpreters start that way: a Python 3.12 seen here
+    reported 375 frozen objects before any code ran. ``gc="disable"`` only
+    disables; ``gc=None`` leaves the collector alone.
 
 Scratch
     The scratch arena is reset after every step. By default the reset is
