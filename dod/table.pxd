@@ -113,7 +113,8 @@ cdef size_t dod_table_insert_rows(dod_table* t, size_t n) noexcept nogil
 cdef void dod_table_zero_rows(dod_table* t, size_t row, size_t n) noexcept nogil
 
 # Removing many rows at once, in phases that a caller may spread over
-# threads: plan (serial: which rows fill which holes), then the moves and
+# threads: plan (which rows fill which holes: its listing of the rows to go
+# over any split of the rows, its walk serial), then the moves and
 # the freeing of the removed slots (each over any split of its index range,
 # disjoint ranges at the same time), then finish (serial). The end state is
 # the one dod_table_remove_row gives removing the flagged rows one at a time
@@ -131,6 +132,11 @@ ctypedef struct dod_table_removal:
 
 cdef void dod_table_removal_plan(const dod_table* t, const uint8_t* flag, uint8_t value,
                                  dod_table_removal* r) noexcept nogil
+# The plan in two steps, the first over any split of the rows (each range
+# listed into r.fill from its first row on, then the lists moved end to end).
+cdef size_t dod_table_removal_list(const uint8_t* flag, uint8_t value, size_t row0, size_t row1,
+                                   dod_index* out) noexcept nogil
+cdef void dod_table_removal_walk(const dod_table* t, dod_table_removal* r, size_t m) noexcept nogil
 cdef void dod_table_removal_move(dod_table* t, const dod_table_removal* r, size_t i0, size_t i1) noexcept nogil
 cdef void dod_table_removal_free(dod_table* t, const dod_table_removal* r, size_t i0, size_t i1) noexcept nogil
 cdef void dod_table_removal_finish(dod_table* t, const dod_table_removal* r) noexcept nogil

@@ -156,11 +156,33 @@ cdef void dod_table_zero_rows(dod_table* t, size_t row, size_t n) noexcept nogil
             memset(t.columns[c] + row * rb, 0, n * rb)
 
 
+cdef size_t dod_table_removal_list(const uint8_t* flag, uint8_t value, size_t row0, size_t row1,
+                                   dod_index* out) noexcept nogil:
+    """The rows r in [row0, row1) with flag[r] == value, ascending, into
+    out[0:count]; returns count. `out` needs row1 - row0 entries: the pass
+    writes one at every row, without a branch (a test per row mispredicts
+    at every flagged row, and these are scattered). Disjoint row ranges
+    may be listed at the same time, each into its own part of r.fill."""
+    cdef size_t row, m = 0
+    for row in range(row0, row1):
+        out[m] = <dod_index>row
+        m += flag[row] == value
+    return m
+
+
 cdef void dod_table_removal_plan(const dod_table* t, const uint8_t* flag, uint8_t value,
                                  dod_table_removal* r) noexcept nogil:
     """Rows r with flag[r] == value (flag: one byte per row, count of them)
     are to go. Writes r.hole/r.fill/r.slot and the counts; the table is not
-    changed yet.
+    changed yet. (dod_table_removal_list over all rows into r.fill, then
+    dod_table_removal_walk.)"""
+    dod_table_removal_walk(t, r, dod_table_removal_list(flag, value, 0, t.count, r.fill))
+
+
+cdef void dod_table_removal_walk(const dod_table* t, dod_table_removal* r, size_t m) noexcept nogil:
+    """The plan, from the m rows to go listed ascending in r.fill[0:m]
+    (dod_table_removal_list, over all rows or over consecutive ranges
+    whose lists were put end to end).
 
     One-at-a-time removal from the highest row down moves the last row into
     each hole, and a row that filled a hole at or above the new count moves
@@ -170,21 +192,21 @@ cdef void dod_table_removal_plan(const dod_table* t, const uint8_t* flag, uint8_
     or above the new count (in r.hole's memory past the holes: there are at
     most new-count holes and count - new-count such positions).
 
-    The walk visits the flagged rows alone, from a list that one pass
-    without a branch writes into r.fill (a test per row mispredicts at
-    every flagged row, and these are scattered): the list is ascending, its
-    first `moves` entries are the holes, and hole h, the h-th entry, is
-    read just before fill[h] is written over it."""
-    cdef size_t n = t.count, row, m = 0, h, s = 0, cnt, last, L, i
+    The list's first `moves` entries are the holes (below the new count),
+    and hole h, the h-th entry, is read just before fill[h] is written over it."""
+    cdef size_t n = t.count, row, h, s = 0, cnt, last, L, i, lo, hi
     cdef dod_index* at
-    cdef dod_index* flagged = r.fill
-    for row in range(n):
-        flagged[m] = <dod_index>row
-        m += flag[row] == value
+    cdef const dod_index* flagged = r.fill
     L = n - m
-    h = 0
-    while h < m and flagged[h] < L:
-        h += 1
+    lo = 0              # the holes: the entries below L (a binary search of the ascending list)
+    hi = m
+    while lo < hi:
+        h = (lo + hi) // 2
+        if flagged[h] < L:
+            lo = h + 1
+        else:
+            hi = h
+    h = lo
     r.removed = m
     r.count = L
     r.moves = h

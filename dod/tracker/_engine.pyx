@@ -33,7 +33,7 @@ cimport numpy as cnp
 from cython.parallel cimport prange, parallel, threadid
 from libc.math cimport sqrt, isfinite, log, INFINITY
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
-from libc.string cimport memset, memcpy
+from libc.string cimport memset, memcpy, memmove
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
 from dod.atomics cimport (dod_atomic_load_u32, dod_atomic_store_u32, dod_atomic_exchange_u32,
@@ -45,6 +45,7 @@ from dod.arena cimport (dod_arena, Arena, dod_arena_push, dod_arena_mark,
 from dod.table cimport (dod_table, Table, dod_table_insert, dod_table_insert_many, dod_table_zero_rows,
                         dod_table_clear,
                         dod_table_reorder, dod_table_removal, dod_table_removal_plan,
+                        dod_table_removal_list, dod_table_removal_walk,
                         dod_table_removal_move, dod_table_removal_free, dod_table_removal_finish,
                         dod_table_reorder_scratch_bytes, dod_table_reorder_gather, dod_table_reorder_put)
 from dod._core cimport dod_prefetch
@@ -99,6 +100,7 @@ cdef enum:
     _LONE_PARTS_MIN_THREADS = 6
     _LONE_PARTS_MIN_DETECTIONS = 1 << 19
     _FREE_INDEX_MIN = 16            # detections per worker, times parallel_min_rows, for a parallel _keep_free
+    _GROUP_PARTS_MIN = 16           # clustered pairs, times parallel_min_rows, for their grouping in parts
     _UPDATE_AHEAD = 8               # rows between a prefetch and the update that uses it
     _PAIRS_AHEAD = 16               # pairs between a prefetch and the association test that uses it
     _CLUSTERS_AHEAD = 12            # clusters between a prefetch and the solve that uses it
@@ -253,6 +255,10 @@ ctypedef struct _tick:
     int32_t ran[_GATE_CHUNKS + _TAIL_CHUNKS]        # ran it in this pass (written by that worker alone)
     uint32_t taken[_GATE_CHUNKS + _TAIL_CHUNKS]     # claimed in this pass (atomic)
     size_t move_at[_GATE_CHUNKS + 1]                # deaths: the first move whose hole is in row chunk c
+    bint cluster_runs       # a cluster's pairs may sit in runs out of row order (_group_parts)
+    size_t dead_n[_GATE_CHUNKS]                     # deaths: rows of chunk c to go (listed at k.rm.fill + its first row)
+    size_t hm_at[_TAIL_CHUNKS + 1]                  # the mean gate width's parts: rows [hm_at[p], hm_at[p + 1])
+    double hm_part[_TAIL_CHUNKS]                    # their sums (_gate_width_part)
     # two-point initiation (initiation="two_point")
     uint8_t* sused          # [singles] waiting detection paired this scan
     int32_t* sbest          # [singles] its cheapest pair this round
@@ -602,6 +608,115 @@ cdef void _roots_part(_tick* k, const int32_t* nl, int32_t* cl, size_t i0, size_
         cl[i] = _find_shared(k.parent, k.pt[nl[i]])
 
 
+# Grouping the clustered pairs by cluster in parts (_group_parts): the same
+# cluster numbers and bounds as the serial counting sort in _associate, and
+# each cluster's pairs in the same order once _solve_clusters has put them
+# back into row order (_order_cluster). Serially, at 1,000,000 targets,
+# the grouping took ~2.5 ms of the calling thread a tick (its reads of
+# loc_t at the roots are random) while the workers waited.
+
+cdef inline bint _opens_cluster(const _tick* k, const int32_t* nl, const int32_t* cl, size_t i) noexcept nogil:
+    """Pair nl[i] is its cluster's first in row order: its track is the
+    root (the cluster's smallest node: its first row) and this is that
+    track's first pair (a track's pairs are consecutive)."""
+    cdef int32_t tr = k.pt[nl[i]]
+    return tr == cl[i] and (i == 0 or k.pt[nl[i - 1]] != tr)
+
+
+cdef size_t _opened_in(const _tick* k, const int32_t* nl, const int32_t* cl, size_t i0, size_t i1) noexcept nogil:
+    """The clusters whose first pair is among nl[i0:i1]."""
+    cdef size_t i, n = 0
+    for i in range(i0, i1):
+        n += _opens_cluster(k, nl, cl, i)
+    return n
+
+
+cdef void _name_part(_tick* k, const int32_t* nl, const int32_t* cl, size_t i0, size_t i1,
+                     size_t c) noexcept nogil:
+    """Number the clusters opened among nl[i0:i1] from c on (their order of
+    first pair): the number at the root (loc_t), the root at the number
+    (parent, free now), the number's pair count 0."""
+    cdef size_t i
+    for i in range(i0, i1):
+        if _opens_cluster(k, nl, cl, i):
+            k.loc_t[cl[i]] = <int32_t>c
+            k.parent[c] = cl[i]
+            k.start[c + 1] = 0
+            c += 1
+
+
+cdef void _count_part(_tick* k, int32_t* cl, size_t i0, size_t i1) noexcept nogil:
+    """Each pair's cluster number over its root in cl[i0:i1], counted in
+    start[number + 1] (atomic adds: the counts are the same in any order)."""
+    cdef size_t i
+    cdef int32_t c
+    for i in range(i0, i1):
+        if i + _PAIRS_AHEAD < i1:        # (the roots are random rows)
+            dod_prefetch(k.loc_t + cl[i + _PAIRS_AHEAD])
+        c = k.loc_t[cl[i]]
+        cl[i] = c
+        dod_atomic_fetch_add_u32(<uint32_t*>(k.start + c + 1), 1)
+
+
+cdef void _place_part(_tick* k, const int32_t* nl, const int32_t* cl, size_t i0, size_t i1) noexcept nogil:
+    """Pairs nl[i0:i1] to the next places of their clusters (start[c] the
+    cursor, taken atomically: which part's run comes first in a cluster
+    varies, _order_cluster restores the row order)."""
+    cdef size_t i
+    cdef uint32_t s
+    for i in range(i0, i1):
+        s = dod_atomic_fetch_add_u32(<uint32_t*>(k.start + cl[i]), 1)
+        k.porder[s] = nl[i]
+
+
+cdef void _order_cluster(_tick* k, int32_t s0, int32_t s1) noexcept nogil:
+    """porder[s0:s1] back into row order: by track row, then pair (a
+    track's pairs are consecutive and ascending). An insertion sort: the
+    pairs come in a few sorted runs, most clusters in one."""
+    cdef int32_t s, u, p
+    for s in range(s0 + 1, s1):
+        p = k.porder[s]
+        u = s
+        while u > s0 and (k.pt[k.porder[u - 1]] > k.pt[p]
+                          or (k.pt[k.porder[u - 1]] == k.pt[p] and k.porder[u - 1] > p)):
+            k.porder[u] = k.porder[u - 1]
+            u -= 1
+        k.porder[u] = p
+
+
+cdef size_t _group_parts(_tick* k, const int32_t* nl, int32_t* cl, size_t m, const size_t* i_at,
+                         int nt) noexcept nogil:
+    """The grouping of _associate over the workers, in the _TAIL_CHUNKS
+    parts i_at of the m clustered pairs: number the clusters (a count, a
+    prefix, then each part its own), count each one's pairs, prefix the
+    counts (serially: one pass over the clusters), place the pairs and
+    reset loc_t. Returns the clusters."""
+    cdef size_t ch, ncl = 0, c
+    cdef size_t opened[_TAIL_CHUNKS]
+    cdef size_t c_at[_TAIL_CHUNKS + 1]
+    for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+        opened[ch] = _opened_in(k, nl, cl, i_at[ch], i_at[ch + 1])
+    for ch in range(_TAIL_CHUNKS):      # counts to first numbers
+        c = opened[ch]
+        opened[ch] = ncl
+        ncl += c
+    k.start[0] = 0
+    for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+        _name_part(k, nl, cl, i_at[ch], i_at[ch + 1], opened[ch])
+    for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+        _count_part(k, cl, i_at[ch], i_at[ch + 1])
+    for c in range(ncl):
+        k.start[c + 1] += k.start[c]
+    for ch in range(_TAIL_CHUNKS + 1):
+        c_at[ch] = ch * ncl // _TAIL_CHUNKS
+    for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+        _place_part(k, nl, cl, i_at[ch], i_at[ch + 1])
+        for c in range(c_at[ch], c_at[ch + 1]):
+            k.loc_t[k.parent[c]] = -1
+    k.cluster_runs = True
+    return ncl
+
+
 cdef void _solve_greedy(_tick* k, int32_t s0, int32_t s1) noexcept nogil:
     """Fallback when a cluster's cost matrix does not fit scratch: repeatedly
     take the cheapest pair whose track and detection are both free."""
@@ -718,6 +833,8 @@ cdef size_t _solve_clusters(const dod_tracker* t, _tick* k, size_t c0, size_t c1
                 dod_prefetch(k.loc_t + k.pt[p])
                 dod_prefetch(k.track_det + k.pt[p])
                 dod_prefetch(k.pc + p)
+        if k.cluster_runs:
+            _order_cluster(k, k.start[c - 1] if c > 0 else 0, k.start[c])
         greedy += <size_t>_solve_cluster(t, k, k.start[c - 1] if c > 0 else 0, k.start[c], scratch)
     return greedy
 
@@ -889,24 +1006,32 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
     # Group them by cluster (counting sort), pairs in row order within a
     # cluster: cluster ids in order of first pair, through loc_t (all -1
     # between clusters; the roots are noted in parent, free now, to reset it).
-    for i in range(m):
-        r = cl[i]
-        c = k.loc_t[r]
-        if c < 0:
-            c = <int32_t>ncl
-            k.loc_t[r] = c
-            k.parent[ncl] = r
-            k.start[ncl + 1] = 0
-            ncl += 1
-        cl[i] = c
-        k.start[c + 1] += 1
-    k.start[0] = 0
-    for c in range(<int32_t>ncl):
-        k.start[c + 1] += k.start[c]
-        k.loc_t[k.parent[c]] = -1
-    for i in range(m):          # start[c] as the cursor: it ends at cluster c's end
-        k.porder[k.start[cl[i]]] = nl[i]
-        k.start[cl[i]] += 1
+    # With many clustered pairs, where union-find ran in parts, so does this
+    # (_group_parts: the same clusters). (~18 % of the pairs are clustered
+    # in the bench's scenes: ~1,600 at 10,000 targets, where the parts'
+    # regions would cost more than they save, ~18,000 at 100,000.)
+    k.cluster_runs = False
+    if wide and m >= <size_t>_GROUP_PARTS_MIN * t.min_rows:
+        ncl = _group_parts(k, nl, cl, m, i_at, nt)
+    else:
+        for i in range(m):
+            r = cl[i]
+            c = k.loc_t[r]
+            if c < 0:
+                c = <int32_t>ncl
+                k.loc_t[r] = c
+                k.parent[ncl] = r
+                k.start[ncl + 1] = 0
+                ncl += 1
+            cl[i] = c
+            k.start[c + 1] += 1
+        k.start[0] = 0
+        for c in range(<int32_t>ncl):
+            k.start[c + 1] += k.start[c]
+            k.loc_t[k.parent[c]] = -1
+        for i in range(m):          # start[c] as the cursor: it ends at cluster c's end
+            k.porder[k.start[cl[i]]] = nl[i]
+            k.start[cl[i]] += 1
     acc = 0
     for c in range(<int32_t>ncl):
         if <size_t>(k.start[c] - acc) > cnt.largest_cluster:
@@ -1283,14 +1408,48 @@ cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size
     return assoc
 
 
-cdef void _update_manage_chunk(const dod_tracker* t, const _tick* k, size_t ch, size_t* assoc,
+cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, size_t* assoc,
                                size_t* confirmed) noexcept nogil:
     """Update and manage chunk ch of the rows (k.chunk_rows each); adds its
-    associations and confirmed rows to this worker's sums."""
+    associations and confirmed rows to this worker's sums, and lists its
+    rows to go (k.dead_n[ch] of them, at k.rm.fill + its first row: the
+    removal plan's first pass, while the states are in this core's cache;
+    serially, at 1,000,000 targets, it read them back from memory)."""
     cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), conf
     _update_rows(t, k, r0, r1)
     assoc[0] += _manage_rows(t, k, r0, r1, &conf)
     confirmed[0] += conf
+    k.dead_n[ch] = dod_table_removal_list(t.cols.state, DOD_TRACK_NONE, r0, r1, k.rm.fill + r0)
+
+
+# The next scan's index cells follow the mean of the gate half-widths (k.hm)
+# over the rows, summed in _TAIL_CHUNKS fixed parts of the rows (their
+# bounds depend on the row count alone) added in order: the same bits for
+# every thread count, and the parts can run on any worker (with threads,
+# in the update's region: serially, at 1,000,000 targets, the sum read
+# ~14 MB on the calling thread while the workers waited).
+
+cdef inline void _gate_width_cuts(_tick* k) noexcept nogil:
+    """The parts' bounds (no division in a region's body: see _keep_free)."""
+    cdef size_t p
+    for p in range(_TAIL_CHUNKS + 1):
+        k.hm_at[p] = p * k.T // _TAIL_CHUNKS
+
+
+cdef inline void _gate_width_part(_tick* k, size_t p) noexcept nogil:
+    k.hm_part[p] = _sum4(k.hm + k.hm_at[p], k.hm_at[p + 1] - k.hm_at[p], False)
+
+
+cdef double _grid_side(const _tick* k) noexcept nogil:
+    """Twice the mean gate width from the parts' sums (0: no usable width)."""
+    cdef double total = 0.0, h
+    cdef size_t p
+    if k.T == 0:
+        return 0.0
+    for p in range(_TAIL_CHUNKS):
+        total += k.hm_part[p]
+    h = 4.0 * total / <double>k.T
+    return h if h > 0.0 and isfinite(h) else 0.0
 
 
 cdef void _keep_free(const dod_tracker* t, _tick* k, int dim) noexcept nogil:
@@ -1682,16 +1841,16 @@ cdef bint _spatial_sort(dod_tracker* t, dod_arena* scratch, double h) noexcept n
 cdef void _estimate_clutter(dod_tracker* t, _tick* k, dod_tick_counts* cnt, bint grid_built) noexcept nogil:
     """Count the detections no confirmed track took; fold them into the
     clutter density estimate (TrackerConfig.clutter_density documents it).
-    The detections' bounding box is the index's (`grid_built`: built over
-    all of them this tick, by a worker while the others predict) or, when
-    there is none, one pass here."""
-    cdef size_t j, u = 0
+    With `grid_built` (the index built over all of them this tick, by the
+    workers), after _keep_free: the index's count is the free detections'
+    (counted there in parts; a pass here over the detections took ~0.5 ms
+    of the calling thread at 1,000,000 targets) and its box theirs;
+    without, no track took any, and the box takes one pass here."""
+    cdef size_t j, u = k.grid.n if grid_built else k.D
     cdef int a, dim = t.dim
     cdef double v, V, side = 10.0 * t.r, est
     cdef double lo[3]
     cdef double hi[3]
-    for j in range(k.D):
-        u += <size_t>(k.det_track[j] < 0)
     cnt.unclaimed = u
     if t.clutter_fixed or k.D == 0:
         return
@@ -1960,10 +2119,10 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef dod_tick_counts cnt
     cdef size_t mark = dod_arena_mark(scratch)
     cdef dod_table* tab = t.table
-    cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch, fstep, row0, bstep, ungated
+    cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch, fstep, row0, bstep, ungated, items
     cdef bint index_early, grid_first
     cdef int dim = t.dim, n = t.n, a
-    cdef bint ok = True, par
+    cdef bint ok = True, par, width_late
     cdef const dod_index* border
     cdef const double* bpos = NULL
     cdef const double* late
@@ -2135,9 +2294,15 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         _predict_rows(t, &k, dt, 0, T)
     cnt.detections = k.D
     cnt.invalid = k.invalid
-    t.grid_h = 4.0 * _sum4(k.hm, T, False) / <double>T if T > 0 else 0.0
-    if not (t.grid_h > 0.0 and isfinite(t.grid_h)):
-        t.grid_h = 0.0
+    # The next scan's cell side: with workers and the index built, summed in
+    # the update's region (its parts claimed after the row chunks); else now
+    # (a first index, below, takes it at once).
+    _gate_width_cuts(&k)
+    width_late = par and index_early
+    if not width_late:
+        for i in range(<size_t>_TAIL_CHUNKS):
+            _gate_width_part(&k, i)
+        t.grid_h = _grid_side(&k)
     # 4. Associate: confirmed tracks first, then tentative ones.
     if T > 0 and k.D > 0:
         if index_early:
@@ -2147,9 +2312,10 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
             dod_grid_build(&k.grid, k.z, k.D, dim)
         grid_built = True
         _associate(t, &k, &cnt, DOD_TRACK_CONFIRMED, scratch, index_early)
-    _estimate_clutter(t, &k, &cnt, grid_built)
     if grid_built:
         _keep_free(t, &k, dim)
+    _estimate_clutter(t, &k, &cnt, grid_built)
+    if grid_built:
         _associate(t, &k, &cnt, DOD_TRACK_TENTATIVE, scratch, False)
     if t.two_point:
         _pair_singles(t, &k, &cnt, dt, grid_built)
@@ -2176,20 +2342,28 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         for w in range(nt):
             assoc[w] = 0
             conf[w] = 0
-        _claims_again(&k, k.row_chunks)
+        items = k.row_chunks + (_TAIL_CHUNKS if width_late else 0)
+        for ch in range(k.row_chunks, items):
+            k.ran[ch] = <int32_t>(ch % <size_t>nt)
+        _claims_again(&k, items)
         with parallel(num_threads=nt):
             w = threadid()
             if w == 0:
                 _free_dets(t, &k)
             own = 0
             far = 0
-            sch = _claim_next(&k, k.row_chunks, w, &own, &far)
+            sch = _claim_next(&k, items, w, &own, &far)
             while sch >= 0:
-                _update_manage_chunk(t, &k, <size_t>sch, &assoc[w], &conf[w])
-                sch = _claim_next(&k, k.row_chunks, w, &own, &far)
+                if <size_t>sch < k.row_chunks:
+                    _update_manage_chunk(t, &k, <size_t>sch, &assoc[w], &conf[w])
+                else:
+                    _gate_width_part(&k, <size_t>sch - k.row_chunks)
+                sch = _claim_next(&k, items, w, &own, &far)
         for w in range(nt):
             cnt.associations += assoc[w]
             cnt.confirmed += conf[w]
+        if width_late:
+            t.grid_h = _grid_side(&k)
     else:
         _update_rows(t, &k, 0, T)
         cnt.associations += _manage_rows(t, &k, 0, T, &cnt.confirmed)
@@ -2202,7 +2376,15 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     # evenly instead, the moves took as long at 2 threads as at 1 at
     # 10,000 targets: a hole's lines were in the other core's cache); the
     # freed slots in _TAIL_CHUNKS parts. The same table for every thread count.
-    dod_table_removal_plan(tab, c.state, DOD_TRACK_NONE, &k.rm)
+    if par:     # each chunk listed its rows to go: end to end, in row order
+        i = 0
+        for ch in range(k.row_chunks):
+            if i != ch * k.chunk_rows and k.dead_n[ch] > 0:
+                memmove(k.rm.fill + i, k.rm.fill + ch * k.chunk_rows, k.dead_n[ch] * sizeof(dod_index))
+            i += k.dead_n[ch]
+        dod_table_removal_walk(tab, &k.rm, i)
+    else:
+        dod_table_removal_plan(tab, c.state, DOD_TRACK_NONE, &k.rm)
     cnt.deaths += k.rm.removed
     if par and k.rm.removed > 0:
         fstep = max(<size_t>1, (k.rm.removed + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS)

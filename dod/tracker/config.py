@@ -197,8 +197,9 @@ class TrackerConfig:
     parallel_min_rows : with threads > 1, a pass over the tracks runs in
         parallel only when there are at least ``threads * parallel_min_rows``
         rows (fewer: serial, cheaper than waking the workers); the drop of
-        the detections confirmed tracks took from the index, only with 16
-        times as many detections. Speed only: the result is the same either
+        the detections confirmed tracks took from the index, and the
+        grouping of the clustered pairs by cluster, only with 16 times as
+        many detections or pairs. Speed only: the result is the same either
         way.
     sort_every : every this many scans the track rows are put into spatial
         order after the tick, the detection grid's own (row-major cells, x

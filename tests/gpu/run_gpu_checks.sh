@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # dod on a GPU machine with many cores, in one run: build dod in place, run
 # the GPU tests, the GPU example and the GPU benchmarks, then the allocator
-# scaling table, the tracker's bit-identity tests (up to 16 threads) and the
-# tracker tick at 1..16 threads; print every table in Markdown, each step
-# under its own time budget.
+# scaling table, the tracker's bit-identity tests (up to 16 threads), the
+# tracker tick at 1..16 threads and the demo's tick at the most threads,
+# pinned and not; print every table in Markdown, each step under its own
+# time budget.
 #
 #   tests/gpu/run_gpu_checks.sh [--quick] [--skip-build] [--with-cpu-tests] [--stand-in]
 #
@@ -19,6 +20,7 @@
 #                          report.md (every table, Markdown) and summary.txt
 #   DOD_GPU_CHECK_THREADS  thread counts (default 1,2,4,8,16)
 #   DOD_GPU_CHECK_SIZES    tracker sizes N (default 1000,10000,100000,1000000)
+#   DOD_GPU_CHECK_DEMO_N   targets of the demo's steps (default 1000000)
 #   DOD_GPU_CHECK_BUDGET   seconds for the whole run (default 480; 240 with --quick)
 #
 # Runs from the repository root whatever the current directory; needs no
@@ -40,7 +42,7 @@ for arg in "$@"; do
         --with-cpu-tests) CPU_TESTS=1 ;;
         --stand-in) STAND_IN=1 ;;
         --markdown) ;;              # accepted for older callers: the tables are always Markdown
-        -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "run_gpu_checks.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -185,6 +187,20 @@ for n in ${SIZES//,/ }; do
     else cap=$(budget 25 15); fi
     step "tracker-N$n" "$cap" "$TT" "$PY" "${TRACKER[@]}" --sizes "$n" "${more[@]}"
 done
+
+# ---------------------------------------------------------------- the demo's tick against the bench's
+# On the 16-core machine (2026-12-04) the demo's tick at 1,000,000 targets
+# and 16 threads was twice the bench's (p50 76-79 against 34-41 ms). What
+# the demo adds: its producer thread beside the tick, and one worker pinned
+# per core (OMP_PROC_BIND=spread, OMP_PLACES=cores: dod.tracker.openmp).
+# The same demo without the binding, and the bench with it, tell them apart.
+MAXT=${THREADS##*,}
+DEMO_N=${DOD_GPU_CHECK_DEMO_N:-1000000}
+DEMO=(-m dod.tracker --targets "$DEMO_N" --threads "$MAXT" --rate 25 --duration "$(budget 8 4)" --no-live)
+step demo-bound "$(budget 75 45)" text "$PY" "${DEMO[@]}"
+step demo-unbound "$(budget 75 45)" text env OMP_PROC_BIND=false "$PY" "${DEMO[@]}"
+step bench-bound "$(budget 75 45)" text env OMP_PROC_BIND=spread OMP_PLACES=cores \
+    "$PY" -m dod.tracker.bench --no-reference --threads "$MAXT" --sizes "$DEMO_N" --scans "$(budget 20 10)"
 
 # ---------------------------------------------------------------- summary
 {
