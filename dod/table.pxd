@@ -142,6 +142,15 @@ cdef void dod_table_removal_free(dod_table* t, const dod_table_removal* r, size_
 cdef void dod_table_removal_finish(dod_table* t, const dod_table_removal* r) noexcept nogil
 cdef size_t dod_table_remove_flagged(dod_table* t, const uint8_t* flag, uint8_t value,
                                      dod_table_removal* r) noexcept nogil
+# Inserting right after a removal: the first rows take its freed slots,
+# whose slot maps other threads may write at the same time (the free
+# list's order is known: no chase of it). The same table as
+# dod_table_insert_many.
+cdef size_t dod_table_reusable(const dod_table* t, const dod_table_removal* r, size_t n) noexcept nogil
+cdef size_t dod_table_insert_reusing(dod_table* t, const dod_table_removal* r, size_t n,
+                                     size_t k) noexcept nogil
+cdef void dod_table_insert_freed(dod_table* t, const dod_table_removal* r, size_t row0,
+                                 size_t b0, size_t b1) noexcept nogil
 
 
 cdef inline Py_ssize_t dod_table_row(const dod_table* t, dod_handle h) noexcept nogil:

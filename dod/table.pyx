@@ -274,6 +274,48 @@ cdef void dod_table_removal_finish(dod_table* t, const dod_table_removal* r) noe
     t.removes += r.removed
 
 
+cdef size_t dod_table_reusable(const dod_table* t, const dod_table_removal* r, size_t n) noexcept nogil:
+    """How many of n rows inserted now take slots that the removal r freed:
+    min(n, r.removed) when nothing was inserted or removed since r finished
+    (its slots head the free list), else 0."""
+    if r.removed == 0 or t.count != r.count or t.free_head != r.slot[r.removed - 1]:
+        return 0
+    return min(n, r.removed)
+
+
+cdef size_t dod_table_insert_reusing(dod_table* t, const dod_table_removal* r, size_t n,
+                                     size_t k) noexcept nogil:
+    """dod_table_insert_many(t, n, NULL), except the slot maps of the first k
+    rows (k from dod_table_reusable): their slots are r's, in the order the
+    free list holds them, and dod_table_insert_freed writes their maps over
+    any split of [0, k), while this runs or after (they touch other
+    entries). All or nothing: returns 0 (and inserts nothing) when the n
+    rows do not fit, else n."""
+    if n > t.capacity - t.count:
+        t.failed += 1
+        return 0
+    if k > 0:
+        t.free_head = r.slot[r.removed - 1 - k] if k < r.removed else r.free_head
+        t.count += k
+        t.inserts += k
+    if n > k:
+        dod_table_insert_many(t, n - k, NULL)
+    return n
+
+
+cdef void dod_table_insert_freed(dod_table* t, const dod_table_removal* r, size_t row0,
+                                 size_t b0, size_t b1) noexcept nogil:
+    """Slot maps of the rows dod_table_insert_reusing took from r's slots:
+    row row0 + b, b in [b0, b1), holds slot r.slot[r.removed - 1 - b] (the
+    b-th of the free list: the walk freed the highest row's slot first)."""
+    cdef size_t b
+    cdef dod_index s
+    for b in range(b0, b1):
+        s = r.slot[r.removed - 1 - b]
+        t.slot_row[s] = <dod_index>(row0 + b)
+        t.row_slot[row0 + b] = s
+
+
 cdef size_t dod_table_remove_flagged(dod_table* t, const uint8_t* flag, uint8_t value,
                                      dod_table_removal* r) noexcept nogil:
     """Every phase of a removal, serially; returns the rows removed."""

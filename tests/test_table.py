@@ -832,7 +832,9 @@ from libc.stdlib cimport malloc, free
 from dod._types cimport dod_index
 from dod.table cimport (Table, dod_table_remove_row, dod_table_removal, dod_table_removal_plan,
                         dod_table_removal_move, dod_table_removal_free, dod_table_removal_finish,
-                        dod_table_remove_flagged)
+                        dod_table_remove_flagged, dod_table_removal_list, dod_table_removal_walk,
+                        dod_table_insert_rows, dod_table_zero_rows, dod_table_reusable,
+                        dod_table_insert_reusing, dod_table_insert_freed)
 
 def remove_one_by_one(Table t, const uint8_t[:] flag):
     cdef size_t i = t.engine.count
@@ -841,28 +843,49 @@ def remove_one_by_one(Table t, const uint8_t[:] flag):
         if flag[i] == 7:
             dod_table_remove_row(&t.engine, i)
 
-def remove_batch(Table t, const uint8_t[:] flag, moves_cuts=None, free_cuts=None):
-    # Without cuts: dod_table_remove_flagged. With them: the phases, the
-    # index ranges cut at the given points and each range run in the order
-    # given (as workers would take them). Returns (moves, removed).
+def remove_batch(Table t, const uint8_t[:] flag, moves_cuts=None, free_cuts=None, list_cuts=None,
+                 size_t insert=0, insert_cuts=None):
+    # Without cuts: dod_table_remove_flagged, then dod_table_insert_many of
+    # `insert` rows. With them: the phases, the index ranges cut at the
+    # given points and each range run in the order given (as workers would
+    # take them): the rows listed in ranges (list_cuts, in row order, each
+    # range's list put after the last), then the walk; the inserts reusing
+    # the freed slots, their maps written over insert_cuts. Returns (moves,
+    # removed, inserted, reused).
     cdef dod_table_removal r
-    cdef size_t n = t.engine.count
+    cdef size_t n = t.engine.count, m = 0, k, got, a, b
     r.hole = <dod_index*>malloc((n + 1) * sizeof(dod_index))
     r.fill = <dod_index*>malloc((n + 1) * sizeof(dod_index))
     r.slot = <dod_index*>malloc((n + 1) * sizeof(dod_index))
     try:
         if moves_cuts is None:
             removed = dod_table_remove_flagged(&t.engine, &flag[0], 7, &r)
-            return r.moves, removed
-        dod_table_removal_plan(&t.engine, &flag[0], 7, &r)
+            got = dod_table_insert_rows(&t.engine, insert)
+            return r.moves, removed, got, 0
+        if list_cuts is None:
+            dod_table_removal_plan(&t.engine, &flag[0], 7, &r)
+        else:
+            for a, b in sorted(list_cuts(n)):
+                m += dod_table_removal_list(&flag[0], 7, a, b, r.fill + m)
+            dod_table_removal_walk(&t.engine, &r, m)
         for a, b in moves_cuts(r.moves):
             dod_table_removal_move(&t.engine, &r, a, b)
         for a, b in free_cuts(r.removed):
             dod_table_removal_free(&t.engine, &r, a, b)
         dod_table_removal_finish(&t.engine, &r)
-        return r.moves, r.removed
+        row0 = t.engine.count
+        k = dod_table_reusable(&t.engine, &r, insert)
+        got = dod_table_insert_reusing(&t.engine, &r, insert, k)
+        if got:
+            for a, b in insert_cuts(k):
+                dod_table_insert_freed(&t.engine, &r, row0, a, b)
+            dod_table_zero_rows(&t.engine, row0, got)
+        return r.moves, r.removed, got, k if got else 0
     finally:
         free(r.hole); free(r.fill); free(r.slot)
+
+def insert_rows(Table t, size_t n):
+    return dod_table_insert_rows(&t.engine, n)
 
 def slot_map(Table t):
     cdef size_t i
@@ -886,8 +909,10 @@ def _cuts(rng):
 def test_cimport_batch_removal_is_removing_one_by_one(compile_cython):
     # dod_table_removal_*: the end state of removing the flagged rows one at
     # a time from the highest down (dod_table_remove_row), whatever the split
-    # of the move and free phases: rows, columns, slot map, generations,
-    # free-list order (the next inserts take the same slots) and stats.
+    # of the listing, move and free phases: rows, columns, slot map,
+    # generations, free-list order (the next inserts take the same slots)
+    # and stats; then inserts reusing the freed slots (their maps written
+    # over any split) leave what dod_table_insert_rows leaves.
     mod = compile_cython(REMOVAL_SOURCE)
     rng = np.random.default_rng(12)
     schema = Schema(x="float64[4]", P="float64[4,4]", k="uint32", s="uint8", keep=Column("int64", zero=False))
@@ -907,18 +932,26 @@ def test_cimport_batch_removal_is_removing_one_by_one(compile_cython):
         if case % 5 == 4 and n:
             flag[:] = 0
             flag[n // 2:] = 7                      # the tail only: no moves
+        room = cap - n + int((flag == 7).sum())
+        births = int(rng.integers(0, room + 2))      # room + 1: refused, nothing inserted
         mod.remove_one_by_one(tables[0], flag)
-        moves, removed = mod.remove_batch(tables[1], flag, _cuts(rng), _cuts(rng))
-        assert mod.remove_batch(tables[2], flag) == (moves, removed)
+        got = mod.insert_rows(tables[0], births)
+        moves, removed, inserted, reused = mod.remove_batch(tables[1], flag, _cuts(rng), _cuts(rng), _cuts(rng),
+                                                            births, _cuts(rng))
+        assert mod.remove_batch(tables[2], flag, insert=births) == (moves, removed, inserted, 0)
         assert removed == int((flag == 7).sum())
         assert moves <= removed
+        assert inserted == got == (births if births <= room else 0)
+        assert reused == (min(births, removed) if inserted else 0)
         ref = tables[0]
         for t in tables[1:]:
             assert len(t) == len(ref)
             assert ((t.handles() & 0xFFFFFFFF) == (ref.handles() & 0xFFFFFFFF)).all()
             assert mod.slot_map(t) == mod.slot_map(ref)
-            for name in ("x", "P", "k", "s", "keep"):
+            for name in ("x", "P", "k", "s"):
                 assert np.array_equal(t[name], ref[name]), name
+            old = len(ref) - inserted                   # (new rows of a column not zeroed: whatever was there)
+            assert np.array_equal(t["keep"][:old], ref["keep"][:old])
             assert t.stats() == ref.stats()
             t.check()
         room = cap - len(ref)
