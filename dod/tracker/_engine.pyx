@@ -670,19 +670,53 @@ cdef void _place_part(_tick* k, const int32_t* nl, const int32_t* cl, size_t i0,
         k.porder[s] = nl[i]
 
 
+cdef inline bint _pair_after(const _tick* k, int32_t a, int32_t b) noexcept nogil:
+    """Pair a comes after pair b in row order: by track row, then pair (a
+    track's pairs are consecutive and ascending)."""
+    return k.pt[a] > k.pt[b] or (k.pt[a] == k.pt[b] and a > b)
+
+
+cdef void _sift_down(_tick* k, int32_t* v, int32_t i, int32_t n) noexcept nogil:
+    """Max-heap v[0:n] (by _pair_after), v[i] sifted down."""
+    cdef int32_t c, p = v[i]
+    while 2 * i + 1 < n:
+        c = 2 * i + 1
+        if c + 1 < n and _pair_after(k, v[c + 1], v[c]):
+            c += 1
+        if not _pair_after(k, v[c], p):
+            break
+        v[i] = v[c]
+        i = c
+    v[i] = p
+
+
 cdef void _order_cluster(_tick* k, int32_t s0, int32_t s1) noexcept nogil:
-    """porder[s0:s1] back into row order: by track row, then pair (a
-    track's pairs are consecutive and ascending). An insertion sort: the
-    pairs come in a few sorted runs, most clusters in one."""
-    cdef int32_t s, u, p
-    for s in range(s0 + 1, s1):
-        p = k.porder[s]
-        u = s
-        while u > s0 and (k.pt[k.porder[u - 1]] > k.pt[p]
-                          or (k.pt[k.porder[u - 1]] == k.pt[p] and k.porder[u - 1] > p)):
-            k.porder[u] = k.porder[u - 1]
-            u -= 1
-        k.porder[u] = p
+    """porder[s0:s1] back into row order (_pair_after). Small clusters (most)
+    by insertion, nearly sorted as they come; larger ones by heapsort (the
+    parts' atomic places can interleave a large cluster pair by pair: an
+    insertion sort would be quadratic)."""
+    cdef int32_t s, u, p, n = s1 - s0
+    cdef int32_t* v = k.porder + s0
+    if n <= 32:
+        for s in range(1, n):
+            p = v[s]
+            u = s
+            while u > 0 and _pair_after(k, v[u - 1], p):
+                v[u] = v[u - 1]
+                u -= 1
+            v[u] = p
+        return
+    s = n // 2
+    while s > 0:
+        s -= 1
+        _sift_down(k, v, s, n)
+    s = n
+    while s > 1:
+        s -= 1
+        p = v[0]
+        v[0] = v[s]
+        v[s] = p
+        _sift_down(k, v, 0, s)
 
 
 cdef size_t _group_parts(_tick* k, const int32_t* nl, int32_t* cl, size_t m, const size_t* i_at,
