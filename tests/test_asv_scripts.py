@@ -166,3 +166,34 @@ def test_gate_times_head_first_in_its_rerun_and_base_first_in_its_third_run(tmp_
     # a third look, BASE first again: a slow spell across the middle of the
     # gate (B H | H B) times HEAD twice in a row, not three times
     assert order["third"] == commits
+
+
+def _gate_repo_changing(tmp_path, path):
+    """A gate repository whose HEAD commit changes only `path`."""
+    script = _gate_repo(tmp_path, "first again")
+    repo = script.parent.parent
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@t")
+    target = repo / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("changed\n")
+    for cmd in (["git", "add", "-A"], ["git", "commit", "-q", "-m", f"change {path}"]):
+        subprocess.run(cmd, cwd=repo, check=True, env=env, capture_output=True)
+    return script
+
+
+def test_gate_does_not_time_a_commit_that_changes_nothing_built_or_timed(tmp_path):
+    # CI's run of a docs-only commit (2026-12-04) "confirmed" a 2.9x pool
+    # regression: the same binaries, timed while the vCPU's speed changed.
+    script = _gate_repo_changing(tmp_path, "docs/notes.md")
+    p = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, PYTHON="/bin/false"))
+    assert p.returncode == 0 and "nothing to time" in p.stdout, p.stdout + p.stderr
+
+
+def test_gate_times_a_commit_that_changes_the_package(tmp_path):
+    script = _gate_repo_changing(tmp_path, "dod/tracker/_engine.pyx")
+    # PYTHON that cannot build: the gate goes on to build, and says it cannot (exit 2)
+    p = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHON="/bin/false"))
+    assert "nothing to time" not in p.stdout and p.returncode == 2, p.stdout + p.stderr
