@@ -70,14 +70,19 @@ VERDICT = ("REGRESSION: 2 benchmark(s) of HEAD worse than BASE by more than 1.5x
            "| -        | 40.0   | 20.0   |    0.50 | bench_pool.PoolPair.track_speedup_pool_vs_malloc |\n")
 
 
+def _git_env():
+    """The environment for committing in a test repository (any identity)."""
+    return dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+                GIT_COMMITTER_EMAIL="t@t")
+
+
 def _gate_repo(tmp_path, message):
     """A repository holding the gate scripts, its HEAD commit carrying `message`."""
     repo = tmp_path / "repo"
     (repo / "asv_bench").mkdir(parents=True)
     for name in ("ci_gate.sh", "check_regression.sh"):
         shutil.copy(os.path.join(ROOT, "asv_bench", name), repo / "asv_bench" / name)
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
-               GIT_COMMITTER_EMAIL="t@t")
+    env = _git_env()
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
                 ["git", "commit", "-q", "-m", "first"], ["git", "commit", "-q", "--allow-empty", "-m", message]):
         subprocess.run(cmd, cwd=repo, check=True, env=env, capture_output=True)
@@ -172,8 +177,7 @@ def _gate_repo_changing(tmp_path, path):
     """A gate repository whose HEAD commit changes only `path`."""
     script = _gate_repo(tmp_path, "first again")
     repo = script.parent.parent
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
-               GIT_COMMITTER_EMAIL="t@t")
+    env = _git_env()
     target = repo / path
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("changed\n")
