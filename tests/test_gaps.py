@@ -209,6 +209,35 @@ def test_tracker_bench_times_every_tracker_on_every_scan():
     assert "loop" not in row            # one thread count: no speedup to read
 
 
+def test_tracker_bench_passes_table():
+    # --passes: every pass's median time per thread count, and a second table.
+    from dod.tracker._engine import PASS_NAMES
+    from dod.tracker.bench import run
+    lines = []
+    (row,) = run(sizes=(1500,), scans=20, threads=(1, 2), reference=False, passes=True, out=lines.append)
+    assert set(row["passes"]) == {1, 2}
+    for t in (1, 2):
+        wall, idle, share = row["passes"][t]
+        assert len(wall) == len(PASS_NAMES) and (wall >= 0).all() and wall.sum() > 0
+        assert (wall <= row["threads"][t][2] + 1e-6).all()   # each within the slowest tick
+        assert 0.0 <= share <= 1.0 and idle >= 0.0
+    assert row["passes"][1][1] == 0.0                       # one thread: nobody waits
+    text = "\n".join(lines)
+    assert "where the dod tick goes" in text and "predict_gate" in text
+    (row,) = run(sizes=(200,), scans=20, threads=(1,), reference=False, out=lambda *a: None)
+    assert "passes" not in row
+
+
+def test_tracker_bench_with_the_demos_initiation():
+    # --initiation two_point: tracks start from pairs, as in the demo; the
+    # reference runs the same configuration (its ratio compares like with like).
+    from dod.tracker.bench import run
+    lines = []
+    (row,) = run(sizes=(300,), scans=25, threads=(1,), initiation="two_point", out=lines.append)
+    assert "two-point initiation" in lines[0]
+    assert row["confirmed"] > 200 and row["reference"][3] == 25
+
+
 def test_scratch_bytes_refuses_what_is_not_a_config():
     # found by tests/test_fuzz_api.py: scratch_bytes(0) raised AttributeError
     from dod.tracker import TrackerConfig, scratch_bytes

@@ -259,6 +259,50 @@ def test_later_births_take_rows_in_the_index_cell_order(dim):
     assert states[0] == states[1] == states[2]
 
 
+@pytest.mark.parametrize("dim", [2, 3])
+def test_two_point_births_and_waiting_detections_in_spatial_order(dim):
+    # Two-point initiation: a second scan pairs every waiting detection, and
+    # birth b (scan order of the second detection) has id b + 1 but its row
+    # in cell order; a third scan's lone detections wait in the detection
+    # index's cell order. Row-major cells: the slowest axis never steps back
+    # more than a cell (here under an eighth of the scene); in scan order it
+    # steps back across the whole scene. The same state at every thread count.
+    rng = np.random.default_rng(12)
+    n = 3000
+    z0 = rng.uniform(-3000.0, 3000.0, size=(n, dim))
+    z0[:, 0] = rng.uniform(-3000.0, -100.0, n)               # the tracks: the scene's low x half
+    z1 = z0 + rng.uniform(-0.3, 0.3, size=(n, dim))         # within v_max dt of z0: all pair
+    lone = rng.uniform(-3000.0, 3000.0, size=(n, dim))
+    lone[:, 0] = rng.uniform(100.0, 3000.0, n)               # the high x half: far from every track
+    z2 = np.concatenate([z1 + rng.uniform(-0.3, 0.3, size=(n, dim)), lone])
+
+    def steps_back(x):
+        slow = x[:, dim - 1]
+        return (np.maximum.accumulate(slow) - slow).max()
+
+    states = []
+    for threads in (1, 2, 3):
+        t = Tracker(_config(dim=dim, capacity=12000, max_detections=8000, initiation="two_point"),
+                    threads=threads, parallel_min_rows=0)
+        t.tick(z0, 0.02)
+        assert t.count == 0 and len(t.waiting) == n
+        t.tick(z1, 0.02)
+        assert t.counts()["births"] == n and len(t.waiting) == 0
+        assert np.array_equal(np.sort(t.ids), np.arange(1, n + 1))
+        assert steps_back(z1[t.ids - 1]) < 6000.0 / 8 < steps_back(z1)
+        t.tick(z2, 0.02)
+        waiting = t.waiting
+        assert len(waiting) == n and np.array_equal(_rows_sorted(waiting), _rows_sorted(lone))
+        assert steps_back(waiting) < 6000.0 / 8 < steps_back(lone)
+        t.table.check()
+        states.append((_state(t), waiting.tobytes()))
+    assert states[0] == states[1] == states[2]
+
+
+def _rows_sorted(a):
+    return a[np.lexsort(a.T[::-1])]
+
+
 def test_sorting_does_not_change_the_tracks():
     # Row order is not part of the result: the same tracks (by id) bit for bit.
     sc = generate(1500, 60, seed=11, crossing=0.2)

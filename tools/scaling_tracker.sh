@@ -7,7 +7,9 @@
 #     THREADS=1,2,4 SIZES=1000,100000 SCANS=40 tools/scaling_tracker.sh
 #
 # One bench process per N (a size that runs out of memory or time loses only
-# its own rows); the reference tracker is left out (hours at 1M). Markdown on
+# its own rows); the reference tracker is left out (hours at 1M). Each N also
+# prints where its tick goes, pass by pass, with the workers' waits
+# (--passes: the serial parts and the imbalance). Markdown on
 # stdout, ready for the README. OMP_WAIT_POLICY defaults to ACTIVE here (a
 # dedicated machine: spinning workers answer fastest); PYTHON picks the
 # interpreter (default: python3, or .venv/bin/python when present).
@@ -22,6 +24,6 @@ echo
 for n in ${SIZES//,/ }; do
     more=()
     if [ -n "${SCANS:-}" ]; then more=(--scans "$SCANS"); fi
-    "$PY" -m dod.tracker.bench --no-reference --markdown --threads "$THREADS" --sizes "$n" "${more[@]}"
+    "$PY" -m dod.tracker.bench --no-reference --markdown --passes --threads "$THREADS" --sizes "$n" "${more[@]}"
     echo
 done

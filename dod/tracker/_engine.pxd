@@ -85,6 +85,21 @@ ctypedef struct dod_tick_counts:
     size_t singles          # detections left waiting for a partner (initiation="two_point")
 
 
+# Where the latest tick's time went, pass by pass (t.profile on; PASS_NAMES in
+# _engine.pyx names the passes in this order). Wall-clock time of the calling
+# thread, and for the passes that run parallel regions the workers' idle
+# time in them: each region's wall time times its threads, less each
+# worker's time from its entry to the end of its last chunk (the region's
+# start-up, the wait for the slowest chunk, the barrier). It tells a
+# many-core tick's serial parts and imbalance from its per-row cost.
+cdef enum:
+    DOD_TICK_PASSES = 7
+
+ctypedef struct dod_tick_profile:
+    int64_t wall_ns[DOD_TICK_PASSES]
+    int64_t idle_ns[DOD_TICK_PASSES]
+
+
 ctypedef struct dod_tracker:
     dod_table* table        # the track table (rows 0 .. table.count - 1 live)
     dod_track_cols cols     # its column base pointers
@@ -119,6 +134,12 @@ ctypedef struct dod_tracker:
     uint64_t sorts          # spatial sorts done
     double grid_h           # detection grid cell side for the next scan (0: none yet, from the scan's own tracks)
     dod_imm imm             # motion="imm" (dod/tracker/imm.pxd; ZII: imm.models 0 is constant velocity)
+    # Tick profile (ZII: off). Two clock reads a pass and two a worker per
+    # region when on; nothing when off.
+    bint profile
+    dod_tick_profile prof   # the latest tick's (zero when it was off)
+    int64_t worker_in[DOD_TRACKER_MAX_THREADS]      # a region's entry and leaving time, per worker
+    int64_t worker_out[DOD_TRACKER_MAX_THREADS]
 
 
 cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, double dt,

@@ -35,6 +35,7 @@ from libc.math cimport sqrt, isfinite, log, INFINITY
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.string cimport memset, memcpy, memmove
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from dod.atomics cimport (dod_atomic_load_u32, dod_atomic_store_u32, dod_atomic_exchange_u32,
                           dod_atomic_fetch_add_u32, dod_atomic_load_relaxed_i32,
@@ -122,6 +123,74 @@ cdef enum:
 # Largest cost matrix plus solver temporaries of one cluster (16 MiB: a
 # 1000 x 1000 cluster); larger clusters are solved greedily and counted.
 cdef size_t _CLUSTER_BYTES = <size_t>16 << 20
+
+
+# ---------------------------------------------------------------- the tick's profile (Tracker.profile)
+
+# The passes of dod_tick_profile, in PASS_NAMES order.
+cdef enum:
+    _PASS_SETUP = 0         # temporaries, the scan's valid detections (serial tick)
+    _PASS_PREDICT = 1       # predict, the detection index, the confirmed tracks' gating
+    _PASS_ASSOCIATE = 2     # both stages' association (and the tentative gating), the clutter estimate
+    _PASS_UPDATE = 3        # scores, the Kalman update, hits, misses, confirmation
+    _PASS_DEATHS = 4        # the removal plan and the row moves
+    _PASS_BIRTHS = 5        # the births' order, slots and rows
+    _PASS_SORT = 6          # the spatial sort (sort_every)
+
+PASS_NAMES = ("setup", "predict_gate", "associate", "update", "deaths", "births", "sort")
+if len(PASS_NAMES) != DOD_TICK_PASSES:
+    raise ImportError("PASS_NAMES and DOD_TICK_PASSES disagree")
+
+
+cdef inline int64_t _clock_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
+
+
+cdef inline int64_t _pass_done(dod_tracker* t, int p, int64_t since) noexcept nogil:
+    """Profile: add the time since `since` to pass p and return the time
+    now, the next pass's start (0, and nothing read, when it is off)."""
+    cdef int64_t now
+    if not t.profile:
+        return 0
+    now = _clock_ns()
+    t.prof.wall_ns[p] += now - since
+    return now
+
+
+cdef inline int64_t _region_open(dod_tracker* t, int nt) noexcept nogil:
+    """Profile: the start of a parallel region of nt threads (0 when off).
+    A thread the runtime does not give the region counts as idle in it."""
+    cdef int w
+    if not t.profile:
+        return 0
+    for w in range(nt):
+        t.worker_in[w] = 0
+        t.worker_out[w] = 0
+    return _clock_ns()
+
+
+cdef inline void _worker_in(dod_tracker* t, int w) noexcept nogil:
+    if t.profile:
+        t.worker_in[w] = _clock_ns()
+
+
+cdef inline void _worker_out(dod_tracker* t, int w) noexcept nogil:
+    if t.profile:
+        t.worker_out[w] = _clock_ns()
+
+
+cdef inline void _region_close(dod_tracker* t, int p, int nt, int64_t opened) noexcept nogil:
+    """Profile: the workers' idle time in the region opened at `opened`, into pass p."""
+    cdef int64_t idle
+    cdef int w
+    if not t.profile:
+        return
+    idle = <int64_t>nt * (_clock_ns() - opened)
+    for w in range(nt):
+        idle -= t.worker_out[w] - t.worker_in[w]
+    t.prof.idle_ns[p] += idle
 
 
 # ---------------------------------------------------------------- test hooks of the Kalman kernels
@@ -535,19 +604,24 @@ cdef void _gate(dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
     cdef size_t own, far
     cdef Py_ssize_t ch
     cdef int w
+    cdef int64_t opened
     _gate_open(t, k)
     if k.D == 0:
         return
     if k.gate_parallel:
         _claims_again(k, k.row_chunks)
+        opened = _region_open(t, t.threads)
         with parallel(num_threads=t.threads):
             w = threadid()
+            _worker_in(t, w)
             own = 0
             far = 0
             ch = _claim_next(k, k.row_chunks, w, &own, &far)
             while ch >= 0:
                 _gate_chunk(t, k, &k.seg[w], stage, <size_t>ch)
                 ch = _claim_next(k, k.row_chunks, w, &own, &far)
+            _worker_out(t, w)
+        _region_close(t, _PASS_ASSOCIATE, t.threads, opened)
     else:
         _gate_rows(t, k, &k.whole, stage, 0, k.T)
     _gate_close(t, k, stage)
@@ -1913,15 +1987,18 @@ cdef void _estimate_clutter(dod_tracker* t, _tick* k, dod_tick_counts* cnt, bint
 
 
 cdef inline void _try_single(dod_tracker* t, _tick* k, dod_tick_counts* cnt, size_t i, size_t j,
-                             double R2) noexcept nogil:
+                             const double* zj, double R2) noexcept nogil:
+    """Pair single i with detection j (at zj: the index's copy, read in
+    order) if it is free and within R2. The distance first: the detection's
+    owner is a random read, and few points of a cell are near enough."""
     cdef int a, dim = t.dim
     cdef double y, d2 = 0.0
-    if k.det_track[j] != -1:
-        return
     for a in range(dim):
-        y = k.z[j * dim + a] - t.single_z[i * dim + a]
+        y = zj[a] - t.single_z[i * dim + a]
         d2 += y * y
     if not d2 <= R2:
+        return
+    if k.det_track[j] != -1:
         return
     if k.npairs >= k.pair_cap:
         cnt.pairs_dropped += 1
@@ -1962,12 +2039,12 @@ cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double d
         mode = dod_grid_walk_begin(g, blo, bhi, dim, k.D, &w)
         if mode == DOD_GRID_WALK_ALL:
             for j in range(k.D):
-                _try_single(t, k, cnt, i, j, R * R)
+                _try_single(t, k, cnt, i, j, k.z + j * dim, R * R)
         elif mode == DOD_GRID_WALK_CELLS:
             while dod_grid_walk_next(g, &w):
                 for s in range(w.s0, w.s1):
                     if g.direct or dod_grid_holds(g, s, w.cx, w.cy, w.cz):
-                        _try_single(t, k, cnt, i, g.order[s], R * R)
+                        _try_single(t, k, cnt, i, g.order[s], g.spos + s * dim, R * R)
     cnt.pairs += k.npairs
     # Iterated mutual nearest neighbours: a pair that is the cheapest of both
     # its single (ties: lower detection) and its detection (ties: lower
@@ -2029,51 +2106,170 @@ cdef inline void _imm_birth(const dod_tracker* t, size_t i) noexcept nogil:
         dod_imm_birth(&t.imm, i, t.cols.x + i * 6, t.cols.P + i * 21, 3)
 
 
-cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double dt) noexcept nogil:
-    """Tentative tracks from the pairs (in the order of their second
-    detection), then this scan's free detections become the waiting ones."""
-    cdef dod_table* tab = t.table
-    cdef dod_track_cols* c = &t.cols
+cdef size_t _waiting_part(const _tick* k, size_t s0, size_t s1, int32_t* out) noexcept nogil:
+    """The free detections (det_track -1) among the index's points s0 .. s1,
+    in its order, into out (NULL: only counted); returns how many."""
+    cdef size_t s, m = 0
+    cdef uint32_t j
+    for s in range(s0, s1):
+        j = k.grid.order[s]
+        if k.det_track[j] == -1:
+            if out != NULL:
+                out[m] = <int32_t>j
+            m += 1
+    return m
+
+
+cdef void _singles_part(dod_tracker* t, const _tick* k, const int32_t* wait, size_t r0, size_t r1) noexcept nogil:
+    """Waiting rows r0 .. r1 (inserted) take the positions of detections wait[r0:r1]."""
+    cdef size_t r
+    cdef int dim = t.dim
+    for r in range(r0, r1):
+        memcpy(t.single_z + r * dim, k.z + <size_t>wait[r] * dim, dim * sizeof(double))
+
+
+cdef void _pair_birth_rows(const dod_tracker* t, const _tick* k, size_t row0, const dod_index* order,
+                           const double* opos, const int32_t* partner, double dt, double lc,
+                           size_t r0, size_t r1) noexcept nogil:
+    """Rows row0 + [r0, r1) of this scan's two-point births (inserted, not
+    zeroed): row row0 + r holds birth b = order[r] (r without an order),
+    the pair of single partner[b] and detection born[b] (at opos[r] with
+    an order), id next_id + b: a track from the single, predicted and
+    updated with the detection. Writes only these rows."""
+    cdef const dod_track_cols* c = &t.cols
     cdef int dim = t.dim, n = t.n, pn = dod_kalman_packed_size(t.n), a
-    cdef size_t j, i, si
-    cdef double r2 = t.r * t.r, d2, lc = _log_clutter(t)
+    cdef size_t b, i, r, si
+    cdef double r2 = t.r * t.r, d2
     cdef double Si[9]
     cdef double y[3]
-    for j in range(k.D):
-        if k.det_track[j] > -2:
-            continue
-        si = <size_t>(-2 - k.det_track[j])
-        if dod_table_insert(tab) == 0:
-            cnt.births_dropped += 1
-            continue
-        i = tab.count - 1
-        c.id[i] = t.next_id
-        t.next_id += 1
+    cdef const double* z
+    for r in range(r0, r1):
+        if (r - r0) % _BIRTH_BLOCK == 0:        # zeroed a block at a time, written while in cache (_birth_rows)
+            dod_table_zero_rows(t.table, row0 + r, min(r1 - r, <size_t>_BIRTH_BLOCK))
+        b = order[r] if order != NULL else r
+        z = opos + r * dim if order != NULL and opos != NULL else k.z + <size_t>k.born[b] * dim
+        si = <size_t>partner[b]
+        i = row0 + r
+        c.id[i] = t.next_id + b
         memcpy(c.x + i * n, t.single_z + si * dim, dim * sizeof(double))
         _birth_cov(c.P + i * pn, dim, r2, t.v0 * t.v0)
         dod_kalman_predict(c.x + i * n, c.P + i * pn, dim, dt, t.q)
         dod_kalman_innovation_inverse(c.P + i * pn, dim, r2, Si)
         for a in range(dim):
-            y[a] = k.z[j * dim + a] - c.x[i * n + a]
+            y[a] = z[a] - c.x[i * n + a]
         d2 = dod_kalman_mahalanobis2(y, Si, dim)
         if t.score_logic:
             c.score[i] = (t.log_birth - lc) + (t.log_pd - lc + dod_kalman_log_likelihood(d2, Si, dim))
             c.score_max[i] = c.score[i]
-        dod_kalman_update(c.x + i * n, c.P + i * pn, k.z + j * dim, Si, dim, r2)
+        dod_kalman_update(c.x + i * n, c.P + i * pn, z, Si, dim, r2)
         if t.imm.models:
             _imm_birth(t, i)
         c.hits[i] = 2
         c.age[i] = 2
         c.history[i] = 3
         c.state[i] = DOD_TRACK_TENTATIVE
-        cnt.births += 1
+
+
+cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double dt, int nt) noexcept nogil:
+    """Tentative tracks from the pairs, then this scan's free detections
+    become the waiting ones (in the index's cell order when it has them
+    all). Birth b is the pair of the b-th paired detection in scan order,
+    with id next_id + b (while rows last; the rest are dropped, as one
+    insert per birth would); its row is in spatial (cell) order of that
+    detection, as single-point births are (_cell_order into k.bm). In scan
+    order, which the scenarios shuffle, the rows reached the detection
+    index at random: at 1,000,000 targets one thread's predict and
+    confirmed gating took 250-270 ms a tick with two-point births against
+    140 with single-point ones, for half the rows (Tracker.profile, the
+    same scans). Right after the deaths (k.rm), with workers and enough
+    births, the rows are written in parts over them, as _birth_rows'."""
+    cdef dod_table* tab = t.table
+    cdef int dim = t.dim
+    cdef size_t j, nb = 0, nfit, row0, reused, bstep
+    cdef Py_ssize_t ch
+    cdef double lc = _log_clutter(t)
+    cdef const dod_index* order = NULL
+    cdef const dod_grid* g = &k.grid
+    cdef int32_t* wait = k.dbest        # the next singles' detections (free once _pair_singles is done)
+    cdef int32_t* partner = k.birth_rank    # birth b's single (single-point births' ranks: unused here)
+    cdef const double* opos = NULL
+    cdef size_t nwait = 0, nfree = 0, n = g.n
+    cdef size_t s_at[_TAIL_CHUNKS + 1]
+    cdef size_t w_at[_TAIL_CHUNKS + 1]
+    cdef bint par, parts = nt > 1 and k.D >= <size_t>nt * t.min_rows * _FREE_INDEX_MIN
+    for j in range(k.D):                # the pairs' detections, in scan order (k.born: unused with pairs)
+        if k.det_track[j] <= -2:
+            k.born[nb] = <int32_t>j
+            partner[nb] = -2 - k.det_track[j]
+            nb += 1
+        nfree += k.det_track[j] == -1
+    # The detections left free wait for a partner in the index's cell order
+    # too (its last use, before _cell_order reuses arrays it may live in):
+    # _pair_singles walks the index from each of them next scan (at
+    # 1,000,000 targets, ~200,000 waiting detections a scan, the one-thread
+    # association pass took ~50 ms with them in scan order, ~37 in cell
+    # order: Tracker.profile, the same scans). The index holds every
+    # detection no confirmed track took (built this scan, direct mode);
+    # otherwise, or if it misses any, scan order. Their reads are random:
+    # with workers and many detections, in parts over them (as _keep_free).
+    if g.direct and n > 0:
+        if parts:
+            for ch in range(_TAIL_CHUNKS + 1):      # (no division in a region's body: see _keep_free)
+                s_at[ch] = ch * n // _TAIL_CHUNKS
+            for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+                w_at[ch + 1] = _waiting_part(k, s_at[ch], s_at[ch + 1], NULL)
+            w_at[0] = 0
+            for ch in range(_TAIL_CHUNKS):          # counts to offsets
+                w_at[ch + 1] += w_at[ch]
+            if w_at[_TAIL_CHUNKS] == nfree:
+                for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+                    _waiting_part(k, s_at[ch], s_at[ch + 1], wait + w_at[ch])
+                nwait = nfree
+        else:
+            nwait = _waiting_part(k, 0, n, wait)
+    if nwait != nfree:
+        nwait = 0
+        for j in range(k.D):
+            if k.det_track[j] == -1:
+                wait[nwait] = <int32_t>j
+                nwait += 1
+    nfit = min(nb, tab.capacity - tab.count)
+    cnt.births_dropped += nb - nfit
+    tab.failed += nb - nfit             # each dropped birth is a refused insert
+    par = nt > 1 and nfit >= <size_t>nt * t.min_rows
+    if nfit >= 2 and k.bm.key != NULL:
+        order = _cell_order(k.z, dim, k.born, dim, nfit, _BIRTH_BITS if dim == 2 else _BIRTH_BITS_3D,
+                            t.grid_h, nt, par, &k.bm)
+        opos = k.bm.pos
+    # In cell order, birth b's detection is read in order (carried by the
+    # sort) and its single nearly so (the singles are in the previous
+    # scan's cell order); its place among the scan's detections would be a
+    # random read.
+    row0 = tab.count
+    if par:
+        reused = dod_table_reusable(tab, &k.rm, nfit)
+        bstep = (nfit + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS
+        for ch in prange(_TAIL_CHUNKS + 1, num_threads=nt, schedule="dynamic", chunksize=1):
+            if ch == 0:
+                dod_table_insert_reusing(tab, &k.rm, nfit, reused)
+            else:
+                dod_table_insert_freed(tab, &k.rm, row0, min(reused, (ch - 1) * bstep), min(reused, ch * bstep))
+                _pair_birth_rows(t, k, row0, order, opos, partner, dt, lc, min(nfit, (ch - 1) * bstep),
+                                 min(nfit, ch * bstep))
+    else:
+        dod_table_insert_many(tab, nfit, NULL)
+        _pair_birth_rows(t, k, row0, order, opos, partner, dt, lc, 0, nfit)
+    t.next_id += nfit
+    cnt.births += nfit
     dod_table_clear(t.singles)
-    for j in range(k.D):
-        if k.det_track[j] != -1:
-            continue
-        if dod_table_insert(t.singles) == 0:      # cannot happen: max_detections rows
-            break
-        memcpy(t.single_z + (t.singles.count - 1) * dim, k.z + j * dim, dim * sizeof(double))
+    dod_table_insert_many(t.singles, nwait, NULL)   # (max_detections rows: they fit)
+    if parts:
+        for ch in range(_TAIL_CHUNKS + 1):
+            w_at[ch] = ch * t.singles.count // _TAIL_CHUNKS
+        for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+            _singles_part(t, k, wait, w_at[ch], w_at[ch + 1])
+    else:
+        _singles_part(t, k, wait, 0, t.singles.count)
     cnt.singles = t.singles.count
 
 
@@ -2172,8 +2368,12 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef Py_ssize_t sch
     cdef size_t assoc[DOD_TRACKER_MAX_THREADS]
     cdef size_t conf[DOD_TRACKER_MAX_THREADS]
+    cdef int64_t clock = 0, opened
     memset(&cnt, 0, sizeof(cnt))
     memset(&k, 0, sizeof(k))
+    memset(&t.prof, 0, sizeof(t.prof))     # (a tick refused below has no profile)
+    if t.profile:
+        clock = _clock_ns()
     # 1. Every fixed-size temporary first: failure here leaves the tracker unchanged.
     nb = 1                  # buckets for the whole scan (the index takes the valid ones': _dets_ready)
     while nb < 2 * n_dets:
@@ -2219,7 +2419,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     k.rm.slot = <dod_index*>_push(scratch, T, sizeof(dod_index), &ok)
     k.born = <int32_t*>_push(scratch, n_dets, sizeof(int32_t), &ok)
     k.birth_rank = <int32_t*>k.det_pairs
-    if not t.two_point and n_dets >= 2:      # (fewer: nothing to order)
+    if n_dets >= 2:         # the births' spatial order (fewer: nothing to order)
         _cell_sort_push(scratch, n_dets, dim, &k.bm, &ok)
     if not ok:
         dod_arena_rewind(scratch, mark)
@@ -2261,6 +2461,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     # The mean is summed in row order, so it is the same for every thread count.
     # (With the scan still to be read, its rows stand in for its valid ones:
     # if none is valid, the index is empty and gating finds no pair.)
+    clock = _pass_done(t, _PASS_SETUP, clock)
     index_early = T > 0 and (n_dets if late != NULL else k.D) > 0 and t.grid_h > 0.0
     if index_early:
         k.grid.h = t.grid_h
@@ -2294,8 +2495,10 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         # targets no chunk started before 4.4 ms.) Chunks predicted before
         # it is ready are gated after the region.
         _claims_again(&k, k.row_chunks)
+        opened = _region_open(t, nt)
         with parallel(num_threads=nt):
             w = threadid()
+            _worker_in(t, w)
             if w == 0:
                 if late != NULL:
                     _take_dets(&k, late, n_dets, dim)
@@ -2307,14 +2510,18 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
             while sch >= 0:
                 _predict_chunk(t, &k, dt, <size_t>sch, index_early, &k.seg[w])
                 sch = _claim_next(&k, k.row_chunks, w, &own, &far)
+            _worker_out(t, w)
+        _region_close(t, _PASS_PREDICT, nt, opened)
         if index_early:
             ungated = 0
             for ch in range(k.row_chunks):
                 ungated += not k.chunk_gated[ch]
             if ungated > 0:
                 _claims_again(&k, k.row_chunks)
+                opened = _region_open(t, nt)
                 with parallel(num_threads=nt):
                     w = threadid()
+                    _worker_in(t, w)
                     own = 0
                     far = 0
                     sch = _claim_next(&k, k.row_chunks, w, &own, &far)
@@ -2322,6 +2529,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
                         if not k.chunk_gated[sch]:
                             _gate_chunk(t, &k, &k.seg[w], DOD_TRACK_CONFIRMED, <size_t>sch)
                         sch = _claim_next(&k, k.row_chunks, w, &own, &far)
+                    _worker_out(t, w)
+                _region_close(t, _PASS_PREDICT, nt, opened)
     elif index_early:   # serially: the index, then predict and gate in one pass
         _index_if(&k, dim, True)
         _predict_gate_rows(t, &k, dt, &k.whole, 0, T)
@@ -2338,6 +2547,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         for i in range(<size_t>_TAIL_CHUNKS):
             _gate_width_part(&k, i)
         t.grid_h = _grid_side(&k)
+    clock = _pass_done(t, _PASS_PREDICT, clock)
     # 4. Associate: confirmed tracks first, then tentative ones.
     if T > 0 and k.D > 0:
         if index_early:
@@ -2355,6 +2565,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     if t.two_point:
         _pair_singles(t, &k, &cnt, dt, grid_built)
     lc = _log_clutter(t)
+    clock = _pass_done(t, _PASS_ASSOCIATE, clock)
 
     # 5. Score the assigned tracks (serially: the innovation density of the
     # predicted track, before its update), update (the Kalman step over row
@@ -2381,8 +2592,10 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         for ch in range(k.row_chunks, items):
             k.ran[ch] = <int32_t>(ch % <size_t>nt)
         _claims_again(&k, items)
+        opened = _region_open(t, nt)
         with parallel(num_threads=nt):
             w = threadid()
+            _worker_in(t, w)
             if w == 0:
                 _free_dets(t, &k)
             own = 0
@@ -2394,6 +2607,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
                 else:
                     _gate_width_part(&k, <size_t>sch - k.row_chunks)
                 sch = _claim_next(&k, items, w, &own, &far)
+            _worker_out(t, w)
+        _region_close(t, _PASS_UPDATE, nt, opened)
         for w in range(nt):
             cnt.associations += assoc[w]
             cnt.confirmed += conf[w]
@@ -2403,6 +2618,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         _update_rows(t, &k, 0, T)
         cnt.associations += _manage_rows(t, &k, 0, T, &cnt.confirmed)
         _free_dets(t, &k)
+    clock = _pass_done(t, _PASS_UPDATE, clock)
     # Deaths: the rows removing them one at a time from the highest down
     # would leave (the last row fills each hole), planned in one pass over
     # the states; the row moves (random writes) and the freed slots over the
@@ -2432,8 +2648,10 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         for ch in range(<size_t>_TAIL_CHUNKS):
             k.ran[k.row_chunks + ch] = <int32_t>(ch % <size_t>nt)
         _claims_again(&k, k.row_chunks + _TAIL_CHUNKS)
+        opened = _region_open(t, nt)
         with parallel(num_threads=nt):
             w = threadid()
+            _worker_in(t, w)
             own = 0
             far = 0
             sch = _claim_next(&k, k.row_chunks + _TAIL_CHUNKS, w, &own, &far)
@@ -2444,16 +2662,19 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
                     dod_table_removal_free(tab, &k.rm, min(k.rm.removed, (sch - k.row_chunks) * fstep),
                                            min(k.rm.removed, (sch - k.row_chunks + 1) * fstep))
                 sch = _claim_next(&k, k.row_chunks + _TAIL_CHUNKS, w, &own, &far)
+            _worker_out(t, w)
+        _region_close(t, _PASS_DEATHS, nt, opened)
     else:
         dod_table_removal_move(tab, &k.rm, 0, k.rm.moves)
         dod_table_removal_free(tab, &k.rm, 0, k.rm.removed)
     dod_table_removal_finish(tab, &k.rm)
+    clock = _pass_done(t, _PASS_DEATHS, clock)
 
     # 6. Births from the detections nobody took. The table zeroes the new
     # row (ZII: velocity 0, misses 0); the birth writes only what it sets,
     # the covariance always (a zero covariance means certainty).
     if t.two_point:
-        _births_two_point(t, &k, &cnt, dt)      # pairs start tracks; the rest wait a scan
+        _births_two_point(t, &k, &cnt, dt, nt)  # pairs start tracks; the rest wait a scan
     # Free detections (k.born, listed with the update) are births in scan
     # order while rows last, the rest are dropped (as one insert per birth
     # would): birth b is detection born[b] with id next_id + b. Their rows
@@ -2508,6 +2729,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     t.last = cnt
     t.scans += 1
     dod_arena_rewind(scratch, mark)
+    clock = _pass_done(t, _PASS_BIRTHS, clock)
     # 7. Locality: every sort_every scans, put the rows back into spatial
     # order (births append at the end and deaths move the last row into the
     # hole; targets themselves move a fraction of a cell per scan, so a
@@ -2518,6 +2740,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
             t.since_sort = 0
             t.sorts += 1
         dod_arena_rewind(scratch, mark)
+        _pass_done(t, _PASS_SORT, clock)
     return 0
 
 
@@ -2802,6 +3025,44 @@ cdef class Tracker:
         """Spatial sorts of the track rows so far (every config.sort_every scans)."""
         return self.engine.sorts
 
+    @property
+    def profile(self):
+        """Whether each tick times its passes (default False); see last_profile().
+
+        On, a tick reads the clock twice a pass and each worker twice a
+        parallel region: tens of nanoseconds each, nothing allocated.
+        Setting it while a tick runs in another thread raises RuntimeError."""
+        return bool(self.engine.profile)
+
+    @profile.setter
+    def profile(self, value):
+        if self._busy:
+            raise RuntimeError("a tick of this tracker is running in another thread")
+        self.engine.profile = bool(value)
+
+    def last_profile(self):
+        """Where the latest tick's time went: {pass: (wall_ms, idle_ms)} in
+        PASS_NAMES order, or None when that tick ran with profile off (or
+        there was none).
+
+        wall_ms is the calling thread's wall-clock time in the pass (the
+        passes add up to the tick, less the call's own checks). idle_ms is
+        the sum over the workers of their time waiting inside the pass's
+        row-chunk regions: each region's wall time times its threads, less
+        each worker's time from its entry to the end of its last chunk
+        (start-up, waiting for the slowest chunk, the closing barrier); 0.0
+        for a serial pass. The cluster solve's, the index build's and the
+        births' regions count in wall_ms only. "sort" is 0.0 except in a
+        tick that ran the spatial sort (sort_every)."""
+        cdef int p
+        cdef int64_t total = 0
+        for p in range(DOD_TICK_PASSES):
+            total += self.engine.prof.wall_ns[p]
+        if total == 0:
+            return None
+        return {PASS_NAMES[p]: (self.engine.prof.wall_ns[p] / 1e6, self.engine.prof.idle_ns[p] / 1e6)
+                for p in range(DOD_TICK_PASSES)}
+
     def prefault(self):
         """Fault in every page a tick can touch; returns the bytes of pages touched.
 
@@ -3004,7 +3265,9 @@ cdef class Tracker:
     @property
     def waiting(self):
         """Detections waiting for a partner (two-point initiation): a
-        read-only (k, dim) view."""
+        read-only (k, dim) view, in the tracker's order (the detection
+        index's cell order, when the index held them all: next scan's
+        pairing walks the index from each; else scan order)."""
         arr = self.singles["z"]
         arr.flags.writeable = False
         return arr

@@ -36,6 +36,17 @@ Options: ``--quick`` (fewer scans), ``--sizes 10,100,1000``, ``--scans K``,
 ``--reference-max N``, ``--dim 3``, ``--gc`` (leave the cyclic GC on while
 timing; by default it is disabled around the timed ticks of both trackers).
 
+``--initiation two_point``: the trackers (dod's and the reference) start
+tracks from pairs of detections, as the demo does (default ``single``: the
+scenario above, the table's history).
+
+``--passes``: a second table, where each dod tick's time goes
+(``Tracker.profile``): the median wall time of each pass, and the workers'
+idle time inside the row-chunk regions (summed over the workers; "idle
+share" is that over threads x tick). On many cores it tells the serial
+passes and the waits from the per-row cost that grows with the cores'
+shared memory traffic.
+
 ``--accuracy [options]``: the accuracy-in-clutter table instead (MOTA, IDF1,
 HOTA, false confirmed tracks, and the tick cost of the clutter options;
 :mod:`dod.tracker.accuracy`, whose options follow, e.g. ``--accuracy --quick``).
@@ -60,6 +71,7 @@ import numpy as np
 
 from dod._report import table
 from dod.tracker import ReferenceTracker, Tracker, TrackerConfig
+from dod.tracker._engine import PASS_NAMES
 from dod.tracker._bare_loop import sweep
 from dod.tracker.scenario import iter_scans
 
@@ -83,8 +95,10 @@ def _stats(ms, cpu, rows):
             float(np.percentile(cpu, 99)), float(np.median(cpu)), 1e6 * p50 / max(1.0, float(np.median(rows))))
 
 
-def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s):
-    """Tick every tracker on the same scans; returns ({name: stats}, confirmed).
+def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, passes=False, initiation="single"):
+    """Tick every tracker on the same scans; returns ({name: stats}, confirmed);
+    with `passes`, stats["passes t<count>"] holds each dod tracker's
+    (median ms of each pass in PASS_NAMES order, median idle ms, median idle share).
 
     The scans stream in blocks of up to _BLOCK (fewer above 400,000
     targets: a block holds at most ~4 million detections), and every
@@ -92,8 +106,13 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s):
     block, every tracker is timed through the same swings of a shared
     machine's speed (one tracker over all scans, then the next, put minutes
     between the runs a ratio compares), and memory stays bounded at any N."""
-    cfg = TrackerConfig(dim=dim, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64))
+    cfg = TrackerConfig(dim=dim, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64),
+                        initiation=initiation)
     trackers = {f"t{nt}": Tracker(cfg, threads=nt) for nt in threads}
+    prof = {}
+    for name, tr in trackers.items():
+        tr.profile = passes
+        prof[name] = []
     if reference:
         trackers["reference"] = ReferenceTracker(cfg)
     ms = {name: [] for name in trackers}
@@ -127,6 +146,10 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s):
                         ms[name].append((t1 - t0) / 1e6)
                         cpu[name].append((c1 - c0) / 1e6)
                         rows[name].append(len(tr))
+                        if passes and name in prof:
+                            p = tr.last_profile()
+                            prof[name].append([p[q][0] for q in PASS_NAMES] + [sum(v[1] for v in p.values()),
+                                                                               (t1 - t0) / 1e6])
                 if name == "reference" and spent[name] > budget_s and len(ms[name]) >= 10:
                     del trackers[name]          # too slow to finish: keep what was timed
             for nt in threads if buf is not None else ():
@@ -148,16 +171,23 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s):
             out[name] = _stats(np.array(ms[name]), np.array(cpu[name]), np.array(rows[name]))
     if buf is not None:
         out["loop"] = {nt: float(np.median(loop[nt])) for nt in threads}
+    for nt in threads if passes else ():
+        a = np.array(prof[f"t{nt}"])
+        out[f"passes t{nt}"] = (np.median(a[:, :len(PASS_NAMES)], axis=0), float(np.median(a[:, -2])),
+                                float(np.median(a[:, -2] / (nt * a[:, -1]))))
     return out, trackers[f"t{threads[0]}"].counts()["confirmed"]
 
 
 def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, keep_gc=False,
-        seed=0, dim=2, out=print, threads=(1,), markdown=False, reference_max=20000):
+        seed=0, dim=2, out=print, threads=(1,), markdown=False, reference_max=20000, passes=False,
+        initiation="single"):
     """Time the tick at each size and thread count; print the table with `out`; return the rows.
 
     Each row: ``n``, ``confirmed``, ``dod`` (the first thread count's stats,
     as before threads existed), ``threads`` {count: stats} and ``reference``
-    when it ran. Stats: (p50, p99, max, ticks, cpu p99, cpu p50, ns/track), ms."""
+    when it ran. Stats: (p50, p99, max, ticks, cpu p99, cpu p50, ns/track), ms.
+    With `passes`, ``passes`` {count: (ms per pass (PASS_NAMES order), idle
+    ms, idle share)}, medians over the timed ticks, and a second table."""
     threads = tuple(threads)
     if not threads or any(int(t) < 1 for t in threads):
         raise ValueError(f"thread counts must be >= 1, got {threads!r}")
@@ -175,20 +205,56 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
         if n >= 1000000:
             warmup = 12
         res, confirmed = _measure(n, threads, k, warmup, reference and n <= reference_max, keep_gc, seed, dim,
-                                  budget_s=10.0 if quick else 30.0)
+                                  budget_s=10.0 if quick else 30.0, passes=passes, initiation=initiation)
         row = {"n": n, "confirmed": confirmed, "threads": {t: res[f"t{t}"] for t in threads},
                "dod": res[f"t{threads[0]}"]}
         if "reference" in res:
             row["reference"] = res["reference"]
         if "loop" in res:
             row["loop"] = res["loop"]
+        if passes:
+            row["passes"] = {t: res[f"passes t{t}"] for t in threads}
         rows.append(row)
-    _print(rows, threads, dim, keep_gc, markdown, out)
+    _print(rows, threads, dim, keep_gc, markdown, out, initiation)
+    if passes:
+        _print_passes(rows, threads, markdown, out)
     return rows
 
 
-def _print(rows, threads, dim, keep_gc, markdown, out):
+def _print_table(head, cols, lines, markdown, out):
+    """`lines` under `cols`: a Markdown table, or columns aligned right."""
+    if markdown:
+        out(f"**{head}**")
+        out("")
+        out("| " + " | ".join(cols) + " |")
+        out("|" + "---:|" * len(cols))
+        for line in lines:
+            out("| " + " | ".join(line) + " |")
+    else:
+        out(head)
+        w = [max(len(c), *(len(line[i]) for line in lines)) if lines else len(c) for i, c in enumerate(cols)]
+        out("  ".join(c.rjust(w[i]) for i, c in enumerate(cols)))
+        for line in lines:
+            out("  ".join(v.rjust(w[i]) for i, v in enumerate(line)))
+
+
+def _print_passes(rows, threads, markdown, out):
+    head = ("where the dod tick goes (ms, median of the timed ticks; Tracker.profile): each pass's "
+            "wall time; idle = the workers' waits in its row-chunk regions, summed over the workers; "
+            "idle share = idle / (threads x tick)")
+    cols = ["N", "threads", *PASS_NAMES, "idle", "idle share"]
+    lines = []
+    for r in rows:
+        for t in threads:
+            wall, idle, share = r["passes"][t]
+            lines.append([f"{r['n']:,}", str(t), *(f"{v:.3f}" for v in wall), f"{idle:.3f}", f"{100 * share:.1f} %"])
+    out("")
+    _print_table(head, cols, lines, markdown, out)
+
+
+def _print(rows, threads, dim, keep_gc, markdown, out, initiation="single"):
     head = (f"dod.tracker tick time (ms), {dim}-D CV, Pd 0.9, clutter 0.2 N, 50 Hz; "
+            + ("two-point initiation; " if initiation != "single" else "") +
             f"GC {'on' if keep_gc else 'off'} while timing; CPU = process CPU per tick (all threads)")
     cols = ["N", "threads", "confirmed", "p50", "p99", "cpu p50", "cpu p99", "max", "ns/track",
             "vs 1 thread", "bare loop", "ref p50", "ref/dod"]
@@ -204,19 +270,7 @@ def _print(rows, threads, dim, keep_gc, markdown, out):
                           f"{d[6]:.0f}", f"{base / d[0]:.2f}x",
                           f"{loop[threads[0]] / loop[t]:.2f}x" if loop else "-",
                           f"{f[0]:.3f}" if f else "-", f"{f[0] / d[0]:.1f}x" if f else "-"])
-    if markdown:
-        out(f"**{head}**")
-        out("")
-        out("| " + " | ".join(cols) + " |")
-        out("|" + "---:|" * len(cols))
-        for line in lines:
-            out("| " + " | ".join(line) + " |")
-    else:
-        out(head)
-        w = [max(len(c), *(len(line[i]) for line in lines)) if lines else len(c) for i, c in enumerate(cols)]
-        out("  ".join(c.rjust(w[i]) for i, c in enumerate(cols)))
-        for line in lines:
-            out("  ".join(v.rjust(w[i]) for i, v in enumerate(line)))
+    _print_table(head, cols, lines, markdown, out)
     goals = []
     for r in rows:
         d = r["dod"]
@@ -273,12 +327,16 @@ def main(argv=None):
     p.add_argument("--gc", action="store_true", help="leave the cyclic GC enabled while timing")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dim", type=int, default=2, choices=(2, 3))
+    p.add_argument("--initiation", choices=("single", "two_point"), default="single",
+                   help="how dod's trackers start tracks (the demo: two_point)")
+    p.add_argument("--passes", action="store_true",
+                   help="also print where each tick goes, pass by pass (Tracker.profile)")
     a = p.parse_args(argv)
     sizes = tuple(int(s) for s in a.sizes.split(",") if s)
     try:
         threads = tuple(int(s) for s in a.threads.split(",") if s)
         run(sizes, a.scans, a.quick, not a.no_reference, a.gc, a.seed, a.dim, threads=threads,
-            markdown=a.markdown, reference_max=a.reference_max)
+            markdown=a.markdown, reference_max=a.reference_max, passes=a.passes, initiation=a.initiation)
     except ValueError as e:
         p.error(str(e))
 

@@ -178,6 +178,10 @@ else
     note "tracker --threads: not available in this build; measuring the 1-thread tick only"
 fi
 if has_flag dod.tracker.bench --markdown; then TRACKER+=(--markdown); TT=md; else TT=text; fi
+# Where each tick goes, pass by pass, and how long the workers wait: what
+# the 16-core run needs to split 1M's tick into serial parts, waits and
+# per-row cost.
+if has_flag dod.tracker.bench --passes; then TRACKER+=(--passes); fi
 for n in ${SIZES//,/ }; do
     more=()
     if [ "$n" -ge 1000000 ]; then
@@ -190,17 +194,23 @@ done
 
 # ---------------------------------------------------------------- the demo's tick against the bench's
 # On the 16-core machine (2026-12-04) the demo's tick at 1,000,000 targets
-# and 16 threads was twice the bench's (p50 76-79 against 34-41 ms). What
-# the demo adds: its producer thread beside the tick, and one worker pinned
-# per core (OMP_PROC_BIND=spread, OMP_PLACES=cores: dod.tracker.openmp).
-# The same demo without the binding, and the bench with it, tell them apart.
+# and 16 threads was twice the bench's (p50 76-79 against 34-41 ms). Found
+# since on the 2-core VM: the demo starts tracks from pairs (two-point
+# initiation), whose births then took their rows in scan order (random in
+# space), and its one-thread tick at 1M took 359-374 ms against 206-230
+# once they took them in cell order. What else the demo adds: its producer
+# thread beside the tick, and one worker pinned per core (OMP_PROC_BIND=
+# spread, OMP_PLACES=cores: dod.tracker.openmp). The same demo without the
+# binding, and the bench with it and the demo's initiation, tell them apart.
 MAXT=${THREADS##*,}
 DEMO_N=${DOD_GPU_CHECK_DEMO_N:-1000000}
 DEMO=(-m dod.tracker --targets "$DEMO_N" --threads "$MAXT" --rate 25 --duration "$(budget 8 4)" --no-live)
 step demo-bound "$(budget 75 45)" text "$PY" "${DEMO[@]}"
 step demo-unbound "$(budget 75 45)" text env OMP_PROC_BIND=false "$PY" "${DEMO[@]}"
-step bench-bound "$(budget 75 45)" text env OMP_PROC_BIND=spread OMP_PLACES=cores \
-    "$PY" -m dod.tracker.bench --no-reference --threads "$MAXT" --sizes "$DEMO_N" --scans "$(budget 20 10)"
+BENCH_AS_DEMO=(-m dod.tracker.bench --no-reference --threads "$MAXT" --sizes "$DEMO_N" --scans "$(budget 20 10)")
+if has_flag dod.tracker.bench --initiation; then BENCH_AS_DEMO+=(--initiation two_point); fi
+if has_flag dod.tracker.bench --passes; then BENCH_AS_DEMO+=(--passes); fi
+step bench-bound "$(budget 75 45)" text env OMP_PROC_BIND=spread OMP_PLACES=cores "$PY" "${BENCH_AS_DEMO[@]}"
 
 # ---------------------------------------------------------------- summary
 {
