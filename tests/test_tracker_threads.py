@@ -55,6 +55,28 @@ def test_bit_identical_for_every_thread_count(seed, sort_every):
         t.table.check()
 
 
+def test_two_point_bit_identical_for_every_thread_count():
+    # The demo's initiation: births from pairs (rows in cell order, written
+    # over the workers), the waiting detections in the index's order, the
+    # pairing walk in chunks of them (~500 a scan here: parallel from 64
+    # per worker), every scan compared.
+    sc = generate(N_TARGETS, 50, seed=6, pd=0.9, crossing=0.2)
+    trackers = {n: Tracker(_config(threads=n, initiation="two_point", parallel_min_rows=64))
+                for n in (1, 2, 3, 4)}
+    singles = 0
+    for s, (z, dt) in enumerate(sc):
+        for t in trackers.values():
+            t.tick(z, dt)
+        want = _state(trackers[1]), trackers[1].waiting.tobytes()
+        for n in (2, 3, 4):
+            assert (_state(trackers[n]), trackers[n].waiting.tobytes()) == want, \
+                f"threads={n} differs from threads=1 at scan {s}"
+        singles = max(singles, trackers[1].counts()["singles"])
+    assert singles >= 4 * 64 and trackers[1].counts()["confirmed"] > 0.8 * N_TARGETS * 0.8
+    for t in trackers.values():
+        t.table.check()
+
+
 def test_bit_identical_up_to_sixteen_threads():
     # A many-core machine's thread counts, at a size where 16 workers take
     # every parallel path with the default parallel_min_rows (512 rows each).
