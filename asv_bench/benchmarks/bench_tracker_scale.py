@@ -80,23 +80,13 @@ def _bare_loop_speedup(n, threads, count):
     return float(np.median(ms[1])) / float(np.median(ms[threads]))
 
 
-class TrackerScale:
-    """One tracker per (N, threads), 30 warm-up scans, then a timed window."""
+class _Windows:
+    """The rows both classes report from setup_cache's {(n, threads): _run(...)}
+    (a leading underscore: asv does not collect this class itself)."""
 
-    params = ([10000, 100000], [1, 2])
     param_names = ["n", "threads"]
     timeout = 1200
     COUNT = 40
-
-    def setup_cache(self):
-        if not HAVE:
-            return {"missing": True}
-        data = {(n, th): _run(n, th, self.COUNT) for n in self.params[0] for th in self.params[1]}
-        if sweep is not None:
-            for n in self.params[0]:
-                for th in self.params[1]:
-                    data[("loop", n, th)] = _bare_loop_speedup(n, th, self.COUNT)
-        return data
 
     def setup(self, data, n, threads):
         _need()
@@ -108,6 +98,27 @@ class TrackerScale:
     def track_p99_ms(self, data, n, threads):
         return data[(n, threads)][1]
     track_p99_ms.unit = "ms"
+
+    def track_blocks_per_tick(self, data, n, threads):
+        """Python blocks retained per tick (goal: 0; includes nothing of the scan stream)."""
+        return data[(n, threads)][3]
+    track_blocks_per_tick.unit = "blocks"
+
+
+class TrackerScale(_Windows):
+    """One tracker per (N, threads), 30 warm-up scans, then a timed window."""
+
+    params = ([10000, 100000], [1, 2])
+
+    def setup_cache(self):
+        if not HAVE:
+            return {"missing": True}
+        data = {(n, th): _run(n, th, self.COUNT) for n in self.params[0] for th in self.params[1]}
+        if sweep is not None:
+            for n in self.params[0]:
+                for th in self.params[1]:
+                    data[("loop", n, th)] = _bare_loop_speedup(n, th, self.COUNT)
+        return data
 
     def track_ns_per_track(self, data, n, threads):
         """Median tick / live rows: flat from 10k to 100k when the tick scales linearly."""
@@ -134,40 +145,16 @@ class TrackerScale:
         return data[("loop", n, threads)]
     track_bare_loop_speedup.unit = "x"
 
-    def track_blocks_per_tick(self, data, n, threads):
-        """Python blocks retained per tick (goal: 0; includes nothing of the scan stream)."""
-        return data[(n, threads)][3]
-    track_blocks_per_tick.unit = "blocks"
 
-
-class TrackerScaleTwoPoint:
+class TrackerScaleTwoPoint(_Windows):
     """N = 100,000 as the demo runs it (initiation="two_point": tracks start
     from pairs of detections), threads 1 and 2. Its births took rows in scan
     order until 2026-12-04 (the tick ~1.2x longer at 100k, ~1.7x at 1M)."""
 
     params = ([100000], [1, 2])
-    param_names = ["n", "threads"]
-    timeout = 1200
-    COUNT = 40
 
     def setup_cache(self):
         if not HAVE:
             return {"missing": True}
         return {(n, th): _run(n, th, self.COUNT, initiation="two_point")
                 for n in self.params[0] for th in self.params[1]}
-
-    def setup(self, data, n, threads):
-        _need()
-
-    def track_p50_ms(self, data, n, threads):
-        return data[(n, threads)][0]
-    track_p50_ms.unit = "ms"
-
-    def track_p99_ms(self, data, n, threads):
-        return data[(n, threads)][1]
-    track_p99_ms.unit = "ms"
-
-    def track_blocks_per_tick(self, data, n, threads):
-        """Python blocks retained per tick (goal: 0)."""
-        return data[(n, threads)][3]
-    track_blocks_per_tick.unit = "blocks"

@@ -537,30 +537,41 @@ cdef void _gate_chunk(const dod_tracker* t, _tick* k, _pairs* seg, uint8_t stage
     k.chunk_n[ch] = seg.n - n0
 
 
-cdef void _gate_open(const dod_tracker* t, _tick* k) noexcept nogil:
-    """Start a gating pass: the whole pair buffer (serial), or one segment
-    of it per worker (threads, with enough rows)."""
-    cdef int nt = t.threads, w
-    cdef size_t at
-    k.npairs = 0
-    k.pairs_dropped = 0
-    k.chunks = 0
+cdef inline void _pairs_whole(_tick* k) noexcept nogil:
+    """k.whole: the whole pair buffer, empty."""
     k.whole.pt = k.pt
     k.whole.pd = k.pd
     k.whole.pc = k.pc
     k.whole.n = 0
     k.whole.cap = k.pair_cap
     k.whole.dropped = 0
+
+
+cdef inline void _pairs_segments(_tick* k, int nt) noexcept nogil:
+    """k.seg[0:nt]: the pair buffer cut into nt equal segments, empty."""
+    cdef int w
+    cdef size_t at
+    for w in range(nt):
+        at = k.pair_cap * <size_t>w // <size_t>nt
+        k.seg[w].pt = k.pt + at
+        k.seg[w].pd = k.pd + at
+        k.seg[w].pc = k.pc + at
+        k.seg[w].n = 0
+        k.seg[w].cap = k.pair_cap * <size_t>(w + 1) // <size_t>nt - at
+        k.seg[w].dropped = 0
+
+
+cdef void _gate_open(const dod_tracker* t, _tick* k) noexcept nogil:
+    """Start a gating pass: the whole pair buffer (serial), or one segment
+    of it per worker (threads, with enough rows)."""
+    cdef int nt = t.threads
+    k.npairs = 0
+    k.pairs_dropped = 0
+    k.chunks = 0
+    _pairs_whole(k)
     k.gate_parallel = nt > 1 and k.T >= <size_t>nt * t.min_rows
     if k.gate_parallel:
-        for w in range(nt):
-            at = k.pair_cap * <size_t>w // <size_t>nt
-            k.seg[w].pt = k.pt + at
-            k.seg[w].pd = k.pd + at
-            k.seg[w].pc = k.pc + at
-            k.seg[w].n = 0
-            k.seg[w].cap = k.pair_cap * <size_t>(w + 1) // <size_t>nt - at
-            k.seg[w].dropped = 0
+        _pairs_segments(k, nt)
 
 
 cdef void _gate_close(const dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
@@ -2040,16 +2051,6 @@ cdef void _pair_walk(const dod_tracker* t, _tick* k, _pairs* dest, size_t i0, si
     dest[0] = local
 
 
-cdef void _pair_walk_chunk(const dod_tracker* t, _tick* k, _pairs* seg, size_t ch, size_t per,
-                           double R) noexcept nogil:
-    """Chunk ch of the singles (per each) into this worker's segment; note
-    where its pairs went (k.chunk_at, k.chunk_n)."""
-    cdef size_t i0 = ch * per, i1 = min(t.singles.count, i0 + per), n0 = seg.n
-    _pair_walk(t, k, seg, i0, i1, R)
-    k.chunk_at[ch] = <size_t>(seg.pt - k.pt) + n0
-    k.chunk_n[ch] = seg.n - n0
-
-
 cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double dt,
                         bint grid_built) noexcept nogil:
     """Pair the waiting detections with this scan's free ones (two-point
@@ -2058,14 +2059,15 @@ cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double d
     marked det_track[j] = -2 - i.
 
     Threads: with enough singles the walk runs in chunks of them over the
-    workers, each appending to its own segment of the pair buffer (k.seg,
-    as _gate_open cuts it), the chunks' runs in k.chunk_at / chunk_n (free
-    again after the tentative association). If a segment fills, the serial
-    walk runs instead: the same pairs kept and dropped at every thread
-    count. The matching below does not depend on the pairs' order. (At
-    1,000,000 targets, ~200,000 singles a scan, the serial walk was most
-    of a two-point tick's association pass: ~35 of a ~200 ms tick.)"""
-    cdef size_t ns = t.singles.count, i, j, p, nch = 1, per, ch, at
+    workers, each appending to its own segment of the pair buffer (as
+    _gate_open cuts it), the segments then moved end to end. The pairs'
+    order then depends on which worker took which chunk; the matching does
+    not depend on it. If a segment fills, the serial walk runs instead: the
+    same pairs kept and dropped at every thread count. (At 1,000,000
+    targets, ~200,000 singles a scan, the serial walk was most of the
+    association pass, ~35 ms of a ~200 ms one-thread tick, and scaled not
+    at all at two threads: 35 -> 33 ms.)"""
+    cdef size_t ns = t.singles.count, i, j, p, per, ch, m
     cdef int nt = t.threads, w
     cdef double R = t.v_max * dt + t.pair_noise
     cdef int32_t bi, bd
@@ -2079,69 +2081,56 @@ cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double d
         dod_grid_build(&k.grid, k.z, k.D, t.dim)
     par = nt > 1 and ns >= <size_t>nt * t.min_rows
     if par:
-        nch = min(<size_t>_GATE_CHUNKS, <size_t>nt * _GATE_CHUNKS_PER_THREAD)
-        per = (ns + nch - 1) // nch
-        nch = (ns + per - 1) // per
-        for w in range(nt):
-            at = k.pair_cap * <size_t>w // <size_t>nt
-            k.seg[w].pt = k.pt + at
-            k.seg[w].pd = k.pd + at
-            k.seg[w].pc = k.pc + at
-            k.seg[w].n = 0
-            k.seg[w].cap = k.pair_cap * <size_t>(w + 1) // <size_t>nt - at
-            k.seg[w].dropped = 0
-        for ch in prange(nch, num_threads=nt, schedule="dynamic"):
-            _pair_walk_chunk(t, k, &k.seg[threadid()], ch, per, R)
+        m = min(<size_t>_GATE_CHUNKS, <size_t>nt * _GATE_CHUNKS_PER_THREAD)       # chunks
+        per = (ns + m - 1) // m
+        _pairs_segments(k, nt)
+        for ch in prange((ns + per - 1) // per, num_threads=nt, schedule="dynamic"):
+            _pair_walk(t, k, &k.seg[threadid()], ch * per, min(ns, (ch + 1) * per), R)
         for w in range(nt):
             dropped += k.seg[w].dropped
         par = dropped == 0
+        if par:                         # end to end (each moves down, never onto one still to move)
+            for w in range(nt):
+                m = k.seg[w].n
+                memmove(k.pt + k.npairs, k.seg[w].pt, m * sizeof(int32_t))
+                memmove(k.pd + k.npairs, k.seg[w].pd, m * sizeof(int32_t))
+                memmove(k.pc + k.npairs, k.seg[w].pc, m * sizeof(double))
+                k.npairs += m
     if not par:
-        nch = 1
-        k.whole.pt = k.pt
-        k.whole.pd = k.pd
-        k.whole.pc = k.pc
-        k.whole.n = 0
-        k.whole.cap = k.pair_cap
-        k.whole.dropped = 0
+        _pairs_whole(k)
         _pair_walk(t, k, &k.whole, 0, ns, R)
-        k.chunk_at[0] = 0
-        k.chunk_n[0] = k.whole.n
+        k.npairs = k.whole.n
         cnt.pairs_dropped += k.whole.dropped
-    for ch in range(nch):
-        k.npairs += k.chunk_n[ch]
     cnt.pairs += k.npairs
     # Iterated mutual nearest neighbours: a pair that is the cheapest of both
     # its single (ties: lower detection) and its detection (ties: lower
     # single) is taken; repeat on what is left. With this strict order that
     # is the cheapest-first greedy matching, whatever the pairs' order.
     while True:
-        for ch in range(nch):
-            for p in range(k.chunk_at[ch], k.chunk_at[ch] + k.chunk_n[ch]):
-                k.sbest[k.pt[p]] = -1
-                k.dbest[k.pd[p]] = -1
-        for ch in range(nch):
-            for p in range(k.chunk_at[ch], k.chunk_at[ch] + k.chunk_n[ch]):
-                i = <size_t>k.pt[p]
-                j = <size_t>k.pd[p]
-                if k.sused[i] or k.det_track[j] != -1:
-                    continue
-                bi = k.sbest[i]
-                if bi < 0 or k.pc[p] < k.pc[bi] or (k.pc[p] == k.pc[bi] and k.pd[p] < k.pd[bi]):
-                    k.sbest[i] = <int32_t>p
-                bd = k.dbest[j]
-                if bd < 0 or k.pc[p] < k.pc[bd] or (k.pc[p] == k.pc[bd] and k.pt[p] < k.pt[bd]):
-                    k.dbest[j] = <int32_t>p
+        for p in range(k.npairs):
+            k.sbest[k.pt[p]] = -1
+            k.dbest[k.pd[p]] = -1
+        for p in range(k.npairs):
+            i = <size_t>k.pt[p]
+            j = <size_t>k.pd[p]
+            if k.sused[i] or k.det_track[j] != -1:
+                continue
+            bi = k.sbest[i]
+            if bi < 0 or k.pc[p] < k.pc[bi] or (k.pc[p] == k.pc[bi] and k.pd[p] < k.pd[bi]):
+                k.sbest[i] = <int32_t>p
+            bd = k.dbest[j]
+            if bd < 0 or k.pc[p] < k.pc[bd] or (k.pc[p] == k.pc[bd] and k.pt[p] < k.pt[bd]):
+                k.dbest[j] = <int32_t>p
         matched = 0
-        for ch in range(nch):
-            for p in range(k.chunk_at[ch], k.chunk_at[ch] + k.chunk_n[ch]):
-                i = <size_t>k.pt[p]
-                j = <size_t>k.pd[p]
-                if k.sused[i] or k.det_track[j] != -1:
-                    continue
-                if k.sbest[i] == <int32_t>p and k.dbest[j] == <int32_t>p:
-                    k.sused[i] = 1
-                    k.det_track[j] = -2 - <int32_t>i
-                    matched += 1
+        for p in range(k.npairs):
+            i = <size_t>k.pt[p]
+            j = <size_t>k.pd[p]
+            if k.sused[i] or k.det_track[j] != -1:
+                continue
+            if k.sbest[i] == <int32_t>p and k.dbest[j] == <int32_t>p:
+                k.sused[i] = 1
+                k.det_track[j] = -2 - <int32_t>i
+                matched += 1
         if matched == 0:
             return
 
@@ -2237,6 +2226,44 @@ cdef void _pair_birth_rows(const dod_tracker* t, const _tick* k, size_t row0, co
         c.state[i] = DOD_TRACK_TENTATIVE
 
 
+cdef void _birth_part(const dod_tracker* t, const _tick* k, size_t row0, const dod_index* order,
+                      const double* opos, const int32_t* partner, double dt, double lc,
+                      size_t r0, size_t r1) noexcept nogil:
+    """Births [r0, r1) into rows row0 + r0 ..: two-point ones (_pair_birth_rows)
+    with `partner`, else single-point ones (_birth_rows)."""
+    if partner != NULL:
+        _pair_birth_rows(t, k, row0, order, opos, partner, dt, lc, r0, r1)
+    else:
+        _birth_rows(t, k, row0, order, opos, r0, r1, lc)
+
+
+cdef void _insert_births(const dod_tracker* t, _tick* k, size_t nfit, bint par, const dod_index* order,
+                         const double* opos, const int32_t* partner, double dt, double lc) noexcept nogil:
+    """Insert nfit rows right after this tick's removal (k.rm) and write the
+    births into them (_birth_part). With `par`, over the workers: the
+    births first take the slots the deaths just freed, whose order in the
+    free list is known: each chunk writes the slot maps of its rows among
+    those, and the serial item only the rest (chasing the free list,
+    ~200,000 slots a scan at 1,000,000 targets, took ~1.4 ms: the region's
+    longest item with many workers)."""
+    cdef dod_table* tab = t.table
+    cdef size_t row0 = tab.count, reused, bstep
+    cdef Py_ssize_t ch
+    if par:
+        reused = dod_table_reusable(tab, &k.rm, nfit)
+        bstep = (nfit + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS
+        for ch in prange(_TAIL_CHUNKS + 1, num_threads=t.threads, schedule="dynamic", chunksize=1):
+            if ch == 0:
+                dod_table_insert_reusing(tab, &k.rm, nfit, reused)
+            else:
+                dod_table_insert_freed(tab, &k.rm, row0, min(reused, (ch - 1) * bstep), min(reused, ch * bstep))
+                _birth_part(t, k, row0, order, opos, partner, dt, lc, min(nfit, (ch - 1) * bstep),
+                            min(nfit, ch * bstep))
+    else:
+        dod_table_insert_many(tab, nfit, NULL)
+        _birth_part(t, k, row0, order, opos, partner, dt, lc, 0, nfit)
+
+
 cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double dt, int nt) noexcept nogil:
     """Tentative tracks from the pairs, then this scan's free detections
     become the waiting ones (in the index's cell order when it has them
@@ -2252,7 +2279,7 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
     births, the rows are written in parts over them, as _birth_rows'."""
     cdef dod_table* tab = t.table
     cdef int dim = t.dim
-    cdef size_t j, nb = 0, nfit, row0, reused, bstep
+    cdef size_t j, nb = 0, nfit
     cdef Py_ssize_t ch
     cdef double lc = _log_clutter(t)
     cdef const dod_index* order = NULL
@@ -2312,20 +2339,7 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
     # sort) and its single nearly so (the singles are in the previous
     # scan's cell order); its place among the scan's detections would be a
     # random read.
-    row0 = tab.count
-    if par:
-        reused = dod_table_reusable(tab, &k.rm, nfit)
-        bstep = (nfit + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS
-        for ch in prange(_TAIL_CHUNKS + 1, num_threads=nt, schedule="dynamic", chunksize=1):
-            if ch == 0:
-                dod_table_insert_reusing(tab, &k.rm, nfit, reused)
-            else:
-                dod_table_insert_freed(tab, &k.rm, row0, min(reused, (ch - 1) * bstep), min(reused, ch * bstep))
-                _pair_birth_rows(t, k, row0, order, opos, partner, dt, lc, min(nfit, (ch - 1) * bstep),
-                                 min(nfit, ch * bstep))
-    else:
-        dod_table_insert_many(tab, nfit, NULL)
-        _pair_birth_rows(t, k, row0, order, opos, partner, dt, lc, 0, nfit)
+    _insert_births(t, k, nfit, par, order, opos, partner, dt, lc)
     t.next_id += nfit
     cnt.births += nfit
     dod_table_clear(t.singles)
@@ -2417,7 +2431,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef dod_tick_counts cnt
     cdef size_t mark = dod_arena_mark(scratch)
     cdef dod_table* tab = t.table
-    cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch, fstep, row0, bstep, ungated, items, reused
+    cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch, fstep, ungated, items
     cdef bint index_early, grid_first
     cdef int dim = t.dim, n = t.n, a
     cdef bint ok = True, par, width_late
@@ -2758,7 +2772,6 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     # their slots (the insert touches the slot maps alone).
     nfree = k.nborn
     nfit = min(nfree, tab.capacity - tab.count)
-    row0 = tab.count
     cnt.births_dropped += nfree - nfit
     tab.failed += nfree - nfit     # each dropped birth is a refused insert
     par = par and nfit >= <size_t>nt * t.min_rows
@@ -2773,23 +2786,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         border = _cell_order(k.z, dim, k.born, dim, nfit, _BIRTH_BITS if dim == 2 else _BIRTH_BITS_3D,
                              t.grid_h, nt, par, &k.bm)
         bpos = k.bm.pos
-    if par:
-        # The births first take the slots the deaths just freed, whose order
-        # in the free list is known: each chunk writes the slot maps of its
-        # rows among those, and the serial item only the rest (chasing the
-        # free list, ~200,000 slots a scan at 1,000,000 targets, took ~1.4
-        # ms: the region's longest item with many workers).
-        reused = dod_table_reusable(tab, &k.rm, nfit)
-        bstep = (nfit + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS
-        for ch in prange(_TAIL_CHUNKS + 1, num_threads=nt, schedule="dynamic", chunksize=1):
-            if ch == 0:
-                dod_table_insert_reusing(tab, &k.rm, nfit, reused)
-            else:
-                dod_table_insert_freed(tab, &k.rm, row0, min(reused, (ch - 1) * bstep), min(reused, ch * bstep))
-                _birth_rows(t, &k, row0, border, bpos, min(nfit, (ch - 1) * bstep), min(nfit, ch * bstep), lc)
-    else:
-        dod_table_insert_many(tab, nfit, NULL)
-        _birth_rows(t, &k, row0, border, bpos, 0, nfit, lc)
+    _insert_births(t, &k, nfit, par, border, bpos, NULL, dt, lc)
     t.next_id += nfit
     cnt.births += nfit
     cnt.tentative = tab.count - cnt.confirmed     # births are tentative
