@@ -11,6 +11,7 @@ import pytest
 import dod
 
 from dod.tracker import demo
+from dod.tracker._engine import PASS_NAMES
 from dod.tracker.metrics import gospa, sparse_gospa
 from dod.tracker.scenario import iter_scans
 
@@ -43,6 +44,25 @@ def test_real_time_run_reports_deadlines_and_no_allocations():
     assert "missed of 50 ticks" in run.summary()
     # a real-time run takes about its duration (never much less)
     assert run.wall >= 0.4
+
+
+def test_profile_sums_every_ticks_passes_without_allocating():
+    # --profile: the tick's pass times (Tracker.profile) summed each tick in
+    # place, their means in the summary; off by default (no line, no sum).
+    run = demo.DemoRun(targets=1500, rate=100.0, duration=0.5, seed=2, threads=2, profile=True).run()
+    assert run.tracker.profile and run.profile_sum[-1] == run.done == 50
+    n = len(PASS_NAMES)
+    assert (run.profile_sum[:-1] >= 0).all() and run.profile_sum[:n].sum() > 0
+    line = next(x for x in run.summary().splitlines() if x.startswith("  passes"))
+    assert all(name in line for name in PASS_NAMES) and "the workers waited" in line
+    if sys.getallocatedblocks():
+        assert run.allocations_per_tick <= 0.0
+    plain = demo.DemoRun(targets=50, duration=0.1, fast=True).run()
+    assert plain.profile_sum is None and not plain.tracker.profile
+    assert "  passes" not in plain.summary()
+    out = io.StringIO()
+    assert demo.main(["--fast", "--no-live", "--duration", "0.2", "--targets", "100", "--profile"], out=out) == 0
+    assert "  passes     ms per tick on average" in out.getvalue()
 
 
 def test_tracks_follow_the_truth():

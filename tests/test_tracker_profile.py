@@ -104,3 +104,32 @@ def test_profiled_tick_allocates_nothing(scans):
     assert sys.getallocatedblocks() - before < 20
     rises = per_call_rises(tick, [(z, dt) for z in zs[20:]])
     assert max(rises) == 0, sorted(rises)[-5:]
+
+
+def test_read_profile_fills_without_allocating_and_matches_last_profile(scans):
+    zs, dt = scans
+    t = Tracker(_config(threads=2))
+    out = np.zeros(2 * len(PASS_NAMES) + 3)
+    t.tick(zs[0], dt)
+    t.read_profile(out)
+    assert not out.any()                        # profile off: zeros
+    t.profile = True
+    for z in zs[:5]:
+        t.tick(z, dt)
+    t.read_profile(out)
+    p = t.last_profile()
+    n = len(PASS_NAMES)
+    assert out[:n].tolist() == [v[0] for v in p.values()]
+    assert out[n:2 * n].tolist() == [v[1] for v in p.values()]
+    assert not out[2 * n:].any()                # nothing past its 2 * len(PASS_NAMES) values
+    rises = per_call_rises(t.read_profile, [(out,)] * 50)
+    assert max(rises) == 0, sorted(rises)[-5:]
+    for bad, err in ((np.zeros(2 * n, np.float32), TypeError), (np.zeros((2 * n, 2))[:, 0], TypeError),
+                     (np.zeros(2 * n - 1), ValueError), ([0.0] * (2 * n), TypeError)):
+        with pytest.raises(err):
+            t.read_profile(bad)
+    ro = np.zeros(2 * n)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError):
+        t.read_profile(ro)
+    assert not ro.any()

@@ -3104,6 +3104,23 @@ cdef class Tracker:
             raise RuntimeError("a tick of this tracker is running in another thread")
         self.engine.profile = bool(value)
 
+    def read_profile(self, cnp.ndarray out not None):
+        """Write the latest tick's profile into `out` (float64, contiguous, at
+        least 2 * len(PASS_NAMES) elements): each pass's wall time in ms in
+        PASS_NAMES order, then each pass's idle ms (last_profile's numbers;
+        zeros for a tick with profile off). Reading it allocates nothing: a
+        loop can sum it every tick. TypeError/ValueError otherwise."""
+        cdef double* o
+        cdef int p
+        if cnp.PyArray_TYPE(out) != cnp.NPY_FLOAT64 or not cnp.PyArray_IS_C_CONTIGUOUS(out):
+            raise TypeError("out must be a contiguous float64 array")
+        if cnp.PyArray_SIZE(out) < 2 * DOD_TICK_PASSES or not cnp.PyArray_ISWRITEABLE(out):
+            raise ValueError(f"out must be writable with at least {2 * DOD_TICK_PASSES} elements")
+        o = <double*>cnp.PyArray_DATA(out)
+        for p in range(DOD_TICK_PASSES):
+            o[p] = self.engine.prof.wall_ns[p] / 1e6
+            o[DOD_TICK_PASSES + p] = self.engine.prof.idle_ns[p] / 1e6
+
     def last_profile(self):
         """Where the latest tick's time went: {pass: (wall_ms, idle_ms)} in
         PASS_NAMES order, or None when that tick ran with profile off (or

@@ -82,6 +82,7 @@ import numpy as np
 from dod.loop import Loop, monotonic_ns
 from dod.realtime import Realtime
 from dod.tracker import Tracker, TrackerConfig
+from dod.tracker._engine import PASS_NAMES
 from dod.tracker.metrics import sparse_gospa
 from dod.tracker.scenario import PRESET_CONFIG, PRESETS, scan_extent
 from dod.tracker.stream import ScanStream
@@ -146,7 +147,8 @@ class DemoRun:
 
     def __init__(self, targets=1000, rate=50.0, duration=10.0, seed=0, fast=False,
                  keep_tracks=False, threads=1, scenario="default", motion=None, lock_memory=False,
-                 cpu=None, realtime_priority=None, rt_strict=False, prefault=True, initiation=None):
+                 cpu=None, realtime_priority=None, rt_strict=False, prefault=True, initiation=None,
+                 profile=False):
         if targets < 1:
             raise ValueError("targets must be >= 1")
         if not (rate > 0 and math.isfinite(rate)):
@@ -210,6 +212,15 @@ class DemoRun:
         take = self.stream.take
         release = self.stream.release_scan
         sensors = self.stream.sensors          # None unless radar
+        # --profile: each tick's pass times (Tracker.profile) summed in place,
+        # allocating nothing: [wall ms per pass, idle ms per pass, ticks].
+        self.tracker.profile = profile
+        self.profile_sum = np.zeros(2 * len(PASS_NAMES) + 1) if profile else None
+        last = np.zeros(2 * len(PASS_NAMES) + 1)
+        last[-1] = 1.0
+        read_profile = self.tracker.read_profile
+        add = np.add
+        total = self.profile_sum
 
         def step():
             # The hand-off: the oldest slot (two atomic counters; its arrays
@@ -223,6 +234,9 @@ class DemoRun:
             else:                               # scan s came from sensor s mod len(sensors)
                 tick(slot.rows, slot.dt, sensor=sensors[slot.tag % len(sensors)])
             release()
+            if total is not None:
+                read_profile(last)
+                add(total, last, out=total)
 
         # The loop resets the tracker's scratch arena after every tick.
         # --fast: the highest rate the loop accepts, catching up without sleeping.
@@ -465,6 +479,14 @@ class DemoRun:
             f"{self.gospa_n} samples; last {s['gospa']:.2f} ({s['missed']} missed, {s['false']} false)"
             + (f"; {self.samples_skipped} samples skipped to keep the rate" if self.samples_skipped else ""),
         ]
+        if self.profile_sum is not None and self.profile_sum[-1] > 0:
+            n = len(PASS_NAMES)
+            mean = self.profile_sum[:-1] / self.profile_sum[-1]
+            lines.append("  passes     ms per tick on average (Tracker.profile): "
+                         + ", ".join(f"{name} {mean[i]:.3f}" for i, name in enumerate(PASS_NAMES))
+                         + f"; the workers waited {mean[n:].sum():.3f} ms a tick in the row-chunk regions "
+                         f"({100 * mean[n:].sum() / max(1e-12, self.tracker.threads * mean[:n].sum()):.1f} % "
+                         "of threads x tick)")
         m = self.mot_scores()
         if m is not None:
             lines.append(f"             MOTA {m['mota']:.3f}  IDF1 {m['idf1']:.3f}  HOTA {m['hota']:.3f} "
@@ -686,6 +708,8 @@ def build_parser():
     p.add_argument("--no-prefault", action="store_true",
                    help="do not fault the tracker's memory in at start (RSS then rises with the "
                         "table's peak rows and the scratch high-water mark, bounded by capacity)")
+    p.add_argument("--profile", action="store_true",
+                   help="time the tick's passes (Tracker.profile) and print their means in the summary")
     p.add_argument("--rt-strict", action="store_true",
                    help="an OS refusal of a real-time option is an error (default: a warning)")
     return p
@@ -709,7 +733,7 @@ def main(argv=None, out=None):
                       threads=a.threads, scenario=a.scenario, motion=a.motion, initiation=a.initiation,
                       lock_memory=a.lock_memory,
                       cpu=a.cpu, realtime_priority=a.realtime_priority, rt_strict=a.rt_strict,
-                      prefault=not a.no_prefault)
+                      prefault=not a.no_prefault, profile=a.profile)
     except (ValueError, TypeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -205,6 +205,7 @@ done
 MAXT=${THREADS##*,}
 DEMO_N=${DOD_GPU_CHECK_DEMO_N:-1000000}
 DEMO=(-m dod.tracker --targets "$DEMO_N" --threads "$MAXT" --rate 25 --duration "$(budget 8 4)" --no-live)
+if has_flag dod.tracker --profile; then DEMO+=(--profile); fi      # the passes' means, beside the bench's
 step demo-bound "$(budget 75 45)" text "$PY" "${DEMO[@]}"
 step demo-unbound "$(budget 75 45)" text env OMP_PROC_BIND=false "$PY" "${DEMO[@]}"
 BENCH_AS_DEMO=(-m dod.tracker.bench --no-reference --threads "$MAXT" --sizes "$DEMO_N" --scans "$(budget 20 10)")
