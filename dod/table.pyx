@@ -705,10 +705,42 @@ cdef class Table:
         if single and self.engine.count >= self.engine.capacity:
             self.engine.failed += 1
             raise MemoryError(f"table full ({self.engine.capacity} rows); nothing was inserted")
-        # Converting the values above may have run Python code (__array__,
-        # __index__...) that inserted or removed rows of this very table:
-        # the rows to write start at the count now, and the room checks above
-        # were made against it.
+        # Every value as contiguous bytes of the column's dtype: n rows, or
+        # one row repeated (mode 0). What may run Python code or release the
+        # GIL (conversions, numpy's broadcasting copies, the handles' array)
+        # happens here, before the last check below.
+        for c in range(ncols):
+            p = prepared[c]
+            if p is None:
+                continue
+            arr, mode = p
+            col = s.columns[c]
+            if mode == 2 and cnp.PyArray_DIMS(<cnp.ndarray>arr)[0] == <cnp.npy_intp>n:
+                continue
+            if arr.dtype == col.dtype and arr.flags.c_contiguous:
+                if mode != 0 and arr.shape[0] == n and arr.shape[1:] == col.shape:
+                    prepared[c] = (arr, 2)
+                    continue
+                if mode == 0 and arr.shape == col.shape:
+                    continue
+            full = np.empty((n,) + col.shape, col.dtype)
+            np.copyto(full, arr, casting="same_kind")
+            prepared[c] = (full, 2)
+        out = None if single else np.empty(n, np.uint64)
+        # The last check: from here to the commit the GIL stays held and
+        # nothing releases it, so no exclusive pass (a tracker's tick, moving
+        # rows without the GIL) can start before these rows are live. (Checked
+        # only at the start, a tick begun while numpy copied above raced this
+        # insert for the same rows.) Converting the values may also have run
+        # Python code that inserted or removed rows of this very table: the
+        # room is checked again, and the rows to write start at the count now.
+        self._check_idle("insert")
+        if n > self.engine.capacity - self.engine.count:
+            self.engine.failed += 1
+            if single:
+                raise MemoryError(f"table full ({self.engine.capacity} rows); nothing was inserted")
+            raise MemoryError(f"table full: {n} rows do not fit ({self.engine.count} of "
+                              f"{self.engine.capacity} rows in use); nothing was inserted")
         first = self.engine.count
         # Write rows [first, first + n): not live yet, so a failure here changes nothing visible.
         for c in range(ncols):
@@ -720,26 +752,15 @@ cdef class Table:
                     memset(dest, 0, n * rb)
                 continue
             arr, mode = p
-            if mode == 2 and cnp.PyArray_DIMS(<cnp.ndarray>arr)[0] == <cnp.npy_intp>n:
-                memcpy(dest, cnp.PyArray_DATA(<cnp.ndarray>arr), n * rb)
-                continue
-            is_batch = mode != 0
-            col = s.columns[c]
-            if arr.dtype == col.dtype and arr.flags.c_contiguous:
-                if is_batch and arr.shape[0] == n and arr.shape[1:] == col.shape:
-                    src = <char*>cnp.PyArray_DATA(arr)
-                    memcpy(dest, src, n * rb)
-                    continue
-                if not is_batch and arr.shape == col.shape:
-                    src = <char*>cnp.PyArray_DATA(arr)
-                    for k in range(n):
-                        memcpy(dest + k * rb, src, rb)
-                    continue
-            np.copyto(self._column_array(c, first, n, self), arr, casting="same_kind")
+            src = <char*>cnp.PyArray_DATA(<cnp.ndarray>arr)
+            if mode == 2:
+                memcpy(dest, src, n * rb)
+            else:
+                for k in range(n):
+                    memcpy(dest + k * rb, src, rb)
         # Commit: hand out the slots.
         if single:
             return dod_table_insert_uninit(&self.engine)
-        out = np.empty(n, np.uint64)
         hp = <uint64_t*>cnp.PyArray_DATA(out)
         dod_table_insert_many(&self.engine, n, hp)
         return out

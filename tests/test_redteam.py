@@ -189,7 +189,7 @@ def test_tracker_table_refuses_inserts_while_a_tick_runs():
         import numpy as np
         from dod.tracker import Tracker, TrackerConfig
         sys.setswitchinterval(1e-5)
-        t = Tracker(TrackerConfig(dim=2, capacity=256, max_detections=256))
+        t = Tracker(TrackerConfig(dim=2, capacity=256, max_detections=256, sort_every=1))
         stop = False
         refused = 0
         def other():
@@ -216,6 +216,34 @@ def test_tracker_table_refuses_inserts_while_a_tick_runs():
         print("ok", len(t.table) <= 256, refused > 0)
     """)
     assert out.split() == ["ok", "True", "True"]
+
+
+def test_an_exclusive_pass_begun_during_an_inserts_conversion_refuses_its_commit():
+    # insert() checked for an exclusive pass (a tick or a prefault, without
+    # the GIL) only before converting its values, which may run Python code
+    # and release the GIL. A pass begun meanwhile then ran beside the
+    # insert's writes and commit: with a tracker's tick moving rows (the
+    # probe above, sorting every tick) a crash in one run of three. Here a
+    # prefault (256 MiB to fault in) starts inside the conversion, which
+    # returns once the pass refuses another insert.
+    import threading
+    from dod.table import Table
+    t = Table({"a": np.float64, "b": (np.float64, (15,))}, 1 << 21)
+    th = threading.Thread(target=t.prefault)
+
+    class Slow:
+        def __array__(self, dtype=None, copy=None):
+            th.start()
+            while True:
+                try:
+                    t.remove(t.insert(a=0.0))
+                except RuntimeError:
+                    return np.array(1.0)
+
+    with pytest.raises(RuntimeError, match="insert refused"):
+        t.insert(a=Slow())
+    th.join()
+    assert len(t) == 0 and t.stats()["allocations"] == t.stats()["removes"]
 
 
 def test_a_plain_allocator_backing_another_is_never_entered_by_two_threads():

@@ -44,10 +44,10 @@ def test_off_by_default_and_none_without_a_profiled_tick(scans):
     assert t.last_profile() is None             # the latest tick's, not an older one's
 
 
-@pytest.mark.parametrize("threads,sort_every", [(1, 0), (2, 0), (2, 5), (3, 0)])
-def test_passes_add_up_within_the_call(scans, threads, sort_every):
+@pytest.mark.parametrize("threads,sort_every,mixed", [(1, 0, 0), (2, 0, 0), (2, 5, 0), (3, 0, 0), (2, 0, 0.1)])
+def test_passes_add_up_within_the_call(scans, threads, sort_every, mixed):
     zs, dt = scans
-    t = Tracker(_config(threads=threads, sort_every=sort_every))
+    t = Tracker(_config(threads=threads, sort_every=sort_every, sort_when_mixed=mixed))
     t.profile = True
     sorted_ticks = 0
     for s, z in enumerate(zs):
@@ -74,7 +74,10 @@ def test_passes_add_up_within_the_call(scans, threads, sort_every):
     if threads > 1:                             # the row-chunk regions ran, so waits were measured
         assert len(t) >= threads * 512
         assert p["predict_gate"][1] > 0 and p["update"][1] > 0, p
-    assert sorted_ticks == (len(zs) // sort_every if sort_every else 0)
+    if mixed:                                   # sorts when the leading rows mixed: at least once here
+        assert sorted_ticks == t.sorts >= 1
+    else:
+        assert sorted_ticks == (len(zs) // sort_every if sort_every else 0)
 
 
 def test_profile_changes_no_result(scans):

@@ -51,6 +51,8 @@ def test_bit_identical_for_every_thread_count(seed, sort_every):
     assert c["confirmed"] > 0.8 * N_TARGETS * 0.8 and c["clusters"] > 0
     if sort_every:
         assert trackers[1].sorts >= 70 // sort_every
+    else:                                   # sort_when_mixed (the default) sorted at every thread count
+        assert trackers[1].sorts >= 1
     for t in trackers.values():
         t.table.check()
 
@@ -104,6 +106,12 @@ def test_threads_validated_before_anything_changes():
     for bad in (-1, 1.0, True):
         with pytest.raises(ValueError):
             TrackerConfig(sort_every=bad)
+    for bad in (-0.1, 1.5, float("nan"), float("inf"), True, "0.1", None):
+        with pytest.raises(ValueError):
+            TrackerConfig(sort_when_mixed=bad)
+        with pytest.raises(ValueError):
+            Tracker(sort_when_mixed=bad)
+    assert TrackerConfig(sort_when_mixed=0).sort_when_mixed == 0
     assert TrackerConfig.__dataclass_fields__["threads"].default == 1
     assert Tracker(threads=MAX_THREADS).threads == MAX_THREADS
 
@@ -184,6 +192,53 @@ def test_spatial_sort_keeps_handles_and_orders_rows():
     del x_by_handle
 
 
+def test_a_sort_puts_the_confirmed_tracks_first_and_keeps_the_others_in_row_order():
+    # Two trackers on the same scans, one never sorting: when the other
+    # sorts (after its 9th tick) it holds the same tracks, the confirmed
+    # ones first in spatial order, then the others in the order the
+    # unsorted tracker holds them.
+    sc = generate(3000, 9, seed=21, crossing=0.2)
+    a = Tracker(_config(sort_when_mixed=0))
+    b = Tracker(_config(sort_every=9, sort_when_mixed=0))
+    for z, dt in sc:
+        a.tick(z, dt)
+        b.tick(z, dt)
+    assert (a.sorts, b.sorts) == (0, 1)
+    conf_a, conf_b = a.states == 2, b.states == 2
+    k = int(conf_b.sum())
+    assert 2000 < k < len(b) and conf_b[:k].all()
+    assert sorted(b.ids[:k].tolist()) == sorted(a.ids[conf_a].tolist())
+    assert np.array_equal(b.ids[k:], a.ids[~conf_a])
+    p = b.positions[:k]
+    step = np.linalg.norm(np.diff(p, axis=0), axis=1)
+    rand = np.linalg.norm(p - p[np.random.default_rng(0).permutation(k)], axis=1)
+    assert np.median(step) < 0.1 * np.median(rand)
+    b.table.check()
+
+
+def test_sorts_when_the_leading_rows_mix():
+    # Clutter: the first scan's births mix targets and clutter, whose rows
+    # die among the targets' and are refilled by churning tentative tracks.
+    # sort_when_mixed (the default, 0.1) sorts when more than a tenth of the
+    # leading rows (as many as the previous tick confirmed) are not
+    # confirmed: a few times a run, not every tick; off at 0.
+    sc = generate(3000, 80, seed=22, pd=0.9, crossing=0.2)
+    on, off = Tracker(_config()), Tracker(_config(sort_when_mixed=0))
+    assert on.config.sort_when_mixed == 0.1
+    at = []
+    for s, (z, dt) in enumerate(sc):
+        before = on.sorts
+        on.tick(z, dt)
+        off.tick(z, dt)
+        if on.sorts > before:
+            at.append(s)
+            k = on.counts()["confirmed"]
+            assert (on.states[:k] == 2).all()      # right after a sort: the leading rows confirmed
+    assert off.sorts == 0 and 1 <= len(at) <= 80 // 5, at
+    ra, rb = on.table.to_numpy(), off.table.to_numpy()     # row order is not part of the result
+    assert ra[np.argsort(ra["id"])].tobytes() == rb[np.argsort(rb["id"])].tobytes()
+
+
 def test_tracks_a_caller_set_to_nan_gate_nothing_and_sort_by_the_finite_axis():
     # Table.update lets a caller write any position. With x NaN in every
     # track, the sort after an empty scan sees an axis with no finite value
@@ -202,7 +257,10 @@ def test_tracks_a_caller_set_to_nan_gate_nothing_and_sort_by_the_finite_axis():
     sorts = t.sorts
     t.tick(np.empty((0, 2)), 0.02)
     assert t.sorts == sorts + 1 and np.isnan(t.positions[:, 0]).all()
-    assert np.corrcoef(np.arange(len(t.ids)), t.positions[:, 1])[0, 1] > 0.9
+    confirmed = t.states == 2       # first, in the order of their y cells; then the others
+    k = int(confirmed.sum())
+    assert k > 500 and confirmed[:k].all()
+    assert np.corrcoef(np.arange(k), t.positions[:k, 1])[0, 1] > 0.9
     for z, dt in generate(1000, 3, seed=13):
         hits = dict(zip(t.ids.tolist(), t.column("hits").tolist()))
         t.tick(z, dt)

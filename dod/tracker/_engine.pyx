@@ -327,6 +327,7 @@ ctypedef struct _tick:
     size_t move_at[_GATE_CHUNKS + 1]                # deaths: the first move whose hole is in row chunk c
     bint cluster_runs       # a cluster's pairs may sit in runs out of row order (_group_parts)
     size_t dead_n[_GATE_CHUNKS]                     # deaths: rows of chunk c to go (listed at k.rm.fill + its first row)
+    size_t front            # rows [0, front) should hold confirmed tracks: the previous tick's confirmed count
     size_t hm_at[_TAIL_CHUNKS + 1]                  # the mean gate width's parts: rows [hm_at[p], hm_at[p + 1])
     double hm_part[_TAIL_CHUNKS]                    # their sums (_gate_width_part)
     # two-point initiation (initiation="two_point")
@@ -1484,14 +1485,15 @@ cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t
 
 
 cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1,
-                         size_t* confirmed) noexcept nogil:
+                         size_t* confirmed, size_t* mixed) noexcept nogil:
     """Hits, misses, history, score, confirmation and the death mark
     (state NONE) of rows [row0, row1); returns their associations and sets
     `confirmed` to the rows confirmed afterwards (the tick's count: births
-    and deaths do not change it). Each row reads and writes only its own
-    entries: any split over workers gives the serial result."""
+    and deaths do not change it) and `mixed` to those of them below
+    k.front that are not (sort_when_mixed). Each row reads and writes only
+    its own entries: any split over workers gives the serial result."""
     cdef const dod_track_cols* c = &t.cols
-    cdef size_t ti, assoc = 0, conf = 0
+    cdef size_t ti, assoc = 0, conf = 0, mix = 0
     cdef uint32_t hist
     cdef uint32_t nmask = <uint32_t>((<uint64_t>1 << t.confirm_n) - 1)
     for ti in range(row0, row1):
@@ -1524,21 +1526,24 @@ cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size
         elif c.misses[ti] >= t.max_misses:
             c.state[ti] = DOD_TRACK_NONE
         conf += c.state[ti] == DOD_TRACK_CONFIRMED
+        mix += (ti < k.front) & (c.state[ti] != DOD_TRACK_CONFIRMED)
     confirmed[0] = conf
+    mixed[0] = mix
     return assoc
 
 
 cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, size_t* assoc,
-                               size_t* confirmed) noexcept nogil:
+                               size_t* confirmed, size_t* mixed) noexcept nogil:
     """Update and manage chunk ch of the rows (k.chunk_rows each); adds its
-    associations and confirmed rows to this worker's sums, and lists its
+    associations, confirmed and mixed rows (_manage_rows) to this worker's sums, and lists its
     rows to go (k.dead_n[ch] of them, at k.rm.fill + its first row: the
     removal plan's first pass, while the states are in this core's cache;
     serially, at 1,000,000 targets, it read them back from memory)."""
-    cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), conf
+    cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), conf, mix
     _update_rows(t, k, r0, r1)
-    assoc[0] += _manage_rows(t, k, r0, r1, &conf)
+    assoc[0] += _manage_rows(t, k, r0, r1, &conf, &mix)
     confirmed[0] += conf
+    mixed[0] += mix
     k.dead_n[ch] = dod_table_removal_list(t.cols.state, DOD_TRACK_NONE, r0, r1, k.rm.fill + r0)
 
 
@@ -1763,11 +1768,13 @@ cdef void _cell_bounds(const double* x, size_t stride, const int32_t* pick, int 
 
 cdef uint32_t _cell_keys(const double* x, size_t stride, const int32_t* pick, int dim, size_t i0, size_t i1,
                          const double* lo, double step, const uint32_t* ncell, uint32_t* key, dod_index* row,
-                         double* pos) noexcept nogil:
+                         double* pos, const uint8_t* state) noexcept nogil:
     """Cell keys of points [i0, i1) (cells of side `step` from `lo`,
     ncell[a] per axis, clamped) into key, row[i] = i, and (pos not
     NULL) the point's coordinates into pos[i]; returns the OR of the keys
-    (a radix pass whose byte is 0 in every key is skipped)."""
+    (a radix pass whose byte is 0 in every key is skipped). With `state`
+    (track rows: keys of at most 30 bits, i below 2**24), a row whose
+    state is not confirmed takes the key 2**31 + i instead."""
     cdef size_t i
     cdef int a
     cdef double v, top
@@ -1787,6 +1794,8 @@ cdef uint32_t _cell_keys(const double* x, size_t stride, const int32_t* pick, in
             key[i] = q[1] * ncell[0] + q[0]
         else:
             key[i] = (q[2] * ncell[1] + q[1]) * ncell[0] + q[0]
+        if state != NULL and state[i] != DOD_TRACK_CONFIRMED:
+            key[i] = (<uint32_t>1 << 31) | <uint32_t>i       # after the confirmed, in row order
         acc |= key[i]
         row[i] = <dod_index>i
     return acc
@@ -1818,7 +1827,8 @@ cdef void _radix_scatter(const _cell_sort* m, size_t i0, size_t i1, int shift, i
 
 
 cdef const dod_index* _cell_order(const double* x, size_t stride, const int32_t* pick, int dim, size_t N,
-                                  int bits, double h, int nt, bint par, _cell_sort* m) noexcept nogil:
+                                  int bits, double h, int nt, bint par, _cell_sort* m,
+                                  const uint8_t* state=NULL) noexcept nogil:
     """Points 0 .. N-1 (point i at x + pick[i] * stride, or x + i * stride)
     in cell order of their position (row-major, x fastest): the returned
     array lists them (and m.pos, when carried, holds their coordinates in
@@ -1835,7 +1845,8 @@ cdef const dod_index* _cell_order(const double* x, size_t stride, const int32_t*
     step runs over _SORT_CHUNKS chunks on nt workers: the bounds and the
     keys per chunk, each radix pass as counts per chunk, one serial prefix
     over (byte, chunk), then the scatters, so the order is that of one
-    stable sort: the same at every thread count."""
+    stable sort: the same at every thread count. With `state` (track
+    rows), the unconfirmed ones go last, in index order (_cell_keys)."""
     cdef size_t i, b, acc, pass_, ch, nch = _SORT_CHUNKS if par else 1, per
     cdef int a, shift
     cdef double lo[3]
@@ -1883,9 +1894,9 @@ cdef const dod_index* _cell_order(const double* x, size_t stride, const int32_t*
     if par:
         for ch in prange(nch, num_threads=nt, schedule="static"):
             m.ors[ch] = _cell_keys(x, stride, pick, dim, min(N, ch * per), min(N, (ch + 1) * per), lo, step,
-                                   ncell, m.key, m.row, m.pos)
+                                   ncell, m.key, m.row, m.pos, state)
     else:
-        m.ors[0] = _cell_keys(x, stride, pick, dim, 0, N, lo, step, ncell, m.key, m.row, m.pos)
+        m.ors[0] = _cell_keys(x, stride, pick, dim, 0, N, lo, step, ncell, m.key, m.row, m.pos, state)
     for ch in range(nch):
         orall |= m.ors[ch]
     for pass_ in range(4):
@@ -1921,8 +1932,12 @@ cdef const dod_index* _cell_order(const double* x, size_t stride, const int32_t*
 
 
 cdef bint _spatial_sort(dod_tracker* t, dod_arena* scratch, double h) noexcept nogil:
-    """Reorder the track rows into the cell order of their position
-    (_cell_order, cells no smaller than `h`), in place with
+    """Reorder the track rows: the confirmed tracks first, in the cell
+    order of their position (_cell_order, cells no smaller than `h`),
+    then the others in their row order (tentative tracks live a few scans:
+    births and deaths churn them at the end of the table, behind the
+    confirmed rows; kept in row order, their part of the reorder reads
+    memory in order). In place with
     dod_table_reorder's phases, which keep every handle. With threads (and
     enough rows) the ordering and each column of the reorder (gathered,
     then put back) run over _SORT_CHUNKS row chunks on the workers. A pure
@@ -1941,7 +1956,7 @@ cdef bint _spatial_sort(dod_tracker* t, dod_arena* scratch, double h) noexcept n
     buf = <char*>_push(scratch, dod_table_reorder_scratch_bytes(tab), 1, &ok)
     if not ok:
         return False
-    row = _cell_order(t.cols.x, t.n, NULL, t.dim, T, 16 if t.dim == 2 else 10, h, nt, par, &m)
+    row = _cell_order(t.cols.x, t.n, NULL, t.dim, T, 15 if t.dim == 2 else 10, h, nt, par, &m, t.cols.state)
     if row == NULL:
         return True                     # every track at one point (or no finite extent): nothing to order
     if not par:
@@ -2449,6 +2464,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef Py_ssize_t sch
     cdef size_t assoc[DOD_TRACKER_MAX_THREADS]
     cdef size_t conf[DOD_TRACKER_MAX_THREADS]
+    cdef size_t mix[DOD_TRACKER_MAX_THREADS]
+    cdef size_t mixed = 0
     cdef int64_t clock = 0, opened
     memset(&cnt, 0, sizeof(cnt))
     memset(&k, 0, sizeof(k))
@@ -2460,6 +2477,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     while nb < 2 * n_dets:
         nb <<= 1
     k.T = T
+    k.front = min(T, t.last.confirmed)
     if nt > 1:
         _chunk_rows(&k, T, nt, t.min_rows)
     k.pair_cap = _PAIRS_PER_NODE * (T + n_dets) + 64
@@ -2669,6 +2687,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         for w in range(nt):
             assoc[w] = 0
             conf[w] = 0
+            mix[w] = 0
         items = k.row_chunks + (_TAIL_CHUNKS if width_late else 0)
         for ch in range(k.row_chunks, items):
             k.ran[ch] = <int32_t>(ch % <size_t>nt)
@@ -2684,7 +2703,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
             sch = _claim_next(&k, items, w, &own, &far)
             while sch >= 0:
                 if <size_t>sch < k.row_chunks:
-                    _update_manage_chunk(t, &k, <size_t>sch, &assoc[w], &conf[w])
+                    _update_manage_chunk(t, &k, <size_t>sch, &assoc[w], &conf[w], &mix[w])
                 else:
                     _gate_width_part(&k, <size_t>sch - k.row_chunks)
                 sch = _claim_next(&k, items, w, &own, &far)
@@ -2693,11 +2712,12 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         for w in range(nt):
             cnt.associations += assoc[w]
             cnt.confirmed += conf[w]
+            mixed += mix[w]
         if width_late:
             t.grid_h = _grid_side(&k)
     else:
         _update_rows(t, &k, 0, T)
-        cnt.associations += _manage_rows(t, &k, 0, T, &cnt.confirmed)
+        cnt.associations += _manage_rows(t, &k, 0, T, &cnt.confirmed, &mixed)
         _free_dets(t, &k)
     clock = _pass_done(t, _PASS_UPDATE, clock)
     # Deaths: the rows removing them one at a time from the highest down
@@ -2794,12 +2814,19 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     t.scans += 1
     dod_arena_rewind(scratch, mark)
     clock = _pass_done(t, _PASS_BIRTHS, clock)
-    # 7. Locality: every sort_every scans, put the rows back into spatial
-    # order (births append at the end and deaths move the last row into the
-    # hole; targets themselves move a fraction of a cell per scan, so a
-    # sorted table stays mostly sorted between sorts).
+    # 7. Locality: put the rows back into order (_spatial_sort: confirmed
+    # tracks first, in spatial order) every sort_every scans, or when the
+    # leading rows have mixed (sort_when_mixed: more than that fraction of
+    # rows [0, front) hold no confirmed track after management). Births
+    # append at the end and deaths move the last row into the hole, so
+    # without sorts a first scan's clutter rows, dying among the targets'
+    # rows, leave holes that the churning tentative tracks fill for good
+    # (at 1,000,000 targets the one-thread tick grew from ~175 to ~245 ms
+    # over 45 scans); after a sort the churn stays behind the confirmed
+    # tracks, which move a fraction of a cell per scan.
     t.since_sort += 1
-    if t.sort_every and t.since_sort >= t.sort_every:
+    if (t.sort_every and t.since_sort >= t.sort_every) or \
+            (t.sort_mixed > 0.0 and <double>mixed > t.sort_mixed * <double>k.front):
         if _spatial_sort(t, scratch, k.grid.h):
             t.since_sort = 0
             t.sorts += 1
@@ -3057,6 +3084,7 @@ cdef class Tracker:
         e.max_cluster = config.max_cluster
         e.next_id = 1
         e.sort_every = config.sort_every
+        e.sort_mixed = config.sort_when_mixed
         # Threads: OpenMP parallel regions of the tick (libgomp keeps its
         # pool of threads between regions: none is created per tick). Each
         # worker takes cluster matrices from its own arena, made here once.
