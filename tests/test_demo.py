@@ -1,6 +1,7 @@
 """The tracker demo (python -m dod.tracker): headless runs, summary, plot, sparse GOSPA."""
 import io
 import os
+import re
 import subprocess
 import sys
 import time
@@ -27,6 +28,7 @@ def test_fast_headless_run_prints_progress_and_summary():
     assert "deadlines  not applicable (--fast)" in text
     assert "GOSPA" in text
     assert "t=  1.00s     50/50 ticks" in text           # the final progress line
+    assert re.search(r"targets alive; rows sorted \d+ times", text)
 
 
 def test_real_time_run_reports_deadlines_and_no_allocations():
