@@ -125,12 +125,12 @@ ctypedef struct dod_tracker:
     uint64_t next_id        # id of the next birth (starts at 1)
     dod_tick_counts last    # counters of the latest tick
     uint64_t scans          # ticks run
-    # Threads and locality (issue 12). ZII: 0 threads runs serially, sort_every 0 and sort_mixed 0 never sort.
+    # Threads and locality (issue 12). ZII: 0 threads runs serially, sort_every 0 and sort_when_mixed 0 never sort.
     int threads             # OpenMP threads of one tick (0 or 1: serial, no parallel region)
     dod_arena** workers     # [threads] per-worker arenas for cluster matrices (NULL when serial)
     size_t min_rows         # a pass runs in parallel only with >= threads * min_rows rows
     uint32_t sort_every     # rows into spatial order every this many scans (0: never)
-    double sort_mixed       # ... or when more than this fraction of the leading rows went unconfirmed (0: never)
+    double sort_when_mixed  # ... or when more than this fraction of the leading rows went unconfirmed (0: never)
     uint32_t since_sort     # scans since the last spatial sort
     uint64_t sorts          # spatial sorts done
     double grid_h           # detection grid cell side for the next scan (0: none yet, from the scan's own tracks)

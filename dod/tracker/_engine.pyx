@@ -1828,7 +1828,7 @@ cdef void _radix_scatter(const _cell_sort* m, size_t i0, size_t i1, int shift, i
 
 cdef const dod_index* _cell_order(const double* x, size_t stride, const int32_t* pick, int dim, size_t N,
                                   int bits, double h, int nt, bint par, _cell_sort* m,
-                                  const uint8_t* state=NULL) noexcept nogil:
+                                  const uint8_t* state) noexcept nogil:
     """Points 0 .. N-1 (point i at x + pick[i] * stride, or x + i * stride)
     in cell order of their position (row-major, x fastest): the returned
     array lists them (and m.pos, when carried, holds their coordinates in
@@ -2348,7 +2348,7 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
     par = nt > 1 and nfit >= <size_t>nt * t.min_rows
     if nfit >= 2 and k.bm.key != NULL:
         order = _cell_order(k.z, dim, k.born, dim, nfit, _BIRTH_BITS if dim == 2 else _BIRTH_BITS_3D,
-                            t.grid_h, nt, par, &k.bm)
+                            t.grid_h, nt, par, &k.bm, NULL)
         opos = k.bm.pos
     # In cell order, birth b's detection is read in order (carried by the
     # sort) and its single nearly so (the singles are in the previous
@@ -2804,7 +2804,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         # (over the workers with enough births: serially, the sort of
         # ~20,000 births took ~1.4 ms of a two-thread tick at 100,000 targets)
         border = _cell_order(k.z, dim, k.born, dim, nfit, _BIRTH_BITS if dim == 2 else _BIRTH_BITS_3D,
-                             t.grid_h, nt, par, &k.bm)
+                             t.grid_h, nt, par, &k.bm, NULL)
         bpos = k.bm.pos
     _insert_births(t, &k, nfit, par, border, bpos, NULL, dt, lc)
     t.next_id += nfit
@@ -2826,7 +2826,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     # tracks, which move a fraction of a cell per scan.
     t.since_sort += 1
     if (t.sort_every and t.since_sort >= t.sort_every) or \
-            (t.sort_mixed > 0.0 and <double>mixed > t.sort_mixed * <double>k.front):
+            (t.sort_when_mixed > 0.0 and <double>mixed > t.sort_when_mixed * <double>k.front):
         if _spatial_sort(t, scratch, k.grid.h):
             t.since_sort = 0
             t.sorts += 1
@@ -3084,7 +3084,7 @@ cdef class Tracker:
         e.max_cluster = config.max_cluster
         e.next_id = 1
         e.sort_every = config.sort_every
-        e.sort_mixed = config.sort_when_mixed
+        e.sort_when_mixed = config.sort_when_mixed
         # Threads: OpenMP parallel regions of the tick (libgomp keeps its
         # pool of threads between regions: none is created per tick). Each
         # worker takes cluster matrices from its own arena, made here once.
