@@ -269,6 +269,7 @@ ctypedef struct _cell_sort:
     size_t* count           # [_SORT_CHUNKS, 256]
     double* lohi            # [_SORT_CHUNKS, 6]
     uint32_t* ors           # [_SORT_CHUNKS]
+    size_t* first           # [_SORT_CHUNKS] with state: confirmed rows per chunk, then the first one's place
 
 
 ctypedef struct _pairs:
@@ -1741,6 +1742,7 @@ cdef inline void _cell_sort_push(dod_arena* scratch, size_t n, int carry, _cell_
     m.count = <size_t*>_push(scratch, _SORT_CHUNKS * 256, sizeof(size_t), ok)
     m.lohi = <double*>_push(scratch, _SORT_CHUNKS * 6, sizeof(double), ok)
     m.ors = <uint32_t*>_push(scratch, _SORT_CHUNKS, sizeof(uint32_t), ok)
+    m.first = <size_t*>_push(scratch, _SORT_CHUNKS, sizeof(size_t), ok)
 
 
 cdef inline const double* _point(const double* x, size_t stride, const int32_t* pick, size_t i) noexcept nogil:
@@ -1766,38 +1768,69 @@ cdef void _cell_bounds(const double* x, size_t stride, const int32_t* pick, int 
                 lohi[3 + a] = v
 
 
-cdef uint32_t _cell_keys(const double* x, size_t stride, const int32_t* pick, int dim, size_t i0, size_t i1,
-                         const double* lo, double step, const uint32_t* ncell, uint32_t* key, dod_index* row,
-                         double* pos, const uint8_t* state) noexcept nogil:
-    """Cell keys of points [i0, i1) (cells of side `step` from `lo`,
-    ncell[a] per axis, clamped) into key, row[i] = i, and (pos not
-    NULL) the point's coordinates into pos[i]; returns the OR of the keys
-    (a radix pass whose byte is 0 in every key is skipped). With `state`
-    (track rows: keys of at most 30 bits, i below 2**24), a row whose
-    state is not confirmed takes the key 2**31 + i instead."""
-    cdef size_t i
+cdef inline uint32_t _cell_key(const double* p, int dim, const double* lo, double step,
+                               const uint32_t* ncell) noexcept nogil:
+    """The key of point p's cell (cells of side `step` from `lo`, ncell[a]
+    per axis, clamped): row-major, x fastest."""
     cdef int a
     cdef double v, top
     cdef uint32_t q[3]
+    for a in range(3):
+        q[a] = 0
+        if a < dim:
+            v = (p[a] - lo[a]) / step
+            top = <double>(ncell[a] - 1)
+            q[a] = <uint32_t>(v if v < top else top) if v > 0.0 else 0
+    if dim == 2:
+        return q[1] * ncell[0] + q[0]
+    return (q[2] * ncell[1] + q[1]) * ncell[0] + q[0]
+
+
+cdef uint32_t _cell_keys(const double* x, size_t stride, const int32_t* pick, int dim, size_t i0, size_t i1,
+                         const double* lo, double step, const uint32_t* ncell, uint32_t* key, dod_index* row,
+                         double* pos) noexcept nogil:
+    """Cell keys of points [i0, i1) (_cell_key) into key, row[i] = i, and
+    (pos not NULL) the point's coordinates into pos[i]; returns the OR of
+    the keys (a radix pass whose byte is 0 in every key is skipped)."""
+    cdef size_t i
+    cdef int a
     cdef uint32_t acc = 0
     for i in range(i0, i1):
         if pos != NULL:
             for a in range(dim):
                 pos[i * dim + a] = _point(x, stride, pick, i)[a]
-        for a in range(3):
-            q[a] = 0
-            if a < dim:
-                v = (_point(x, stride, pick, i)[a] - lo[a]) / step
-                top = <double>(ncell[a] - 1)
-                q[a] = <uint32_t>(v if v < top else top) if v > 0.0 else 0
-        if dim == 2:
-            key[i] = q[1] * ncell[0] + q[0]
-        else:
-            key[i] = (q[2] * ncell[1] + q[1]) * ncell[0] + q[0]
-        if state != NULL and state[i] != DOD_TRACK_CONFIRMED:
-            key[i] = (<uint32_t>1 << 31) | <uint32_t>i       # after the confirmed, in row order
+        key[i] = _cell_key(_point(x, stride, pick, i), dim, lo, step, ncell)
         acc |= key[i]
         row[i] = <dod_index>i
+    return acc
+
+
+cdef size_t _confirmed_in(const uint8_t* state, size_t i0, size_t i1) noexcept nogil:
+    """How many of rows [i0, i1) hold a confirmed track."""
+    cdef size_t i, n = 0
+    for i in range(i0, i1):
+        n += state[i] == DOD_TRACK_CONFIRMED
+    return n
+
+
+cdef uint32_t _track_keys(const double* x, size_t stride, int dim, size_t i0, size_t i1, const double* lo,
+                          double step, const uint32_t* ncell, const uint8_t* state, _cell_sort* m,
+                          size_t c, size_t u) noexcept nogil:
+    """The confirmed rows of [i0, i1), in row order, to key[c ..] (their
+    cell keys) and row[c ..]; the others, in row order, to row[u ..] and
+    row2[u ..] (they are not sorted: whichever array the radix passes end
+    in holds them). Returns the OR of the keys written."""
+    cdef size_t i
+    cdef uint32_t acc = 0
+    for i in range(i0, i1):
+        if state[i] == DOD_TRACK_CONFIRMED:
+            m.key[c] = _cell_key(x + i * stride, dim, lo, step, ncell)
+            acc |= m.key[c]
+            m.row[c] = <dod_index>i
+            c += 1
+        else:
+            m.row[u] = m.row2[u] = <dod_index>i
+            u += 1
     return acc
 
 
@@ -1846,8 +1879,10 @@ cdef const dod_index* _cell_order(const double* x, size_t stride, const int32_t*
     keys per chunk, each radix pass as counts per chunk, one serial prefix
     over (byte, chunk), then the scatters, so the order is that of one
     stable sort: the same at every thread count. With `state` (track
-    rows), the unconfirmed ones go last, in index order (_cell_keys)."""
-    cdef size_t i, b, acc, pass_, ch, nch = _SORT_CHUNKS if par else 1, per
+    rows, pick NULL), only the confirmed ones are sorted; the others follow
+    them in index order (_track_keys: as if keyed 2**31 + index, without
+    radix passes over them or over the index's bytes)."""
+    cdef size_t i, b, acc, pass_, ch, nch = _SORT_CHUNKS if par else 1, per, n = N
     cdef int a, shift
     cdef double lo[3]
     cdef double hi[3]
@@ -1891,23 +1926,41 @@ cdef const dod_index* _cell_order(const double* x, size_t stride, const int32_t*
         v = (hi[a] - lo[a]) / step if a < dim else 0.0
         if v > 0.0:             # (an axis without a finite value has no extent: -inf here, or NaN)
             ncell[a] = <uint32_t>(v if v < levels else levels) + 1
-    if par:
+    if state != NULL:       # confirmed rows chunk by chunk from 0, the others from n
+        if par:
+            for ch in prange(nch, num_threads=nt, schedule="static"):
+                m.first[ch] = _confirmed_in(state, min(N, ch * per), min(N, (ch + 1) * per))
+        else:
+            m.first[0] = _confirmed_in(state, 0, N)
+        n = 0
+        for ch in range(nch):
+            i = m.first[ch]
+            m.first[ch] = n
+            n += i
+        if par:
+            for ch in prange(nch, num_threads=nt, schedule="static"):
+                m.ors[ch] = _track_keys(x, stride, dim, min(N, ch * per), min(N, (ch + 1) * per), lo, step,
+                                        ncell, state, m, m.first[ch], n + min(N, ch * per) - m.first[ch])
+        else:
+            m.ors[0] = _track_keys(x, stride, dim, 0, N, lo, step, ncell, state, m, 0, n)
+        per = (n + nch - 1) // nch      # the radix passes: over the confirmed rows alone
+    elif par:
         for ch in prange(nch, num_threads=nt, schedule="static"):
             m.ors[ch] = _cell_keys(x, stride, pick, dim, min(N, ch * per), min(N, (ch + 1) * per), lo, step,
-                                   ncell, m.key, m.row, m.pos, state)
+                                   ncell, m.key, m.row, m.pos)
     else:
-        m.ors[0] = _cell_keys(x, stride, pick, dim, 0, N, lo, step, ncell, m.key, m.row, m.pos, state)
+        m.ors[0] = _cell_keys(x, stride, pick, dim, 0, N, lo, step, ncell, m.key, m.row, m.pos)
     for ch in range(nch):
         orall |= m.ors[ch]
     for pass_ in range(4):
         shift = <int>(8 * pass_)
-        if ((orall >> shift) & 0xFF) == 0:
+        if n < 2 or ((orall >> shift) & 0xFF) == 0:
             continue                    # every key has byte 0 here: the pass would keep the order
         if par:
             for ch in prange(nch, num_threads=nt, schedule="static"):
-                _radix_count(m.key, min(N, ch * per), min(N, (ch + 1) * per), shift, m.count + ch * 256)
+                _radix_count(m.key, min(n, ch * per), min(n, (ch + 1) * per), shift, m.count + ch * 256)
         else:
-            _radix_count(m.key, 0, N, shift, m.count)
+            _radix_count(m.key, 0, n, shift, m.count)
         acc = 0                         # cursors: byte-major, then chunk order (stable)
         for b in range(256):
             for ch in range(nch):
@@ -1916,9 +1969,9 @@ cdef const dod_index* _cell_order(const double* x, size_t stride, const int32_t*
                 acc += i
         if par:
             for ch in prange(nch, num_threads=nt, schedule="static"):
-                _radix_scatter(m, min(N, ch * per), min(N, (ch + 1) * per), shift, dim, m.count + ch * 256)
+                _radix_scatter(m, min(n, ch * per), min(n, (ch + 1) * per), shift, dim, m.count + ch * 256)
         else:
-            _radix_scatter(m, 0, N, shift, dim, m.count)
+            _radix_scatter(m, 0, n, shift, dim, m.count)
         kswp = m.key
         m.key = m.key2
         m.key2 = kswp
@@ -2838,7 +2891,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
 # ---------------------------------------------------------------- the owner
 
 # The spatial sort's fixed part: per-chunk radix counts, bounds and ORs, with rounding.
-cdef size_t _SORT_BYTES = _SORT_CHUNKS * (256 * sizeof(size_t) + 6 * sizeof(double) + sizeof(uint32_t)) + 4 * 4096
+cdef size_t _SORT_BYTES = _SORT_CHUNKS * (257 * sizeof(size_t) + 6 * sizeof(double) + sizeof(uint32_t)) + 5 * 4096
 
 
 cdef size_t _round_up(size_t x) noexcept:
