@@ -310,7 +310,7 @@ cdef inline void dod_table_reorder_gather(const dod_table* t, size_t c, const do
     elif rb == 1:
         for i in range(i0, i1):
             scratch[i] = col[order[i]]
-    elif rb % 8 == 0:   # wide rows (a state, a covariance): words, not a memcpy call a row
+    elif rb % 8 == 0:   # wide rows (a state vector, a covariance): words, not a memcpy call a row
         for i in range(i0, i1):
             if i + DOD_TABLE_REORDER_AHEAD < i1:
                 dod_prefetch(col + <size_t>order[i + DOD_TABLE_REORDER_AHEAD] * rb)

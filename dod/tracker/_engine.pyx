@@ -2890,7 +2890,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
 
 # ---------------------------------------------------------------- the owner
 
-# The spatial sort's fixed part: per-chunk radix counts, bounds and ORs, with rounding.
+# The spatial sort's fixed part: per-chunk radix counts, bounds, ORs and confirmed counts, with rounding.
 cdef size_t _SORT_BYTES = _SORT_CHUNKS * (257 * sizeof(size_t) + 6 * sizeof(double) + sizeof(uint32_t)) + 5 * 4096
 
 
