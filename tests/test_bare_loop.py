@@ -1,8 +1,14 @@
-"""dod.tracker._bare_loop: the bench's yardstick, the same bits for every thread count."""
+"""dod.tracker._bare_loop: the bench's yardsticks (the loop: the same bits for
+every thread count; the round trip: a time, or NaN without two threads)."""
+import math
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
-from dod.tracker._bare_loop import sweep
+from dod.tracker._bare_loop import round_trip_ns, sweep
 from dod.tracker.config import MAX_THREADS
 
 
@@ -41,3 +47,29 @@ def test_bad_arguments_raise_before_anything_is_written():
     with pytest.raises(ValueError):
         sweep(frozen, 1)
     assert frozen.tobytes() == np.arange(10.0).tobytes()
+
+
+def test_round_trip_is_a_time():
+    for rounds, batches in ((1, 1), (50, 3), (2000, 1)):
+        ns = round_trip_ns(rounds, batches)
+        # a cache line between two threads: more than nothing, less than a
+        # millisecond a round trip even on a loaded 2-core VM's median
+        assert math.isfinite(ns) and 0.0 < ns < 1e6, (rounds, batches, ns)
+
+
+def test_round_trip_without_two_threads_is_nan_not_a_hang():
+    # One thread in the region: the other half of the ping-pong never runs,
+    # so a spin would never end; the function must see it and say NaN.
+    code = "from dod.tracker._bare_loop import round_trip_ns; print(round_trip_ns(100, 2))"
+    env = dict(os.environ, OMP_THREAD_LIMIT="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "nan"
+
+
+def test_round_trip_bad_arguments_raise():
+    for rounds, batches in ((0, 1), (-1, 1), (1, 0), (1_000_001, 1), (1, 1_000_001)):
+        with pytest.raises(ValueError):
+            round_trip_ns(rounds, batches)
+    with pytest.raises(TypeError):
+        round_trip_ns("many")

@@ -205,8 +205,11 @@ def test_tracker_bench_times_every_tracker_on_every_scan():
         assert row["dod"] == row["threads"][1] and row["confirmed"] > 100
         # and the bare parallel loop beside them, at each thread count
         assert set(row["loop"]) == {1, 2} and all(ms > 0 for ms in row["loop"].values())
+        # and a cache line's round trip between two threads, once a timed block
+        median, low, high = row["trip"]
+        assert 0.0 < low <= median <= high
     (row,) = run(sizes=(200,), scans=25, threads=(1,), out=lambda *a: None)
-    assert "loop" not in row            # one thread count: no speedup to read
+    assert "loop" not in row and "trip" not in row      # one thread count: no speedup to read
 
 
 def test_tracker_bench_passes_table():

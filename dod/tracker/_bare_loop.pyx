@@ -1,4 +1,6 @@
-"""A bare parallel loop: the machine's own speedup, to read the tick's against.
+"""Yardsticks for the machine, to read the tick's speedup against: a bare
+parallel loop (the machine's own speedup) and a cache line's round trip
+between two threads.
 
 On a shared machine a thread count's speedup moves with the moment (the
 other tenants' use of the caches and of memory): on the 2-core VMs of issue
@@ -17,9 +19,25 @@ The loop runs on the same OpenMP runtime as the tick (libgomp's persistent
 pool, the same wait policy), one parallel region per pass, like the tick's
 passes over its rows. Each element is updated alone, so the result is the
 same bit for bit for every thread count.
-"""
-from cython.parallel cimport prange
 
+The loop does not show how far apart the machine's two threads run. A
+tick hands data between its workers (each pass's rows, the index, the
+claims), and :func:`round_trip_ns` times that hand-off: one cache line
+passed back and forth between two threads. On a 2-core VM of issue 12,
+in 12 rounds a few seconds apart, the round trip was either ~80-90 ns,
+and the tick at 10,000 targets 1.45-1.74x faster on two threads than on
+one, or ~350-370 ns (the two vCPUs far apart on the host), and the tick
+0.88-0.93x: slower on two threads. The bare loop gave 1.88x in such a
+minute.
+"""
+import numpy as np
+
+from cython.parallel cimport prange, parallel, threadid
+from libc.stdint cimport uint32_t, uintptr_t, int64_t
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+cimport openmp
+
+from dod.atomics cimport dod_atomic_load_u32, dod_atomic_store_u32
 from dod.tracker.config import MAX_THREADS
 
 
@@ -50,3 +68,49 @@ def sweep(double[::1] buf not None, int threads, int passes=1):
                     # (an add, then a multiply: no contraction into one
                     # fused step, so numpy's (x + b) * a is the same)
                     x[i] = (x[i] + 1e-9) * 0.9999999
+
+
+cdef inline int64_t _now_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
+
+
+def round_trip_ns(int rounds=2000, int batches=1):
+    """Nanoseconds for one cache line to go from one thread to another and
+    back: two OpenMP threads pass a flag between them `rounds` times a
+    batch (each spins on the line, without a pause, until the other has
+    written it); the median over `batches` of a batch's time over its
+    rounds, after one batch untimed (the first region may start the
+    runtime's threads). NaN when the OpenMP runtime gives the region fewer
+    than two threads (OMP_THREAD_LIMIT=1, say).
+
+    ValueError for rounds or batches outside [1, 1_000_000] (before anything runs)."""
+    cdef uint32_t box[32]       # 128 bytes: a whole 64-byte line inside
+    cdef uint32_t* line = <uint32_t*>((<uintptr_t>&box[0] + 63) & ~(<uintptr_t>63))
+    cdef double[::1] per
+    cdef int b, r, w
+    cdef int64_t t0
+    if not 1 <= rounds <= 1_000_000:
+        raise ValueError(f"rounds must be in [1, 1000000], not {rounds}")
+    if not 1 <= batches <= 1_000_000:
+        raise ValueError(f"batches must be in [1, 1000000], not {batches}")
+    per = np.full(batches + 1, np.nan)
+    dod_atomic_store_u32(line, 0)
+    with nogil, parallel(num_threads=2):
+        w = threadid()
+        if openmp.omp_get_num_threads() == 2:
+            for b in range(batches + 1):
+                if w == 0:
+                    t0 = _now_ns()
+                    for r in range(rounds):
+                        dod_atomic_store_u32(line, 1)
+                        while dod_atomic_load_u32(line) != 0:
+                            pass
+                    per[b] = <double>(_now_ns() - t0) / rounds
+                else:
+                    for r in range(rounds):
+                        while dod_atomic_load_u32(line) != 1:
+                            pass
+                        dod_atomic_store_u32(line, 0)
+    return float(np.median(per[1:]))
