@@ -52,9 +52,9 @@ def test_bad_arguments_raise_before_anything_is_written():
 def test_round_trip_is_a_time():
     for rounds, batches in ((1, 1), (50, 3), (2000, 1)):
         ns = round_trip_ns(rounds, batches)
-        # a cache line between two threads: more than nothing, less than a
-        # millisecond a round trip even on a loaded 2-core VM's median
-        assert math.isfinite(ns) and 0.0 < ns < 1e6, (rounds, batches, ns)
+        # a time (how long is the machine's business: with more runnable
+        # threads than cores, a round trip may wait for a time slice)
+        assert math.isfinite(ns) and ns > 0.0, (rounds, batches, ns)
 
 
 def test_round_trip_without_two_threads_is_nan_not_a_hang():

@@ -70,6 +70,25 @@ def sweep(double[::1] buf not None, int threads, int passes=1):
                     x[i] = (x[i] + 1e-9) * 0.9999999
 
 
+cdef extern from "<sched.h>" nogil:
+    int sched_yield()
+
+cdef enum:
+    _SPINS_BEFORE_YIELD = 4096      # ~microseconds of spinning: far past any round trip between two running cores
+
+
+cdef inline void _wait_for(const uint32_t* line, uint32_t v) noexcept nogil:
+    """Spin until *line == v; yield the CPU every _SPINS_BEFORE_YIELD reads
+    (with more runnable threads than cores, the other side may need this
+    one's core: a bare spin would burn its whole time slice)."""
+    cdef uint32_t spins = 0
+    while dod_atomic_load_u32(line) != v:
+        spins += 1
+        if spins == _SPINS_BEFORE_YIELD:
+            sched_yield()
+            spins = 0
+
+
 cdef inline int64_t _now_ns() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -80,7 +99,7 @@ def round_trip_ns(int rounds=2000, int batches=1):
     """Nanoseconds for one cache line to go from one thread to another and
     back: two OpenMP threads pass a flag between them `rounds` times a
     batch (each spins on the line, without a pause, until the other has
-    written it); the median over `batches` of a batch's time over its
+    written it, yielding the CPU only after thousands of reads); the median over `batches` of a batch's time over its
     rounds, after one batch untimed (the first region may start the
     runtime's threads). NaN when the OpenMP runtime gives the region fewer
     than two threads (OMP_THREAD_LIMIT=1, say).
@@ -105,12 +124,10 @@ def round_trip_ns(int rounds=2000, int batches=1):
                     t0 = _now_ns()
                     for r in range(rounds):
                         dod_atomic_store_u32(line, 1)
-                        while dod_atomic_load_u32(line) != 0:
-                            pass
+                        _wait_for(line, 0)
                     per[b] = <double>(_now_ns() - t0) / rounds
                 else:
                     for r in range(rounds):
-                        while dod_atomic_load_u32(line) != 1:
-                            pass
+                        _wait_for(line, 1)
                         dod_atomic_store_u32(line, 0)
     return float(np.median(per[1:]))
