@@ -29,6 +29,10 @@ try:
     from dod.tracker.bench import LOOP_PASSES, loop_buffer
 except ImportError:         # commits before the bench's bare loop
     sweep = None
+try:
+    from dod.tracker._bare_loop import round_trip_ns
+except ImportError:         # commits before the round trip
+    round_trip_ns = None
 
 WARMUP = 30
 
@@ -122,6 +126,9 @@ class TrackerScale(_Windows):
             for n in self.params[0]:
                 for th in self.params[1]:
                     data[("loop", n, th)] = _bare_loop_speedup(n, th, self.COUNT)
+        if round_trip_ns is not None:
+            for n in self.params[0]:
+                data[("trip", n)] = round_trip_ns(2000, 15)
         return data
 
     def track_ns_per_track(self, data, n, threads):
@@ -148,6 +155,18 @@ class TrackerScale(_Windows):
             skip("no dod.tracker._bare_loop in this commit")
         return data[("loop", n, threads)]
     track_bare_loop_speedup.unit = "x"
+
+    def track_round_trip_ns(self, data, n, threads):
+        """A cache line's round trip between two threads (round_trip_ns),
+        timed after the trackers; reported on the threads=2 rows. On the
+        2-core VMs ~80-90 ns, or ~350-380 when the two vCPUs ran far apart,
+        and then the 2-thread tick at 10k was no faster than one thread."""
+        if threads != 2:
+            skip("reported on threads=2")
+        if ("trip", n) not in data:
+            skip("no round_trip_ns in this commit")
+        return data[("trip", n)]
+    track_round_trip_ns.unit = "ns"
 
 
 class TrackerScaleTwoPoint(_Windows):
