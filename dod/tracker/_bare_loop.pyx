@@ -26,7 +26,7 @@ claims), and :func:`round_trip_ns` times that hand-off: one cache line
 passed back and forth between two threads. On a 2-core VM of issue 12,
 in 12 rounds a few seconds apart, the round trip was either ~80-90 ns,
 and the tick at 10,000 targets 1.45-1.74x faster on two threads than on
-one, or ~350-370 ns (the two vCPUs far apart on the host), and the tick
+one, or ~350-380 ns (the two vCPUs far apart on the host), and the tick
 0.88-0.93x: slower on two threads. The bare loop gave 1.88x in such a
 minute.
 """
