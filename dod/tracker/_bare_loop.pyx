@@ -99,9 +99,9 @@ def round_trip_ns(int rounds=2000, int batches=1):
     """Nanoseconds for one cache line to go from one thread to another and
     back: two OpenMP threads pass a flag between them `rounds` times a
     batch (each spins on the line, without a pause, until the other has
-    written it, yielding the CPU only after thousands of reads); the median over `batches` of a batch's time over its
-    rounds, after one batch untimed (the first region may start the
-    runtime's threads). NaN when the OpenMP runtime gives the region fewer
+    written it, yielding the CPU only after thousands of reads); the
+    median over `batches` of a batch's time over its rounds, after one
+    batch untimed (the first region may start the runtime's threads). NaN when the OpenMP runtime gives the region fewer
     than two threads (OMP_THREAD_LIMIT=1, say).
 
     ValueError for rounds or batches outside [1, 1_000_000] (before anything runs)."""
