@@ -231,6 +231,24 @@ def test_tracker_bench_passes_table():
     assert "passes" not in row
 
 
+def test_tracker_bench_prefaults_its_trackers_unless_told_not_to():
+    # By default every dod tracker faults its pages in before its first tick
+    # (as the demo does): the timed window holds no first-touch faults.
+    from dod.tracker import Tracker, TrackerConfig
+    from dod.tracker.bench import run
+    lines = []
+    (row,) = run(sizes=(200,), scans=20, threads=(1, 2), reference=False, out=lines.append)
+    assert "trackers prefaulted" in lines[0]
+    cfg = TrackerConfig(capacity=4 * 200, max_detections=2 * 200 + 64)
+    assert row["prefault"] == {t: Tracker(cfg, threads=t).prefault() for t in (1, 2)}
+    assert row["prefault"][2] > row["prefault"][1] > 0         # and the second worker's arena
+    lines = []
+    (row,) = run(sizes=(200,), scans=20, threads=(1,), reference=False, out=lines.append, prefault=False)
+    assert "prefault" not in row and "not prefaulted" in lines[0]
+    out = _run(["-m", "dod.tracker.bench", "--sizes", "100", "--scans", "5", "--no-reference", "--no-prefault"])
+    assert "not prefaulted" in out, out
+
+
 def test_tracker_bench_with_the_demos_initiation():
     # --initiation two_point: tracks start from pairs, as in the demo; the
     # reference runs the same configuration (its ratio compares like with like).

@@ -44,6 +44,13 @@ timing; by default it is disabled around the timed ticks of both trackers).
 tracks from pairs of detections, as the demo does (default ``single``: the
 scenario above, the table's history).
 
+Before its first tick each dod tracker faults in every page a tick can
+touch (``Tracker.prefault()``, as the demo does before its loop), so the
+timed window holds no first-touch page faults; ``--no-prefault`` leaves
+them to the ticks (on the 2-core VMs a fresh 2 MiB huge page cost ~13 ms
+when the host had to back it anew: 100k p99 9.6 ms prefaulted against
+25.8 unprefaulted, the same scans). At 1M a tracker prefaults ~4 GiB.
+
 ``--passes``: a second table, where each dod tick's time goes
 (``Tracker.profile``): the median wall time of each pass, and the workers'
 idle time inside the row-chunk regions (summed over the workers; "idle
@@ -100,10 +107,13 @@ def _stats(ms, cpu, rows):
             float(np.percentile(cpu, 99)), float(np.median(cpu)), 1e6 * p50 / max(1.0, float(np.median(rows))))
 
 
-def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, passes=False, initiation="single"):
+def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, passes=False, initiation="single",
+             prefault=True):
     """Tick every tracker on the same scans; returns ({name: stats}, confirmed);
     with `passes`, stats["passes t<count>"] holds each dod tracker's
-    (median ms of each pass in PASS_NAMES order, median idle ms, median idle share).
+    (median ms of each pass in PASS_NAMES order, median idle ms, median idle share);
+    with `prefault`, stats["prefault"] the bytes each dod tracker faulted in
+    ({count: bytes}) before its first tick.
 
     The scans stream in blocks of up to _BLOCK (fewer above 400,000
     targets: a block holds at most ~4 million detections), and every
@@ -118,6 +128,11 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
     for name, tr in trackers.items():
         tr.profile = passes
         prof[name] = []
+    # As the demo does before its loop: without it, the first tick to reach
+    # a page of the table's capacity or of the scratch pays its fault inside
+    # the timed window (a 2 MiB huge page: ~13 ms on the 2-core VMs when the
+    # host has to back it anew, the stalls that split the 100k p99 runs).
+    faulted = {nt: trackers[f"t{nt}"].prefault() for nt in threads} if prefault else None
     if reference:
         trackers["reference"] = ReferenceTracker(cfg)
     ms = {name: [] for name in trackers}
@@ -180,6 +195,8 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
     if buf is not None:
         out["loop"] = {nt: float(np.median(loop[nt])) for nt in threads}
         out["trip"] = (float(np.median(trips)), float(np.min(trips)), float(np.max(trips)))
+    if faulted is not None:
+        out["prefault"] = faulted
     for nt in threads if passes else ():
         a = np.array(prof[f"t{nt}"])
         out[f"passes t{nt}"] = (np.median(a[:, :len(PASS_NAMES)], axis=0), float(np.median(a[:, -2])),
@@ -189,14 +206,16 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
 
 def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, keep_gc=False,
         seed=0, dim=2, out=print, threads=(1,), markdown=False, reference_max=20000, passes=False,
-        initiation="single"):
+        initiation="single", prefault=True):
     """Time the tick at each size and thread count; print the table with `out`; return the rows.
 
     Each row: ``n``, ``confirmed``, ``dod`` (the first thread count's stats,
     as before threads existed), ``threads`` {count: stats} and ``reference``
     when it ran. Stats: (p50, p99, max, ticks, cpu p99, cpu p50, ns/track), ms.
     With `passes`, ``passes`` {count: (ms per pass (PASS_NAMES order), idle
-    ms, idle share)}, medians over the timed ticks, and a second table."""
+    ms, idle share)}, medians over the timed ticks, and a second table.
+    With `prefault` (the default), ``prefault`` {count: bytes}: each dod
+    tracker's ``Tracker.prefault()`` before its first tick."""
     threads = tuple(threads)
     if not threads or any(int(t) < 1 for t in threads):
         raise ValueError(f"thread counts must be >= 1, got {threads!r}")
@@ -214,7 +233,8 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
         if n >= 1000000:
             warmup = 12
         res, confirmed = _measure(n, threads, k, warmup, reference and n <= reference_max, keep_gc, seed, dim,
-                                  budget_s=10.0 if quick else 30.0, passes=passes, initiation=initiation)
+                                  budget_s=10.0 if quick else 30.0, passes=passes, initiation=initiation,
+                                  prefault=prefault)
         row = {"n": n, "confirmed": confirmed, "threads": {t: res[f"t{t}"] for t in threads},
                "dod": res[f"t{threads[0]}"]}
         if "reference" in res:
@@ -224,8 +244,10 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
             row["trip"] = res["trip"]
         if passes:
             row["passes"] = {t: res[f"passes t{t}"] for t in threads}
+        if prefault:
+            row["prefault"] = res["prefault"]
         rows.append(row)
-    _print(rows, threads, dim, keep_gc, markdown, out, initiation)
+    _print(rows, threads, dim, keep_gc, markdown, out, initiation, prefault)
     if passes:
         _print_passes(rows, threads, markdown, out)
     return rows
@@ -262,10 +284,12 @@ def _print_passes(rows, threads, markdown, out):
     _print_table(head, cols, lines, markdown, out)
 
 
-def _print(rows, threads, dim, keep_gc, markdown, out, initiation="single"):
+def _print(rows, threads, dim, keep_gc, markdown, out, initiation="single", prefault=True):
     head = (f"dod.tracker tick time (ms), {dim}-D CV, Pd 0.9, clutter 0.2 N, 50 Hz; "
             + ("two-point initiation; " if initiation != "single" else "") +
-            f"GC {'on' if keep_gc else 'off'} while timing; CPU = process CPU per tick (all threads)")
+            f"GC {'on' if keep_gc else 'off'} while timing; "
+            + ("trackers prefaulted" if prefault else "not prefaulted (pages fault in the ticks)") +
+            "; CPU = process CPU per tick (all threads)")
     cols = ["N", "threads", "confirmed", "p50", "p99", "cpu p50", "cpu p99", "max", "ns/track",
             "vs 1 thread", "bare loop", "ref p50", "ref/dod"]
     lines = []
@@ -342,12 +366,15 @@ def main(argv=None):
                    help="how dod's trackers start tracks (the demo: two_point)")
     p.add_argument("--passes", action="store_true",
                    help="also print where each tick goes, pass by pass (Tracker.profile)")
+    p.add_argument("--no-prefault", action="store_true",
+                   help="leave the trackers' pages to be faulted by the ticks that first touch them")
     a = p.parse_args(argv)
     sizes = tuple(int(s) for s in a.sizes.split(",") if s)
     try:
         threads = tuple(int(s) for s in a.threads.split(",") if s)
         run(sizes, a.scans, a.quick, not a.no_reference, a.gc, a.seed, a.dim, threads=threads,
-            markdown=a.markdown, reference_max=a.reference_max, passes=a.passes, initiation=a.initiation)
+            markdown=a.markdown, reference_max=a.reference_max, passes=a.passes, initiation=a.initiation,
+            prefault=not a.no_prefault)
     except ValueError as e:
         p.error(str(e))
 
