@@ -73,6 +73,7 @@ tick on the same detections, and its GOSPA against the reference's
 import argparse
 import gc
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from dod.tracker.openmp import default_wait_policy
 
@@ -132,7 +133,13 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
     # a page of the table's capacity or of the scratch pays its fault inside
     # the timed window (a 2 MiB huge page: ~13 ms on the 2-core VMs when the
     # host has to back it anew, the stalls that split the 100k p99 runs).
-    faulted = {nt: trackers[f"t{nt}"].prefault() for nt in threads} if prefault else None
+    # All at once: prefault runs without the GIL, and a fresh VM backs the
+    # pages at ~7 ms a MiB on one core (2 GiB: 14 s on one thread, 6-10 on
+    # two), ~4 GiB a tracker at 1M.
+    faulted = None
+    if prefault:
+        with ThreadPoolExecutor(len(threads)) as pool:
+            faulted = dict(zip(threads, pool.map(lambda nt: trackers[f"t{nt}"].prefault(), threads)))
     if reference:
         trackers["reference"] = ReferenceTracker(cfg)
     ms = {name: [] for name in trackers}
