@@ -48,8 +48,8 @@ Before its first tick each dod tracker faults in every page a tick can
 touch (``Tracker.prefault()``, as the demo does before its loop), so the
 timed window holds no first-touch page faults; ``--no-prefault`` leaves
 them to the ticks (on the 2-core VMs a fresh 2 MiB huge page cost ~13 ms
-when the host had to back it anew: 100k p99 9.6 ms prefaulted against
-25.8 unprefaulted, the same scans). At 1M a tracker prefaults ~4 GiB.
+when the host had to back it anew: the 100k 2-thread p99 was 12.9-14.6
+ms prefaulted against 32.2-46.7 without). At 1M a tracker prefaults ~4 GiB.
 
 ``--passes``: a second table, where each dod tick's time goes
 (``Tracker.profile``): the median wall time of each pass, and the workers'
