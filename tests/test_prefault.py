@@ -168,6 +168,41 @@ def test_tracker_prefault_is_refused_while_its_table_is_held():
     assert tr.prefault() > 0
 
 
+@pytest.mark.parametrize("initiation", ["single", "two_point"])
+def test_tracker_prefault_over_threads_faults_the_same_pages(initiation):
+    # prefault(threads=k) cuts the same blocks into 64 MiB pieces over k
+    # OpenMP threads: the same bytes at every count, all resident after.
+    cfg = TrackerConfig(capacity=300_000, max_detections=20_000, threads=2, initiation=initiation)
+    lazy = Tracker(cfg)
+    before = rss()
+    touched = lazy.prefault(threads=3)
+    assert rss() - before > 0.9 * (lazy.table.nbytes + lazy.scratch.capacity)
+    assert touched > 64 * MiB                  # more than one piece
+    for k in (1, 2, 5, None):
+        assert lazy.prefault(threads=k) == touched
+    assert Tracker(cfg).prefault(threads=1) == touched
+
+
+def test_tracker_prefault_refuses_bad_thread_counts_and_changes_nothing():
+    tr = Tracker(TrackerConfig(capacity=256, max_detections=128, threads=2))
+    for bad in (0, -1, 257, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="threads must be"):
+            tr.prefault(threads=bad)
+    tr.tick(np.zeros((3, 2)), 0.02)            # nothing held: the tick runs
+    assert tr.prefault(threads=256) > 0
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tracker_prefault_over_threads_is_refused_while_a_table_is_held(threads):
+    tr = Tracker(TrackerConfig(capacity=256, max_detections=128, threads=threads, initiation="two_point"))
+    for held in (tr.table, tr.singles):
+        with held.exclusive("someone else"):
+            with pytest.raises(RuntimeError, match="someone else"):
+                tr.prefault()
+        assert tr.prefault() > 0                # both tables released again
+        tr.tick(np.zeros((3, 2)), 0.02)
+
+
 def test_demo_prefaults_unless_told_not_to():
     from dod.tracker.demo import DemoRun
     on = DemoRun(targets=50, duration=0.1, fast=True)

@@ -45,7 +45,8 @@ tracks from pairs of detections, as the demo does (default ``single``: the
 scenario above, the table's history).
 
 Before its first tick each dod tracker faults in every page a tick can
-touch (``Tracker.prefault()``, as the demo does before its loop), so the
+touch (``Tracker.prefault``, as the demo does before its loop, here over
+every core), so the
 timed window holds no first-touch page faults; ``--no-prefault`` leaves
 them to the ticks (on the 2-core VMs a fresh 2 MiB huge page cost ~13 ms
 when the host had to back it anew: the 100k 2-thread p99 was 12.9-14.6
@@ -72,8 +73,8 @@ tick on the same detections, and its GOSPA against the reference's
 """
 import argparse
 import gc
+import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from dod.tracker.openmp import default_wait_policy
 
@@ -83,6 +84,7 @@ import numpy as np
 
 from dod._report import table
 from dod.tracker import ReferenceTracker, Tracker, TrackerConfig
+from dod.tracker.config import MAX_THREADS
 from dod.tracker._engine import PASS_NAMES
 from dod.tracker._bare_loop import round_trip_ns, sweep
 from dod.tracker.scenario import iter_scans
@@ -133,13 +135,10 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
     # a page of the table's capacity or of the scratch pays its fault inside
     # the timed window (a 2 MiB huge page: ~13 ms on the 2-core VMs when the
     # host has to back it anew, the stalls that split the 100k p99 runs).
-    # All at once: prefault runs without the GIL, and a fresh VM backs the
-    # pages at ~7 ms a MiB on one core (2 GiB: 14 s on one thread, 6-10 on
-    # two), ~4 GiB a tracker at 1M.
-    faulted = None
-    if prefault:
-        with ThreadPoolExecutor(len(threads)) as pool:
-            faulted = dict(zip(threads, pool.map(lambda nt: trackers[f"t{nt}"].prefault(), threads)))
+    # Over every core: a fresh VM backs the pages at ~6 ms a MiB a core
+    # (~4 GiB a tracker at 1M: 24-28 s on one thread, 14-16 on two).
+    cores = min(os.cpu_count() or 1, MAX_THREADS)
+    faulted = {nt: trackers[f"t{nt}"].prefault(threads=cores) for nt in threads} if prefault else None
     if reference:
         trackers["reference"] = ReferenceTracker(cfg)
     ms = {name: [] for name in trackers}
