@@ -72,3 +72,50 @@ def pytest_sessionfinish(session, exitstatus):
         for line in _bad_skips:
             print("  " + line)
         session.exitstatus = 1
+
+
+# Allocation measures (tests/alloc_measure.py, sys.getallocatedblocks) count
+# every thread's allocations. Under pytest-xdist a worker has a second thread,
+# execnet's, which receives the controller's messages and allocates as it
+# does, also while a measured call has released the GIL (a no-op call showed
+# a 1,182-byte rise once in 12,000 there). Such tests get the `allocs` marker,
+# so that a parallel run can leave them to a serial one (.ci/run does:
+# `-n 2 -m "not allocs"`, then `-m allocs`). The plain `pytest` of the README
+# runs them all in one process.
+_MEASURES = {"per_call_rises", "PythonAllocations", "c_heap_bytes", "getallocatedblocks", "tracemalloc"}
+
+
+def _names(code, seen):
+    """Global and attribute names `code` (and the code nested in it) uses."""
+    if code in seen:
+        return set()
+    seen.add(code)
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _names(const, seen)
+    return names
+
+
+def _measures_allocations(fn):
+    """Does test function `fn` use an allocation measure, itself or through
+    a function of its module that it calls (helpers one level down)?"""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    seen = set()
+    names = _names(code, seen)
+    if names & _MEASURES:
+        return True
+    for name in names:
+        helper = fn.__globals__.get(name)
+        if getattr(helper, "__module__", None) == fn.__module__ and hasattr(helper, "__code__"):
+            if _names(helper.__code__, seen) & _MEASURES:
+                return True
+    return False
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if _measures_allocations(getattr(item, "function", None)):
+            item.add_marker("allocs")

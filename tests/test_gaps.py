@@ -249,6 +249,21 @@ def test_tracker_bench_prefaults_its_trackers_unless_told_not_to():
     assert "not prefaulted" in out, out
 
 
+def test_allocation_tests_carry_the_allocs_marker():
+    # conftest marks the tests that measure allocations (every thread's:
+    # .ci/run runs them apart from pytest-xdist), directly or through a
+    # helper of their module; the others stay unmarked.
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-m", "allocs", "-p", "no:cacheprovider",
+                        "tests/test_tracker_clutter.py", "tests/test_ring.py", "tests/test_table.py"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    ids = [ln for ln in p.stdout.splitlines() if "::" in ln]
+    assert "tests/test_tracker_clutter.py::test_zero_allocations_per_tick_with_score_and_two_point" in ids
+    assert any(i.startswith("tests/test_ring.py::") for i in ids)
+    assert not any(i.startswith("tests/test_table.py::") for i in ids)
+    assert not any("track_well" in i for i in ids)
+
+
 def test_tracker_bench_with_the_demos_initiation():
     # --initiation two_point: tracks start from pairs, as in the demo; the
     # reference runs the same configuration (its ratio compares like with like).

@@ -3104,6 +3104,26 @@ cdef size_t _cut_tracker(_fault_piece* out, Tracker tr):
     return at
 
 
+cdef int _hold_tables(Tracker tr, str what) except -1:
+    """Begin the exclusive passes of both of tr's tables (named `what`) and
+    mark it busy: all or nothing (RuntimeError from a held table)."""
+    tr.table.begin_exclusive(what)
+    try:
+        tr.singles.begin_exclusive(what)
+    except BaseException:
+        tr.table.end_exclusive()
+        raise
+    tr._busy = True
+    return 0
+
+
+cdef void _release_tables(Tracker tr) noexcept:
+    """End what _hold_tables began."""
+    tr._busy = False
+    tr.singles.end_exclusive()
+    tr.table.end_exclusive()
+
+
 @cython.final
 cdef class Tracker:
     """A constant-velocity (or, with ``motion="imm"``, interacting multiple
@@ -3336,13 +3356,7 @@ cdef class Tracker:
             return total
         # The tables' exclusive passes, as their own prefault takes them
         # (inserts from other threads refused meanwhile).
-        self.table.begin_exclusive("a prefault")
-        try:
-            self.singles.begin_exclusive("a prefault")
-        except BaseException:
-            self.table.end_exclusive()
-            raise
-        self._busy = True
+        _hold_tables(self, "a prefault")
         try:
             npieces = _cut_tracker(NULL, self)
             pieces = <_fault_piece*>PyMem_Malloc(max(<size_t>1, npieces) * sizeof(_fault_piece))
@@ -3362,9 +3376,7 @@ cdef class Tracker:
                 total += pieces[i].done
         finally:
             PyMem_Free(pieces)
-            self._busy = False
-            self.singles.end_exclusive()
-            self.table.end_exclusive()
+            _release_tables(self)
         if failed:
             raise MemoryError(f"the system could not fault in this tracker's memory ({strerror(err).decode()}); "
                               "contents unchanged")
@@ -3429,20 +3441,12 @@ cdef class Tracker:
         # table's exclusive pass, so another thread's insert cannot race the
         # tick's births past the capacity (and a tick waits for its own
         # table's remove_many).
-        self.table.begin_exclusive("a Tracker tick")
-        try:
-            self.singles.begin_exclusive("a Tracker tick")
-        except BaseException:
-            self.table.end_exclusive()
-            raise
-        self._busy = True
+        _hold_tables(self, "a Tracker tick")
         try:
             with nogil:
                 rc = dod_tracker_tick_sensor(&self.engine, data, k, dt, sp, &self.scratch.engine)
         finally:
-            self._busy = False
-            self.singles.end_exclusive()
-            self.table.end_exclusive()
+            _release_tables(self)
         if rc != 0:
             raise MemoryError(
                 f"the scratch arena ({self.scratch.available} bytes available) cannot hold this "
