@@ -3326,8 +3326,9 @@ cdef class Tracker:
         `threads` (default: the tracker's ``threads``; an int in [1, 256])
         fault the pages in over that many OpenMP threads, 64 MiB at a time:
         where the system backs fresh pages slowly (a VM whose host must
-        back them too: 4 GiB took 21 s on one thread there) more threads
-        take less time. The same pages and the same bytes at any count.
+        back them too: 4 GiB took 21-28 s on one thread there, 14-16 on
+        two) more threads take less time. The same pages and the same
+        bytes at any count.
         """
         cdef int nt
         cdef size_t npieces = 0, total = 0, i
