@@ -82,6 +82,7 @@ default_wait_policy()       # before the engine loads libgomp (dod.tracker.openm
 
 import numpy as np
 
+import dod
 from dod._report import table
 from dod.tracker import ReferenceTracker, Tracker, TrackerConfig
 from dod.tracker.config import MAX_THREADS
@@ -137,7 +138,7 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
     # host has to back it anew, the stalls that split the 100k p99 runs).
     # Over every core: a fresh VM backs the pages at ~6 ms a MiB a core
     # (~4 GiB a tracker at 1M: 24-28 s on one thread, 14-16 on two).
-    cores = min(os.cpu_count() or 1, MAX_THREADS)
+    cores = min(len(dod.initial_cpus) if dod.initial_cpus else os.cpu_count() or 1, MAX_THREADS)   # ours (taskset)
     faulted = {nt: trackers[f"t{nt}"].prefault(threads=cores) for nt in threads} if prefault else None
     if reference:
         trackers["reference"] = ReferenceTracker(cfg)
