@@ -3346,15 +3346,6 @@ cdef class Tracker:
             nt = threads
         if self._busy:
             raise RuntimeError("a tick of this tracker is already running in another thread")
-        if nt == 1:
-            self._busy = True
-            try:
-                total = self.table.prefault() + self.singles.prefault() + self.scratch.prefault()
-                for wa in self._worker_arenas:
-                    total += (<Arena>wa).prefault()
-            finally:
-                self._busy = False
-            return total
         # The tables' exclusive passes, as their own prefault takes them
         # (inserts from other threads refused meanwhile).
         _hold_tables(self, "a prefault")
