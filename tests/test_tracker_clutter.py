@@ -413,3 +413,11 @@ def test_accuracy_bench_runs_and_reports_both_trackers():
         assert r["blocks"] < 0.5
     assert any("goals score+2pt" in ln for ln in lines)
     assert any("goal clutter 0.2" in ln for ln in lines)
+    # the timed trackers prefaulted before their first tick (the bytes of a
+    # fresh tracker of the same config), as the title says; or not at all
+    cfgs = accuracy.configs(40, 1.0)
+    want = [Tracker(c).prefault() for _, c in cfgs]
+    assert [r["prefault"] for r in rows[2:]] == want and all(w > 0 for w in want)
+    assert "timed trackers prefaulted" in lines[0]
+    sc = generate(40, 60, seed=0, pd=0.9, clutter=40.0)
+    assert accuracy.tick_cost(sc, cfgs, prefault=False)[2] == [0, 0]

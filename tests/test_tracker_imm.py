@@ -422,3 +422,9 @@ def test_bench_imm_table_runs_both_motions_on_both_scenarios():
     text = "\n".join(lines)
     assert "IMM GOSPA" in text and "goal <= 3" in text and "(goal 0)" in text
     assert "ID switches IMM/CV" in text                 # scored without motmetrics (clear_mot)
+    # every timed tracker prefaulted before its first tick (no first-touch
+    # fault in a timed tick), and the title says so; --no-prefault leaves it
+    assert all(r["prefault"] > 0 for r in rows) and "trackers prefaulted" in text
+    lines.clear()
+    rows = bench_imm.run((30,), scans=8, warmup=2, out=lines.append, prefault=False)
+    assert all(r["prefault"] == 0 for r in rows) and "not prefaulted" in lines[0]

@@ -402,6 +402,11 @@ def test_radar_bench_table_runs_and_reports_both_trackers():
     assert r["ticks"] == 20 and math.isfinite(r["ratio"]) and r["polar"][3] <= 0
     assert r["gospa"] == pytest.approx(r["gospa_reference"], rel=1e-9)
     assert any("polar/cart" in line for line in lines)
+    # both timed trackers prefaulted before their first tick, as the title says
+    assert r["prefault"]["cartesian"] == r["prefault"]["polar"] > 0 and "trackers prefaulted" in lines[0]
+    lines.clear()
+    r = bench_radar.run(sizes=(60,), scans=4, warmup=2, reference=False, out=lines.append, prefault=False)[0]
+    assert r["prefault"] == {"cartesian": 0, "polar": 0} and "not prefaulted" in lines[0]
 
 
 def test_cimport_sensor_tick_and_ekf_kernel(compile_cython):

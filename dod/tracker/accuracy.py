@@ -24,7 +24,10 @@ Tick cost: at each clutter level, both trackers are fed the same scans
 alternately, every tick timed alone (perf_counter_ns, GC off); the table
 shows the median tick of each and their ratio (goal: score+2pt <= 1.3x
 m_of_n at N = 1,000), and the net Python blocks per tick over a further
-window of the same scans, after a discarded one (goal 0).
+window of the same scans, after a discarded one (goal 0). The timed
+trackers are prefaulted (``Tracker.prefault``, as ``python -m
+dod.tracker.bench`` and the demo do) before their first tick;
+``--no-prefault`` leaves their pages to the ticks.
 
 Goals (issue 14; reported, not asserted): clutter 1: MOTA >= 0.90, HOTA
 within 0.05 of clutter 0.2, false confirmed <= 1 % of the targets per scan;
@@ -32,7 +35,7 @@ clutter 0.2: score+2pt not worse than m_of_n (MOTA within 0.005).
 
 Options: ``--targets N`` (1000), ``--scans K`` (300), ``--seeds S`` (3),
 ``--clutter 0.2,1,3``, ``--quick`` (200 targets, 100 scans, 1 seed),
-``--patches K``.
+``--patches K``, ``--no-prefault``.
 """
 import argparse
 import gc
@@ -72,10 +75,13 @@ def score_run(scenario, config):
             "switches": m["num_switches"]}
 
 
-def tick_cost(scenario, cfgs, warmup=50):
+def tick_cost(scenario, cfgs, warmup=50, prefault=True):
     """Median ms per tick of each config (fed the same scans alternately) and
-    Python blocks allocated per tick over the timed window."""
+    Python blocks allocated per tick over the timed window, and the bytes
+    each tracker's ``Tracker.prefault`` faulted in before its first tick (0
+    without `prefault`)."""
     trackers = [Tracker(c) for _, c in cfgs]
+    faulted = [t.prefault() if prefault else 0 for t in trackers]
     scans = list(scenario)
     for z, dt in scans[:warmup]:
         for t in trackers:
@@ -107,10 +113,10 @@ def tick_cost(scenario, cfgs, warmup=50):
         if was:
             gc.enable()
     n = max(1, len(scans) - warmup)
-    return [float(np.median(m)) for m in ms], [b / n for b in blocks]
+    return [float(np.median(m)) for m in ms], [b / n for b in blocks], faulted
 
 
-def run(targets=1000, scans=300, seeds=3, clutters=(0.2, 1.0, 3.0), patches=0, out=print):
+def run(targets=1000, scans=300, seeds=3, clutters=(0.2, 1.0, 3.0), patches=0, out=print, prefault=True):
     rows = []
     levels = [(c, 0) for c in clutters] + ([(1.0, patches)] if patches else [])
     for c, k in levels:
@@ -121,17 +127,18 @@ def run(targets=1000, scans=300, seeds=3, clutters=(0.2, 1.0, 3.0), patches=0, o
             for name, cfg in cfgs:
                 res[name].append(score_run(sc, cfg))
         sc = generate(targets, min(scans, 250), seed=0, pd=0.9, clutter=c * targets, patches=k)
-        med, blocks = tick_cost(sc, cfgs)
-        for (name, _), m, b in zip(cfgs, med, blocks):
+        med, blocks, faulted = tick_cost(sc, cfgs, prefault=prefault)
+        for (name, _), m, b, f in zip(cfgs, med, blocks, faulted):
             rs = res[name]
-            row = {"clutter": c, "patches": k, "tracker": name, "tick_ms": m, "blocks": b}
+            row = {"clutter": c, "patches": k, "tracker": name, "tick_ms": m, "blocks": b, "prefault": f}
             for key in rs[0]:
                 vals = np.array([r[key] for r in rs])
                 row[key] = float(vals.mean())
                 row[key + "_range"] = (float(vals.min()), float(vals.max()))
             rows.append(row)
     out(f"dod.tracker accuracy in clutter: N={targets}, {scans} scans, {seeds} seed(s), Pd 0.9, "
-        f"50 Hz, match {MATCH:g} m (means over seeds)")
+        f"50 Hz, match {MATCH:g} m (means over seeds); timed trackers "
+        f"{'prefaulted' if prefault else 'not prefaulted'}")
     out(f"{'clutter/target':>14} {'tracker':>10} | {'MOTA':>6} {'IDF1':>6} {'HOTA':>6} {'DetA':>6} "
         f"{'AssA':>6} {'LocA':>6} | {'false/scan':>10} | {'tick ms':>7} {'ratio':>5} {'blocks':>6}")
     base = {}
@@ -167,12 +174,15 @@ def main(argv=None):
     p.add_argument("--clutter", default="0.2,1,3")
     p.add_argument("--patches", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="200 targets, 100 scans, 1 seed")
+    p.add_argument("--no-prefault", action="store_true",
+                   help="leave the timed trackers' pages to be faulted by the ticks that first touch them")
     a = p.parse_args(argv)
     if a.quick:
         a.targets, a.scans, a.seeds = 200, 100, 1
     if a.targets < 1 or a.scans < 60 or a.seeds < 1:
         p.error("need --targets >= 1, --scans >= 60, --seeds >= 1")
-    run(a.targets, a.scans, a.seeds, tuple(float(c) for c in a.clutter.split(",") if c), a.patches)
+    run(a.targets, a.scans, a.seeds, tuple(float(c) for c in a.clutter.split(",") if c), a.patches,
+        prefault=not a.no_prefault)
     return 0
 
 

@@ -12,13 +12,17 @@ over scans, confirmed tracks), ID switches and MOTA
 wall clock, every tick after ``warmup`` timed alone), its median thread CPU time (the ratio's basis:
 the work without preemption) and the Python memory blocks the ticks kept
 (sys.getallocatedblocks over the timed ticks: 0 is zero allocations per tick).
+Each tracker is prefaulted (``Tracker.prefault``, as ``python -m
+dod.tracker.bench`` and the demo do) before its first tick, so no timed
+tick takes a first-touch page fault; ``--no-prefault`` leaves them to the
+ticks.
 
 Goals (issue 18, N = 1,000): manoeuvre GOSPA of the IMM >= 25 % lower than
 CV and its ID switches at most half of CV's; the IMM (3 models) tick <= 3x
 the CV tick; straight-line GOSPA within 3 % of CV; zero allocations per tick.
 
 Options: ``--sizes 1000``, ``--scans 300``, ``--warmup 20``, ``--seed 0``,
-``--threads 1``, ``--markdown``.
+``--threads 1``, ``--markdown``, ``--no-prefault``.
 """
 import argparse
 import gc
@@ -40,14 +44,16 @@ SCENARIOS = ("manoeuvre", "straight")
 MOTIONS = ("cv", "imm")
 
 
-def measure(n, scenario, motions=MOTIONS, scans=300, warmup=20, seed=0, threads=1):
+def measure(n, scenario, motions=MOTIONS, scans=300, warmup=20, seed=0, threads=1, prefault=True):
     """One tracker per motion over the same scenario, ticked in lockstep (on
     each scan every tracker in turn, so machine load falls on all alike):
     {motion: dict of gospa, switches, mota, p50, p99 (wall ms), cpu50
-    (thread CPU ms), kept_blocks, confirmed}."""
+    (thread CPU ms), kept_blocks, confirmed, prefault (the bytes
+    ``Tracker.prefault`` faulted in; 0 without `prefault`)}."""
     sc = generate(n, scans, seed=seed, **PRESETS[scenario])
     trackers = {m: Tracker(TrackerConfig(motion=m, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64),
                                          threads=threads, **PRESET_CONFIG[scenario])) for m in motions}
+    faulted = {m: t.prefault() if prefault else 0 for m, t in trackers.items()}
     ms = {m: np.zeros(scans) for m in motions}
     cpu = {m: np.zeros(scans) for m in motions}
     estimates = {m: [None] * scans for m in motions}
@@ -79,16 +85,16 @@ def measure(n, scenario, motions=MOTIONS, scans=300, warmup=20, seed=0, threads=
         switches, mota = int(mm["num_switches"]), float(mm["mota"])
         out[m] = dict(gospa=g, switches=switches, mota=mota, p50=float(np.median(ms[m][warmup:])),
                       p99=float(np.percentile(ms[m][warmup:], 99)), cpu50=float(np.median(cpu[m][warmup:])),
-                      kept_blocks=int(kept[m]), confirmed=int(t.counts()["confirmed"]))
+                      kept_blocks=int(kept[m]), confirmed=int(t.counts()["confirmed"]), prefault=faulted[m])
     return out
 
 
-def run(sizes=(1000,), scans=300, warmup=20, seed=0, threads=1, markdown=False, out=print):
+def run(sizes=(1000,), scans=300, warmup=20, seed=0, threads=1, markdown=False, out=print, prefault=True):
     """Measure every size x scenario x motion; print the table and the goals; return the rows."""
     rows = []
     for n in sizes:
         for scenario in SCENARIOS:
-            for motion, r in measure(n, scenario, MOTIONS, scans, warmup, seed, threads).items():
+            for motion, r in measure(n, scenario, MOTIONS, scans, warmup, seed, threads, prefault).items():
                 r.update(n=n, scenario=scenario, motion=motion)
                 rows.append(r)
     cols = ["N", "scenario", "motion", "GOSPA", "ID switches", "MOTA", "tick p50", "tick p99",
@@ -103,7 +109,8 @@ def run(sizes=(1000,), scans=300, warmup=20, seed=0, threads=1, markdown=False, 
                       f"{r['cpu50'] / cv['cpu50']:.2f}x",
                       str(r["kept_blocks"])])
     head = (f"dod.tracker IMM vs CV: 2-D, Pd 0.9, clutter 0.2 N, one scan a second, {scans} scans "
-            f"(first {warmup} not timed), threads={threads}; tick in ms")
+            f"(first {warmup} not timed), threads={threads}; trackers "
+            f"{'prefaulted' if prefault else 'not prefaulted'}; tick in ms")
     out(f"**{head}**\n" if markdown else head)
     out(table(cols, lines, markdown=markdown))
     for n in sizes:
@@ -134,11 +141,13 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--markdown", action="store_true")
+    p.add_argument("--no-prefault", action="store_true",
+                   help="leave the trackers' pages to be faulted by the ticks that first touch them")
     a = p.parse_args(argv)
     sizes = tuple(int(s) for s in a.sizes.split(",") if s)
     if not sizes or any(s < 1 for s in sizes) or a.scans <= a.warmup or a.warmup < 0:
         p.error("need sizes >= 1 and scans > warmup >= 0")
-    run(sizes, a.scans, a.warmup, a.seed, a.threads, a.markdown)
+    run(sizes, a.scans, a.warmup, a.seed, a.threads, a.markdown, prefault=not a.no_prefault)
 
 
 if __name__ == "__main__":

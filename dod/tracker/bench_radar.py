@@ -14,13 +14,17 @@ medians, Python blocks allocated per tick (net sys.getallocatedblocks over
 the timed scans ticked once more, alone),
 and the mean GOSPA (c = 10 m, p = 2, over the timed scans) of dod and, with
 ``--reference`` up to ``--reference-max`` targets, of the numpy reference on
-the same range-bearing scans.
+the same range-bearing scans. Both dod trackers are prefaulted
+(``Tracker.prefault``, as ``python -m dod.tracker.bench`` and the demo do)
+before their first tick, so no timed tick takes a first-touch page fault;
+``--no-prefault`` leaves them to the ticks.
 
 Goal (issue 18): N = 1,000: polar tick <= 1.3x the Cartesian tick, zero
 allocations per tick.
 
 Options: ``--sizes 1000``, ``--scans K``, ``--dim 2|3``, ``--sensors 1|2``,
-``--no-reference``, ``--reference-max N``, ``--seed``, ``--quick``.
+``--no-reference``, ``--reference-max N``, ``--seed``, ``--quick``,
+``--no-prefault``.
 """
 import argparse
 import gc
@@ -40,10 +44,13 @@ from dod.tracker.scenario import iter_radar_scans
 GOSPA_C = 10.0
 
 
-def measure(n, scans=300, warmup=50, dim=2, sensors=2, seed=0, reference=True):
-    """Tick a Cartesian and a range-bearing tracker on the same scans; returns a dict."""
+def measure(n, scans=300, warmup=50, dim=2, sensors=2, seed=0, reference=True, prefault=True):
+    """Tick a Cartesian and a range-bearing tracker on the same scans; returns a dict
+    (its "prefault": the bytes each tracker's ``Tracker.prefault`` faulted in,
+    0 without `prefault`)."""
     cfg = TrackerConfig(dim=dim, r=3.0, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64))
     cart, polar = Tracker(cfg), Tracker(cfg)
+    faulted = {name: tr.prefault() if prefault else 0 for name, tr in (("cartesian", cart), ("polar", polar))}
     ref = ReferenceTracker(cfg) if reference else None
     data = []
     for s in iter_radar_scans(n, warmup + scans, dim=dim, sensors=sensors, seed=seed):
@@ -98,7 +105,7 @@ def measure(n, scans=300, warmup=50, dim=2, sensors=2, seed=0, reference=True):
     finally:
         if was:
             gc.enable()
-    out = {"n": n, "dim": dim, "sensors": sensors, "ticks": len(ms["polar"])}
+    out = {"n": n, "dim": dim, "sensors": sensors, "ticks": len(ms["polar"]), "prefault": faulted}
     for name in ms:
         a = np.array(ms[name])
         out[name] = (float(np.median(a)), float(np.percentile(a, 99)), float(np.median(cpu[name])),
@@ -112,11 +119,12 @@ def measure(n, scans=300, warmup=50, dim=2, sensors=2, seed=0, reference=True):
 
 
 def run(sizes=(1000,), scans=300, warmup=50, dim=2, sensors=2, seed=0, reference=True,
-        reference_max=2000, out=print):
+        reference_max=2000, out=print, prefault=True):
     """Measure each size; print the table with `out`; return the rows."""
-    rows = [measure(n, scans, warmup, dim, sensors, seed, reference and n <= reference_max) for n in sizes]
+    rows = [measure(n, scans, warmup, dim, sensors, seed, reference and n <= reference_max, prefault) for n in sizes]
     out(f"dod.tracker range-bearing (EKF) vs Cartesian tick (ms), {dim}-D, {sensors} sensor(s), "
-        "Pd 0.9, clutter 0.2 N, 50 Hz; same detections, ticked in turn; GC off while timing")
+        "Pd 0.9, clutter 0.2 N, 50 Hz; same detections, ticked in turn; GC off while timing; trackers "
+        + ("prefaulted" if prefault else "not prefaulted"))
     cols = ["N", "measurement", "confirmed", "p50", "p99", "cpu p50", "polar/cart", "blocks/tick",
             "GOSPA dod", "GOSPA ref"]
     lines = []
@@ -150,10 +158,13 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-reference", action="store_true")
     p.add_argument("--reference-max", type=int, default=2000)
+    p.add_argument("--no-prefault", action="store_true",
+                   help="leave the trackers' pages to be faulted by the ticks that first touch them")
     a = p.parse_args(argv)
     sizes = tuple(int(s) for s in a.sizes.split(",") if s)
     scans = a.scans or (100 if a.quick else 300)
-    run(sizes, scans, 30 if a.quick else 50, a.dim, a.sensors, a.seed, not a.no_reference, a.reference_max)
+    run(sizes, scans, 30 if a.quick else 50, a.dim, a.sensors, a.seed, not a.no_reference, a.reference_max,
+        prefault=not a.no_prefault)
 
 
 if __name__ == "__main__":
