@@ -47,7 +47,7 @@ def test_off_by_default_and_none_without_a_profiled_tick(scans):
 @pytest.mark.parametrize("threads,sort_every,mixed", [(1, 0, 0), (2, 0, 0), (2, 5, 0), (3, 0, 0), (2, 0, 0.1)])
 def test_passes_add_up_within_the_call(scans, threads, sort_every, mixed):
     zs, dt = scans
-    t = Tracker(_config(threads=threads, sort_every=sort_every, sort_when_mixed=mixed))
+    t = Tracker(_config(threads=threads, sort_every=sort_every, sort_when_mixed=mixed, sort_when_displaced=mixed))
     t.profile = True
     sorted_ticks = 0
     for s, z in enumerate(zs):

@@ -106,12 +106,13 @@ def test_threads_validated_before_anything_changes():
     for bad in (-1, 1.0, True):
         with pytest.raises(ValueError):
             TrackerConfig(sort_every=bad)
-    for bad in (-0.1, 1.5, float("nan"), float("inf"), True, "0.1", None):
-        with pytest.raises(ValueError):
-            TrackerConfig(sort_when_mixed=bad)
-        with pytest.raises(ValueError):
-            Tracker(sort_when_mixed=bad)
-    assert TrackerConfig(sort_when_mixed=0).sort_when_mixed == 0
+    for name in ("sort_when_mixed", "sort_when_displaced"):
+        for bad in (-0.1, 1.5, float("nan"), float("inf"), True, "0.1", None):
+            with pytest.raises(ValueError, match=name):
+                TrackerConfig(**{name: bad})
+            with pytest.raises(ValueError, match=name):
+                Tracker(**{name: bad})
+        assert getattr(TrackerConfig(**{name: 0}), name) == 0
     assert TrackerConfig.__dataclass_fields__["threads"].default == 1
     assert Tracker(threads=MAX_THREADS).threads == MAX_THREADS
 
@@ -131,15 +132,18 @@ def test_bit_identical_small_scenes_always_parallel(n):
         assert _state(a) == _state(b), f"scan {s}"
 
 
-def test_invalid_rows_dropped_the_same_for_every_thread_count():
+@pytest.mark.parametrize("sort_every", [0, 1])
+def test_invalid_rows_dropped_the_same_for_every_thread_count(sort_every):
     # With workers, the worker that builds the index reads, checks and
     # copies the scan (from 6 threads, the calling thread before the
     # index is built in parts): scans with NaN/inf rows, and scans with no
     # valid row at all, must leave the state (and the invalid count) of one
-    # thread.
+    # thread. sort_every=1 sorts after every scan, those with no valid row
+    # too (whose index one thread never builds and two threads start).
     sc = generate(200, 40, seed=12, crossing=0.2, clutter=30)
     rng = np.random.default_rng(12)
-    trackers = [Tracker(threads=1)] + [Tracker(threads=n, parallel_min_rows=0) for n in (2, 3, 6, 8)]
+    trackers = [Tracker(threads=1, sort_every=sort_every)] + [
+        Tracker(threads=n, parallel_min_rows=0, sort_every=sort_every) for n in (2, 3, 6, 8)]
     for s, (z, dt) in enumerate(sc):
         if s % 7 == 6:
             z = np.full((5, 2), np.nan)                 # nothing valid
@@ -166,7 +170,7 @@ def test_more_threads_than_rows_and_empty_scans():
 
 def test_spatial_sort_keeps_handles_and_orders_rows():
     sc = generate(3000, 40, seed=8)
-    t = Tracker(_config(sort_every=8))
+    t = Tracker(_config(sort_every=8, sort_when_displaced=0))     # sorts on the schedule alone
     ids_by_handle = {}
     for s, (z, dt) in enumerate(sc):
         t.tick(z, dt)
@@ -198,8 +202,8 @@ def test_a_sort_puts_the_confirmed_tracks_first_and_keeps_the_others_in_row_orde
     # ones first in spatial order, then the others in the order the
     # unsorted tracker holds them.
     sc = generate(3000, 9, seed=21, crossing=0.2)
-    a = Tracker(_config(sort_when_mixed=0))
-    b = Tracker(_config(sort_every=9, sort_when_mixed=0))
+    a = Tracker(_config(sort_when_mixed=0, sort_when_displaced=0))
+    b = Tracker(_config(sort_every=9, sort_when_mixed=0, sort_when_displaced=0))
     for z, dt in sc:
         a.tick(z, dt)
         b.tick(z, dt)
@@ -223,7 +227,8 @@ def test_sorts_when_the_leading_rows_mix():
     # leading rows (as many as the previous tick confirmed) are not
     # confirmed: a few times a run, not every tick; off at 0.
     sc = generate(3000, 80, seed=22, pd=0.9, crossing=0.2)
-    on, off = Tracker(_config()), Tracker(_config(sort_when_mixed=0))
+    on = Tracker(_config(sort_when_displaced=0))
+    off = Tracker(_config(sort_when_mixed=0, sort_when_displaced=0))
     assert on.config.sort_when_mixed == 0.1
     at = []
     for s, (z, dt) in enumerate(sc):
@@ -237,6 +242,66 @@ def test_sorts_when_the_leading_rows_mix():
     assert off.sorts == 0 and 1 <= len(at) <= 80 // 5, at
     ra, rb = on.table.to_numpy(), off.table.to_numpy()     # row order is not part of the result
     assert ra[np.argsort(ra["id"])].tobytes() == rb[np.argsort(rb["id"])].tobytes()
+
+
+def test_sorts_when_deaths_and_births_displace_the_rows():
+    # Two-point births: few tentative tracks, so the leading rows never mix
+    # (sort_when_mixed alone never sorts here), yet targets die in the
+    # sorted rows (each hole takes the table's last row, from anywhere) and
+    # new targets confirm at the end. sort_when_displaced (the default,
+    # 0.2) sorts when such rows pass a fifth of those in order: a few times
+    # a run; off at 0. The same sorts at every thread count, and the same
+    # tracks whether sorted or not.
+    sc = generate(3000, 80, seed=23, pd=0.9, crossing=0.2)
+    cfg = dict(initiation="two_point")
+    on = Tracker(_config(**cfg))
+    off = Tracker(_config(sort_when_displaced=0, **cfg))
+    on3 = Tracker(_config(threads=3, parallel_min_rows=0, **cfg))
+    assert on.config.sort_when_displaced == 0.2
+    at = []
+    for s, (z, dt) in enumerate(sc):
+        before = on.sorts
+        for t in (on, off, on3):
+            t.tick(z, dt)
+        assert _state(on3) == _state(on), f"scan {s}"
+        if on.sorts > before:
+            at.append(s)
+            k = on.counts()["confirmed"]
+            assert (on.states[:k] == 2).all()      # right after a sort: the confirmed rows first, in space order
+            p = on.positions[:k]
+            step = np.linalg.norm(np.diff(p, axis=0), axis=1)
+            rand = np.linalg.norm(p - p[np.random.default_rng(s).permutation(k)], axis=1)
+            assert np.median(step) < 0.1 * np.median(rand)
+    assert off.sorts == 0 and 1 <= len(at) <= 80 // 5, at
+    ra, rb = on.table.to_numpy(), off.table.to_numpy()     # row order is not part of the result
+    assert ra[np.argsort(ra["id"])].tobytes() == rb[np.argsort(rb["id"])].tobytes()
+    on.table.check()
+
+
+def test_deaths_among_the_rows_in_order_count_against_sort_when_displaced():
+    # 2,000 still targets, born together (rows in cell order, none sorted);
+    # then 300 go undetected and (nearly all) die at one tick. The table's last
+    # rows fill their holes: ~255 displaced rows, between a tenth and a
+    # fifth of the 2,000 in order. With sort_when_mixed off, 0.1 sorts at
+    # that tick, 0.2 and 0 never; all three hold the same tracks.
+    rng = np.random.default_rng(5)
+    pts = rng.uniform(0, 20000, (2000, 2))
+    trackers = {f: Tracker(TrackerConfig(initiation="two_point", capacity=8000, max_detections=4064,
+                                         sort_when_mixed=0, sort_when_displaced=f)) for f in (0, 0.1, 0.2)}
+    keep = np.ones(len(pts), bool)
+    died = []
+    for s in range(30):
+        if s == 10:
+            keep[rng.choice(len(pts), 300, replace=False)] = False
+        z = np.ascontiguousarray(pts[keep] + rng.normal(0, 1, (int(keep.sum()), 2)))
+        for t in trackers.values():
+            t.tick(z, 0.02)
+        deaths = trackers[0].counts()["deaths"]
+        assert [t.sorts for t in trackers.values()] == ([0, 1, 0] if s >= 14 else [0, 0, 0]), (s, deaths)
+        died.append(deaths)
+    assert 290 <= died[14] == sum(died), died       # (a detection of a close neighbour may keep one)
+    ids = [np.sort(t.ids) for t in trackers.values()]
+    assert len(ids[0]) == 2000 - died[14] and all(np.array_equal(ids[0], i) for i in ids)
 
 
 def test_tracks_a_caller_set_to_nan_gate_nothing_and_sort_by_the_finite_axis():

@@ -125,12 +125,17 @@ ctypedef struct dod_tracker:
     uint64_t next_id        # id of the next birth (starts at 1)
     dod_tick_counts last    # counters of the latest tick
     uint64_t scans          # ticks run
-    # Threads and locality (issue 12). ZII: 0 threads runs serially, sort_every 0 and sort_when_mixed 0 never sort.
+    # Threads and locality (issue 12). ZII: 0 threads runs serially; sort_every, sort_when_mixed and
+    # sort_when_displaced 0 never sort; displaced NULL does not count displaced rows.
     int threads             # OpenMP threads of one tick (0 or 1: serial, no parallel region)
     dod_arena** workers     # [threads] per-worker arenas for cluster matrices (NULL when serial)
     size_t min_rows         # a pass runs in parallel only with >= threads * min_rows rows
     uint32_t sort_every     # rows into spatial order every this many scans (0: never)
     double sort_when_mixed  # ... or when more than this fraction of the leading rows went unconfirmed (0: never)
+    double sort_when_displaced  # ... or when more than this fraction of the rows in order were displaced (0: never)
+    uint8_t* displaced      # [table capacity] 1: a row moved into this row since it was in order (NULL: not counted)
+    size_t ordered_rows     # rows [0, ordered_rows) were in spatial order after the last sort (or first births)
+    size_t displaced_rows   # the entries of displaced set (all below ordered_rows)
     uint32_t since_sort     # scans since the last spatial sort
     uint64_t sorts          # spatial sorts done
     double grid_h           # detection grid cell side for the next scan (0: none yet, from the scan's own tracks)
@@ -164,5 +169,6 @@ cdef class Tracker:
     cdef list _worker_arenas            # Arena per worker thread (threads > 1), alive as long as the tracker
     cdef dod_arena** _workers           # their engines, engine.workers points here
     cdef bint _busy                     # a tick is running (set and read with the GIL held)
+    cdef size_t _displaced_bytes        # the pages of engine.displaced (0: none)
 
     cdef object _view(self, str name)

@@ -330,6 +330,7 @@ ctypedef struct _tick:
     bint cluster_runs       # a cluster's pairs may sit in runs out of row order (_group_parts)
     size_t dead_n[_GATE_CHUNKS]                     # deaths: rows of chunk c to go (listed at k.rm.fill + its first row)
     size_t front            # rows [0, front) should hold confirmed tracks: the previous tick's confirmed count
+    size_t ordered          # t.ordered_rows when the tick began
     size_t hm_at[_TAIL_CHUNKS + 1]                  # the mean gate width's parts: rows [hm_at[p], hm_at[p + 1])
     double hm_part[_TAIL_CHUNKS]                    # their sums (_gate_width_part)
     # two-point initiation (initiation="two_point")
@@ -1487,15 +1488,17 @@ cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t
 
 
 cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1,
-                         size_t* confirmed, size_t* mixed) noexcept nogil:
+                         size_t* confirmed, size_t* mixed, size_t* unplaced) noexcept nogil:
     """Hits, misses, history, score, confirmation and the death mark
     (state NONE) of rows [row0, row1); returns their associations and sets
     `confirmed` to the rows confirmed afterwards (the tick's count: births
-    and deaths do not change it) and `mixed` to those of them below
-    k.front that are not (sort_when_mixed). Each row reads and writes only
-    its own entries: any split over workers gives the serial result."""
+    and deaths do not change it), `mixed` to those of them below
+    k.front that are not (sort_when_mixed) and `unplaced` to the
+    confirmed rows at or above k.ordered (sort_when_displaced). Each row reads and
+    writes only its own entries: any split over workers gives the serial
+    result."""
     cdef const dod_track_cols* c = &t.cols
-    cdef size_t ti, assoc = 0, conf = 0, mix = 0
+    cdef size_t ti, assoc = 0, conf = 0, mix = 0, unpl = 0
     cdef uint32_t hist
     cdef uint32_t nmask = <uint32_t>((<uint64_t>1 << t.confirm_n) - 1)
     for ti in range(row0, row1):
@@ -1529,23 +1532,26 @@ cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size
             c.state[ti] = DOD_TRACK_NONE
         conf += c.state[ti] == DOD_TRACK_CONFIRMED
         mix += (ti < k.front) & (c.state[ti] != DOD_TRACK_CONFIRMED)
+        unpl += (ti >= k.ordered) & (c.state[ti] == DOD_TRACK_CONFIRMED)
     confirmed[0] = conf
     mixed[0] = mix
+    unplaced[0] = unpl
     return assoc
 
 
 cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, size_t* assoc,
-                               size_t* confirmed, size_t* mixed) noexcept nogil:
+                               size_t* confirmed, size_t* mixed, size_t* unplaced) noexcept nogil:
     """Update and manage chunk ch of the rows (k.chunk_rows each); adds its
-    associations, confirmed and mixed rows (_manage_rows) to this worker's sums, and lists its
+    associations, confirmed, mixed and unplaced rows (_manage_rows) to this worker's sums, and lists its
     rows to go (k.dead_n[ch] of them, at k.rm.fill + its first row: the
     removal plan's first pass, while the states are in this core's cache;
     serially, at 1,000,000 targets, it read them back from memory)."""
-    cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), conf, mix
+    cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), conf, mix, unpl
     _update_rows(t, k, r0, r1)
-    assoc[0] += _manage_rows(t, k, r0, r1, &conf, &mix)
+    assoc[0] += _manage_rows(t, k, r0, r1, &conf, &mix, &unpl)
     confirmed[0] += conf
     mixed[0] += mix
+    unplaced[0] += unpl
     k.dead_n[ch] = dod_table_removal_list(t.cols.state, DOD_TRACK_NONE, r0, r1, k.rm.fill + r0)
 
 
@@ -1983,6 +1989,33 @@ cdef const dod_index* _cell_order(const double* x, size_t stride, const int32_t*
         m.pos = m.pos2
         m.pos2 = pswp
     return m.row
+
+
+cdef void _rows_in_order(dod_tracker* t, size_t rows) noexcept nogil:
+    """Rows [0, rows) are in spatial order now (a sort's confirmed rows, or
+    births into an empty table): none of them displaced."""
+    if t.displaced != NULL:
+        memset(t.displaced, 0, t.ordered_rows)
+    t.ordered_rows = rows
+    t.displaced_rows = 0
+
+
+cdef void _count_displaced(dod_tracker* t, const dod_table_removal* r) noexcept nogil:
+    """Mark the rows in order that this tick's deaths fill with the table's
+    last rows (r.hole ascends): each such row now holds a track from anywhere
+    in space until the next sort (sort_when_displaced). A row counts once,
+    however often it is filled again: the clutter's short-lived tracks die
+    and refill the same holes scan after scan."""
+    cdef size_t i, h
+    if t.displaced == NULL:
+        return
+    for i in range(r.moves):
+        h = r.hole[i]
+        if h >= t.ordered_rows:
+            break
+        if not t.displaced[h]:
+            t.displaced[h] = 1
+            t.displaced_rows += 1
 
 
 cdef bint _spatial_sort(dod_tracker* t, dod_arena* scratch, double h) noexcept nogil:
@@ -2500,7 +2533,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef dod_tick_counts cnt
     cdef size_t mark = dod_arena_mark(scratch)
     cdef dod_table* tab = t.table
-    cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch, fstep, ungated, items
+    cdef size_t T = tab.count, j, i, nb, ti, nfree, nfit, ch, fstep, ungated, items, rows_before
     cdef bint index_early, grid_first
     cdef int dim = t.dim, n = t.n, a
     cdef bint ok = True, par, width_late
@@ -2519,7 +2552,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef size_t assoc[DOD_TRACKER_MAX_THREADS]
     cdef size_t conf[DOD_TRACKER_MAX_THREADS]
     cdef size_t mix[DOD_TRACKER_MAX_THREADS]
-    cdef size_t mixed = 0
+    cdef size_t unpl[DOD_TRACKER_MAX_THREADS]
+    cdef size_t mixed = 0, unplaced = 0
     cdef int64_t clock = 0, opened
     memset(&cnt, 0, sizeof(cnt))
     memset(&k, 0, sizeof(k))
@@ -2532,6 +2566,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         nb <<= 1
     k.T = T
     k.front = min(T, t.last.confirmed)
+    k.ordered = t.ordered_rows
     if nt > 1:
         _chunk_rows(&k, T, nt, t.min_rows)
     k.pair_cap = _PAIRS_PER_NODE * (T + n_dets) + 64
@@ -2742,6 +2777,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
             assoc[w] = 0
             conf[w] = 0
             mix[w] = 0
+            unpl[w] = 0
         items = k.row_chunks + (_TAIL_CHUNKS if width_late else 0)
         for ch in range(k.row_chunks, items):
             k.ran[ch] = <int32_t>(ch % <size_t>nt)
@@ -2757,7 +2793,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
             sch = _claim_next(&k, items, w, &own, &far)
             while sch >= 0:
                 if <size_t>sch < k.row_chunks:
-                    _update_manage_chunk(t, &k, <size_t>sch, &assoc[w], &conf[w], &mix[w])
+                    _update_manage_chunk(t, &k, <size_t>sch, &assoc[w], &conf[w], &mix[w], &unpl[w])
                 else:
                     _gate_width_part(&k, <size_t>sch - k.row_chunks)
                 sch = _claim_next(&k, items, w, &own, &far)
@@ -2767,11 +2803,12 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
             cnt.associations += assoc[w]
             cnt.confirmed += conf[w]
             mixed += mix[w]
+            unplaced += unpl[w]
         if width_late:
             t.grid_h = _grid_side(&k)
     else:
         _update_rows(t, &k, 0, T)
-        cnt.associations += _manage_rows(t, &k, 0, T, &cnt.confirmed, &mixed)
+        cnt.associations += _manage_rows(t, &k, 0, T, &cnt.confirmed, &mixed, &unplaced)
         _free_dets(t, &k)
     clock = _pass_done(t, _PASS_UPDATE, clock)
     # Deaths: the rows removing them one at a time from the highest down
@@ -2792,6 +2829,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     else:
         dod_table_removal_plan(tab, c.state, DOD_TRACK_NONE, &k.rm)
     cnt.deaths += k.rm.removed
+    _count_displaced(t, &k.rm)
     if par and k.rm.removed > 0:
         fstep = max(<size_t>1, (k.rm.removed + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS)
         i = 0
@@ -2828,6 +2866,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     # 6. Births from the detections nobody took. The table zeroes the new
     # row (ZII: velocity 0, misses 0); the birth writes only what it sets,
     # the covariance always (a zero covariance means certainty).
+    rows_before = tab.count
     if t.two_point:
         _births_two_point(t, &k, &cnt, dt, nt)  # pairs start tracks; the rest wait a scan
     # Free detections (k.born, listed with the update) are births in scan
@@ -2863,6 +2902,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     _insert_births(t, &k, nfit, par, border, bpos, NULL, dt, lc)
     t.next_id += nfit
     cnt.births += nfit
+    if rows_before == 0 and tab.count > 0:      # a first scan's tracks (or all anew), in cell order
+        _rows_in_order(t, tab.count)
     cnt.tentative = tab.count - cnt.confirmed     # births are tentative
     t.last = cnt
     t.scans += 1
@@ -2877,11 +2918,24 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     # rows, leave holes that the churning tentative tracks fill for good
     # (at 1,000,000 targets the one-thread tick grew from ~175 to ~245 ms
     # over 45 scans); after a sort the churn stays behind the confirmed
-    # tracks, which move a fraction of a cell per scan.
+    # tracks, which move a fraction of a cell per scan. Or when the rows in
+    # order were displaced (sort_when_displaced: rows in order that deaths
+    # emptied, _count_displaced, plus confirmed tracks in rows after them,
+    # above that fraction of the rows in order): with few tentative tracks
+    # (two-point births) the leading rows never mix, yet at 1,000,000
+    # targets the one-thread tick grew from ~140 to ~190 ms over 100 scans.
     t.since_sort += 1
     if (t.sort_every and t.since_sort >= t.sort_every) or \
-            (t.sort_when_mixed > 0.0 and <double>mixed > t.sort_when_mixed * <double>k.front):
-        if _spatial_sort(t, scratch, k.grid.h):
+            (t.sort_when_mixed > 0.0 and <double>mixed > t.sort_when_mixed * <double>k.front) or \
+            (t.sort_when_displaced > 0.0 and
+             <double>(t.displaced_rows + unplaced) > t.sort_when_displaced * <double>t.ordered_rows):
+        # Cells of this scan's index as built (its side may be widened
+        # beyond the one asked); without one, the next scan's side. (Not
+        # k.grid.h whenever: with workers a scan of only invalid rows
+        # starts an index that serially is never begun, and the rows of
+        # such a scan took another order at one thread than at two.)
+        if _spatial_sort(t, scratch, k.grid.h if grid_built else t.grid_h):
+            _rows_in_order(t, cnt.confirmed)    # (the sort puts the confirmed tracks first)
             t.since_sort = 0
             t.sorts += 1
         dod_arena_rewind(scratch, mark)
@@ -3048,6 +3102,9 @@ cdef void _read_sensor(object sensor, int dim, bint two_point, dod_sensor* out) 
 
 cdef extern from "_os.h" nogil:
     size_t dod_os_prefault(void* p, size_t size)
+    size_t dod_os_page_round(size_t size)
+    void* dod_os_map(size_t size)
+    void dod_os_unmap(void* p, size_t size)
 
 cdef enum:
     _PREFAULT_PIECE = 64 << 20      # bytes a thread faults in at a time (page-aligned cuts)
@@ -3098,6 +3155,8 @@ cdef size_t _cut_tracker(_fault_piece* out, Tracker tr):
     """_cut_pieces over all a tick can touch: what Tracker.prefault faults in."""
     cdef size_t at = _cut_table(out, 0, tr.table)
     at = _cut_table(out, at, tr.singles)
+    if tr.engine.displaced != NULL:
+        at = _cut_pieces(out, at, <char*>tr.engine.displaced, tr._displaced_bytes)
     at = _cut_arena(out, at, tr.scratch)
     for wa in tr._worker_arenas:
         at = _cut_arena(out, at, <Arena>wa)
@@ -3219,6 +3278,15 @@ cdef class Tracker:
         e.next_id = 1
         e.sort_every = config.sort_every
         e.sort_when_mixed = config.sort_when_mixed
+        e.sort_when_displaced = config.sort_when_displaced
+        if config.sort_when_displaced > 0:
+            # A byte a row (set on the calling thread alone), in pages of
+            # its own: zero from the start, and the same pages for prefault
+            # whatever the heap's alignment.
+            self._displaced_bytes = dod_os_page_round(table.engine.capacity)
+            e.displaced = <uint8_t*>dod_os_map(self._displaced_bytes)
+            if e.displaced == NULL:
+                raise MemoryError()
         # Threads: OpenMP parallel regions of the tick (libgomp keeps its
         # pool of threads between regions: none is created per tick). Each
         # worker takes cluster matrices from its own arena, made here once.
@@ -3240,6 +3308,7 @@ cdef class Tracker:
 
     def __dealloc__(self):
         PyMem_Free(self._workers)
+        dod_os_unmap(self.engine.displaced, self._displaced_bytes)
 
     @property
     def threads(self):
