@@ -562,7 +562,8 @@ def test_gpu_script_is_present_and_parses():
     text = script.read_text()
     for step in ("build_ext --inplace", "pytest tests/gpu", "dod.cuda.bench", "examples/gpu_frame.py",
                  "dod.tracker.bench", "--only concurrent", "not available in this build",
-                 "pytest tests/test_tracker_threads.py", "OMP_PROC_BIND=false", "-m dod.tracker "):
+                 "pytest tests/test_tracker_threads.py", "OMP_PROC_BIND=false", "-m dod.tracker ",
+                 "tools/sort_triggers.py"):
         assert step in text
     out = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and "--stand-in" in out.stdout and "--quick" in out.stdout, out.stderr
