@@ -5,8 +5,12 @@ and change no result (issue 12: RSS flat from the first scan).
 Residency is read from /proc/self/statm (Linux): a fresh anonymous mapping
 costs nothing until touched, so RSS grows by the pages faulted in.
 """
+import ctypes
 import mmap
 import os
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -213,3 +217,116 @@ def test_demo_prefaults_unless_told_not_to():
     off.run()
     assert "MiB faulted in at start" in on.summary()
     assert "off (--no-prefault)" in off.summary()
+
+
+# A madvise that refuses MADV_POPULATE_WRITE (ENOMEM, as a kernel short of
+# memory does) after DOD_TEST_POPULATE_OK successful calls, preloaded into a
+# fresh interpreter: the only way to reach the MemoryError of a prefault over
+# anonymous memory (the tracker's mappings) without exhausting the machine.
+REFUSING_MADVISE = r"""
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static atomic_long populates;
+
+int madvise(void *addr, size_t len, int advice) {
+#ifdef MADV_POPULATE_WRITE
+    const char *ok = getenv("DOD_TEST_POPULATE_OK");
+    if (advice == MADV_POPULATE_WRITE && ok != NULL && atomic_fetch_add(&populates, 1) >= atol(ok)) {
+        errno = ENOMEM;
+        return -1;
+    }
+#endif
+    return (int)syscall(SYS_madvise, addr, len, advice);
+}
+
+int refuses_populate(void) {       /* 0: the headers lack it, and so does dod's build */
+#ifdef MADV_POPULATE_WRITE
+    return 1;
+#else
+    return 0;
+#endif
+}
+"""
+
+REFUSED_PREFAULT = r"""
+import sys
+import numpy as np
+from dod.tracker import Tracker, TrackerConfig
+from dod.table import Table
+
+def scans(seed):
+    rng = np.random.default_rng(seed)
+    pos = rng.uniform(0, 3000, (400, 2))
+    for _ in range(12):
+        pos += rng.normal(0, 0.5, pos.shape)
+        yield np.ascontiguousarray(np.vstack([pos[rng.random(400) < 0.9], rng.uniform(0, 3000, (40, 2))]))
+
+COLUMNS = ("id", "x", "P", "hits", "misses", "age", "history", "state")
+threads = int(sys.argv[1])
+cfg = TrackerConfig(capacity=300_000, max_detections=20_000, threads=threads, initiation="two_point")
+refused, control = Tracker(cfg), Tracker(cfg)
+first = list(scans(threads))
+for z in first[:6]:
+    refused.tick(z, 0.02)
+    control.tick(z, 0.02)
+before = {c: refused.table[c].copy() for c in COLUMNS}
+waiting = refused.singles.handles().copy()
+for k in (threads, 3):         # over the tracker's threads, then over three
+    try:
+        refused.prefault(threads=k)
+    except MemoryError as e:
+        assert "could not fault in" in str(e) and "Cannot allocate memory" in str(e), e
+    else:
+        raise AssertionError("prefault did not raise")
+    for c in COLUMNS:          # contents unchanged
+        assert np.array_equal(refused.table[c], before[c]), c
+    assert np.array_equal(refused.singles.handles(), waiting) and len(waiting) > 0
+refused.table.check()
+refused.singles.check()
+for z in first[6:]:            # and it ticks on as the control does
+    refused.tick(z, 0.02)
+    control.tick(z, 0.02)
+assert refused.count == control.count > 0
+for c in COLUMNS:
+    assert np.array_equal(refused.table[c], control.table[c]), c
+
+t = Table({"x": np.float64}, 1_000_000)
+t.insert_many(x=np.arange(5.0))
+try:
+    t.prefault()
+except MemoryError:
+    pass
+else:
+    raise AssertionError("Table.prefault did not raise")
+assert t["x"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+t.check()
+print("refused as expected")
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_prefault_refused_by_the_kernel_raises_and_changes_nothing(tmp_path, threads):
+    # Tracker.prefault on one thread and over workers (pieces refused after
+    # some succeeded: part resident; then every piece refused), and
+    # Table.prefault.
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the refusing madvise")
+    (tmp_path / "refuse.c").write_text(REFUSING_MADVISE)
+    shim = tmp_path / "librefuse.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(shim), str(tmp_path / "refuse.c")], check=True)
+    if not ctypes.CDLL(str(shim)).refuses_populate():
+        pytest.skip("the C headers lack MADV_POPULATE_WRITE: prefault touches pages instead")
+    env = dict(os.environ, DOD_TEST_POPULATE_OK="2")
+    # after the sanitizer's runtime where the sanitize build preloads it (it must come first)
+    env["LD_PRELOAD"] = ":".join(p for p in (os.environ.get("LD_PRELOAD", ""), str(shim)) if p)
+    run = subprocess.run([sys.executable, "-c", REFUSED_PREFAULT, str(threads)], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "refused as expected" in run.stdout
