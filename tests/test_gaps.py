@@ -212,6 +212,28 @@ def test_tracker_bench_times_every_tracker_on_every_scan():
     assert "loop" not in row and "trip" not in row      # one thread count: no speedup to read
 
 
+def test_tracker_bench_counts_the_timed_ticks_that_sorted():
+    # A sort is a tick's work on top (at 1M about half a tick), so a p99 over
+    # few ticks may be a sort's: the table says how many timed ticks sorted,
+    # the same at every thread count, as a tracker ticked alone counts them.
+    from dod.tracker import Tracker, TrackerConfig
+    from dod.tracker.bench import run
+    from dod.tracker.scenario import iter_scans
+    lines = []
+    (row,) = run(sizes=(200,), scans=60, threads=(1, 2), reference=False, out=lines.append)
+    alone = Tracker(TrackerConfig(capacity=4 * 200, max_detections=2 * 200 + 64))
+    sorted_at = []
+    for s, sc in enumerate(iter_scans(200, 50 + 60, seed=0, pd=0.9, dim=2)):     # the bench's 50 untimed first
+        before = alone.sorts
+        alone.tick(sc.detections, sc.dt)
+        if alone.sorts != before:
+            sorted_at.append(s)
+    timed = sum(s >= 50 for s in sorted_at)
+    assert timed >= 1 and sorted_at[0] < 50          # one sort in the warm-up, one timed
+    assert row["sorts"] == {1: timed, 2: timed}
+    assert "sorts" in lines[1] and f"{timed} of 60" in lines[2] and f"{timed} of 60" in lines[3]
+
+
 def test_tracker_bench_passes_table():
     # --passes: every pass's median time per thread count, and a second table.
     from dod.tracker._engine import PASS_NAMES
