@@ -223,7 +223,7 @@ def test_tracker_bench_counts_the_timed_ticks_that_sorted():
     (row,) = run(sizes=(200,), scans=60, threads=(1, 2), reference=False, out=lines.append)
     alone = Tracker(TrackerConfig(capacity=4 * 200, max_detections=2 * 200 + 64))
     sorted_at = []
-    for s, sc in enumerate(iter_scans(200, 50 + 60, seed=0, pd=0.9, dim=2)):     # the bench's 50 untimed first
+    for s, sc in enumerate(iter_scans(200, 50 + 60, seed=0, pd=0.9, dim=2)):    # 50 untimed, as the bench
         before = alone.sorts
         alone.tick(sc.detections, sc.dt)
         if alone.sorts != before:

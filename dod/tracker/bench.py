@@ -114,9 +114,9 @@ def _stats(ms, cpu, rows):
 def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, passes=False, initiation="single",
              prefault=True):
     """Tick every tracker on the same scans; returns ({name: stats}, confirmed);
-    stats["sorts"] holds how many timed ticks of each dod tracker sorted its
-    rows ({count: ticks}); with `passes`, stats["passes t<count>"] holds each dod tracker's
-    (median ms of each pass in PASS_NAMES order, median idle ms, median idle share);
+    stats["sorts"] holds how many timed ticks of each dod tracker sorted
+    its rows ({count: ticks}); with `passes`, stats["passes t<count>"]
+    holds each dod tracker's (median ms of each pass in PASS_NAMES order, median idle ms, median idle share);
     with `prefault`, stats["prefault"] the bytes each dod tracker faulted in
     ({count: bytes}) before its first tick.
 
@@ -147,7 +147,7 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
     cpu = {name: [] for name in trackers}
     rows = {name: [] for name in trackers}
     spent = {name: 0.0 for name in trackers}
-    sorting = {nt: 0 for nt in threads}     # timed ticks that sorted the rows (a sort's price on top)
+    sorting = {f"t{nt}": 0 for nt in threads}   # timed ticks that sorted the rows (a sort's price on top)
     # With several thread counts, a bare parallel loop (dod.tracker._bare_loop)
     # is timed in the same blocks: the machine's own speedup at this moment.
     buf = loop_buffer(n) if len(threads) > 1 else None
@@ -177,8 +177,8 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
                         ms[name].append((t1 - t0) / 1e6)
                         cpu[name].append((c1 - c0) / 1e6)
                         rows[name].append(len(tr))
-                        if name != "reference" and tr.sorts != sorts:
-                            sorting[int(name[1:])] += 1
+                        if name in sorting and tr.sorts != sorts:
+                            sorting[name] += 1
                         if passes and name in prof:
                             p = tr.last_profile()
                             prof[name].append([p[q][0] for q in PASS_NAMES] + [sum(v[1] for v in p.values()),
@@ -207,7 +207,7 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
     if buf is not None:
         out["loop"] = {nt: float(np.median(loop[nt])) for nt in threads}
         out["trip"] = (float(np.median(trips)), float(np.min(trips)), float(np.max(trips)))
-    out["sorts"] = sorting
+    out["sorts"] = {nt: sorting[f"t{nt}"] for nt in threads}
     if faulted is not None:
         out["prefault"] = faulted
     for nt in threads if passes else ():
@@ -224,7 +224,8 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
 
     Each row: ``n``, ``confirmed``, ``dod`` (the first thread count's stats,
     as before threads existed), ``threads`` {count: stats}, ``sorts``
-    {count: timed ticks that sorted the rows} and ``reference`` when it ran. Stats: (p50, p99, max, ticks, cpu p99, cpu p50, ns/track), ms.
+    {count: timed ticks that sorted the rows} and ``reference`` when it
+    ran. Stats: (p50, p99, max, ticks, cpu p99, cpu p50, ns/track), ms.
     With `passes`, ``passes`` {count: (ms per pass (PASS_NAMES order), idle
     ms, idle share)}, medians over the timed ticks, and a second table.
     With `prefault` (the default), ``prefault`` {count: bytes}: each dod
