@@ -317,12 +317,12 @@ def test_prefault_refused_by_the_kernel_raises_and_changes_nothing(tmp_path, thr
     # Table.prefault.
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if cc is None:
-        pytest.skip("no C compiler to build the refusing madvise")
+        pytest.skip(reason="no C compiler to build the refusing madvise")
     (tmp_path / "refuse.c").write_text(REFUSING_MADVISE)
     shim = tmp_path / "librefuse.so"
     subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(shim), str(tmp_path / "refuse.c")], check=True)
     if not ctypes.CDLL(str(shim)).refuses_populate():
-        pytest.skip("the C headers lack MADV_POPULATE_WRITE: prefault touches pages instead")
+        pytest.skip(reason="the C headers lack MADV_POPULATE_WRITE: prefault touches pages instead")
     env = dict(os.environ, DOD_TEST_POPULATE_OK="2")
     # after the sanitizer's runtime where the sanitize build preloads it (it must come first)
     env["LD_PRELOAD"] = ":".join(p for p in (os.environ.get("LD_PRELOAD", ""), str(shim)) if p)
