@@ -183,3 +183,70 @@ class TrackerScaleTwoPoint(_Windows):
             return {"missing": True}
         return {(n, th): _run(n, th, self.COUNT, initiation="two_point")
                 for n in self.params[0] for th in self.params[1]}
+
+
+def _sort_ms(n, threads, count):
+    """Median of the sort pass (Tracker.profile, ms) over `count` ticks of a
+    tracker that sorts after every tick (sort_every=1), after WARMUP ticks."""
+    cfg = TrackerConfig(capacity=4 * n, max_detections=2 * n + 64, threads=threads, sort_every=1)
+    t = Tracker(cfg)
+    t.prefault()
+    t.profile = True
+    ms = []
+    for s, scan in enumerate(iter_scans(n, WARMUP + count, seed=0, pd=0.9)):
+        t.tick(scan.detections, scan.dt)
+        if s >= WARMUP:
+            ms.append(t.last_profile()["sort"][0])
+    return float(np.median(ms))
+
+
+def _scans_per_sort(n, scans):
+    """Scans over the sorts that the default triggers (sort_when_mixed,
+    sort_when_displaced) made in `scans` scans, the first included (the
+    same at every thread count: one thread)."""
+    t = Tracker(TrackerConfig(capacity=4 * n, max_detections=2 * n + 64))
+    t.prefault()
+    for scan in iter_scans(n, scans, seed=0, pd=0.9):
+        t.tick(scan.detections, scan.dt)
+    return scans / max(1, t.sorts)
+
+
+class TrackerSort:
+    """The tracker's spatial sort at N = 100,000: its price (the sort pass of
+    a tick, sorting after every tick) and how rarely the default triggers
+    call it. A tick that sorts pays the sort on top, so wherever sorts are
+    more than 1 % of the ticks a sort's tick is the p99: at 1M on 16 cores
+    a sort cost ~21 ms (twenty-fourth session) against a 20 ms goal. The
+    sort is bound by memory traffic (at 1M: 85-88 ms at one thread, 81-83 at
+    two on the 2-core VMs); the one-thread row is the one to compare across
+    commits. Skipped on commits without Tracker.profile or Tracker.sorts."""
+
+    params = ([100000], [1, 2])
+    param_names = ["n", "threads"]
+    timeout = 1200
+    COUNT = 15
+    SCANS = 250
+
+    def setup_cache(self):
+        if not HAVE or not hasattr(Tracker, "profile") or not hasattr(Tracker, "sorts"):
+            return {"missing": True}
+        data = {(n, th): _sort_ms(n, th, self.COUNT) for n in self.params[0] for th in self.params[1]}
+        for n in self.params[0]:
+            data[("every", n)] = _scans_per_sort(n, self.SCANS)
+        return data
+
+    def setup(self, data, n, threads):
+        if "missing" in data:
+            raise NotImplementedError("Tracker.profile or Tracker.sorts not in this commit")
+
+    def track_sort_ms(self, data, n, threads):
+        return data[(n, threads)]
+    track_sort_ms.unit = "ms"
+
+    def track_scans_per_sort(self, data, n, threads):
+        """Scans per sort under the default triggers (higher: rarer sorts);
+        reported on the threads=1 rows (the ticks are the same at every count)."""
+        if threads != 1:
+            skip("reported on threads=1")
+        return data[("every", n)]
+    track_scans_per_sort.unit = "scans"
