@@ -281,6 +281,35 @@ cdef inline void dod_table_remove_row(dod_table* t, size_t row) noexcept nogil:
     t.removes += 1
 
 
+cdef inline void dod_table_swap_rows(dod_table* t, size_t a, size_t b) noexcept nogil:
+    """Exchange live rows a and b (< count) in every column and in the slot
+    map: every handle stays valid and names the same data at its new row
+    (the reorder of one transposition, without its scratch). Swaps of
+    disjoint row pairs may run on different threads at once."""
+    cdef size_t c, rb, off, n
+    cdef char* col
+    cdef char tmp[64]
+    cdef dod_index sa, sb
+    if a == b:
+        return
+    for c in range(t.ncols):
+        col = t.columns[c]
+        rb = t.row_bytes[c]
+        off = 0
+        while off < rb:                 # through a 64-byte buffer: rows of any width
+            n = rb - off if rb - off < 64 else 64
+            memcpy(tmp, col + a * rb + off, n)
+            memcpy(col + a * rb + off, col + b * rb + off, n)
+            memcpy(col + b * rb + off, tmp, n)
+            off += n
+    sa = t.row_slot[a]
+    sb = t.row_slot[b]
+    t.row_slot[a] = sb
+    t.row_slot[b] = sa
+    t.slot_row[sa] = <dod_index>b
+    t.slot_row[sb] = <dod_index>a
+
+
 cdef inline size_t dod_table_reorder_scratch_bytes(const dod_table* t) noexcept nogil:
     """Bytes of scratch dod_table_reorder needs for this table's live rows:
     count times the widest row (the slot map's 4-byte entries included)."""

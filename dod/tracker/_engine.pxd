@@ -133,6 +133,10 @@ ctypedef struct dod_tracker:
     uint32_t sort_every     # rows into spatial order every this many scans (0: never)
     double sort_when_mixed  # ... or when more than this fraction of the leading rows went unconfirmed (0: never)
     double sort_when_displaced  # ... or when more than this fraction of the rows in order were displaced (0: never)
+    double sort_when_drifted    # ... or when the confirmed tracks moved this many grid cells since (0: never)
+    double speed            # their mean speed (measured at each sort and every _SPEED_EVERY scans)
+    double drift            # metres moved at that speed since the last sort
+    bint confirmed_first    # management leaves the confirmed tracks in rows [0, confirmed) (0: deaths swap-remove anywhere)
     uint8_t* displaced      # [table capacity] 1: a row moved into this row since it was in order (NULL: not counted)
     size_t ordered_rows     # rows [0, ordered_rows) were in spatial order after the last sort (or first births)
     size_t displaced_rows   # the entries of displaced set (all below ordered_rows)

@@ -46,7 +46,7 @@ from dod.arena cimport (dod_arena, dod_arena_block, Arena, dod_arena_push, dod_a
                         dod_arena_rewind)
 from dod.table cimport (dod_table, Table, dod_table_insert, dod_table_insert_many, dod_table_zero_rows,
                         dod_table_clear,
-                        dod_table_reorder, dod_table_removal, dod_table_removal_plan,
+                        dod_table_reorder, dod_table_removal, dod_table_swap_rows,
                         dod_table_removal_list, dod_table_removal_walk,
                         dod_table_reusable, dod_table_insert_reusing, dod_table_insert_freed,
                         dod_table_removal_move, dod_table_removal_free, dod_table_removal_finish,
@@ -107,6 +107,7 @@ cdef enum:
     _UPDATE_AHEAD = 8               # rows between a prefetch and the update that uses it
     _PAIRS_AHEAD = 16               # pairs between a prefetch and the association test that uses it
     _CLUSTERS_AHEAD = 12            # clusters between a prefetch and the solve that uses it
+    _SPEED_EVERY = 64               # scans between measures of the mean speed (sort_when_drifted)
     _BIRTH_BLOCK = 128              # birth rows zeroed, then written, at once
     _FUSE_ROWS = 64                 # rows predicted then gated at once (their x, P, Si, hw in L1: 16 KiB)
     _SORT_CHUNKS = 32               # row chunks of the parallel spatial sort (bounds, keys, radix passes, reorder)
@@ -329,6 +330,7 @@ ctypedef struct _tick:
     size_t move_at[_GATE_CHUNKS + 1]                # deaths: the first move whose hole is in row chunk c
     bint cluster_runs       # a cluster's pairs may sit in runs out of row order (_group_parts)
     size_t dead_n[_GATE_CHUNKS]                     # deaths: rows of chunk c to go (listed at k.rm.fill + its first row)
+    size_t conf_n[_GATE_CHUNKS]                     # confirmed_first: confirmed rows of chunk c at or past front (at k.rm.hole + its first row)
     size_t front            # rows [0, front) should hold confirmed tracks: the previous tick's confirmed count
     size_t ordered          # t.ordered_rows when the tick began
     size_t hm_at[_TAIL_CHUNKS + 1]                  # the mean gate width's parts: rows [hm_at[p], hm_at[p + 1])
@@ -1553,6 +1555,132 @@ cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, size_t
     mixed[0] += mix
     unplaced[0] += unpl
     k.dead_n[ch] = dod_table_removal_list(t.cols.state, DOD_TRACK_NONE, r0, r1, k.rm.fill + r0)
+    if t.confirmed_first:
+        k.conf_n[ch] = _confirmed_past(t, k, r0, r1, k.rm.hole + r0)
+
+
+cdef size_t _confirmed_past(const dod_tracker* t, const _tick* k, size_t r0, size_t r1,
+                            dod_index* out) noexcept nogil:
+    """The confirmed rows among [max(r0, k.front), r1), ascending, into
+    out[0:count] (out has r1 - r0 entries); returns count. Past the front
+    the rows hold the tentative tracks, and this tick's confirmations among
+    them are few: one store a row, no branch (dod_table_removal_list's way)."""
+    cdef size_t row, m = 0
+    cdef const uint8_t* state = t.cols.state
+    for row in range(max(r0, k.front), r1):
+        out[m] = <dod_index>row
+        m += state[row] == DOD_TRACK_CONFIRMED
+    return m
+
+
+cdef void _swap_pairs(dod_table* tab, const dod_index* a, const dod_index* b, size_t i0, size_t i1) noexcept nogil:
+    cdef size_t i
+    for i in range(i0, i1):
+        dod_table_swap_rows(tab, a[i], b[i])
+
+
+cdef size_t _confirmed_first(dod_tracker* t, _tick* k, size_t m, size_t q, size_t C, bint par,
+                             size_t* mixed, size_t* unplaced) noexcept nogil:
+    """confirmed_first: after management, put the C confirmed tracks in rows
+    [0, C). In: the rows to go in k.rm.fill[0:m] and the confirmed rows at
+    or past k.front in k.rm.hole[0:q], each ascending (the removal's list,
+    _confirmed_past). The rows below C holding no confirmed track (the
+    front's dead rows, and past the front whatever is not confirmed) pair
+    with the confirmed rows at or past C (the front's last ones when it
+    shrank, and the tick's confirmations), both in row order, and each pair
+    swaps (dod_table_swap_rows: handles kept). Then the rows to go are all
+    at or past C: the list is rewritten (k.rm.fill, ascending) and its
+    length returned, for dod_table_removal_walk, whose moves fill them from
+    the table's end and never touch rows below C.
+
+    Rows [0, k.front) held confirmed tracks when the tick began (this does
+    it every tick, and a sort puts them first), so both sides count the
+    same; should they not (a caller wrote the state column), the shorter
+    side's pairs are made and the rest left to the mixing trigger.
+    A row below t.ordered_rows that takes a track counts once as displaced
+    (sort_when_displaced); `mixed` and `unplaced` (counted by management)
+    lose the rows this settles. The same swaps at every thread count:
+    over the workers with `par` and enough of them."""
+    cdef dod_table* tab = t.table
+    cdef const uint8_t* state = t.cols.state
+    cdef size_t front = k.front, low = min(front, C), nx = 0, ny, i, j, w, p, pairs, r, ch
+    cdef dod_index* X = k.rm.slot           # (free until the walk)
+    cdef dod_index* Y = k.rm.hole
+    cdef dod_index* fill = k.rm.fill
+    cdef size_t i_at[_TAIL_CHUNKS + 1]
+    cdef int nt = t.threads
+    # X: rows below C without a confirmed track, ascending: the rows to go
+    # below the front, then whatever is not confirmed in [front, C).
+    for i in range(m):
+        if fill[i] >= low:
+            break
+        X[nx] = fill[i]
+        nx += 1
+    for r in range(front, C):
+        X[nx] = <dod_index>r
+        nx += state[r] != DOD_TRACK_CONFIRMED
+    # Y: confirmed rows at or past C, ascending: those in [C, front), then
+    # the listed ones (all at or past the front) from C on.
+    ny = 0
+    if C < front:
+        for r in range(C, front):
+            ny += state[r] == DOD_TRACK_CONFIRMED
+        if ny > 0:
+            memmove(Y + ny, Y, q * sizeof(dod_index))
+            j = 0
+            for r in range(C, front):   # (a branch: a store past the last would land on the list)
+                if state[r] == DOD_TRACK_CONFIRMED:
+                    Y[j] = <dod_index>r
+                    j += 1
+        ny += q
+    else:
+        j = 0
+        while j < q and Y[j] < C:
+            j += 1
+        ny = q - j
+        if j > 0 and ny > 0:
+            memmove(Y, Y + j, ny * sizeof(dod_index))
+    pairs = min(nx, ny)
+    if pairs == 0:
+        return m
+    for p in range(pairs):
+        if X[p] < k.front:
+            mixed[0] -= 1
+        if X[p] < k.ordered and Y[p] >= k.ordered:
+            unplaced[0] -= 1        # (counted at Y[p]: now a displaced row instead)
+        if t.displaced != NULL and X[p] < t.ordered_rows and not t.displaced[X[p]]:
+            t.displaced[X[p]] = 1
+            t.displaced_rows += 1
+    if par and pairs >= <size_t>nt * t.min_rows:
+        for ch in range(_TAIL_CHUNKS + 1):      # (no division in a region's body: see _keep_free)
+            i_at[ch] = ch * pairs // _TAIL_CHUNKS
+        for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+            _swap_pairs(tab, X, Y, i_at[ch], i_at[ch + 1])
+    else:
+        _swap_pairs(tab, X, Y, 0, pairs)
+    # The rows to go now: those listed that still go (not a row below C,
+    # which took a confirmed track), and the Y rows that took a dead one.
+    w = 0
+    for i in range(m):
+        fill[w] = fill[i]
+        w += state[fill[i]] == DOD_TRACK_NONE
+    j = 0
+    for p in range(pairs):
+        Y[j] = Y[p]
+        j += state[Y[p]] == DOD_TRACK_NONE
+    # merge, from the end: fill[0:w] and Y[0:j], both ascending
+    i = w
+    p = j
+    r = w + j
+    while p > 0:
+        r -= 1
+        if i > 0 and fill[i - 1] > Y[p - 1]:
+            i -= 1
+            fill[r] = fill[i]
+        else:
+            p -= 1
+            fill[r] = Y[p]
+    return w + j
 
 
 # The next scan's index cells follow the mean of the gate half-widths (k.hm)
@@ -1998,6 +2126,50 @@ cdef void _rows_in_order(dod_tracker* t, size_t rows) noexcept nogil:
         memset(t.displaced, 0, t.ordered_rows)
     t.ordered_rows = rows
     t.displaced_rows = 0
+
+
+cdef void _speed_part(const dod_tracker* t, size_t r0, size_t r1, double* total, size_t* count) noexcept nogil:
+    """Sum of the confirmed tracks' speeds among rows [r0, r1), and their count."""
+    cdef size_t ti, m = 0
+    cdef int a, dim = t.dim
+    cdef double v2, s = 0.0
+    cdef const double* x
+    for ti in range(r0, r1):
+        if t.cols.state[ti] != DOD_TRACK_CONFIRMED:
+            continue
+        x = t.cols.x + ti * t.n + dim
+        v2 = 0.0
+        for a in range(dim):
+            v2 += x[a] * x[a]
+        if v2 < INFINITY:       # (a caller's NaN or inf stays out of the mean)
+            s += sqrt(v2)
+            m += 1
+    total[0] = s
+    count[0] = m
+
+
+cdef double _mean_speed(const dod_tracker* t, bint par) noexcept nogil:
+    """The confirmed tracks' mean speed (0 without any): summed in
+    _TAIL_CHUNKS fixed parts of the rows (bounds from the row count alone)
+    added in order, so the same bits at every thread count; the parts over
+    the workers with `par`."""
+    cdef size_t T = t.table.count, p, m = 0
+    cdef size_t at[_TAIL_CHUNKS + 1]
+    cdef double part[_TAIL_CHUNKS]
+    cdef size_t cnt[_TAIL_CHUNKS]
+    cdef double s = 0.0
+    for p in range(_TAIL_CHUNKS + 1):       # (no division in a region's body: see _keep_free)
+        at[p] = p * T // _TAIL_CHUNKS
+    if par and T >= <size_t>t.threads * t.min_rows:
+        for p in prange(_TAIL_CHUNKS, num_threads=t.threads, schedule="static"):
+            _speed_part(t, at[p], at[p + 1], &part[p], &cnt[p])
+    else:
+        for p in range(_TAIL_CHUNKS):
+            _speed_part(t, at[p], at[p + 1], &part[p], &cnt[p])
+    for p in range(_TAIL_CHUNKS):
+        s += part[p]
+        m += cnt[p]
+    return s / <double>m if m > 0 else 0.0
 
 
 cdef void _count_displaced(dod_tracker* t, const dod_table_removal* r) noexcept nogil:
@@ -2819,17 +2991,30 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     # evenly instead, the moves took as long at 2 threads as at 1 at
     # 10,000 targets: a hole's lines were in the other core's cache); the
     # freed slots in _TAIL_CHUNKS parts. The same table for every thread count.
-    if par:     # each chunk listed its rows to go: end to end, in row order
+    # With confirmed_first the confirmed tracks first take rows [0,
+    # confirmed) (_confirmed_first: swaps), so that every row to go is
+    # behind them and the moves never reach them.
+    j = 0
+    if par:     # each chunk listed its rows to go (and its confirmed ones): end to end, in row order
         i = 0
         for ch in range(k.row_chunks):
             if i != ch * k.chunk_rows and k.dead_n[ch] > 0:
                 memmove(k.rm.fill + i, k.rm.fill + ch * k.chunk_rows, k.dead_n[ch] * sizeof(dod_index))
             i += k.dead_n[ch]
-        dod_table_removal_walk(tab, &k.rm, i)
+            if t.confirmed_first:
+                if j != ch * k.chunk_rows and k.conf_n[ch] > 0:
+                    memmove(k.rm.hole + j, k.rm.hole + ch * k.chunk_rows, k.conf_n[ch] * sizeof(dod_index))
+                j += k.conf_n[ch]
     else:
-        dod_table_removal_plan(tab, c.state, DOD_TRACK_NONE, &k.rm)
+        i = dod_table_removal_list(c.state, DOD_TRACK_NONE, 0, T, k.rm.fill)
+        if t.confirmed_first:
+            j = _confirmed_past(t, &k, 0, T, k.rm.hole)
+    if t.confirmed_first:
+        i = _confirmed_first(t, &k, i, j, cnt.confirmed, par, &mixed, &unplaced)
+    dod_table_removal_walk(tab, &k.rm, i)
     cnt.deaths += k.rm.removed
-    _count_displaced(t, &k.rm)
+    if not t.confirmed_first:   # (with it, every hole is past the rows in order that still count)
+        _count_displaced(t, &k.rm)
     if par and k.rm.removed > 0:
         fstep = max(<size_t>1, (k.rm.removed + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS)
         i = 0
@@ -2925,7 +3110,12 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     # (two-point births) the leading rows never mix, yet at 1,000,000
     # targets the one-thread tick grew from ~140 to ~190 ms over 100 scans.
     t.since_sort += 1
+    if t.sort_when_drifted > 0.0:
+        if t.since_sort % _SPEED_EVERY == 0:
+            t.speed = _mean_speed(t, nt > 1)
+        t.drift += dt * t.speed
     if (t.sort_every and t.since_sort >= t.sort_every) or \
+            (t.sort_when_drifted > 0.0 and t.drift > t.sort_when_drifted * t.grid_h) or \
             (t.sort_when_mixed > 0.0 and <double>mixed > t.sort_when_mixed * <double>k.front) or \
             (t.sort_when_displaced > 0.0 and
              <double>(t.displaced_rows + unplaced) > t.sort_when_displaced * <double>t.ordered_rows):
@@ -2937,6 +3127,9 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         if _spatial_sort(t, scratch, k.grid.h if grid_built else t.grid_h):
             _rows_in_order(t, cnt.confirmed)    # (the sort puts the confirmed tracks first)
             t.since_sort = 0
+            t.drift = 0.0
+            if t.sort_when_drifted > 0.0:
+                t.speed = _mean_speed(t, nt > 1)
             t.sorts += 1
         dod_arena_rewind(scratch, mark)
         _pass_done(t, _PASS_SORT, clock)
@@ -3279,6 +3472,8 @@ cdef class Tracker:
         e.sort_every = config.sort_every
         e.sort_when_mixed = config.sort_when_mixed
         e.sort_when_displaced = config.sort_when_displaced
+        e.sort_when_drifted = config.sort_when_drifted
+        e.confirmed_first = config.confirmed_first
         if config.sort_when_displaced > 0:
             # A byte a row (set on the calling thread alone), in pages of
             # its own: zero from the start, and the same pages for prefault

@@ -232,6 +232,37 @@ class TrackerConfig:
         (1M, two-point) at two threads it took p50 102.6 and p99 116.6 ms without this
         trigger, 87.9 and 101.3 ms with it (one sort); single-point births
         sorted as often either way (the mixing trigger fires first).
+    sort_when_drifted : the rows are also sorted once the confirmed tracks
+        have moved this many cells of the detection grid since the last
+        sort, on average (0: never; default 2): the time since the sort
+        times their mean speed, over the cell side. Motion is what scatters
+        the rows when nothing else does: a track's neighbours in memory
+        drift away from it in space, and the grid's reads with them. The
+        mean speed is measured at each sort and every 64 scans (a pass over
+        the velocities in fixed parts of the rows: the same at every thread
+        count). At 100,000 targets (the bench's scans: ~12.5 m/s at 50 Hz,
+        cells of ~19 m: a cell every ~75 scans) the two-thread tick crept
+        from ~7.2 to ~9.5 ms over 2,000 scans without sorts; a sort every
+        100 or 250 scans (1.3 or 3.3 cells) held p50 at ~8.3 ms, every 500
+        (6.7 cells) at 8.5, where none gave 8.9 (``sort_every``, one run).
+        At 1,000,000 the order decays faster (two threads: p50 ~96 ms after
+        a sort, ~111 by 120 scans later); 2 cells sorted at scan 191 of 330
+        and gave p50 99.7 ms, 3 cells at scan 266 and 105.2. A sort every
+        ~150 scans is 0.7 % of the ticks: a p99 over many ticks stays a
+        tick's own.
+    confirmed_first : keep the confirmed tracks in the leading rows between
+        sorts (default True). After each tick's management, every row below
+        the confirmed count that holds no confirmed track (a confirmed
+        track that died, or a tentative one) is swapped with a confirmed
+        track in a row at or above it (the last of the leading rows, or one
+        confirmed this tick), both lists in row order; then the dead rows,
+        all behind the confirmed ones, take the table's last rows as
+        before. So the tentative tracks' churn never reaches the leading
+        rows and they never mix (``sort_when_mixed`` finds nothing); a row
+        below the rows in order that takes a track from elsewhere counts
+        once against ``sort_when_displaced``. False: deaths move the last
+        row into each hole wherever it is (the table's own removal), and
+        the mixing trigger sorts the leading rows back.
 
     Motion (``dod/tracker/imm.pxd`` states the equations):
 
@@ -285,6 +316,8 @@ class TrackerConfig:
     sort_every: int = 0
     sort_when_mixed: float = 0.1
     sort_when_displaced: float = 0.2
+    sort_when_drifted: float = 2.0
+    confirmed_first: bool = True
     parallel_min_rows: int = 512
     motion: str = "cv"
     imm_q: tuple = (1.0, 20.0)
@@ -323,6 +356,11 @@ class TrackerConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 <= v <= 1.0):
                 raise ValueError(f"{name} must be a number in [0, 1] (0: never), not {v!r}")
+        v = self.sort_when_drifted
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 <= v < float("inf")):
+            raise ValueError(f"sort_when_drifted must be a finite number >= 0 (0: never), not {v!r}")
+        if not isinstance(self.confirmed_first, bool):
+            raise ValueError(f"confirmed_first must be True or False, not {self.confirmed_first!r}")
         if isinstance(self.parallel_min_rows, bool) or not isinstance(self.parallel_min_rows, int) \
                 or not (0 <= self.parallel_min_rows < 1 << 31):
             raise ValueError(f"parallel_min_rows must be an int >= 0, not {self.parallel_min_rows!r}")
