@@ -3109,6 +3109,12 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     # above that fraction of the rows in order): with few tentative tracks
     # (two-point births) the leading rows never mix, yet at 1,000,000
     # targets the one-thread tick grew from ~140 to ~190 ms over 100 scans.
+    # (With confirmed_first the leading rows never mix either: its swaps
+    # mark the rows in order they fill.) Or when the confirmed tracks have
+    # moved sort_when_drifted grid cells since the last sort (their mean
+    # speed, measured then and every _SPEED_EVERY scans, times the time):
+    # motion scatters rows that nothing else moved (100,000 targets, two
+    # threads: the tick crept from ~7.2 to ~9.5 ms over 2,000 scans).
     t.since_sort += 1
     if t.sort_when_drifted > 0.0:
         if t.since_sort % _SPEED_EVERY == 0:
@@ -3403,9 +3409,11 @@ cdef class Tracker:
     (libgomp's pool, made on the first threaded tick and kept); the result
     is bit-identical for every thread count, given a scratch arena of at
     least :func:`scratch_bytes` (a smaller one the caller passes can make a
-    large cluster go greedy in one thread count and not another). With
-    ``config.sort_every`` the rows are reordered by position every so many
-    scans: handles stay valid, row indices do not (as after deaths).
+    large cluster go greedy in one thread count and not another). The rows
+    hold the confirmed tracks first (``config.confirmed_first``) and are
+    sorted by position now and then (``config.sort_when_drifted``,
+    ``sort_when_displaced``, ``sort_when_mixed``, ``sort_every``): handles
+    stay valid, row indices do not (as after deaths).
     """
 
     def __cinit__(self, config=None, *, Arena scratch=None, **overrides):
@@ -3728,8 +3736,9 @@ cdef class Tracker:
     def column(self, name):
         """Read-only view of the live rows of a column: id, x, P, hits,
         misses, age, history, state, score or score_max (and, with
-        motion="imm", mu, xm, Pm: see track_schema). Rows reorder when tracks die (the
-        last row moves into the hole): match rows by id or handle. The view
+        motion="imm", mu, xm, Pm: see track_schema). Rows reorder when tracks die
+        (the last row moves into the hole), confirm (confirmed tracks first)
+        and when the rows are sorted: match rows by id or handle. The view
         shows the rows live when it was made, and stays safe to read (the
         table's memory never moves and lives as long as the view)."""
         if name not in _COLUMNS and not (self.engine.imm.models and name in _IMM_COLUMNS):

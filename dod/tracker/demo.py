@@ -475,7 +475,7 @@ class DemoRun:
         lines += [
             f"  tracks     {s['confirmed']} confirmed, {s['tentative']} tentative; "
             f"{s['truth']} targets alive; rows sorted {self.tracker.sorts} times "
-            "(confirmed tracks first: TrackerConfig.sort_when_mixed, sort_when_displaced, sort_every)",
+            "(confirmed tracks first: TrackerConfig.sort_when_drifted, sort_when_displaced, sort_when_mixed, sort_every)",
             f"  accuracy   GOSPA (c={GOSPA_C:g} m, p=2) mean {s['gospa_mean']:.2f} over "
             f"{self.gospa_n} samples; last {s['gospa']:.2f} ({s['missed']} missed, {s['false']} false)"
             + (f"; {self.samples_skipped} samples skipped to keep the rate" if self.samples_skipped else ""),
