@@ -3121,7 +3121,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
             t.speed = _mean_speed(t, nt > 1)
         t.drift += dt * t.speed
     if (t.sort_every and t.since_sort >= t.sort_every) or \
-            (t.sort_when_drifted > 0.0 and t.drift > t.sort_when_drifted * t.grid_h) or \
+            (t.sort_when_drifted > 0.0 and t.grid_h > 0.0 and t.drift > t.sort_when_drifted * t.grid_h) or \
             (t.sort_when_mixed > 0.0 and <double>mixed > t.sort_when_mixed * <double>k.front) or \
             (t.sort_when_displaced > 0.0 and
              <double>(t.displaced_rows + unplaced) > t.sort_when_displaced * <double>t.ordered_rows):
