@@ -92,6 +92,7 @@ cdef enum:
     _GATE_CHUNKS = 256              # most chunks of a parallel gating pass
     _GATE_CHUNKS_PER_THREAD = 16    # chunks per worker when the rows allow
     _CLUSTER_CHUNK = 256            # clusters per dynamic chunk of the parallel cluster solve
+    _CLUSTER_CHUNKS_PER_THREAD = 8  # its chunks per worker when there are fewer clusters
     _TAIL_CHUNKS = 32               # chunks of parallel deaths (moves, and freed slots) and births
     _GRID_PARTS = 32                # most parts of the index's parallel build (_index_parts)
     _GRID_PARTS_MIN_THREADS = 6     # threads from which the index is built by all workers (step 3)
@@ -102,7 +103,11 @@ cdef enum:
     # 16-19 ms; the detections' bound sits between the two, not tuned.
     _LONE_PARTS_MIN_THREADS = 6
     _LONE_PARTS_MIN_DETECTIONS = 1 << 19
-    _FREE_INDEX_MIN = 16            # detections per worker, times parallel_min_rows, for a parallel _keep_free
+    # detections per worker, times parallel_min_rows, for a parallel
+    # _keep_free (and the births' order in parts): at 10,000 targets (~11,000
+    # detections) on two threads the drop took ~24 us in parts against ~30
+    # serially (Tracker.profile's association pass 128 against 133 us)
+    _FREE_INDEX_MIN = 4
     _GROUP_PARTS_MIN = 16           # clustered pairs, times parallel_min_rows, for their grouping in parts
     _UPDATE_AHEAD = 8               # rows between a prefetch and the update that uses it
     _PAIRS_AHEAD = 16               # pairs between a prefetch and the association test that uses it
@@ -1073,7 +1078,7 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
     detections), their grouping is serial (a few passes over the pairs);
     with threads the clusters, which share no track and no detection, are
     solved in parallel, each worker with its own arena."""
-    cdef size_t T = k.T, greedy = 0, chunks, ch, lone = 0, m = 0, i, ncl = 0
+    cdef size_t T = k.T, greedy = 0, chunks, ch, lone = 0, m = 0, i, ncl = 0, csize
     cdef int32_t a, b, r, acc, c
     cdef int32_t* nl = k.glob_t         # the pairs not lone (glob_t/glob_d are the solver's, after this)
     cdef int32_t* cl = k.glob_d         # their cluster roots, then cluster ids
@@ -1164,12 +1169,16 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
             cnt.largest_cluster = <size_t>(k.start[c] - acc)
         acc = k.start[c]
     cnt.clusters += ncl
-    # Clusters share no track and no detection: in any order, on any worker.
+    # Clusters share no track and no detection: in any order, on any worker,
+    # in chunks of at most _CLUSTER_CHUNK clusters and about _CLUSTER_CHUNKS_PER_THREAD
+    # a worker (at 10,000 targets, ~700 clusters: in chunks of 256 the
+    # second worker took one chunk of three, and the solve took ~12 us at
+    # two threads against ~14 at one).
     if nt > 1 and T >= <size_t>nt * t.min_rows:
-        chunks = (ncl + _CLUSTER_CHUNK - 1) // _CLUSTER_CHUNK
+        csize = min(<size_t>_CLUSTER_CHUNK, max(<size_t>1, ncl // (<size_t>nt * _CLUSTER_CHUNKS_PER_THREAD)))
+        chunks = (ncl + csize - 1) // csize
         for ch in prange(chunks, num_threads=nt, schedule="dynamic"):
-            greedy += _solve_clusters(t, k, ch * _CLUSTER_CHUNK, min(ncl, (ch + 1) * _CLUSTER_CHUNK),
-                                      t.workers[threadid()])
+            greedy += _solve_clusters(t, k, ch * csize, min(ncl, (ch + 1) * csize), t.workers[threadid()])
     else:
         greedy = _solve_clusters(t, k, 0, ncl, scratch)
     cnt.greedy_clusters += greedy
@@ -2511,7 +2520,7 @@ cdef void _birth_part(const dod_tracker* t, const _tick* k, size_t row0, const d
         _birth_rows(t, k, row0, order, opos, r0, r1, lc)
 
 
-cdef void _insert_births(const dod_tracker* t, _tick* k, size_t nfit, bint par, const dod_index* order,
+cdef void _insert_births(dod_tracker* t, _tick* k, size_t nfit, bint par, const dod_index* order,
                          const double* opos, const int32_t* partner, double dt, double lc) noexcept nogil:
     """Insert nfit rows right after this tick's removal (k.rm) and write the
     births into them (_birth_part). With `par`, over the workers: the
@@ -2519,20 +2528,45 @@ cdef void _insert_births(const dod_tracker* t, _tick* k, size_t nfit, bint par, 
     free list is known: each chunk writes the slot maps of its rows among
     those, and the serial item only the rest (chasing the free list,
     ~200,000 slots a scan at 1,000,000 targets, took ~1.4 ms: the region's
-    longest item with many workers)."""
+    longest item with many workers). The serial item is worker 0's first;
+    each chunk of births goes first to the worker that ran the row chunk
+    its first row falls in (_claim_next): those rows, the table's last
+    before the deaths, are in that core's cache (the tentative tracks it
+    updated, or the rows its moves read). Handed out in turn instead, the
+    births took ~34 against ~28 us of a 10,000-target tick at 2 threads."""
     cdef dod_table* tab = t.table
-    cdef size_t row0 = tab.count, reused, bstep
+    cdef size_t row0 = tab.count, reused, bstep, p, own, far
     cdef Py_ssize_t ch
+    cdef int w, nt = t.threads
+    cdef int64_t opened
     if par:
         reused = dod_table_reusable(tab, &k.rm, nfit)
         bstep = (nfit + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS
-        for ch in prange(_TAIL_CHUNKS + 1, num_threads=t.threads, schedule="dynamic", chunksize=1):
-            if ch == 0:
-                dod_table_insert_reusing(tab, &k.rm, nfit, reused)
+        k.owner[0] = 0
+        for p in range(1, _TAIL_CHUNKS + 1):
+            if k.row_chunks > 0:
+                k.owner[p] = k.ran[min((row0 + min(nfit, (p - 1) * bstep)) // k.chunk_rows, k.row_chunks - 1)]
             else:
-                dod_table_insert_freed(tab, &k.rm, row0, min(reused, (ch - 1) * bstep), min(reused, ch * bstep))
-                _birth_part(t, k, row0, order, opos, partner, dt, lc, min(nfit, (ch - 1) * bstep),
-                            min(nfit, ch * bstep))
+                k.owner[p] = <int32_t>(p % <size_t>nt)
+        memset(k.taken, 0, (_TAIL_CHUNKS + 1) * sizeof(uint32_t))
+        opened = _region_open(t, nt)
+        with parallel(num_threads=nt):
+            w = threadid()
+            _worker_in(t, w)
+            own = 0
+            far = 0
+            ch = _claim_next(k, _TAIL_CHUNKS + 1, w, &own, &far)
+            while ch >= 0:
+                if ch == 0:
+                    dod_table_insert_reusing(tab, &k.rm, nfit, reused)
+                else:
+                    dod_table_insert_freed(tab, &k.rm, row0, min(reused, (ch - 1) * bstep),
+                                           min(reused, ch * bstep))
+                    _birth_part(t, k, row0, order, opos, partner, dt, lc, min(nfit, (ch - 1) * bstep),
+                                min(nfit, ch * bstep))
+                ch = _claim_next(k, _TAIL_CHUNKS + 1, w, &own, &far)
+            _worker_out(t, w)
+        _region_close(t, _PASS_BIRTHS, nt, opened)
     else:
         dod_table_insert_many(tab, nfit, NULL)
         _birth_part(t, k, row0, order, opos, partner, dt, lc, 0, nfit)
