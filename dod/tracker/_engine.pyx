@@ -90,7 +90,11 @@ cdef enum:
     _ALIGN = 64
     _PAIRS_PER_NODE = 16
     _GATE_CHUNKS = 256              # most chunks of a parallel gating pass
-    _GATE_CHUNKS_PER_THREAD = 16    # chunks per worker when the rows allow
+    # chunks per worker when the rows allow: a region's last chunk is its
+    # tail, one worker's alone (100,000 targets, two threads: 16 a worker
+    # left the predict region's workers ~290-340 us idle a tick, summed;
+    # 32, ~180-275)
+    _GATE_CHUNKS_PER_THREAD = 32
     _CLUSTER_CHUNK = 256            # clusters per dynamic chunk of the parallel cluster solve
     _CLUSTER_CHUNKS_PER_THREAD = 8  # its chunks per worker when there are fewer clusters
     _TAIL_CHUNKS = 32               # chunks of parallel deaths (moves, and freed slots) and births
@@ -484,8 +488,9 @@ cdef inline void _gate_rows_dim(const dod_tracker* t, const _tick* k, _pairs* de
 
 cdef inline void _chunk_rows(_tick* k, size_t T, int nt, size_t min_rows) noexcept nogil:
     """Cut rows [0, T) into k.row_chunks chunks of k.chunk_rows rows (at
-    least min_rows, about _GATE_CHUNKS_PER_THREAD per worker, at most
-    _GATE_CHUNKS chunks) for the parallel passes over the workers, and
+    least min_rows, a multiple of 64, about _GATE_CHUNKS_PER_THREAD per
+    worker, at most _GATE_CHUNKS chunks) for the parallel passes over the
+    workers, and
     give worker w the w-th of nt contiguous ranges of them for the first
     pass (_claim_next). Once per tick, before any parallel region, so that
     no region's body can raise (a body that can, e.g. a checked division in
@@ -494,6 +499,7 @@ cdef inline void _chunk_rows(_tick* k, size_t T, int nt, size_t min_rows) noexce
     cdef size_t ch
     cdef size_t nch = min(<size_t>_GATE_CHUNKS, <size_t>nt * _GATE_CHUNKS_PER_THREAD)
     k.chunk_rows = max(<size_t>1, max(min_rows, (T + nch - 1) // nch))
+    k.chunk_rows = (k.chunk_rows + 63) // 64 * 64     # (a byte column's line never spans two chunks)
     k.row_chunks = (T + k.chunk_rows - 1) // k.chunk_rows
     for ch in range(k.row_chunks):      # the first pass's owners: contiguous ranges
         k.ran[ch] = <int32_t>(ch * <size_t>nt // k.row_chunks)
