@@ -488,18 +488,19 @@ cdef inline void _gate_rows_dim(const dod_tracker* t, const _tick* k, _pairs* de
 
 cdef inline void _chunk_rows(_tick* k, size_t T, int nt, size_t min_rows) noexcept nogil:
     """Cut rows [0, T) into k.row_chunks chunks of k.chunk_rows rows (at
-    least min_rows, a multiple of 64, about _GATE_CHUNKS_PER_THREAD per
-    worker, at most _GATE_CHUNKS chunks) for the parallel passes over the
-    workers, and
-    give worker w the w-th of nt contiguous ranges of them for the first
-    pass (_claim_next). Once per tick, before any parallel region, so that
-    no region's body can raise (a body that can, e.g. a checked division in
-    the debug build, makes every worker take the GIL and a thread state at
-    the region's start)."""
+    least min_rows, about _GATE_CHUNKS_PER_THREAD per worker, at most
+    _GATE_CHUNKS chunks; past 64 rows a multiple of 64, so that a byte
+    column's cache line never spans two chunks) for the parallel passes
+    over the workers, and give worker w the w-th of nt contiguous ranges
+    of them for the first pass (_claim_next). Once per tick, before any
+    parallel region, so that no region's body can raise (a body that can,
+    e.g. a checked division in the debug build, makes every worker take
+    the GIL and a thread state at the region's start)."""
     cdef size_t ch
     cdef size_t nch = min(<size_t>_GATE_CHUNKS, <size_t>nt * _GATE_CHUNKS_PER_THREAD)
     k.chunk_rows = max(<size_t>1, max(min_rows, (T + nch - 1) // nch))
-    k.chunk_rows = (k.chunk_rows + 63) // 64 * 64     # (a byte column's line never spans two chunks)
+    if k.chunk_rows > 64:       # (smaller: only with parallel_min_rows < 64, e.g. the tests' small scenes)
+        k.chunk_rows = (k.chunk_rows + 63) // 64 * 64
     k.row_chunks = (T + k.chunk_rows - 1) // k.chunk_rows
     for ch in range(k.row_chunks):      # the first pass's owners: contiguous ranges
         k.ran[ch] = <int32_t>(ch * <size_t>nt // k.row_chunks)
