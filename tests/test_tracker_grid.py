@@ -209,8 +209,9 @@ def test_grid_walk_finds_every_point_in_the_box_once(grid_module, dim, clustered
         assert len(seen) == len(set(seen))          # each point once
         assert inside <= set(seen)                  # every point in the box
         if mode == 2:                               # and only points of the box's cells
-            cells = np.floor(pts[seen] / h) if seen else np.zeros((0, dim))
-            assert ((cells >= np.floor(l / h)) & (cells <= np.floor(u / h))).all()
+            inv = 1.0 / h                           # (grid.pxd: cells are floor(v * (1 / h)))
+            cells = np.floor(pts[seen] * inv) if seen else np.zeros((0, dim))
+            assert ((cells >= np.floor(l * inv)) & (cells <= np.floor(u * inv))).all()
         if mode == 0:
             assert not inside
     assert {1, 2} <= modes

@@ -33,14 +33,14 @@
 # direct buckets with the track rows in spatial order read them in order.
 #
 # Layout: points are n rows of dim (2 or 3) doubles; a 2-D point lives in
-# cell z = 0. Cell coordinates are floor(v / h), clamped to +-2**40 so that
-# any value has a cell (+-inf at the clamps, NaN at -2**40). bucket[b] ..
-# bucket[b + 1] are the positions in `order` of the points in bucket b;
-# spos[dim s ..] are the coordinates of point order[s] (and scell[3 s ..]
-# its cell, hashed mode), kept beside `order` so a query reads memory in
-# order, not the points at random. dod_grid_box returns cells relative to
-# the grid's origin in direct mode (clamped to the grid) and absolute cells
-# in hashed mode.
+# cell z = 0. Cell coordinates are floor(v * inv_h) (inv_h = 1 / h), clamped
+# to +-2**40 so that any value has a cell (+-inf at the clamps, NaN at
+# -2**40). bucket[b] .. bucket[b + 1] are the positions in `order` of the
+# points in bucket b; spos[dim s ..] are the coordinates of point order[s]
+# (and scell[3 s ..] its cell, hashed mode), kept beside `order` so a query
+# reads memory in order, not the points at random. dod_grid_box returns
+# cells relative to the grid's origin in direct mode (clamped to the grid)
+# and absolute cells in hashed mode.
 #
 # Contract (checks the caller owns): nb is a power of two;
 # cell and scell hold 3 n int64, spos dim n doubles, order n uint32, bucket
@@ -63,6 +63,7 @@ ctypedef struct dod_grid:
     size_t n                # points indexed
     size_t nb               # buckets (a power of two; direct mode: the cells, set by build)
     double h                # cell side (build may widen the caller's)
+    double inv_h            # 1 / h, set by every build: cells are floor(v * inv_h)
     bint direct             # bucket b is cell b (row-major over the points' box); else hashed
     int64_t org[3]          # direct: cell of the box's low corner
     int64_t ncell[3]        # direct: cells per axis (1 for unused axes)
@@ -76,11 +77,17 @@ cdef enum:
     _DOD_GRID_AHEAD = 32            # the build fetches the bucket (or point) this many points ahead
 
 
-cdef inline int64_t dod_grid_cell_of(double v, double h) noexcept nogil:
-    """Cell coordinate of value v for cell side h, clamped to +-2**40 (NaN:
-    -2**40; a track whose position a caller set to NaN gates nothing)."""
+cdef inline int64_t dod_grid_cell_of(double v, double inv_h) noexcept nogil:
+    """Cell coordinate of value v for cells of side 1 / inv_h, clamped to
+    +-2**40 (NaN: -2**40; a track whose position a caller set to NaN gates
+    nothing). A multiply, not a division: every gate box took two divisions
+    a coordinate (10,000 targets, one thread, builds alternating: the
+    predict and gating pass 551 against 585 us a scan, the association with
+    the tentative tracks' gating 171 against 191). floor(v * inv_h) is
+    monotone in v like floor(v / h), which is all a box's corner cells need
+    to bound its points'."""
     cdef double limit = 1099511627776.0
-    cdef double c = v / h
+    cdef double c = v * inv_h
     cdef int64_t i
     if c > limit:
         c = limit
@@ -124,8 +131,8 @@ cdef inline bint dod_grid_box(const dod_grid* g, const double* lo_pos, const dou
     cdef bint hit = True
     for a in range(3):
         if a < dim:
-            lo[a] = dod_grid_cell_of(lo_pos[a], g.h)
-            hi[a] = dod_grid_cell_of(hi_pos[a], g.h)
+            lo[a] = dod_grid_cell_of(lo_pos[a], g.inv_h)
+            hi[a] = dod_grid_cell_of(hi_pos[a], g.inv_h)
             if g.direct:
                 lo[a] -= g.org[a]
                 hi[a] -= g.org[a]
@@ -314,16 +321,17 @@ cdef inline void dod_grid_keep_free_part(dod_grid* g, const int32_t* owner, int 
 
 cdef inline double _dod_grid_box_cells(dod_grid* g, const double* lo, const double* hi, int dim) noexcept nogil:
     """Direct mode geometry at side g.h for points within lo .. hi: origin
-    and cells per axis; returns the number of cells (as a double). floor(v / h)
-    is monotone in v, so the box's corner cells bound every point's cell."""
+    and cells per axis (and inv_h); returns the number of cells (as a double).
+    A point's cell is monotone in v, so the box's corner cells bound every point's."""
     cdef int a
     cdef double cells = 1.0
+    g.inv_h = 1.0 / g.h
     for a in range(3):
         g.org[a] = 0
         g.ncell[a] = 1
         if a < dim:
-            g.org[a] = dod_grid_cell_of(lo[a], g.h)
-            g.ncell[a] = dod_grid_cell_of(hi[a], g.h) - g.org[a] + 1
+            g.org[a] = dod_grid_cell_of(lo[a], g.inv_h)
+            g.ncell[a] = dod_grid_cell_of(hi[a], g.inv_h) - g.org[a] + 1
             cells *= <double>g.ncell[a]
     return cells
 
@@ -333,7 +341,7 @@ cdef inline size_t _dod_grid_direct_cell(const dod_grid* g, const double* p, int
     cdef size_t b = 0
     cdef int a = dim - 1
     while a >= 0:
-        b = b * <size_t>g.ncell[a] + <size_t>(dod_grid_cell_of(p[a], g.h) - g.org[a])
+        b = b * <size_t>g.ncell[a] + <size_t>(dod_grid_cell_of(p[a], g.inv_h) - g.org[a])
         a -= 1
     return b
 
@@ -386,7 +394,25 @@ cdef inline void dod_grid_bounds(const double* points, int dim, size_t j0, size_
     """lo[:dim], hi[:dim]: the bounding box of points [j0, j1) (j1 > j0)."""
     cdef size_t j
     cdef int a
-    cdef double v
+    cdef double v, lo0, lo1, hi0, hi1
+    if dim == 2:
+        # In locals, not through lo and hi (which may alias the points, so
+        # that every compare stored and reloaded): ~11,000 detections (10,000
+        # targets) 7 against 20 us, ~1.1 million 0.7 against 2.1-2.6 ms.
+        lo0 = hi0 = points[j0 * 2]
+        lo1 = hi1 = points[j0 * 2 + 1]
+        for j in range(j0 + 1, j1):
+            v = points[j * 2]
+            lo0 = v if v < lo0 else lo0
+            hi0 = v if v > hi0 else hi0
+            v = points[j * 2 + 1]
+            lo1 = v if v < lo1 else lo1
+            hi1 = v if v > hi1 else hi1
+        lo[0] = lo0
+        lo[1] = lo1
+        hi[0] = hi0
+        hi[1] = hi1
+        return
     for a in range(dim):
         lo[a] = points[j0 * dim + a]
         hi[a] = points[j0 * dim + a]
@@ -440,10 +466,11 @@ cdef inline void dod_grid_build_hashed(dod_grid* g, const double* points, size_t
     cdef int a
     g.n = n
     g.direct = False
+    g.inv_h = 1.0 / g.h
     memset(g.bucket, 0, (g.nb + 1) * sizeof(uint32_t))
     for j in range(n):
         for a in range(3):
-            g.cell[j * 3 + a] = dod_grid_cell_of(points[j * dim + a], g.h) if a < dim else 0
+            g.cell[j * 3 + a] = dod_grid_cell_of(points[j * dim + a], g.inv_h) if a < dim else 0
         b = dod_grid_bucket(g, g.cell[j * 3], g.cell[j * 3 + 1], g.cell[j * 3 + 2])
         g.bucket[b + 1] += 1
     _dod_grid_counts_to_ends(g, g.nb)
