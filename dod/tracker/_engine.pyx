@@ -349,6 +349,7 @@ ctypedef struct _tick:
     int32_t* sbest          # [singles] its cheapest pair this round
     int32_t* dbest          # [D] a free detection's cheapest pair this round
     size_t pairs_dropped    # pairs beyond pair_cap in the latest gating pass
+    double log_clutter      # the clutter density's log, once associated (score confirmation: _score_rows)
     # range-bearing scans (sensor != NULL; measurement.pxd): z holds the
     # detections' Cartesian positions (grid, births, clutter), zm the measurements
     const dod_sensor* sensor
@@ -1463,6 +1464,31 @@ cdef inline void _sensor_update(const dod_tracker* t, const _tick* k, size_t ti,
     dod_kalman_pack(P, n, Pp)
 
 
+cdef void _score_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1) noexcept nogil:
+    """Score confirmation: add to each assigned track among rows [row0,
+    row1) the log density of its detection's innovation against the
+    predicted track (before its update: call ahead of _update_rows). Each
+    row writes only its own score: any split over workers gives the serial
+    result."""
+    cdef const dod_track_cols* c = &t.cols
+    cdef int dim = t.dim, n = t.n, a
+    cdef size_t ti
+    cdef int32_t j
+    cdef double y[3]
+    cdef double d2
+    for ti in range(row0, row1):
+        j = k.track_det[ti]
+        if j < 0:
+            continue
+        for a in range(dim):
+            y[a] = k.z[j * dim + a] - c.x[ti * n + a]
+        if k.sensor != NULL:        # measurement-space density, per unit area/volume
+            dod_meas_innovation(k.zm + j * dim, k.hp + ti * dim, dim, y)
+            c.score[ti] -= dod_meas_log_jacobian(k.zm + j * dim, dim)
+        d2 = dod_kalman_mahalanobis2(y, k.Si + ti * dim * dim, dim)
+        c.score[ti] += t.log_pd - k.log_clutter + dod_kalman_log_likelihood(d2, k.Si + ti * dim * dim, dim)
+
+
 cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1) noexcept nogil:
     """Kalman update of the assigned tracks among rows [row0, row1)."""
     cdef const dod_track_cols* c = &t.cols
@@ -1565,6 +1591,8 @@ cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, size_t
     removal plan's first pass, while the states are in this core's cache;
     serially, at 1,000,000 targets, it read them back from memory)."""
     cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), conf, mix, unpl
+    if t.score_logic:
+        _score_rows(t, k, r0, r1)
     _update_rows(t, k, r0, r1)
     assoc[0] += _manage_rows(t, k, r0, r1, &conf, &mix, &unpl)
     confirmed[0] += conf
@@ -2966,25 +2994,16 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     if t.two_point:
         _pair_singles(t, &k, &cnt, dt, grid_built)
     lc = _log_clutter(t)
+    k.log_clutter = lc
     clock = _pass_done(t, _PASS_ASSOCIATE, clock)
 
-    # 5. Score the assigned tracks (serially: the innovation density of the
-    # predicted track, before its update), update (the Kalman step over row
-    # ranges of the workers), count hits and misses, confirm, delete.
-    if t.score_logic:
-        for ti in range(T):
-            if k.track_det[ti] >= 0:
-                for a in range(dim):
-                    y[a] = k.z[k.track_det[ti] * dim + a] - c.x[ti * n + a]
-                if sensor != NULL:      # measurement-space density, per unit area/volume
-                    dod_meas_innovation(k.zm + k.track_det[ti] * dim, k.hp + ti * dim, dim, y)
-                    c.score[ti] -= dod_meas_log_jacobian(k.zm + k.track_det[ti] * dim, dim)
-                d2 = dod_kalman_mahalanobis2(y, k.Si + ti * dim * dim, dim)
-                c.score[ti] += t.log_pd - lc + dod_kalman_log_likelihood(d2, k.Si + ti * dim * dim, dim)
-    # Update, then hits/misses/confirmation, in one pass of chunks (only
-    # assigned tracks update, so the cost of a chunk varies: claimed, not
-    # split); the counts are sums of integers, the same in any order.
-    # Worker 0 first lists the births (the detections nobody took, final now).
+    # 5. Score the assigned tracks (score confirmation: the innovation
+    # density of the predicted track, before its update), update (the Kalman
+    # step), count hits and misses, confirm, delete: one pass of chunks over
+    # the workers (only assigned tracks update, so the cost of a chunk
+    # varies: claimed, not split); the counts are sums of integers, the same
+    # in any order. Worker 0 first lists the births (the detections nobody
+    # took, final now).
     if par:
         for w in range(nt):
             assoc[w] = 0
@@ -3020,6 +3039,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         if width_late:
             t.grid_h = _grid_side(&k)
     else:
+        if t.score_logic:
+            _score_rows(t, &k, 0, T)
         _update_rows(t, &k, 0, T)
         cnt.associations += _manage_rows(t, &k, 0, T, &cnt.confirmed, &mixed, &unplaced)
         _free_dets(t, &k)
