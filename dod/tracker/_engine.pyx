@@ -113,6 +113,13 @@ cdef enum:
     # serially (Tracker.profile's association pass 128 against 133 us)
     _FREE_INDEX_MIN = 4
     _GROUP_PARTS_MIN = 16           # clustered pairs, times parallel_min_rows, for their grouping in parts
+    # Rows of a row pass that one row swap of confirmed_first weighs against
+    # parallel_min_rows (two random rows, every column: at 1,000,000
+    # targets ~7,500 swaps a tick, out of the caches). Counted as rows, the
+    # swaps stayed serial from 16 threads (~2.4 ms of the calling thread's
+    # time a tick, with 15 workers waiting; perf, 16 threads on the 2-core
+    # VM), and at 100,000 targets (~750 a tick) at 2.
+    _SWAP_ROWS = 8
     _UPDATE_AHEAD = 8               # rows between a prefetch and the update that uses it
     _PAIRS_AHEAD = 16               # pairs between a prefetch and the association test that uses it
     _CLUSTERS_AHEAD = 12            # clusters between a prefetch and the solve that uses it
@@ -1695,7 +1702,7 @@ cdef size_t _confirmed_first(dod_tracker* t, _tick* k, size_t m, size_t q, size_
         if t.displaced != NULL and X[p] < t.ordered_rows and not t.displaced[X[p]]:
             t.displaced[X[p]] = 1
             t.displaced_rows += 1
-    if par and pairs >= <size_t>nt * t.min_rows:
+    if par and pairs * _SWAP_ROWS >= <size_t>nt * t.min_rows:
         for ch in range(_TAIL_CHUNKS + 1):      # (no division in a region's body: see _keep_free)
             i_at[ch] = ch * pairs // _TAIL_CHUNKS
         for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
