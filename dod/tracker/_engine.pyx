@@ -107,19 +107,21 @@ cdef enum:
     # 16-19 ms; the detections' bound sits between the two, not tuned.
     _LONE_PARTS_MIN_THREADS = 6
     _LONE_PARTS_MIN_DETECTIONS = 1 << 19
-    # detections per worker, times parallel_min_rows, for a parallel
-    # _keep_free (and the births' order in parts): at 10,000 targets (~11,000
-    # detections) on two threads the drop took ~24 us in parts against ~30
-    # serially (Tracker.profile's association pass 128 against 133 us)
+    # detections, times _split_rows, for a parallel _keep_free (and the
+    # births' order in parts): at 10,000 targets (~11,000 detections) on two
+    # threads the drop took ~24 us in parts against ~30 serially
+    # (Tracker.profile's association pass 128 against 133 us)
     _FREE_INDEX_MIN = 4
     _GROUP_PARTS_MIN = 16           # clustered pairs, times parallel_min_rows, for their grouping in parts
     # Rows of a row pass that one row swap of confirmed_first weighs against
-    # parallel_min_rows (two random rows, every column: at 1,000,000
-    # targets ~7,500 swaps a tick, out of the caches). Counted as rows, the
-    # swaps stayed serial from 16 threads (~2.4 ms of the calling thread's
-    # time a tick, with 15 workers waiting; perf, 16 threads on the 2-core
-    # VM), and at 100,000 targets (~750 a tick) at 2.
-    _SWAP_ROWS = 8
+    # _split_rows: two random rows, every column, ~0.7 us a swap at 100,000
+    # targets (~90 swaps a tick once the tracks settle; ~7,500 at
+    # 1,000,000). Counted as rows, and against every worker's
+    # parallel_min_rows, they stayed serial at 16 threads: ~2.4 ms of the
+    # calling thread's time a tick at 1,000,000 targets, ~0.06 ms at
+    # 100,000, with 15 workers waiting (perf, 16 threads on the 2-core VM).
+    # At 2 threads 8 or 64 made no difference at 10,000 or 100,000.
+    _SWAP_ROWS = 64
     _UPDATE_AHEAD = 8               # rows between a prefetch and the update that uses it
     _PAIRS_AHEAD = 16               # pairs between a prefetch and the association test that uses it
     _CLUSTERS_AHEAD = 12            # clusters between a prefetch and the solve that uses it
@@ -492,6 +494,19 @@ cdef inline void _gate_rows_dim(const dod_tracker* t, const _tick* k, _pairs* de
                     if direct or dod_grid_holds(g, s, w.cx, w.cy, w.cz):
                         _try_pair(t, k, out, ti, g.order[s], g.spos + s * dim, False, dim)
     dest[0] = local
+
+
+cdef inline size_t _split_rows(const dod_tracker* t) noexcept nogil:
+    """Rows' worth of work from which the tick's bookkeeping passes (the
+    index's drop of the taken detections, the births' order, confirmed_first's
+    swaps) run over the workers: two workers' parallel_min_rows, whatever
+    the thread count. They split into _TAIL_CHUNKS parts, not chunks of
+    parallel_min_rows rows as the row passes, and with more workers a
+    serial pass keeps more of them waiting: counted against every worker's
+    rows, at 100,000 targets on 16 threads (perf on the 2-core VM) the
+    births' order and the swaps stayed serial, ~0.2 ms of the calling
+    thread's time a tick, with 15 workers waiting."""
+    return 2 * t.min_rows
 
 
 cdef inline void _chunk_rows(_tick* k, size_t T, int nt, size_t min_rows) noexcept nogil:
@@ -1702,7 +1717,7 @@ cdef size_t _confirmed_first(dod_tracker* t, _tick* k, size_t m, size_t q, size_
         if t.displaced != NULL and X[p] < t.ordered_rows and not t.displaced[X[p]]:
             t.displaced[X[p]] = 1
             t.displaced_rows += 1
-    if par and pairs * _SWAP_ROWS >= <size_t>nt * t.min_rows:
+    if par and pairs * _SWAP_ROWS >= _split_rows(t):
         for ch in range(_TAIL_CHUNKS + 1):      # (no division in a region's body: see _keep_free)
             i_at[ch] = ch * pairs // _TAIL_CHUNKS
         for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
@@ -1768,8 +1783,8 @@ cdef void _keep_free(const dod_tracker* t, _tick* k, int dim) noexcept nogil:
     """The index keeps the detections no confirmed track took (same
     geometry and order: the same pairs as testing each point).
 
-    With workers, a direct-mode index and _FREE_INDEX_MIN * parallel_min_rows
-    detections or more per worker, the drop runs in _TAIL_CHUNKS parts over
+    With workers, a direct-mode index and _FREE_INDEX_MIN * _split_rows
+    detections or more, the drop runs in _TAIL_CHUNKS parts over
     the workers (grid.pxd: counts and bucket bounds, then each part out of
     place), into the births' order arrays: the index is dead before the
     births use them. (Serially, at 100,000 targets, it took ~0.7 ms of the
@@ -1782,7 +1797,7 @@ cdef void _keep_free(const dod_tracker* t, _tick* k, int dim) noexcept nogil:
     cdef size_t s_at[_TAIL_CHUNKS + 1]      # the parts' first sorted positions (no division in a
                                             # region's body: checked, in debug builds, it takes the GIL)
     if not (nt > 1 and g.direct and k.bm.row != NULL and k.bm.pos != NULL and n > 0
-            and n >= <size_t>nt * t.min_rows * _FREE_INDEX_MIN):
+            and n >= _split_rows(t) * _FREE_INDEX_MIN):
         if dim == 2:
             dod_grid_keep_free(g, k.det_track, 2)
         else:
@@ -2640,7 +2655,7 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
     cdef size_t nwait = 0, nfree = 0, n = g.n
     cdef size_t s_at[_TAIL_CHUNKS + 1]
     cdef size_t w_at[_TAIL_CHUNKS + 1]
-    cdef bint par, parts = nt > 1 and k.D >= <size_t>nt * t.min_rows * _FREE_INDEX_MIN
+    cdef bint par, parts = nt > 1 and k.D >= _split_rows(t) * _FREE_INDEX_MIN
     for j in range(k.D):                # the pairs' detections, in scan order (k.born: unused with pairs)
         if k.det_track[j] <= -2:
             k.born[nb] = <int32_t>j
@@ -3145,7 +3160,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     border = NULL
     if not t.two_point and grid_built and nfit >= 2:
         border = _births_by_cell(&k, nfit, dim, nt,
-                                 par and k.grid.n >= <size_t>nt * t.min_rows * _FREE_INDEX_MIN)
+                                 par and k.grid.n >= _split_rows(t) * _FREE_INDEX_MIN)
         bpos = k.bm.pos2
     if not t.two_point and border == NULL and nfit >= _BIRTH_ORDER_MIN:
         # (over the workers with enough births: serially, the sort of

@@ -197,10 +197,13 @@ class TrackerConfig:
     parallel_min_rows : with threads > 1, a pass over the tracks runs in
         parallel only when there are at least ``threads * parallel_min_rows``
         rows (fewer: serial, cheaper than waking the workers); the drop of
-        the detections confirmed tracks took from the index only with 4
-        times as many detections, the grouping of the clustered pairs by
-        cluster with 16 times as many pairs. Speed only: the result is the
-        same either way.
+        the detections confirmed tracks took from the index, and the
+        births' spatial order, only with ``8 * parallel_min_rows``
+        detections, the row swaps of ``confirmed_first`` with
+        ``parallel_min_rows / 32`` swaps (these three whatever the thread
+        count), the grouping of the clustered pairs by cluster with ``16 *
+        parallel_min_rows`` pairs. Speed only: the result is the same
+        either way.
     sort_every : every this many scans the track rows are sorted after the
         tick: the confirmed tracks first, in spatial order (the detection
         grid's own: row-major cells, x fastest), so the next ticks walk the
