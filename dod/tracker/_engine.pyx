@@ -2803,8 +2803,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     cdef const dod_index* border
     cdef const double* bpos = NULL
     cdef const double* late
-    cdef double lc, d2
-    cdef double y[3]
+    cdef double lc
     cdef uint32_t nmask, hist
     cdef bint grid_built = False
     cdef size_t ns = t.singles.count if t.two_point else 0
