@@ -77,7 +77,7 @@ cdef enum:
     _DOD_GRID_AHEAD = 32            # the build fetches the bucket (or point) this many points ahead
 
 
-cdef inline int64_t dod_grid_cell_of(double v, double inv_h) noexcept nogil:
+cdef inline int64_t dod_grid_cell_coord(double v, double inv_h) noexcept nogil:
     """Cell coordinate of value v for cells of side 1 / inv_h, clamped to
     +-2**40 (NaN: -2**40; a track whose position a caller set to NaN gates
     nothing). A multiply, not a division: every gate box took two divisions
@@ -131,8 +131,8 @@ cdef inline bint dod_grid_box(const dod_grid* g, const double* lo_pos, const dou
     cdef bint hit = True
     for a in range(3):
         if a < dim:
-            lo[a] = dod_grid_cell_of(lo_pos[a], g.inv_h)
-            hi[a] = dod_grid_cell_of(hi_pos[a], g.inv_h)
+            lo[a] = dod_grid_cell_coord(lo_pos[a], g.inv_h)
+            hi[a] = dod_grid_cell_coord(hi_pos[a], g.inv_h)
             if g.direct:
                 lo[a] -= g.org[a]
                 hi[a] -= g.org[a]
@@ -330,8 +330,8 @@ cdef inline double _dod_grid_box_cells(dod_grid* g, const double* lo, const doub
         g.org[a] = 0
         g.ncell[a] = 1
         if a < dim:
-            g.org[a] = dod_grid_cell_of(lo[a], g.inv_h)
-            g.ncell[a] = dod_grid_cell_of(hi[a], g.inv_h) - g.org[a] + 1
+            g.org[a] = dod_grid_cell_coord(lo[a], g.inv_h)
+            g.ncell[a] = dod_grid_cell_coord(hi[a], g.inv_h) - g.org[a] + 1
             cells *= <double>g.ncell[a]
     return cells
 
@@ -341,7 +341,7 @@ cdef inline size_t _dod_grid_direct_cell(const dod_grid* g, const double* p, int
     cdef size_t b = 0
     cdef int a = dim - 1
     while a >= 0:
-        b = b * <size_t>g.ncell[a] + <size_t>(dod_grid_cell_of(p[a], g.inv_h) - g.org[a])
+        b = b * <size_t>g.ncell[a] + <size_t>(dod_grid_cell_coord(p[a], g.inv_h) - g.org[a])
         a -= 1
     return b
 
@@ -470,7 +470,7 @@ cdef inline void dod_grid_build_hashed(dod_grid* g, const double* points, size_t
     memset(g.bucket, 0, (g.nb + 1) * sizeof(uint32_t))
     for j in range(n):
         for a in range(3):
-            g.cell[j * 3 + a] = dod_grid_cell_of(points[j * dim + a], g.inv_h) if a < dim else 0
+            g.cell[j * 3 + a] = dod_grid_cell_coord(points[j * dim + a], g.inv_h) if a < dim else 0
         b = dod_grid_bucket(g, g.cell[j * 3], g.cell[j * 3 + 1], g.cell[j * 3 + 2])
         g.bucket[b + 1] += 1
     _dod_grid_counts_to_ends(g, g.nb)
