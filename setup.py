@@ -4,7 +4,8 @@ Build variants are chosen by one environment variable, read here and nowhere
 else (flags go through ``extra_compile_args``; never set ``CFLAGS``, which
 replaces setuptools' ``-O3 -DNDEBUG``):
 
-    DOD_BUILD=release   (default) -O3, no bounds checks, DOD_DEBUG=0
+    DOD_BUILD=release   (default) -O3 (functions and loops aligned), no bounds
+                        checks, DOD_DEBUG=0
     DOD_BUILD=debug     -O0 -g, boundscheck/wraparound/initializedcheck on,
                         DOD_DEBUG=1: 0xCD poison on release, ownership checks
     DOD_BUILD=sanitize  debug + AddressSanitizer + UBSan (compile and link)
@@ -37,7 +38,13 @@ if DEBUG:
     compile_args += ["-O0", "-g3", "-fno-omit-frame-pointer"]
     macros += [("DOD_DEBUG", "1")]
 else:
-    compile_args += ["-O3"]
+    # Functions on cache lines and loops on 32 bytes: a change elsewhere in
+    # a module then no longer moves a hot loop across a fetch boundary.
+    # Unaligned, an edit to grid.pxd that left the tracker's gating code
+    # byte for byte the same moved it 240 bytes and its tentative stage
+    # took 122 against 116 us a tick (10,000 targets); aligned, 114-115
+    # both ways, and the whole tick as fast as before.
+    compile_args += ["-O3", "-falign-functions=64", "-falign-loops=32"]
     macros += [("DOD_DEBUG", "0"), ("NDEBUG", None)]
 if VARIANT == "sanitize":
     # float-cast-overflow is not part of gcc's "undefined": a NaN or an
