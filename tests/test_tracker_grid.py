@@ -4,7 +4,9 @@ grid (direct and hashed), against brute force; after dod_grid_keep_free it
 finds the same walk's free points, in the same order; the same drop in
 parts (dod_grid_kept_in, dod_grid_bucket_from, dod_grid_keep_free_part: the
 threaded tick's) leaves the same index; the build in parts (the tick's with
-many workers) builds the same index as dod_grid_build."""
+many workers) builds the same index as dod_grid_build; a direct grid's gate
+box (dod_grid_box) is the one of the clamped cell coordinates, for boxes
+across the edges, far outside, infinite and NaN."""
 import numpy as np
 import pytest
 
@@ -16,7 +18,7 @@ from libc.stdint cimport uint32_t, int32_t, int64_t
 from libc.stdint cimport uint64_t
 from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_holds, dod_grid_keep_free, dod_grid_walk,
                                dod_grid_walk_begin, dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS,
-                               dod_grid_kept_in, dod_grid_bucket_from, dod_grid_keep_free_part,
+                               dod_grid_kept_in, dod_grid_bucket_from, dod_grid_keep_free_part, dod_grid_box,
                                dod_grid_bounds, dod_grid_plan, dod_grid_build_hashed, dod_grid_parts,
                                dod_grid_cells_part, dod_grid_route_offsets, dod_grid_route_part,
                                dod_grid_count_part, dod_grid_uncrowded, dod_grid_fill_part, dod_grid_direct_done)
@@ -111,6 +113,26 @@ def keep_free_in_parts(const double[:, ::1] pts, double h, size_t nb, const int3
         free(order_out); free(spos_out)
         for i in range(2):
             _grid_free(&g[i])
+
+
+def boxes(const double[:, ::1] pts, double h, size_t nb, const double[:, ::1] lo, const double[:, ::1] hi):
+    # Index pts, then dod_grid_box of each box lo[q] .. hi[q]: (hit, lo cells,
+    # hi cells) per box, with the grid's mode, 1 / h, origin and cells per axis.
+    cdef size_t n = pts.shape[0], q
+    cdef int dim = pts.shape[1]
+    cdef dod_grid g
+    cdef int64_t cl[3]
+    cdef int64_t ch[3]
+    _grid_alloc(&g, n, dim, h, nb)
+    try:
+        dod_grid_build(&g, &pts[0, 0], n, dim)
+        out = []
+        for q in range(lo.shape[0]):
+            hit = dod_grid_box(&g, &lo[q, 0], &hi[q, 0], dim, cl, ch)
+            out.append((bool(hit), [cl[0], cl[1], cl[2]], [ch[0], ch[1], ch[2]]))
+        return out, bool(g.direct), g.inv_h, [g.org[0], g.org[1], g.org[2]], [g.ncell[0], g.ncell[1], g.ncell[2]]
+    finally:
+        _grid_free(&g)
 
 
 cdef _index_of(dod_grid* g, int dim):
@@ -215,6 +237,51 @@ def test_grid_walk_finds_every_point_in_the_box_once(grid_module, dim, clustered
         if mode == 0:
             assert not inside
     assert {1, 2} <= modes
+
+
+def _cell_coord(v, inv_h):
+    """grid.pxd's dod_grid_cell_coord: floor(v * inv_h), clamped to +-2**40 (NaN: -2**40)."""
+    limit = 2.0 ** 40
+    c = v * inv_h
+    c = np.where(c > limit, limit, c)
+    c = np.where(c >= -limit, c, -limit)
+    return np.floor(c).astype(np.int64)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_direct_gate_box_is_the_clamped_cells(grid_module, dim):
+    # dod_grid_box in direct mode clamps v * inv_h to one cell past the grid
+    # (grid.pxd: _dod_grid_rel_cell); its boxes must be those of the cell
+    # coordinates clamped to +-2**40, less the origin, clamped to the grid:
+    # boxes inside, across the edges, far outside, huge, infinite and NaN.
+    rng = np.random.default_rng(7 + dim)
+    pts = np.ascontiguousarray(rng.uniform(-500, 500, (400, dim)))
+    centre = np.vstack([rng.uniform(-700, 700, (300, dim)), rng.uniform(-1e15, 1e15, (40, dim))])
+    half = rng.uniform(0.0, 60.0, centre.shape)
+    lo = centre - half
+    hi = centre + half
+    specials = np.array([np.nan, np.inf, -np.inf, 1e300, -1e300, 0.0, 499.99, -500.0])
+    for k in range(60):         # corners replaced by special values, one axis or several
+        q = rng.integers(0, len(lo))
+        a = rng.integers(0, dim)
+        (lo if k % 2 else hi)[q, a] = specials[k % len(specials)]
+    lo = np.ascontiguousarray(lo)
+    hi = np.ascontiguousarray(hi)
+    out, direct, inv_h, org, ncell = grid_module.boxes(pts, 4.0, 4096, lo, hi)
+    assert direct
+    org = np.array(org[:dim])
+    ncell = np.array(ncell[:dim])
+    with np.errstate(invalid="ignore", over="ignore"):
+        want_lo = np.maximum(_cell_coord(lo, inv_h) - org, 0)
+        want_hi = np.minimum(_cell_coord(hi, inv_h) - org, ncell - 1)
+    hits = 0
+    for (hit, got_lo, got_hi), wl, wh in zip(out, want_lo, want_hi):
+        want_hit = bool((wl <= wh).all())
+        assert hit == want_hit
+        hits += hit
+        if hit:
+            assert got_lo[:dim] == wl.tolist() and got_hi[:dim] == wh.tolist()
+    assert 0 < hits < len(out)
 
 
 @pytest.mark.parametrize("dim", [2, 3])
