@@ -150,6 +150,7 @@ ctypedef struct dod_tracker:
     dod_tick_profile prof   # the latest tick's (zero when it was off)
     int64_t worker_in[DOD_TRACKER_MAX_THREADS]      # a region's entry and leaving time, per worker
     int64_t worker_out[DOD_TRACKER_MAX_THREADS]
+    int64_t worker_wait[DOD_TRACKER_MAX_THREADS]    # time a worker spun inside the region (idle too)
 
 
 cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, double dt,

@@ -188,6 +188,7 @@ cdef inline int64_t _region_open(dod_tracker* t, int nt) noexcept nogil:
     for w in range(nt):
         t.worker_in[w] = 0
         t.worker_out[w] = 0
+        t.worker_wait[w] = 0
     return _clock_ns()
 
 
@@ -209,7 +210,7 @@ cdef inline void _region_close(dod_tracker* t, int p, int nt, int64_t opened) no
         return
     idle = <int64_t>nt * (_clock_ns() - opened)
     for w in range(nt):
-        idle -= t.worker_out[w] - t.worker_in[w]
+        idle -= t.worker_out[w] - t.worker_in[w] - t.worker_wait[w]
     t.prof.idle_ns[p] += idle
 
 
@@ -1434,7 +1435,7 @@ cdef void _predict_chunk(const dod_tracker* t, _tick* k, double dt, size_t ch, b
         _predict_rows(t, k, dt, r0, r1)
 
 
-cdef void _gate_late(const dod_tracker* t, _tick* k, int w) noexcept nogil:
+cdef void _gate_late(dod_tracker* t, _tick* k, int w) noexcept nogil:
     """In the fused pass's region, once worker w has no chunk left to
     predict: gate the confirmed tracks of the chunks predicted before the
     index was ready, those w predicted first, then the others', each
@@ -1447,8 +1448,11 @@ cdef void _gate_late(const dod_tracker* t, _tick* k, int w) noexcept nogil:
     against ~25 us (100,000: 215-266 against ~100 us idle)."""
     cdef size_t ch, i
     cdef int round
+    cdef int64_t spun = _clock_ns() if t.profile else 0
     while not dod_atomic_load_u32(&k.grid_ready):
         dod_cpu_relax()
+    if t.profile:           # (a wait for the index: idle, as at a region's end)
+        t.worker_wait[w] = _clock_ns() - spun
     for round in range(2):
         for i in range(k.row_chunks):
             # its own in order, the others' from the far end (as _claim_next:
@@ -3674,9 +3678,11 @@ cdef class Tracker:
         the sum over the workers of their time waiting inside the pass's
         row-chunk regions: each region's wall time times its threads, less
         each worker's time from its entry to the end of its last chunk
-        (start-up, waiting for the slowest chunk, the closing barrier); 0.0
-        for a serial pass. The cluster solve's, the index build's and the
-        births' regions count in wall_ms only. "sort" is 0.0 except in a
+        (start-up, waiting for the slowest chunk, the closing barrier, and
+        in the predict pass a worker's wait for the detection index); 0.0
+        for a serial pass. The other regions (the index's build and drop in
+        parts, union-find and the cluster solve, the births' order,
+        confirmed_first's swaps) count in wall_ms only. "sort" is 0.0 except in a
         tick that ran the spatial sort (sort_every)."""
         cdef int p
         cdef int64_t total = 0
