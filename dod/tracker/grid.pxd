@@ -79,6 +79,19 @@ cdef enum:
     _DOD_GRID_AHEAD = 32            # the build fetches the bucket (or point) this many points ahead
 
 
+cdef inline int64_t _dod_grid_floor(double c) noexcept nogil:
+    """floor(c) by truncation, exact within +-2**40 (c a number: converting
+    NaN or a value out of range to an integer is undefined behaviour).
+    gcc's inline floor without SSE4.1 was 8 % of the tick's instructions
+    at 100,000 targets (callgrind). The step down is a subtraction, not a
+    branch: it is taken for every negative non-integer value, so as a
+    branch it mispredicted about every other cell of a scene around the
+    origin (callgrind's branch model: a third of the tick's mispredictions
+    at 100,000 targets)."""
+    cdef int64_t i = <int64_t>c
+    return i - <int64_t>(<double>i > c)
+
+
 cdef inline int64_t dod_grid_cell_coord(double v, double inv_h) noexcept nogil:
     """Cell coordinate of value v for cells of side 1 / inv_h, clamped to
     +-2**40 (NaN: -2**40; a track whose position a caller set to NaN gates
@@ -90,20 +103,11 @@ cdef inline int64_t dod_grid_cell_coord(double v, double inv_h) noexcept nogil:
     to bound its points'."""
     cdef double limit = 1099511627776.0
     cdef double c = v * inv_h
-    cdef int64_t i
     if c > limit:
         c = limit
-    if not c >= -limit:     # NaN too: converting it to an integer is undefined behaviour
+    if not c >= -limit:     # NaN too
         c = -limit
-    # floor by truncation (exact within +-2**40): gcc's inline floor without
-    # SSE4.1 was 8 % of the tick's instructions at 100,000 targets (callgrind).
-    # The step down is a subtraction, not a branch: it is taken for every
-    # negative non-integer value, so as a branch it mispredicted about every
-    # other cell of a scene around the origin (callgrind's branch model: a
-    # third of the tick's mispredictions at 100,000 targets).
-    i = <int64_t>c
-    i -= <int64_t>(<double>i > c)
-    return i
+    return _dod_grid_floor(c)
 
 
 cdef inline size_t dod_grid_bucket(const dod_grid* g, int64_t a, int64_t b, int64_t c) noexcept nogil:
@@ -131,12 +135,9 @@ cdef inline int64_t _dod_grid_rel_cell(const dod_grid* g, double v, int a) noexc
     compares pick NaN's bound): every cell past an edge clamps to the edge
     in dod_grid_box all the same, so its box is dod_grid_cell_coord's."""
     cdef double c = v * g.inv_h
-    cdef int64_t i
     c = c if c > g.cmin[a] else g.cmin[a]
     c = c if c < g.cmax[a] else g.cmax[a]
-    i = <int64_t>c
-    i -= <int64_t>(<double>i > c)
-    return i - g.org[a]
+    return _dod_grid_floor(c) - g.org[a]
 
 
 cdef inline bint dod_grid_box(const dod_grid* g, const double* lo_pos, const double* hi_pos, int dim,
@@ -355,28 +356,16 @@ cdef inline double _dod_grid_box_cells(dod_grid* g, const double* lo, const doub
     return cells
 
 
-cdef inline size_t _dod_grid_direct_cell(const dod_grid* g, const double* p, int dim) noexcept nogil:
-    """Direct mode: the bucket (row-major cell, x fastest) of point p."""
+cdef inline size_t _dod_grid_direct_cell(const dod_grid* g, const double* p, int dim, bint inside) noexcept nogil:
+    """Direct mode: the bucket (row-major cell, x fastest) of point p. With
+    `inside` (every coordinate times inv_h strictly within +-2**40:
+    dod_grid_cells checks the box) the same cell without
+    dod_grid_cell_coord's clamps."""
     cdef size_t b = 0
     cdef int a = dim - 1
-    while a >= 0:
-        b = b * <size_t>g.ncell[a] + <size_t>(dod_grid_cell_coord(p[a], g.inv_h) - g.org[a])
-        a -= 1
-    return b
-
-
-cdef inline size_t _dod_grid_direct_cell_inside(const dod_grid* g, const double* p, int dim) noexcept nogil:
-    """_dod_grid_direct_cell of a point whose every coordinate times inv_h
-    lies strictly within +-2**40 (dod_grid_cells checks the box): the same
-    cell, without dod_grid_cell_coord's clamps."""
-    cdef size_t b = 0
-    cdef int a = dim - 1
-    cdef double c
     cdef int64_t i
     while a >= 0:
-        c = p[a] * g.inv_h
-        i = <int64_t>c
-        i -= <int64_t>(<double>i > c)
+        i = _dod_grid_floor(p[a] * g.inv_h) if inside else dod_grid_cell_coord(p[a], g.inv_h)
         b = b * <size_t>g.ncell[a] + <size_t>(i - g.org[a])
         a -= 1
     return b
@@ -489,18 +478,19 @@ cdef inline void dod_grid_cells(dod_grid* g, const double* points, int dim, size
     # points (10,000 targets) took ~69.6 against ~78.6 us.
     for a in range(dim):
         inside = inside and g.lo[a] * g.inv_h > -limit and g.hi[a] * g.inv_h < limit
-    if dim == 2 and inside:     # constant dimensions: gcc unrolls the inlined cells
+    # (constant arguments in each loop: gcc unrolls the inlined cells)
+    if dim == 2 and inside:
         for j in range(j0, j1):
-            g.cell[j] = <int64_t>_dod_grid_direct_cell_inside(g, points + j * 2, 2)
+            g.cell[j] = <int64_t>_dod_grid_direct_cell(g, points + j * 2, 2, True)
     elif dim == 2:
         for j in range(j0, j1):
-            g.cell[j] = <int64_t>_dod_grid_direct_cell(g, points + j * 2, 2)
+            g.cell[j] = <int64_t>_dod_grid_direct_cell(g, points + j * 2, 2, False)
     elif inside:
         for j in range(j0, j1):
-            g.cell[j] = <int64_t>_dod_grid_direct_cell_inside(g, points + j * 3, 3)
+            g.cell[j] = <int64_t>_dod_grid_direct_cell(g, points + j * 3, 3, True)
     else:
         for j in range(j0, j1):
-            g.cell[j] = <int64_t>_dod_grid_direct_cell(g, points + j * 3, 3)
+            g.cell[j] = <int64_t>_dod_grid_direct_cell(g, points + j * 3, 3, False)
 
 
 cdef inline void dod_grid_build_hashed(dod_grid* g, const double* points, size_t n, int dim) noexcept nogil:
