@@ -513,6 +513,13 @@ cdef inline size_t _split_rows(const dod_tracker* t) noexcept nogil:
     return 2 * t.min_rows
 
 
+cdef inline size_t _split_detections(const dod_tracker* t) noexcept nogil:
+    """Detections from which the passes over the index (its drop of the
+    taken ones, the births' order read off it) run in parts over the
+    workers: _FREE_INDEX_MIN times _split_rows."""
+    return _split_rows(t) * _FREE_INDEX_MIN
+
+
 cdef inline void _chunk_rows(_tick* k, size_t T, int nt, size_t min_rows) noexcept nogil:
     """Cut rows [0, T) into k.row_chunks chunks of k.chunk_rows rows (at
     least min_rows, about _GATE_CHUNKS_PER_THREAD per worker, at most
@@ -1822,8 +1829,8 @@ cdef void _keep_free(const dod_tracker* t, _tick* k, int dim) noexcept nogil:
     """The index keeps the detections no confirmed track took (same
     geometry and order: the same pairs as testing each point).
 
-    With workers, a direct-mode index and _FREE_INDEX_MIN * _split_rows
-    detections or more, the drop runs in _TAIL_CHUNKS parts over
+    With workers, a direct-mode index and _split_detections detections or
+    more, the drop runs in _TAIL_CHUNKS parts over
     the workers (grid.pxd: counts and bucket bounds, then each part out of
     place), into the births' order arrays: the index is dead before the
     births use them. (Serially, at 100,000 targets, it took ~0.7 ms of the
@@ -1836,7 +1843,7 @@ cdef void _keep_free(const dod_tracker* t, _tick* k, int dim) noexcept nogil:
     cdef size_t s_at[_TAIL_CHUNKS + 1]      # the parts' first sorted positions (no division in a
                                             # region's body: checked, in debug builds, it takes the GIL)
     if not (nt > 1 and g.direct and k.bm.row != NULL and k.bm.pos != NULL and n > 0
-            and n >= _split_rows(t) * _FREE_INDEX_MIN):
+            and n >= _split_detections(t)):
         if dim == 2:
             dod_grid_keep_free(g, k.det_track, 2)
         else:
@@ -2694,7 +2701,7 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
     cdef size_t nwait = 0, nfree = 0, n = g.n
     cdef size_t s_at[_TAIL_CHUNKS + 1]
     cdef size_t w_at[_TAIL_CHUNKS + 1]
-    cdef bint par, parts = nt > 1 and k.D >= _split_rows(t) * _FREE_INDEX_MIN
+    cdef bint par, parts = nt > 1 and k.D >= _split_detections(t)
     for j in range(k.D):                # the pairs' detections, in scan order (k.born: unused with pairs)
         if k.det_track[j] <= -2:
             k.born[nb] = <int32_t>j
@@ -3189,7 +3196,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     border = NULL
     if not t.two_point and grid_built and nfit >= 2:
         border = _births_by_cell(&k, nfit, dim, nt,
-                                 par and k.grid.n >= _split_rows(t) * _FREE_INDEX_MIN)
+                                 par and k.grid.n >= _split_detections(t))
         bpos = k.bm.pos2
     if not t.two_point and border == NULL and nfit >= _BIRTH_ORDER_MIN:
         # (over the workers with enough births: serially, the sort of
