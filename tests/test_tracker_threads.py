@@ -612,3 +612,23 @@ def test_bit_identical_with_large_clusters(n):
         b.tick(z, dt)
         assert _state(a) == _state(b), f"scan {s}"
     assert a.counts()["largest_cluster"] > 100
+
+
+def test_bit_identical_when_the_pair_buffer_fills():
+    # A crowd (90 detections a scan in a 4 m square) gates more pairs than
+    # the buffer holds: a worker's segment fills, the pass is gated again
+    # serially (the pairs kept and dropped are one thread's), and the
+    # association's lone pass must count those pairs, not the ones the
+    # workers counted as they gated (_gate_open).
+    rng = np.random.default_rng(5)
+    a = Tracker(threads=1)
+    others = [Tracker(threads=n, parallel_min_rows=0) for n in (2, 3, 4)]
+    dropped = 0
+    for s in range(12):
+        z = np.concatenate([rng.uniform(0, 4, (90, 2)), rng.uniform(-200, 200, (40, 2))])
+        a.tick(z, 0.02)
+        dropped += a.counts()["pairs_dropped"]
+        for t in others:
+            t.tick(z, 0.02)
+            assert _state(t) == _state(a), f"threads={t.threads} differs at scan {s}"
+    assert dropped > 0
