@@ -624,7 +624,7 @@ cdef void _gate_open(const dod_tracker* t, _tick* k) noexcept nogil:
     """Start a gating pass: the whole pair buffer (serial), or one segment
     of it per worker (threads, with enough rows).
 
-    Where the association's lone pass will run serially (_lone_pairs), the
+    Where the association's lone pass runs serially (_lone_pairs), the
     pass also counts each detection's pairs as it writes them (stopping at
     two), each segment in its own quarter of det_pairs (a worker zeroes
     its own: _count_open), and the lone pass adds the quarters up instead
@@ -640,6 +640,12 @@ cdef void _gate_open(const dod_tracker* t, _tick* k) noexcept nogil:
     k.gate_parallel = nt > 1 and k.T >= <size_t>nt * t.min_rows
     if k.gate_parallel:
         _pairs_segments(k, nt)
+    # Not from _LONE_PARTS_MIN_DETECTIONS rows (where the lone pass may run
+    # in parts, _lone_pairs_parts counts exactly, with atomics): at
+    # 1,000,000 targets on one thread the counts (~1 MB written at random
+    # as the pairs come) took predict and gating 92-96 to 100-104 ms a
+    # tick, more than the lone pass saved (a scan with fewer valid rows
+    # than that may still run it serially: it counts then).
     k.counted = nt <= <int>sizeof(int32_t) and nt < _LONE_PARTS_MIN_THREADS \
         and k.count_stride < _LONE_PARTS_MIN_DETECTIONS
     if not k.counted:
