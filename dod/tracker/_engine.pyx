@@ -643,9 +643,9 @@ cdef void _gate_open(const dod_tracker* t, _tick* k) noexcept nogil:
     # Not from _LONE_PARTS_MIN_DETECTIONS rows (where the lone pass may run
     # in parts, _lone_pairs_parts counts exactly, with atomics): at
     # 1,000,000 targets on one thread the counts (~1 MB written at random
-    # as the pairs come) took predict and gating 92-96 to 100-104 ms a
-    # tick, more than the lone pass saved (a scan with fewer valid rows
-    # than that may still run it serially: it counts then).
+    # as the pairs come) raised predict and gating from 92-96 to 100-104
+    # ms a tick, more than the lone pass saved (a scan with fewer valid
+    # rows than that may still run it serially: it counts then).
     k.counted = nt <= <int>sizeof(int32_t) and nt < _LONE_PARTS_MIN_THREADS \
         and k.count_stride < _LONE_PARTS_MIN_DETECTIONS
     if not k.counted:
