@@ -81,7 +81,10 @@ def test_two_point_bit_identical_for_every_thread_count():
 
 def test_bit_identical_up_to_sixteen_threads():
     # A many-core machine's thread counts, at a size where 16 workers take
-    # every parallel path with the default parallel_min_rows (512 rows each).
+    # the row passes' parallel paths with the default parallel_min_rows (512
+    # rows each); the clusters' grouping and solve in parts need more
+    # clusters than 9,000 targets make (the tests with parallel_min_rows=0
+    # take those).
     # On two cores the workers take turns; tests/gpu/run_gpu_checks.sh runs
     # this on the 16-core machine too, where they do not.
     n = 9000

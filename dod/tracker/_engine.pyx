@@ -113,6 +113,16 @@ cdef enum:
     # (Tracker.profile's association pass 128 against 133 us)
     _FREE_INDEX_MIN = 4
     _GROUP_PARTS_MIN = 16           # clustered pairs, times parallel_min_rows, for their grouping in parts
+    # Clusters (those left after the lone pairs), times parallel_min_rows,
+    # for their solve over the workers. On a 2-core Intel VM (2 MiB L2 a
+    # core), 2 threads, sub-pass timers on a copied tree: at 10,000 targets
+    # (~65 such clusters a tick) the solve took ~15 us in parts against ~7
+    # serially, at 100,000 (~1,950) ~200 against 170-190: the clusters'
+    # lists, written by the calling thread, and their rows and detections,
+    # at random, cost the other core more than its half saves (on the AMD
+    # EPYC VMs of the thirty-seventh session serial below 2,048 clusters
+    # made no difference either way).
+    _SOLVE_PARTS_MIN = 4
     # Rows of a row pass that one row swap of confirmed_first weighs against
     # _split_rows: two random rows, every column, ~0.7 us a swap at 100,000
     # targets (~90 swaps a tick once the tracks settle; ~7,500 at
@@ -1266,10 +1276,8 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
     cnt.clusters += ncl
     # Clusters share no track and no detection: in any order, on any worker,
     # in chunks of at most _CLUSTER_CHUNK clusters and about _CLUSTER_CHUNKS_PER_THREAD
-    # a worker (at 10,000 targets, ~700 clusters: in chunks of 256 the
-    # second worker took one chunk of three, and the solve took ~12 us at
-    # two threads against ~14 at one).
-    if nt > 1 and T >= <size_t>nt * t.min_rows:
+    # a worker; serially below _SOLVE_PARTS_MIN * parallel_min_rows clusters.
+    if nt > 1 and T >= <size_t>nt * t.min_rows and ncl >= <size_t>_SOLVE_PARTS_MIN * t.min_rows:
         csize = min(<size_t>_CLUSTER_CHUNK, max(<size_t>1, ncl // (<size_t>nt * _CLUSTER_CHUNKS_PER_THREAD)))
         chunks = (ncl + csize - 1) // csize
         for ch in prange(chunks, num_threads=nt, schedule="dynamic"):

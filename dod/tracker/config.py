@@ -202,8 +202,9 @@ class TrackerConfig:
         detections, the row swaps of ``confirmed_first`` with
         ``parallel_min_rows / 32`` swaps (these three whatever the thread
         count), the grouping of the clustered pairs by cluster with ``16 *
-        parallel_min_rows`` pairs. Speed only: the result is the same
-        either way.
+        parallel_min_rows`` pairs, the solve of the clusters (those not a
+        lone pair) with ``4 * parallel_min_rows`` of them. Speed only: the
+        result is the same either way.
     sort_every : every this many scans the track rows are sorted after the
         tick: the confirmed tracks first, in spatial order (the detection
         grid's own: row-major cells, x fastest), so the next ticks walk the
