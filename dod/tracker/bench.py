@@ -25,9 +25,10 @@ speedup, in the same blocks, of a loop with no serial part over 256 bytes
 per target (at most 64 MiB; :mod:`dod.tracker._bare_loop`): what the
 machine gives at that moment, to read the tick's speedup against; the
 1 -> 2 goal lines add a cache line's round trip between two threads, once
-a block (``round_trip_ns``: on the 2-core VMs ~80-90 ns, or ~350-380
+a block (``round_trip_ns``: on the 2-core AMD VMs ~80-90 ns, or ~350-380
 when the two vCPUs ran far apart on the host, and then the tick at 10,000
-targets gained nothing from a second thread). Goals:
+targets gained nothing from a second thread; on a 2-core Intel VM 115-140
+ns in every round). Goals:
 N = 100,000 at threads = 2 p99 <= 20 ms; threads 1 -> 2 at N >= 10,000
 >= 1.7x; per-track time at 100k within 1.3x of 10k. Scans are generated
 one at a time (``scenario.iter_scans``), so memory stays bounded at any N;
