@@ -468,6 +468,30 @@ def test_two_threads_nogil_engine(engine_module, slots):
     r.check()
 
 
+@pytest.mark.parametrize("slots", [1, 2])
+def test_no_lost_wake_up_over_many_short_streams(slots):
+    # Each stream starts with the consumer asleep while the producer thread
+    # starts, and a 1-slot ring puts a side to sleep on most items. A lost
+    # wake-up shows as a wait that timed out with its scan or free slot
+    # there (LOST_WAKE_UP), never as a hang: every wait here is bounded.
+    from dod.bench import _ring_kernels as K
+
+    slow_paths = 0
+    for _ in range(300):
+        r = Ring(slots, 4, 2)
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault("p", K.produce(r, 200, 8, 5_000_000_000)))
+        t.start()
+        got, _, _, rc = K.consume(r, 8, 5_000_000_000)
+        r.close()
+        t.join(60)
+        assert (got, rc) == (200, K.CLOSED), (got, rc, K.wait_state(r), r.stats())
+        assert out["p"][1:] == (200, K.OK), (out["p"], K.wait_state(r), r.stats())
+        st_ = r.stats()
+        slow_paths += st_["read_waits"] + st_["write_waits"]
+    assert slow_paths > 300                 # the waits under test were taken
+
+
 def test_python_producer_feeds_nogil_consumer(engine_module):
     # The tracker's shape: a Python thread fills slots, a nogil loop reads them.
     n_items = 2000

@@ -75,6 +75,22 @@ def _python_pair(kind):
     raise ValueError(kind)
 
 
+STALL_NS = 20_000_000_000      # a wait this long in a hand-off of microseconds is a stall, not a wait
+
+
+def _stall_report(K, r, n, got, rc, produced):
+    """What a stalled two-thread engine hand-off says instead of hanging."""
+    def what(code, awaited):
+        return {K.LOST_WAKE_UP: f"a lost wake-up (the {awaited} it waited for was there)",
+                K.TIMEOUT: f"no {awaited} in {STALL_NS / 1e9:g} s",
+                K.CLOSED: "end of stream", K.OK: "done"}.get(code, f"code {code}")
+    _, committed, prc = produced
+    epoch, wait_read, wait_write = K.wait_state(r)
+    return (f"ring hand-off stalled after {got} of {n} items: consumer: {what(rc, 'scan')}; producer "
+            f"({committed} committed): {what(prc, 'free slot')}; epoch {epoch}, wait_read {wait_read}, "
+            f"wait_write {wait_write}; {r.stats()}")
+
+
 def handoff_ns(kind, threads, n, slots=SLOTS):
     """ns per item for `kind` in ("engine", "ring", "queue", "deque"), on 1
     thread (put then get) or 2 (a producer thread and this one)."""
@@ -86,12 +102,14 @@ def handoff_ns(kind, threads, n, slots=SLOTS):
         if threads == 1:
             return K.one_thread(r, n, ROWS * 2)[0] / n
         out = {}
-        t = threading.Thread(target=lambda: out.setdefault("ns", K.produce(r, n, ROWS * 2)))
+        t = threading.Thread(target=lambda: out.setdefault("p", K.produce(r, n, ROWS * 2, STALL_NS)))
         t0 = time.perf_counter_ns()
         t.start()
-        got, _, _ = K.consume(r, ROWS * 2)
+        got, _, _, rc = K.consume(r, ROWS * 2, STALL_NS)
+        r.close()                       # frees a producer still waiting for a slot after a stall
         t.join()
-        assert got == n
+        if got != n or rc != K.CLOSED:
+            raise RuntimeError(_stall_report(K, r, n, got, rc, out["p"]))
         return (time.perf_counter_ns() - t0) / n
     put, get, _ = _python_pair(kind)
     if threads == 1:
