@@ -91,6 +91,22 @@ def _stall_report(K, r, n, got, rc, produced):
             f"wait_write {wait_write}; {r.stats()}")
 
 
+def engine_pair(r, n, width, timeout_ns):
+    """n items of `width` doubles from a producer thread to this one through
+    ring r's engine, every wait bounded by timeout_ns; then r is closed
+    (which frees a producer still waiting after a stall) and the thread
+    joined. (items got, the consumer's last code, (ns, items committed, the
+    producer's last code)): (n, CLOSED, (ns, n, OK)) when all went through."""
+    from dod.bench import _ring_kernels as K
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("p", K.produce(r, n, width, timeout_ns)))
+    t.start()
+    got, _, _, rc = K.consume(r, width, timeout_ns)
+    r.close()
+    t.join()
+    return got, rc, out["p"]
+
+
 def handoff_ns(kind, threads, n, slots=SLOTS):
     """ns per item for `kind` in ("engine", "ring", "queue", "deque"), on 1
     thread (put then get) or 2 (a producer thread and this one)."""
@@ -101,15 +117,10 @@ def handoff_ns(kind, threads, n, slots=SLOTS):
         r = Ring(slots, ROWS, 2)
         if threads == 1:
             return K.one_thread(r, n, ROWS * 2)[0] / n
-        out = {}
-        t = threading.Thread(target=lambda: out.setdefault("p", K.produce(r, n, ROWS * 2, STALL_NS)))
         t0 = time.perf_counter_ns()
-        t.start()
-        got, _, _, rc = K.consume(r, ROWS * 2, STALL_NS)
-        r.close()                       # frees a producer still waiting for a slot after a stall
-        t.join()
+        got, rc, produced = engine_pair(r, n, ROWS * 2, STALL_NS)
         if got != n or rc != K.CLOSED:
-            raise RuntimeError(_stall_report(K, r, n, got, rc, out["p"]))
+            raise RuntimeError(_stall_report(K, r, n, got, rc, produced))
         return (time.perf_counter_ns() - t0) / n
     put, get, _ = _python_pair(kind)
     if threads == 1:
