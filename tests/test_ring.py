@@ -483,8 +483,8 @@ def test_no_lost_wake_up_over_many_short_streams(slots):
         got, rc, produced = engine_pair(r, 200, 8, 5_000_000_000)
         assert (got, rc, produced[1:]) == (200, K.CLOSED, (200, K.OK)), \
             (got, rc, produced, K.wait_state(r), r.stats())
-        st_ = r.stats()
-        slow_paths += st_["read_waits"] + st_["write_waits"]
+        counts = r.stats()
+        slow_paths += counts["read_waits"] + counts["write_waits"]
     assert slow_paths > 300                 # the waits under test were taken
 
 

@@ -18,9 +18,10 @@ from dod.ring cimport (Ring, dod_ring, dod_ring_slot, dod_ring_acquire_write, do
                        DOD_RING_OK, DOD_RING_TIMEOUT, DOD_RING_CLOSED, DOD_RING_INTERRUPTED)
 from dod.atomics cimport dod_atomic_load_u32
 
-OK, TIMEOUT, CLOSED = DOD_RING_OK, DOD_RING_TIMEOUT, DOD_RING_CLOSED
-LOST_WAKE_UP = 100
-cdef int _LOST_WAKE_UP = LOST_WAKE_UP
+cdef enum:
+    _LOST_WAKE_UP = 100         # beside the ring's own codes, which are small
+
+OK, TIMEOUT, CLOSED, LOST_WAKE_UP = DOD_RING_OK, DOD_RING_TIMEOUT, DOD_RING_CLOSED, _LOST_WAKE_UP
 
 
 cdef inline void _fill(dod_ring_slot* s, uint64_t i, size_t width) noexcept nogil:
