@@ -1,0 +1,28 @@
+"""The tracker's results, scan by scan, against the golden hashes recorded
+in tests/golden/tracker_hashes.json (tests/tracker_golden.py says how they
+are made and when they may be rewritten): CV in 2-D and 3-D, the IMM,
+range-bearing sensors in 2-D and 3-D, the IMM with radar, M-of-N and score
+confirmation, single and two-point births, light and heavy clutter, a
+table that overflows, scans with invalid rows and past max_detections;
+each at several thread counts."""
+import json
+
+import pytest
+
+import tracker_golden
+
+GOLDEN = json.loads(tracker_golden.GOLDEN.read_text())
+
+
+def test_every_case_has_a_golden_record():
+    assert sorted(GOLDEN) == sorted(tracker_golden.CASES)
+
+
+@pytest.mark.parametrize("name,threads", [(name, n) for name, case in tracker_golden.CASES.items()
+                                          for n in case[3]])
+def test_results_match_the_golden_hashes(name, threads):
+    got = tracker_golden.run(name, threads)
+    want = GOLDEN[name]
+    assert len(got) == len(want)
+    first = next((s for s, (a, b) in enumerate(zip(got, want)) if a != b), None)
+    assert first is None, f"{name} at {threads} threads differs from the golden record from scan {first}"
