@@ -82,7 +82,11 @@ directives = {
 
 # Modules whose prange loops run on OpenMP threads (as scikit-learn builds
 # them: -fopenmp at compile and link time, libgomp's persistent thread pool).
-OPENMP_MODULES = {"dod.tracker._engine", "dod.tracker._bare_loop"}
+OPENMP_MODULES = {"dod.tracker._bare_loop", "dod.tracker._engine", "dod.tracker._tick",
+                  "dod.tracker._intake", "dod.tracker._predict", "dod.tracker._gate",
+                  "dod.tracker._clusters", "dod.tracker._associate", "dod.tracker._update",
+                  "dod.tracker._deaths", "dod.tracker._births", "dod.tracker._two_point",
+                  "dod.tracker._order", "dod.tracker._clutter"}
 OPENMP = [] if os.environ.get("DOD_NO_OPENMP") else ["-fopenmp"]
 
 

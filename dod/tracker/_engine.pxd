@@ -1,167 +1,21 @@
-# dod/tracker/_engine.pxd: the tracker's engine: the track columns, the
-# parameters, the per-tick counters, and the owner class. Its parts live in
-# kalman.pxd (filter algebra), grid.pxd (spatial index) and assignment.pxd
-# (the solver). cimport it to run a tick from your own nogil code:
+# dod/tracker/_engine.pxd: the tracker's owner (the Tracker class) and, for
+# code that runs a tick from its own nogil code, the engine's state and tick:
 #
 #     from dod.tracker._engine cimport Tracker, dod_tracker_tick
 #     with nogil:
 #         rc = dod_tracker_tick(&t.engine, dets, n_dets, dt, &scratch.engine)
 #
-# Storage: the tracks are the rows of a dod Table (dod/table.pxd), columns
-# id, x, P, hits, misses, age, history, state, score, score_max (and with
-# motion="imm" mu, xm, Pm, whose pointers live in `imm`: imm.pxd); `cols`
-# caches their base pointers (table columns never move) and the live count
-# is table.count. Two-point initiation keeps the detections waiting for a
-# partner in a second table (`singles`, one column z, max_detections rows).
-#
-# Invariants
-#   * Rows [0, table.count) are live tracks, packed (removal swaps the last
-#     row in: dod_table_remove_row). ZII: an all-zero row is "no track" (id 0,
-#     state NONE, zero covariance), which is what a stale handle's lookup
-#     reads (the table's nil row). A birth inserts a zeroed row
-#     (dod_table_insert) and writes only the fields it sets.
-#   * A live row has id > 0 (unique, increasing with birth order), state
-#     TENTATIVE or CONFIRMED, and a symmetric positive-definite covariance
-#     (births set it explicitly: a zero covariance would mean certainty).
-#   * history bit 0 is the latest scan (1: detected), bit k the scan k ago.
-#
-# Engine contract (checks the caller owns): `dets` holds n_dets * dim finite
-# or non-finite doubles (non-finite rows are dropped and counted); n_dets <=
-# max_detections; dt is finite and > 0; `scratch` is not used by anyone else
-# during the call. Return 0, or -1 when the scratch arena cannot hold the
-# tick's fixed-size temporaries: then nothing changed. With t.threads > 1
-# the tick runs OpenMP parallel regions of t.threads threads and each worker
-# w takes its cluster matrices from t.workers[w]; the result is bit-identical
-# for every thread count (see _engine.pyx, "Threads").
-from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
+# The state (track columns, parameters, counters) is declared in
+# dod/tracker/_track.pxd, the tick in dod/tracker/_tick.pxd; both are
+# re-exported here.
+from libc.stdint cimport int32_t
 
 from dod.arena cimport dod_arena, Arena
-from dod.table cimport dod_table, Table
-from dod.tracker.imm cimport dod_imm
-from dod.tracker.measurement cimport dod_sensor
-
-cdef enum:
-    DOD_TRACKER_MAX_THREADS = 256   # most threads of one tick (TrackerConfig.threads)
-
-cdef enum:
-    DOD_TRACK_NONE = 0
-    DOD_TRACK_TENTATIVE = 1
-    DOD_TRACK_CONFIRMED = 2
-
-
-ctypedef struct dod_track_cols:
-    uint64_t* id            # [capacity]        0: no track
-    double* x               # [capacity, n]     position then velocity
-    double* P               # [capacity, n (n + 1) / 2] covariance, packed (kalman.pxd)
-    uint32_t* hits          # [capacity]        scans with a detection
-    uint32_t* misses        # [capacity]        consecutive scans without one
-    uint32_t* age           # [capacity]        scans since birth (1 at birth)
-    uint32_t* history       # [capacity]        detection bits, latest in bit 0
-    uint8_t* state          # [capacity]        DOD_TRACK_*
-    double* score           # [capacity]        track score (log-likelihood ratio; confirmation="score")
-    double* score_max       # [capacity]        its running maximum
-
-
-# The per-tick counters: declared here once. Every field is a size_t; the
-# Python face derives COUNT_NAMES, counts() and read_counts() from this struct
-# (field order is their order), so a new counter is one line here (and one
-# in the reference tracker's tick, which the oracle tests compare).
-ctypedef struct dod_tick_counts:
-    size_t detections       # valid detections used this scan
-    size_t invalid          # rows with NaN/inf, dropped
-    size_t overflow         # rows beyond max_detections, dropped (overflow="drop")
-    size_t associations     # track-detection pairs updated
-    size_t births
-    size_t births_dropped   # births refused: table full
-    size_t deaths
-    size_t confirmed        # confirmed tracks after the scan
-    size_t tentative        # tentative tracks after the scan
-    size_t pairs            # gated pairs (both stages)
-    size_t pairs_dropped    # gated pairs beyond the pair buffer
-    size_t clusters         # clusters solved (single pairs included)
-    size_t largest_cluster  # pairs in the largest cluster
-    size_t greedy_clusters  # clusters solved greedily: above max_cluster, or no scratch for the matrix
-    size_t unclaimed        # valid detections no confirmed track took (the clutter estimator's count)
-    size_t singles          # detections left waiting for a partner (initiation="two_point")
-
-
-# Where the latest tick's time went, pass by pass (t.profile on; PASS_NAMES in
-# _engine.pyx names the passes in this order). Wall-clock time of the calling
-# thread, and for the passes that run parallel regions the workers' idle
-# time in them: each region's wall time times its threads, less each
-# worker's time from its entry to the end of its last chunk (the region's
-# start-up, the wait for the slowest chunk, the barrier). It tells a
-# many-core tick's serial parts and imbalance from its per-row cost.
-cdef enum:
-    DOD_TICK_PASSES = 7
-
-ctypedef struct dod_tick_profile:
-    int64_t wall_ns[DOD_TICK_PASSES]
-    int64_t idle_ns[DOD_TICK_PASSES]
-
-
-ctypedef struct dod_tracker:
-    dod_table* table        # the track table (rows 0 .. table.count - 1 live)
-    dod_track_cols cols     # its column base pointers
-    size_t max_detections
-    int dim                 # 2 or 3
-    int n                   # 2 * dim
-    double q, r, v0, gate
-    uint32_t confirm_m, confirm_n, max_misses
-    uint32_t max_cluster    # clusters with more tracks or detections go greedy (0: never)
-    # track management in clutter (TrackerConfig: confirmation, initiation)
-    bint score_logic        # confirmation == "score"
-    bint two_point          # initiation == "two_point"
-    double log_pd, log_miss # ln(pd), ln(1 - pd)
-    double log_birth        # ln(new_target_density)
-    double score_confirm, score_delete, score_drop
-    double v_max, pair_noise    # pair gate: |z2 - z1| <= v_max * dt + pair_noise
-    double clutter          # clutter density used this scan (0: no estimate yet)
-    bint clutter_fixed      # given in the config: never estimated
-    double volume           # surveillance volume for the estimator (0: box of the scan)
-    double clutter_w        # smoothing weight of the newest scan
-    dod_table* singles      # detections waiting one scan (rows 0 .. singles.count - 1)
-    double* single_z        # its column z [max_detections, dim]
-    uint64_t next_id        # id of the next birth (starts at 1)
-    dod_tick_counts last    # counters of the latest tick
-    uint64_t scans          # ticks run
-    # Threads and locality (issue 12). ZII: 0 threads runs serially; sort_every, sort_when_mixed and
-    # sort_when_displaced 0 never sort; displaced NULL does not count displaced rows.
-    int threads             # OpenMP threads of one tick (0 or 1: serial, no parallel region)
-    dod_arena** workers     # [threads] per-worker arenas for cluster matrices (NULL when serial)
-    size_t min_rows         # a pass runs in parallel only with >= threads * min_rows rows
-    uint32_t sort_every     # rows into spatial order every this many scans (0: never)
-    double sort_when_mixed  # ... or when more than this fraction of the leading rows went unconfirmed (0: never)
-    double sort_when_displaced  # ... or when more than this fraction of the rows in order were displaced (0: never)
-    double sort_when_drifted    # ... or when the confirmed tracks moved this many grid cells since (0: never)
-    double speed            # their mean speed (measured at each sort and every _SPEED_EVERY scans)
-    double drift            # metres moved at that speed since the last sort
-    bint confirmed_first    # management leaves the confirmed tracks in rows [0, confirmed) (0: deaths swap-remove anywhere)
-    uint8_t* displaced      # [table capacity] 1: a row moved into this row since it was in order (NULL: not counted)
-    size_t ordered_rows     # rows [0, ordered_rows) were in spatial order after the last sort (or first births)
-    size_t displaced_rows   # the entries of displaced set (all below ordered_rows)
-    uint32_t since_sort     # scans since the last spatial sort
-    uint64_t sorts          # spatial sorts done
-    double grid_h           # detection grid cell side for the next scan (0: none yet, from the scan's own tracks)
-    dod_imm imm             # motion="imm" (dod/tracker/imm.pxd; ZII: imm.models 0 is constant velocity)
-    # Tick profile (ZII: off). Two clock reads a pass and two a worker per
-    # region when on; nothing when off.
-    bint profile
-    dod_tick_profile prof   # the latest tick's (zero when it was off)
-    int64_t worker_in[DOD_TRACKER_MAX_THREADS]      # a region's entry and leaving time, per worker
-    int64_t worker_out[DOD_TRACKER_MAX_THREADS]
-    int64_t worker_wait[DOD_TRACKER_MAX_THREADS]    # time a worker spun inside the region (idle too)
-
-
-cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, double dt,
-                          dod_arena* scratch) noexcept nogil
-
-# A range-bearing scan of one sensor (measurement.pxd: dets hold n_dets
-# measurements (range, bearing[, elevation]); the sensor's variances > 0 and
-# position finite are the caller's checks); sensor NULL: Cartesian, as
-# dod_tracker_tick. two_point initiation is not supported with a sensor.
-cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_dets, double dt,
-                                 const dod_sensor* sensor, dod_arena* scratch) noexcept nogil
+from dod.table cimport Table
+from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, dod_tick_profile,
+                                 DOD_TRACKER_MAX_THREADS, DOD_TICK_PASSES,
+                                 DOD_TRACK_NONE, DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED)
+from dod.tracker._tick cimport dod_tracker_tick, dod_tracker_tick_sensor
 
 
 cdef class Tracker:

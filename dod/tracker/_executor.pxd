@@ -1,0 +1,170 @@
+# dod/tracker/_executor.pxd: how a pass runs over the workers.
+#
+# A row pass cuts rows [0, T) into chunks once per tick (_chunk_rows) and
+# hands them out by affinity (_claims_again, _claim_next): each worker first
+# runs the chunks it ran in the tick's previous pass (their rows are in its
+# core's cache), then claims the others' from the far end, as dynamic
+# scheduling would. Which worker runs a chunk never changes a result: every
+# pass writes by chunk, or sums integers. The thresholds for going parallel
+# (_split_rows, _split_detections) and the profile's clock and region hooks
+# (Tracker.profile) live here too. All inline: no call crosses a module.
+from libc.stdint cimport uint32_t, int32_t, int64_t
+from libc.string cimport memset, memcpy
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+from dod.atomics cimport dod_atomic_load_u32, dod_atomic_exchange_u32
+from dod.tracker._track cimport dod_tracker
+from dod.tracker._frame cimport _tick, _GATE_CHUNKS, _GATE_CHUNKS_PER_THREAD
+
+
+cdef enum:
+    # detections, times _split_rows, for a parallel _keep_free (and the
+    # births' order in parts): at 10,000 targets (~11,000 detections) on two
+    # threads the drop took ~24 us in parts against ~30 serially
+    # (Tracker.profile's association pass 128 against 133 us)
+    _FREE_INDEX_MIN = 4
+
+
+# ---------------------------------------------------------------- the tick's profile (Tracker.profile)
+
+# The passes of dod_tick_profile, in PASS_NAMES order.
+cdef enum:
+    _PASS_SETUP = 0         # temporaries, the scan's valid detections (serial tick)
+    _PASS_PREDICT = 1       # predict, the detection index, the confirmed tracks' gating
+    _PASS_ASSOCIATE = 2     # both stages' association (and the tentative gating), the clutter estimate
+    _PASS_UPDATE = 3        # scores, the Kalman update, hits, misses, confirmation
+    _PASS_DEATHS = 4        # the removal plan and the row moves
+    _PASS_BIRTHS = 5        # the births' order, slots and rows
+    _PASS_SORT = 6          # the spatial sort (sort_every)
+
+
+
+cdef inline int64_t _clock_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
+
+
+cdef inline int64_t _pass_done(dod_tracker* t, int p, int64_t since) noexcept nogil:
+    """Profile: add the time since `since` to pass p and return the time
+    now, the next pass's start (0, and nothing read, when it is off)."""
+    cdef int64_t now
+    if not t.profile:
+        return 0
+    now = _clock_ns()
+    t.prof.wall_ns[p] += now - since
+    return now
+
+
+cdef inline int64_t _region_open(dod_tracker* t, int nt) noexcept nogil:
+    """Profile: the start of a parallel region of nt threads (0 when off).
+    A thread the runtime does not give the region counts as idle in it."""
+    cdef int w
+    if not t.profile:
+        return 0
+    for w in range(nt):
+        t.worker_in[w] = 0
+        t.worker_out[w] = 0
+        t.worker_wait[w] = 0
+    return _clock_ns()
+
+
+cdef inline void _worker_in(dod_tracker* t, int w) noexcept nogil:
+    if t.profile:
+        t.worker_in[w] = _clock_ns()
+
+
+cdef inline void _worker_out(dod_tracker* t, int w) noexcept nogil:
+    if t.profile:
+        t.worker_out[w] = _clock_ns()
+
+
+cdef inline void _region_close(dod_tracker* t, int p, int nt, int64_t opened) noexcept nogil:
+    """Profile: the workers' idle time in the region opened at `opened`, into pass p."""
+    cdef int64_t idle
+    cdef int w
+    if not t.profile:
+        return
+    idle = <int64_t>nt * (_clock_ns() - opened)
+    for w in range(nt):
+        idle -= t.worker_out[w] - t.worker_in[w] - t.worker_wait[w]
+    t.prof.idle_ns[p] += idle
+
+
+cdef inline size_t _split_rows(const dod_tracker* t) noexcept nogil:
+    """Rows' worth of work from which the tick's bookkeeping passes (the
+    index's drop of the taken detections, the births' order, confirmed_first's
+    swaps) run over the workers: two workers' parallel_min_rows, whatever
+    the thread count. They split into _TAIL_CHUNKS parts, not chunks of
+    parallel_min_rows rows as the row passes, and with more workers a
+    serial pass keeps more of them waiting: counted against every worker's
+    rows, at 100,000 targets on 16 threads (perf on the 2-core VM) the
+    births' order and the swaps stayed serial, ~0.2 ms of the calling
+    thread's time a tick, with 15 workers waiting."""
+    return 2 * t.min_rows
+
+
+cdef inline size_t _split_detections(const dod_tracker* t) noexcept nogil:
+    """Detections from which the passes over the index (its drop of the
+    taken ones, the births' order read off it) run in parts over the
+    workers: _FREE_INDEX_MIN times _split_rows."""
+    return _split_rows(t) * _FREE_INDEX_MIN
+
+
+cdef inline void _chunk_rows(_tick* k, size_t T, int nt, size_t min_rows) noexcept nogil:
+    """Cut rows [0, T) into k.row_chunks chunks of k.chunk_rows rows (at
+    least min_rows, about _GATE_CHUNKS_PER_THREAD per worker, at most
+    _GATE_CHUNKS chunks; past 64 rows a multiple of 64, so that a byte
+    column's cache line never spans two chunks) for the parallel passes
+    over the workers, and give worker w the w-th of nt contiguous ranges
+    of them for the first pass (_claim_next). Once per tick, before any
+    parallel region, so that no region's body can raise (a body that can,
+    e.g. a checked division in the debug build, makes every worker take
+    the GIL and a thread state at the region's start)."""
+    cdef size_t ch
+    cdef size_t nch = min(<size_t>_GATE_CHUNKS, <size_t>nt * _GATE_CHUNKS_PER_THREAD)
+    k.chunk_rows = max(<size_t>1, max(min_rows, (T + nch - 1) // nch))
+    if k.chunk_rows > 64:       # (smaller: only with parallel_min_rows < 64, e.g. the tests' small scenes)
+        k.chunk_rows = (k.chunk_rows + 63) // 64 * 64
+    k.row_chunks = (T + k.chunk_rows - 1) // k.chunk_rows
+    for ch in range(k.row_chunks):      # the first pass's owners: contiguous ranges
+        k.ran[ch] = <int32_t>(ch * <size_t>nt // k.row_chunks)
+
+
+# Which worker runs which chunk. A parallel pass over the rows hands its
+# chunks out by affinity: each worker first runs, in row order, the chunks
+# it ran in the tick's previous pass (their rows are in its core's cache:
+# predict wrote the state, covariance, inverse and gate that gating, the
+# update and the deaths' moves touch next), then claims the others' from
+# the far end, as dynamic scheduling would (a slow or preempted worker
+# does not hold the pass up). Before the first pass of a tick, worker w
+# "ran" the w-th of nt contiguous ranges of chunks (_chunk_rows).
+# Scheduled dynamically, a chunk landed on whichever core was free: at
+# 10,000 targets on two cores a two-thread tick took ~6 % longer (paired
+# runs, builds alternating; issue 12). Which worker runs a chunk never
+# changes a result: every pass writes by chunk, or sums integers.
+
+cdef inline void _claims_again(_tick* k, size_t n) noexcept nogil:
+    """Open a pass of n chunks, each owned by the worker that ran it last."""
+    memcpy(k.owner, k.ran, n * sizeof(int32_t))
+    memset(k.taken, 0, n * sizeof(uint32_t))
+
+
+cdef inline Py_ssize_t _claim_next(_tick* k, size_t n, int w, size_t* own, size_t* far) noexcept nogil:
+    """The next chunk for worker w (-1: none left): its own in order, then
+    anyone's from the end. `own` and `far` are w's cursors, 0 at the start
+    of the pass."""
+    cdef size_t ch
+    while own[0] < n:
+        ch = own[0]
+        own[0] += 1
+        if k.owner[ch] == w and dod_atomic_load_u32(&k.taken[ch]) == 0 \
+                and dod_atomic_exchange_u32(&k.taken[ch], 1) == 0:
+            k.ran[ch] = w
+            return <Py_ssize_t>ch
+    while far[0] < n:
+        ch = n - 1 - far[0]
+        far[0] += 1
+        if dod_atomic_load_u32(&k.taken[ch]) == 0 and dod_atomic_exchange_u32(&k.taken[ch], 1) == 0:
+            k.ran[ch] = w
+            return <Py_ssize_t>ch
+    return -1

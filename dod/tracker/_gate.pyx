@@ -1,0 +1,284 @@
+"""Gating: the (track, detection) pairs within each track's gate.
+
+Reads the predicted tracks (x, k.Si, k.hw), the detection index and the
+detections; writes the pair buffer (k.pt, k.pd, k.pc) as runs in row
+order (k.chunk_at, k.chunk_n, k.chunks), optionally each detection's pair
+count (k.det_pairs). Also the index's drop of the detections confirmed
+tracks took (_keep_free), and the next scan's index cell side, from the
+mean gate width (_gate_width_part, _grid_side).
+
+Threads: chunks of rows claimed by the workers, each writing into its own
+segment of the pair buffer; the run list gives the serial order back
+without moving a pair. A parallel pass that drops pairs (the buffer full)
+is run again serially, so the pairs kept are those of one thread.
+"""
+from cython.parallel cimport prange, parallel, threadid
+from libc.math cimport isfinite
+from libc.stdint cimport uint8_t, int32_t, int64_t
+from libc.string cimport memset
+from dod.tracker.grid cimport (dod_grid, dod_grid_holds, dod_grid_keep_free, dod_grid_walk, dod_grid_kept_in,
+                               dod_grid_bucket_from, dod_grid_keep_free_part, dod_grid_walk_begin,
+                               dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS)
+from dod.tracker.kalman cimport dod_kalman_mahalanobis2
+from dod.tracker.measurement cimport dod_meas_innovation
+from dod.tracker._track cimport dod_tracker, DOD_TRACK_TENTATIVE
+from dod.tracker._frame cimport (_pairs, _tick, _TAIL_CHUNKS, _LONE_PARTS_MIN_THREADS,
+                                 _LONE_PARTS_MIN_DETECTIONS)
+from dod.tracker._executor cimport (_region_open, _worker_in, _worker_out, _region_close, _split_detections,
+                                    _claims_again, _claim_next, _PASS_ASSOCIATE)
+
+
+cdef inline void _try_pair(const dod_tracker* t, const _tick* k, _pairs* out, size_t ti, size_t j,
+                           const double* zj, bint free_only, int dim) noexcept nogil:
+    cdef int a
+    cdef double y[3]
+    cdef double d2
+    if free_only and k.det_track[j] >= 0:
+        return
+    if k.sensor != NULL:            # range-bearing scan: innovation in measurement space
+        if dim == 2:
+            dod_meas_innovation(k.zm + j * 2, k.hp + ti * 2, 2, y)
+        else:
+            dod_meas_innovation(k.zm + j * 3, k.hp + ti * 3, 3, y)
+    else:
+        for a in range(dim):
+            y[a] = zj[a] - t.cols.x[ti * t.n + a]
+            if y[a] > k.hw[ti * dim + a] or y[a] < -k.hw[ti * dim + a]:
+                return
+    # constant dimension at each call site: gcc unrolls the inlined kernels
+    if dim == 2:
+        d2 = dod_kalman_mahalanobis2(y, k.Si + ti * 4, 2)
+    else:
+        d2 = dod_kalman_mahalanobis2(y, k.Si + ti * 9, 3)
+    if not d2 <= t.gate:
+        return
+    if out.n >= out.cap:
+        out.dropped += 1
+        return
+    out.pt[out.n] = <int32_t>ti
+    out.pd[out.n] = <int32_t>j
+    out.pc[out.n] = d2
+    out.n += 1
+    if out.count != NULL:
+        out.count[j] = 1 + (out.count[j] != 0)
+
+
+cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t stage,
+                     size_t row0, size_t row1) noexcept nogil:
+    """Gated pairs of the tracks in `stage` among rows [row0, row1) (and, for
+    tentative, free detections: k.grid then holds only those,
+    dod_grid_keep_free), appended to `dest` in row order."""
+    # a constant dimension in each call: gcc unrolls every per-axis loop of
+    # the inlined gate, box and walk (callgrind: 14 % fewer instructions)
+    if t.dim == 2:
+        _gate_rows_dim(t, k, dest, stage, row0, row1, 2)
+    else:
+        _gate_rows_dim(t, k, dest, stage, row0, row1, 3)
+
+
+cdef inline void _gate_rows_dim(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t stage,
+                                size_t row0, size_t row1, int dim) noexcept nogil:
+    """_gate_rows in dimension dim. Works on a local copy of `dest` (the
+    workers' segments sit side by side: counting in place would bounce
+    their cache line between cores at every pair)."""
+    cdef _pairs local = dest[0]
+    cdef _pairs* out = &local
+    cdef int a, mode
+    cdef size_t ti, j, s
+    cdef const dod_grid* g = &k.grid
+    cdef dod_grid_walk w
+    cdef double blo[3]
+    cdef double bhi[3]
+    cdef bint free_only = stage == DOD_TRACK_TENTATIVE
+    cdef bint direct = g.direct        # a local: the test below stays out of memory
+    for ti in range(row0, row1):
+        if t.cols.state[ti] != stage or not k.gateable[ti]:
+            continue
+        for a in range(dim):
+            blo[a] = t.cols.x[ti * t.n + a] - k.hw[ti * dim + a]
+            bhi[a] = t.cols.x[ti * t.n + a] + k.hw[ti * dim + a]
+        mode = dod_grid_walk_begin(g, blo, bhi, dim, k.D, &w)
+        if mode == DOD_GRID_WALK_ALL:
+            # A gate wider than the whole index: scanning every detection is cheaper.
+            for j in range(k.D):
+                _try_pair(t, k, out, ti, j, k.z + j * dim, free_only, dim)
+        elif mode == DOD_GRID_WALK_CELLS:
+            # (the tentative stage's index holds the free detections only: no test)
+            while dod_grid_walk_next(g, &w):
+                for s in range(w.s0, w.s1):
+                    # A hashed bucket may hold other cells' points: keep this cell's only.
+                    if direct or dod_grid_holds(g, s, w.cx, w.cy, w.cz):
+                        _try_pair(t, k, out, ti, g.order[s], g.spos + s * dim, False, dim)
+    dest[0] = local
+
+
+cdef void _gate_chunk(const dod_tracker* t, _tick* k, _pairs* seg, uint8_t stage, size_t ch) noexcept nogil:
+    """Gate chunk ch of the rows (k.chunk_rows each) into this worker's
+    segment `seg`, and note where its pairs went (k.chunk_at, k.chunk_n)."""
+    cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), n0 = seg.n
+    _gate_rows(t, k, seg, stage, r0, r1)
+    k.chunk_at[ch] = <size_t>(seg.pt - k.pt) + n0
+    k.chunk_n[ch] = seg.n - n0
+
+
+cdef void _gate_open(const dod_tracker* t, _tick* k) noexcept nogil:
+    """Start a gating pass: the whole pair buffer (serial), or one segment
+    of it per worker (threads, with enough rows).
+
+    Where the association's lone pass runs serially (_lone_pairs), the
+    pass also counts each detection's pairs as it writes them (stopping at
+    two), each segment in its own quarter of det_pairs (a worker zeroes
+    its own: _count_open), and the lone pass adds the quarters up instead
+    of reading every pair again (Tracker.profile's association, builds
+    alternating: 10,000 targets 161 against 166-172 us a tick at one
+    thread, 112 against 117 at two; 100,000 2.34-2.46 against 2.63-2.66
+    ms, 1.61-1.63 against 1.76-1.79)."""
+    cdef int nt = t.threads, w
+    k.npairs = 0
+    k.pairs_dropped = 0
+    k.chunks = 0
+    _pairs_whole(k)
+    k.gate_parallel = nt > 1 and k.T >= <size_t>nt * t.min_rows
+    if k.gate_parallel:
+        _pairs_segments(k, nt)
+    # Not from _LONE_PARTS_MIN_DETECTIONS rows (where the lone pass may run
+    # in parts, _lone_pairs_parts counts exactly, with atomics): at
+    # 1,000,000 targets on one thread the counts (~1 MB written at random
+    # as the pairs come) raised predict and gating from 92-96 to 100-104
+    # ms a tick, more than the lone pass saved (a scan with fewer valid
+    # rows than that may still run it serially: it counts then).
+    k.counted = nt <= <int>sizeof(int32_t) and nt < _LONE_PARTS_MIN_THREADS \
+        and k.count_stride < _LONE_PARTS_MIN_DETECTIONS
+    if not k.counted:
+        return
+    if k.gate_parallel:
+        for w in range(nt):
+            k.seg[w].count = k.det_pairs + <size_t>w * k.count_stride
+    else:
+        k.whole.count = k.det_pairs
+        memset(k.det_pairs, 0, k.count_stride)
+
+
+cdef void _gate_close(const dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
+    """End a gating pass: the run list of the chunks the workers gated or,
+    serially (or when a worker's segment filled up), the one run of the
+    whole buffer. After a parallel pass that dropped pairs the serial pass
+    runs instead, so the pairs kept and dropped are those of one thread
+    whatever the thread count."""
+    cdef int w
+    cdef size_t dropped = 0, ch
+    if k.gate_parallel:
+        for w in range(t.threads):
+            dropped += k.seg[w].dropped
+        if dropped == 0:
+            k.chunks = k.row_chunks
+            for ch in range(k.row_chunks):
+                k.npairs += k.chunk_n[ch]
+            return
+        k.whole.n = 0
+        k.whole.dropped = 0
+        k.counted = False           # (the lone pass counts these itself)
+        _gate_rows(t, k, &k.whole, stage, 0, k.T)
+    k.chunks = 1
+    k.chunk_at[0] = 0
+    k.chunk_n[0] = k.whole.n
+    k.npairs = k.whole.n
+    k.pairs_dropped = k.whole.dropped
+
+
+cdef void _gate(dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
+    """All gated pairs of `stage` into k.pt/pd/pc, as k.chunks runs: run c
+    is k.pt[chunk_at[c] : chunk_at[c] + chunk_n[c]], and the runs in order
+    are the pairs in row order (what one serial pass writes; serially, one
+    run from 0). k.npairs counts them all.
+
+    Threads: the rows are cut into chunks (several per worker) that the
+    workers take by affinity, then as they finish (_claim_next: the cost of
+    a chunk varies with its tracks' stages and gate widths, and a worker
+    preempted by another process should not hold up the others); each
+    worker appends to its own segment of the pair buffer, and the run list
+    gives the order back without moving a pair."""
+    cdef size_t own, far
+    cdef Py_ssize_t ch
+    cdef int w
+    cdef int64_t opened
+    _gate_open(t, k)
+    if k.D == 0:
+        return
+    if k.gate_parallel:
+        _claims_again(k, k.row_chunks)
+        opened = _region_open(t, t.threads)
+        with parallel(num_threads=t.threads):
+            w = threadid()
+            _worker_in(t, w)
+            _count_open(k, w)
+            own = 0
+            far = 0
+            ch = _claim_next(k, k.row_chunks, w, &own, &far)
+            while ch >= 0:
+                _gate_chunk(t, k, &k.seg[w], stage, <size_t>ch)
+                ch = _claim_next(k, k.row_chunks, w, &own, &far)
+            _worker_out(t, w)
+        _region_close(t, _PASS_ASSOCIATE, t.threads, opened)
+    else:
+        _gate_rows(t, k, &k.whole, stage, 0, k.T)
+    _gate_close(t, k, stage)
+
+
+cdef double _grid_side(const _tick* k) noexcept nogil:
+    """Twice the mean gate width from the parts' sums (0: no usable width)."""
+    cdef double total = 0.0, h
+    cdef size_t p
+    if k.T == 0:
+        return 0.0
+    for p in range(_TAIL_CHUNKS):
+        total += k.hm_part[p]
+    h = 4.0 * total / <double>k.T
+    return h if h > 0.0 and isfinite(h) else 0.0
+
+
+cdef void _keep_free(const dod_tracker* t, _tick* k, int dim) noexcept nogil:
+    """The index keeps the detections no confirmed track took (same
+    geometry and order: the same pairs as testing each point).
+
+    With workers, a direct-mode index and _split_detections detections or
+    more, the drop runs in _TAIL_CHUNKS parts over
+    the workers (grid.pxd: counts and bucket bounds, then each part out of
+    place), into the births' order arrays: the index is dead before the
+    births use them. (Serially, at 100,000 targets, it took ~0.7 ms of the
+    calling thread's own time in a two-thread tick.)"""
+    cdef dod_grid* g = &k.grid
+    cdef int nt = t.threads
+    cdef size_t n = g.n, ch, acc = 0, c
+    cdef size_t part_at[_TAIL_CHUNKS + 1]
+    cdef size_t bucket_at[_TAIL_CHUNKS + 1]
+    cdef size_t s_at[_TAIL_CHUNKS + 1]      # the parts' first sorted positions (no division in a
+                                            # region's body: checked, in debug builds, it takes the GIL)
+    if not (nt > 1 and g.direct and k.bm.row != NULL and k.bm.pos != NULL and n > 0
+            and n >= _split_detections(t)):
+        if dim == 2:
+            dod_grid_keep_free(g, k.det_track, 2)
+        else:
+            dod_grid_keep_free(g, k.det_track, 3)
+        return
+    for ch in range(_TAIL_CHUNKS + 1):
+        s_at[ch] = ch * n // _TAIL_CHUNKS
+    for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+        part_at[ch] = dod_grid_kept_in(g, k.det_track, s_at[ch], s_at[ch + 1])
+        bucket_at[ch] = dod_grid_bucket_from(g, s_at[ch])
+    bucket_at[_TAIL_CHUNKS] = g.nb + 1
+    for ch in range(_TAIL_CHUNKS):      # counts to offsets
+        c = part_at[ch]
+        part_at[ch] = acc
+        acc += c
+    part_at[_TAIL_CHUNKS] = acc
+    for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+        if dim == 2:
+            dod_grid_keep_free_part(g, k.det_track, 2, s_at[ch], s_at[ch + 1], part_at[ch], part_at[ch + 1],
+                                    bucket_at[ch], bucket_at[ch + 1], k.bm.row, k.bm.pos)
+        else:
+            dod_grid_keep_free_part(g, k.det_track, 3, s_at[ch], s_at[ch + 1], part_at[ch], part_at[ch + 1],
+                                    bucket_at[ch], bucket_at[ch + 1], k.bm.row, k.bm.pos)
+    g.order = k.bm.row
+    g.spos = k.bm.pos
+    g.n = acc

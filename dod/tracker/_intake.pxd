@@ -1,0 +1,19 @@
+# dod/tracker/_intake.pxd: the scan's valid detections and their index (see _intake.pyx).
+from dod.tracker._track cimport dod_tracker
+from dod.tracker._frame cimport _tick
+
+
+# ---------------------------------------------------------------- range-bearing scans
+
+cdef inline bint _polar_valid(const double* z, int dim) noexcept nogil:
+    """A usable (finite) measurement: range >= 0, elevation in [-pi/2, pi/2]."""
+    if not z[0] >= 0.0:
+        return False
+    return dim == 2 or (z[2] >= -1.5707963267948966 and z[2] <= 1.5707963267948966)
+
+cdef void _dets_ready(_tick* k) noexcept nogil
+cdef void _take_dets(_tick* k, const double* dets, size_t n_dets, int dim) noexcept nogil
+cdef void _take_dets_parts(_tick* k, const double* dets, size_t n_dets, int dim, int nt) noexcept nogil
+cdef void _index_if(_tick* k, int dim, bint build) noexcept nogil
+cdef void _index_parts(_tick* k, int dim, int nt) noexcept nogil
+cdef void _intake(const dod_tracker* t, _tick* k) noexcept nogil

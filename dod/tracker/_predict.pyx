@@ -1,0 +1,262 @@
+"""Predict: every track one step ahead, its gate, and the confirmed tracks' gating.
+
+Reads and writes the track columns x, P (and the IMM's columns), age;
+writes k.Si (innovation inverses), k.hw and k.hm (gate half-widths),
+k.gateable, and resets track_det and loc_t. The detection index is built
+inside the same region (by one worker, or by all first with many), and
+confirmed tracks are gated as they are predicted once it is ready
+(_gate.pyx writes the pairs).
+
+Threads: the rows are cut into chunks (_executor.pxd) that the workers
+claim by affinity; a row writes only its own entries, so any split gives
+the serial result.
+"""
+from cython.parallel cimport parallel, threadid
+from libc.math cimport sqrt
+from libc.stdint cimport uint32_t, int32_t, int64_t
+from libc.string cimport memset
+from dod.atomics cimport dod_atomic_load_u32, dod_atomic_store_u32, dod_atomic_exchange_u32, dod_cpu_relax
+from dod.tracker.kalman cimport (dod_kalman_noise, dod_kalman_noise_of, dod_kalman_predict_step,
+                                 dod_kalman_innovation_inverse, dod_kalman_packed_size,
+                                 dod_kalman_packed_index, dod_kalman_inverse_spd)
+from dod.tracker.imm cimport dod_imm_predict
+from dod.tracker.measurement cimport dod_meas_predict, dod_meas_innovation_cov, dod_meas_gate_box
+from dod.tracker._track cimport dod_tracker, dod_track_cols, DOD_TRACK_CONFIRMED
+from dod.tracker._frame cimport _pairs, _tick, _TAIL_CHUNKS
+from dod.tracker._executor cimport (_clock_ns, _region_open, _worker_in, _worker_out, _region_close,
+                                    _claims_again, _claim_next, _PASS_PREDICT)
+from dod.tracker._intake cimport _take_dets, _take_dets_parts, _index_if, _index_parts
+from dod.tracker._gate cimport (_count_open, _gate_width_cuts, _gate_width_part, _gate_rows, _gate_chunk,
+                                _gate_open, _grid_side)
+
+
+cdef enum:
+    _GRID_PARTS_MIN_THREADS = 6     # threads from which the workers build the index together first
+
+
+cdef enum:
+    _FUSE_ROWS = 64                 # rows predicted then gated at once (their x, P, Si, hw in L1: 16 KiB)
+
+
+
+
+cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, size_t row1) noexcept nogil:
+    """Predict rows [row0, row1); their innovation inverses, gate half-widths
+    and widest half-width (hm: 0 for a track that cannot be gated). Writes
+    only these rows' entries."""
+    cdef const dod_track_cols* c = &t.cols
+    cdef int dim = t.dim, n = t.n, pn = dod_kalman_packed_size(t.n), a
+    cdef int diag[3]                # where P[a, a] lies in a packed row
+    cdef double r2 = t.r * t.r, hmax, v
+    cdef size_t ti
+    cdef dod_kalman_noise w = dod_kalman_noise_of(dt, t.q)     # once, not per row
+    for a in range(dim):
+        diag[a] = dod_kalman_packed_index(a, a, n)
+    for ti in range(row0, row1):
+        if t.imm.models:            # mix, predict each model, combine into x, P (constant d: unrolled)
+            if dim == 2:
+                dod_imm_predict(&t.imm, ti, c.x + ti * 4, c.P + ti * 10, 2, dt)
+            else:
+                dod_imm_predict(&t.imm, ti, c.x + ti * 6, c.P + ti * 21, 3, dt)
+        elif dim == 2:
+            dod_kalman_predict_step(c.x + ti * 4, c.P + ti * 10, 2, &w)
+        else:
+            dod_kalman_predict_step(c.x + ti * 6, c.P + ti * 21, 3, &w)
+        c.age[ti] += 1
+        k.track_det[ti] = -1
+        k.loc_t[ti] = -1
+        if k.sensor != NULL:        # constant dimensions: gcc unrolls the inlined kernels
+            if dim == 2:
+                _polar_gate_row(t, k, ti, 2)
+            else:
+                _polar_gate_row(t, k, ti, 3)
+            continue
+        if dim == 2:
+            k.gateable[ti] = dod_kalman_innovation_inverse(c.P + ti * 10, 2, r2, k.Si + ti * 4)
+        else:
+            k.gateable[ti] = dod_kalman_innovation_inverse(c.P + ti * 21, 3, r2, k.Si + ti * 9)
+        hmax = 0.0
+        for a in range(dim):
+            # |y_a| <= sqrt(gate * S_aa) bounds the ellipse d2 <= gate.
+            v = sqrt(t.gate * (c.P[ti * pn + diag[a]] + r2))
+            k.hw[ti * dim + a] = v
+            if v > hmax:
+                hmax = v
+        k.hm[ti] = hmax if k.gateable[ti] else 0.0
+
+
+cdef void _predict_gate_rows(const dod_tracker* t, _tick* k, double dt, _pairs* dest,
+                             size_t row0, size_t row1) noexcept nogil:
+    """Predict rows [row0, row1) and gate the confirmed ones among them
+    into `dest` (the index built), _FUSE_ROWS rows at a time: gating reads
+    a row's state, gate and innovation inverse while predict has just left
+    them in L1 (two passes over the table read them from memory twice:
+    at 100,000 targets the tracks' columns fill tens of MB). The pairs and
+    all they depend on are those of the two passes one after the other."""
+    cdef size_t b0, b1
+    b0 = row0
+    while b0 < row1:
+        b1 = min(row1, b0 + _FUSE_ROWS)
+        _predict_rows(t, k, dt, b0, b1)
+        _gate_rows(t, k, dest, DOD_TRACK_CONFIRMED, b0, b1)
+        b0 = b1
+
+
+cdef void _predict_chunk(const dod_tracker* t, _tick* k, double dt, size_t ch, bint fused,
+                         _pairs* seg) noexcept nogil:
+    """Predict chunk ch of the rows (k.chunk_rows each) on a worker; with
+    `fused`, gate its confirmed tracks too, into this worker's segment
+    `seg`, when the index is ready by then (k.grid_ready; a chunk predicted
+    before is gated after the pass)."""
+    cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), n0
+    if fused and dod_atomic_load_u32(&k.grid_ready):
+        n0 = seg.n
+        _predict_gate_rows(t, k, dt, seg, r0, r1)
+        k.chunk_at[ch] = <size_t>(seg.pt - k.pt) + n0
+        k.chunk_n[ch] = seg.n - n0
+        k.chunk_gated[ch] = 1
+    else:
+        _predict_rows(t, k, dt, r0, r1)
+
+
+cdef void _gate_late(dod_tracker* t, _tick* k, int w) noexcept nogil:
+    """In the fused pass's region, once worker w has no chunk left to
+    predict: gate the confirmed tracks of the chunks predicted before the
+    index was ready, those w predicted first, then the others', each
+    claimed once (k.gate_taken) and only once its prediction is done
+    (k.predicted: the worker that predicted a chunk looks at it after, so
+    none is left out). In a second region instead (the first one's last
+    chunk kept the other worker waiting, then both started the second), at
+    10,000 targets on two threads, ~24 of 35 chunks predicted early, the
+    pass took 299-301 against 294 us a tick, the workers idle in it ~36
+    against ~25 us (100,000: 215-266 against ~100 us idle)."""
+    cdef size_t ch, i
+    cdef int round
+    cdef int64_t spun = _clock_ns() if t.profile else 0
+    while not dod_atomic_load_u32(&k.grid_ready):
+        dod_cpu_relax()
+    if t.profile:           # (a wait for the index: idle, as at a region's end)
+        t.worker_wait[w] = _clock_ns() - spun
+    for round in range(2):
+        for i in range(k.row_chunks):
+            # its own in order, the others' from the far end (as _claim_next:
+            # both ascending, the workers took every other chunk, and at
+            # 1,000,000 targets the pass took ~54 against ~48-50 ms)
+            ch = i if round == 0 else k.row_chunks - 1 - i
+            # (ran and chunk_gated read once the chunk is predicted: written before)
+            if not dod_atomic_load_u32(&k.predicted[ch]) or k.chunk_gated[ch]:
+                continue
+            if (k.ran[ch] == w) != (round == 0):
+                continue
+            if (dod_atomic_load_u32(&k.gate_taken[ch]) == 0
+                    and dod_atomic_exchange_u32(&k.gate_taken[ch], 1) == 0):
+                _gate_chunk(t, k, &k.seg[w], DOD_TRACK_CONFIRMED, ch)
+                k.gated_by[ch] = w
+
+
+cdef inline void _polar_gate_row(const dod_tracker* t, _tick* k, size_t ti, int dim) noexcept nogil:
+    """Range-bearing scan: predicted measurement, Jacobian, innovation
+    inverse of row ti, and the half-widths of a Cartesian box holding its
+    gate (the grid's box: dod_meas_gate_box). A track in the
+    sensor's singular zone, or with S not positive definite, is not gated."""
+    cdef int n = 2 * dim, a, b
+    cdef double S[9]
+    cdef double Ppos[9]
+    cdef const double* P = t.cols.P + ti * dod_kalman_packed_size(n)
+    cdef double rad = 0.0
+    cdef bint ok
+    ok = dod_meas_predict(t.cols.x + ti * n, k.sensor, dim, k.hp + ti * dim, k.J + ti * dim * dim)
+    if ok:
+        for a in range(dim):        # the position block, full (the EKF's kernels read P full)
+            for b in range(dim):
+                Ppos[a * dim + b] = P[dod_kalman_packed_index(a, b, n)]
+        dod_meas_innovation_cov(Ppos, dim, dim, k.J + ti * dim * dim, k.sensor.var, S)
+        ok = dod_kalman_inverse_spd(S, dim, k.Si + ti * dim * dim)
+    if ok:
+        rad = dod_meas_gate_box(k.hp + ti * dim, k.J + ti * dim * dim, S, dim, t.gate, k.sensor,
+                                k.hw + ti * dim)
+    else:
+        for a in range(dim):
+            k.hw[ti * dim + a] = 0.0
+    k.gateable[ti] = ok
+    k.hm[ti] = rad
+
+
+cdef void _predict_pass(dod_tracker* t, _tick* k, double dt) noexcept nogil:
+    """Predict every track (innovation inverse and gate half-widths: rows are
+    independent, chunks over the workers) and meanwhile index the
+    detections, whose grid cells are twice the mean gate width of the
+    previous scan (the only input the index takes from the tracks: a
+    typical gate box then touches 1-2 cells per axis, and sparse scenes
+    keep few detections per cell; which cell side only changes the speed).
+    With the index built from the start, the confirmed tracks are gated as
+    they are predicted (_predict_gate_rows: one pass over their columns
+    instead of two). Then the next scan's cell side (the mean summed in
+    row order: the same for every thread count): now, or with workers and
+    the index built, in the update's region (k.width_late). (With the scan
+    still to be read, its rows stand in for its valid ones: if none is
+    valid, the index is empty and gating finds no pair.)"""
+    cdef int nt = t.threads, dim = t.dim, w
+    cdef size_t T = k.T, own, far, ch, i
+    cdef Py_ssize_t sch
+    cdef int64_t opened
+    k.index_early = T > 0 and (k.n_scan if k.scan_late else k.D) > 0 and t.grid_h > 0.0
+    if k.index_early:
+        k.grid.h = t.grid_h
+        _gate_open(t, k)
+    k.grid_first = k.par and k.index_early and nt >= _GRID_PARTS_MIN_THREADS
+    if k.grid_first:
+        # With many workers, the one building the index would hold up the
+        # others (below): the index takes a fifth to a quarter of predict,
+        # index and confirmed gating, so from about five workers the builder
+        # is the region's longest path. From _GRID_PARTS_MIN_THREADS the
+        # workers build it together first (_index_parts: the same index).
+        if k.scan_late:
+            _take_dets_parts(k, k.scan, k.n_scan, dim, nt)
+            k.scan_late = False
+        _index_parts(k, dim, nt)
+        k.grid_ready = 1
+    if k.par:
+        # Fewer workers: worker 0 builds the grid first while the others
+        # predict their chunks and then take its chunks from the far end.
+        # Chunks predicted before it is ready are gated by whichever worker
+        # has no chunk left to predict (_gate_late), in the same region.
+        _claims_again(k, k.row_chunks)
+        memset(k.predicted, 0, k.row_chunks * sizeof(uint32_t))
+        memset(k.gate_taken, 0, k.row_chunks * sizeof(uint32_t))
+        memset(k.gated_by, 0xff, k.row_chunks * sizeof(int32_t))
+        opened = _region_open(t, nt)
+        with parallel(num_threads=nt):
+            w = threadid()
+            _worker_in(t, w)
+            _count_open(k, w)      # (a no-op unless _gate_open began a counting pass)
+            if w == 0:
+                if k.scan_late:
+                    _take_dets(k, k.scan, k.n_scan, dim)
+                _index_if(k, dim, k.index_early and not k.grid_first)
+                dod_atomic_store_u32(&k.grid_ready, 1)
+            own = 0
+            far = 0
+            sch = _claim_next(k, k.row_chunks, w, &own, &far)
+            while sch >= 0:
+                _predict_chunk(t, k, dt, <size_t>sch, k.index_early, &k.seg[w])
+                dod_atomic_store_u32(&k.predicted[sch], 1)
+                sch = _claim_next(k, k.row_chunks, w, &own, &far)
+            if k.index_early:
+                _gate_late(t, k, w)
+            _worker_out(t, w)
+        _region_close(t, _PASS_PREDICT, nt, opened)
+        for ch in range(k.row_chunks):      # (the next passes' affinity: who gated it last)
+            if k.gated_by[ch] >= 0:
+                k.ran[ch] = k.gated_by[ch]
+    elif k.index_early:   # serially: the index, then predict and gate in one pass
+        _index_if(k, dim, True)
+        _predict_gate_rows(t, k, dt, &k.whole, 0, T)
+    else:
+        _predict_rows(t, k, dt, 0, T)
+    _gate_width_cuts(k)
+    k.width_late = k.par and k.index_early
+    if not k.width_late:
+        for i in range(<size_t>_TAIL_CHUNKS):
+            _gate_width_part(k, i)
+        t.grid_h = _grid_side(k)

@@ -1,0 +1,15 @@
+# dod/tracker/_tick.pxd: one scan through the tracker (dod/tracker/_tick.pyx).
+from dod.arena cimport dod_arena
+from dod.tracker._track cimport dod_tracker
+from dod.tracker.measurement cimport dod_sensor
+
+
+cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, double dt,
+                          dod_arena* scratch) noexcept nogil
+
+# A range-bearing scan of one sensor (measurement.pxd: dets hold n_dets
+# measurements (range, bearing[, elevation]); the sensor's variances > 0 and
+# position finite are the caller's checks); sensor NULL: Cartesian, as
+# dod_tracker_tick. two_point initiation is not supported with a sensor.
+cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_dets, double dt,
+                                 const dod_sensor* sensor, dod_arena* scratch) noexcept nogil
