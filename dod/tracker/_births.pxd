@@ -8,5 +8,5 @@ from dod.tracker._frame cimport _tick
 cdef void _free_dets(const dod_tracker* t, _tick* k) noexcept nogil
 cdef const dod_index* _births_by_cell(const _tick* k, size_t nfit, int dim, int nt, bint parts) noexcept nogil
 cdef void _insert_births(dod_tracker* t, _tick* k, size_t nfit, bint par, const dod_index* order,
-                         const double* opos, const int32_t* partner, double dt, double lc) noexcept nogil
+                         const double* opos, const int32_t* partner, double lc) noexcept nogil
 cdef void _births_pass(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double dt) noexcept nogil

@@ -10,11 +10,11 @@ Threads: the rows are written by the workers in chunks while one of them
 takes their slots; the births' order is read off the index in parts. The
 same rows, ids and slots for every thread count.
 """
-from cython.parallel cimport prange, parallel, threadid
-from libc.stdint cimport uint32_t, int32_t, int64_t
-from libc.string cimport memset, memcpy
-from dod.table cimport (dod_table, dod_table_insert_many, dod_table_zero_rows, dod_table_reusable,
-                        dod_table_insert_reusing, dod_table_insert_freed)
+from cython.parallel cimport prange
+from libc.stdint cimport uint32_t, int32_t
+from libc.string cimport memcpy
+from dod.table cimport (dod_table, dod_table_zero_rows, dod_table_reusable, dod_table_insert_reusing,
+                        dod_table_insert_freed)
 from dod._types cimport dod_index
 from dod.tracker.grid cimport dod_grid
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse, dod_kalman_packed_size,
@@ -23,9 +23,8 @@ from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inver
 from dod.tracker.imm cimport dod_imm_birth
 from dod.tracker.measurement cimport dod_sensor, dod_meas_to_cartesian
 from dod.tracker._track cimport dod_tracker, dod_track_cols, dod_tick_counts, DOD_TRACK_TENTATIVE
-from dod.tracker._frame cimport _tick, _TAIL_CHUNKS, _BIRTH_BITS, _BIRTH_BITS_3D
-from dod.tracker._executor cimport (_region_open, _worker_in, _worker_out, _region_close, _split_detections,
-                                    _claim_next, _PASS_BIRTHS)
+from dod.tracker._frame cimport _birth_plan, _tick, _TAIL_CHUNKS, _BIRTH_BITS, _BIRTH_BITS_3D
+from dod.tracker._executor cimport _split_detections, _run_chunks, _PASS_BIRTHS
 from dod.tracker._order cimport _cell_order
 
 
@@ -214,56 +213,52 @@ cdef void _birth_part(const dod_tracker* t, const _tick* k, size_t row0, const d
         _birth_rows(t, k, row0, order, opos, r0, r1, lc)
 
 
+cdef void _births_kernel(dod_tracker* t, _tick* k, size_t item, int w) noexcept nogil:
+    """Item 0: the births' slots (the insert's serial part); item p > 0: the
+    slot maps of part p's rows among the reused slots, and its rows."""
+    cdef _birth_plan* b = &k.births
+    cdef size_t r0, r1
+    if item == 0:
+        dod_table_insert_reusing(t.table, &k.rm, b.n, b.reused)
+        return
+    r0 = min(b.n, (item - 1) * b.step)
+    r1 = min(b.n, item * b.step)
+    dod_table_insert_freed(t.table, &k.rm, b.row0, min(b.reused, r0), min(b.reused, r1))
+    _birth_part(t, k, b.row0, b.order, b.opos, b.partner, k.dt, b.lc, r0, r1)
+
+
 cdef void _insert_births(dod_tracker* t, _tick* k, size_t nfit, bint par, const dod_index* order,
-                         const double* opos, const int32_t* partner, double dt, double lc) noexcept nogil:
+                         const double* opos, const int32_t* partner, double lc) noexcept nogil:
     """Insert nfit rows right after this tick's removal (k.rm) and write the
-    births into them (_birth_part). With `par`, over the workers: the
-    births first take the slots the deaths just freed, whose order in the
-    free list is known: each chunk writes the slot maps of its rows among
-    those, and the serial item only the rest (chasing the free list,
-    ~200,000 slots a scan at 1,000,000 targets, took ~1.4 ms: the region's
-    longest item with many workers). The serial item is worker 0's first;
-    each chunk of births goes first to the worker that ran the row chunk
-    its first row falls in (_claim_next): those rows, the table's last
-    before the deaths, are in that core's cache (the tentative tracks it
-    updated, or the rows its moves read). Handed out in turn instead, the
-    births took ~34 against ~28 us of a 10,000-target tick at 2 threads."""
-    cdef dod_table* tab = t.table
-    cdef size_t row0 = tab.count, reused, bstep, p, own, far
-    cdef Py_ssize_t ch
-    cdef int w, nt = t.threads
-    cdef int64_t opened
-    if par:
-        reused = dod_table_reusable(tab, &k.rm, nfit)
-        bstep = (nfit + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS
-        k.owner[0] = 0
-        for p in range(1, _TAIL_CHUNKS + 1):
-            if k.row_chunks > 0:
-                k.owner[p] = k.ran[min((row0 + min(nfit, (p - 1) * bstep)) // k.chunk_rows, k.row_chunks - 1)]
-            else:
-                k.owner[p] = <int32_t>(p % <size_t>nt)
-        memset(k.taken, 0, (_TAIL_CHUNKS + 1) * sizeof(uint32_t))
-        opened = _region_open(t, nt)
-        with parallel(num_threads=nt):
-            w = threadid()
-            _worker_in(t, w)
-            own = 0
-            far = 0
-            ch = _claim_next(k, _TAIL_CHUNKS + 1, w, &own, &far)
-            while ch >= 0:
-                if ch == 0:
-                    dod_table_insert_reusing(tab, &k.rm, nfit, reused)
-                else:
-                    dod_table_insert_freed(tab, &k.rm, row0, min(reused, (ch - 1) * bstep),
-                                           min(reused, ch * bstep))
-                    _birth_part(t, k, row0, order, opos, partner, dt, lc, min(nfit, (ch - 1) * bstep),
-                                min(nfit, ch * bstep))
-                ch = _claim_next(k, _TAIL_CHUNKS + 1, w, &own, &far)
-            _worker_out(t, w)
-        _region_close(t, _PASS_BIRTHS, nt, opened)
-    else:
-        dod_table_insert_many(tab, nfit, NULL)
-        _birth_part(t, k, row0, order, opos, partner, dt, lc, 0, nfit)
+    births into them (_birth_part), with `par` over the workers in
+    _TAIL_CHUNKS parts (else one). The births first take the slots the
+    deaths just freed, whose order in the free list is known: each part
+    writes the slot maps of its rows among those, and item 0 only the rest
+    (chasing the free list, ~200,000 slots a scan at 1,000,000 targets,
+    took ~1.4 ms: the region's longest item with many workers). Item 0 is
+    worker 0's first; each part goes first to the worker that ran the row
+    chunk its first row falls in (_claim_next): those rows, the table's
+    last before the deaths, are in that core's cache (the tentative tracks
+    it updated, or the rows its moves read)."""
+    cdef _birth_plan* b = &k.births
+    cdef size_t parts = _TAIL_CHUNKS if par else 1, p
+    cdef int32_t owner[_TAIL_CHUNKS + 1]
+    b.row0 = t.table.count
+    b.n = nfit
+    b.reused = dod_table_reusable(t.table, &k.rm, nfit)
+    b.step = max(<size_t>1, (nfit + parts - 1) // parts)
+    b.order = order
+    b.opos = opos
+    b.partner = partner
+    b.lc = lc
+    owner[0] = 0
+    for p in range(1, parts + 1):
+        if k.row_chunks > 0:
+            owner[p] = k.ran[min((b.row0 + min(nfit, (p - 1) * b.step)) // k.chunk_rows, k.row_chunks - 1)]
+        else:
+            owner[p] = <int32_t>(p % <size_t>t.threads)
+    memcpy(k.ran, owner, (parts + 1) * sizeof(int32_t))
+    _run_chunks(t, k, par, _PASS_BIRTHS, parts + 1, NULL, _births_kernel, NULL)
 
 
 cdef inline void _polar_birth_cov(const double* z, const dod_sensor* s, int dim, double* P, int n) noexcept nogil:
@@ -354,6 +349,6 @@ cdef void _births_pass(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double dt
         border = _cell_order(k.z, dim, k.born, dim, nfit, _BIRTH_BITS if dim == 2 else _BIRTH_BITS_3D,
                              t.grid_h, nt, par, &k.bm, NULL)
         bpos = k.bm.pos
-    _insert_births(t, k, nfit, par, border, bpos, NULL, dt, k.log_clutter)
+    _insert_births(t, k, nfit, par, border, bpos, NULL, k.log_clutter)
     t.next_id += nfit
     cnt.births += nfit

@@ -10,18 +10,15 @@ Threads: the plan is serial; the row moves and the freed slots run over
 the workers in chunks (the moves of a row chunk by the worker that updated
 it). The table is the same for every thread count.
 """
-from cython.parallel cimport prange, parallel, threadid
-from libc.stdint cimport uint8_t, int32_t, int64_t
+from cython.parallel cimport prange
+from libc.stdint cimport uint8_t, int32_t
 from libc.string cimport memmove
-from dod.table cimport (dod_table, dod_table_removal, dod_table_swap_rows, dod_table_removal_list,
-                        dod_table_removal_walk, dod_table_removal_move, dod_table_removal_free,
-                        dod_table_removal_finish)
+from dod.table cimport (dod_table, dod_table_removal, dod_table_swap_rows, dod_table_removal_walk,
+                        dod_table_removal_move, dod_table_removal_free, dod_table_removal_finish)
 from dod._types cimport dod_index
 from dod.tracker._track cimport dod_tracker, dod_tick_counts, DOD_TRACK_NONE, DOD_TRACK_CONFIRMED
 from dod.tracker._frame cimport _tick, _TAIL_CHUNKS
-from dod.tracker._executor cimport (_region_open, _worker_in, _worker_out, _region_close, _split_rows,
-                                    _claims_again, _claim_next, _PASS_DEATHS)
-from dod.tracker._update cimport _confirmed_past
+from dod.tracker._executor cimport _split_rows, _run_chunks, _PASS_DEATHS
 
 
 cdef enum:
@@ -166,6 +163,18 @@ cdef void _count_displaced(dod_tracker* t, const dod_table_removal* r) noexcept 
             t.displaced_rows += 1
 
 
+cdef void _deaths_kernel(dod_tracker* t, _tick* k, size_t item, int w) noexcept nogil:
+    """Item < row_chunks: the moves whose holes fall in that row chunk;
+    else one of the k.free_parts parts of the freed slots."""
+    cdef size_t p, n = k.rm.removed, step
+    if item < k.row_chunks:
+        dod_table_removal_move(t.table, &k.rm, k.move_at[item], k.move_at[item + 1])
+        return
+    p = item - k.row_chunks
+    step = max(<size_t>1, (n + k.free_parts - 1) // k.free_parts)
+    dod_table_removal_free(t.table, &k.rm, min(n, p * step), min(n, (p + 1) * step))
+
+
 cdef void _deaths_pass(dod_tracker* t, _tick* k, dod_tick_counts* cnt) noexcept nogil:
     """Remove the rows management marked (state NONE): the rows removing
     them one at a time from the highest down would leave (the last row
@@ -178,59 +187,33 @@ cdef void _deaths_pass(dod_tracker* t, _tick* k, dod_tick_counts* cnt) noexcept 
     confirmed tracks first take rows [0, confirmed) (_confirmed_first:
     swaps), so that every row to go is behind them and the moves never
     reach them."""
-    cdef dod_table* tab = t.table
-    cdef int nt = t.threads, w
-    cdef size_t i = 0, j = 0, ch, fstep, own, far
-    cdef Py_ssize_t sch
-    cdef int64_t opened
-    if k.par:     # each chunk listed its rows to go (and its confirmed ones): end to end, in row order
-        for ch in range(k.row_chunks):
-            if i != ch * k.chunk_rows and k.dead_n[ch] > 0:
-                memmove(k.rm.fill + i, k.rm.fill + ch * k.chunk_rows, k.dead_n[ch] * sizeof(dod_index))
-            i += k.dead_n[ch]
-            if t.confirmed_first:
-                if j != ch * k.chunk_rows and k.conf_n[ch] > 0:
-                    memmove(k.rm.hole + j, k.rm.hole + ch * k.chunk_rows, k.conf_n[ch] * sizeof(dod_index))
-                j += k.conf_n[ch]
-    else:
-        i = dod_table_removal_list(t.cols.state, DOD_TRACK_NONE, 0, k.T, k.rm.fill)
+    cdef int nt = t.threads
+    cdef size_t i = 0, j = 0, ch
+    cdef bint par
+    # each chunk listed its rows to go (and its confirmed ones): end to end, in row order
+    for ch in range(k.row_chunks):
+        if i != ch * k.chunk_rows and k.dead_n[ch] > 0:
+            memmove(k.rm.fill + i, k.rm.fill + ch * k.chunk_rows, k.dead_n[ch] * sizeof(dod_index))
+        i += k.dead_n[ch]
         if t.confirmed_first:
-            j = _confirmed_past(t, k, 0, k.T, k.rm.hole)
+            if j != ch * k.chunk_rows and k.conf_n[ch] > 0:
+                memmove(k.rm.hole + j, k.rm.hole + ch * k.chunk_rows, k.conf_n[ch] * sizeof(dod_index))
+            j += k.conf_n[ch]
     if t.confirmed_first:
         i = _confirmed_first(t, k, i, j, cnt.confirmed, k.par, &k.mixed, &k.unplaced)
-    dod_table_removal_walk(tab, &k.rm, i)
+    dod_table_removal_walk(t.table, &k.rm, i)
     cnt.deaths += k.rm.removed
     if not t.confirmed_first:   # (with it, every hole is past the rows in order that still count)
         _count_displaced(t, &k.rm)
-    if not (k.par and k.rm.removed > 0):
-        dod_table_removal_move(tab, &k.rm, 0, k.rm.moves)
-        dod_table_removal_free(tab, &k.rm, 0, k.rm.removed)
-        dod_table_removal_finish(tab, &k.rm)
-        return
-    fstep = max(<size_t>1, (k.rm.removed + _TAIL_CHUNKS - 1) // _TAIL_CHUNKS)
+    par = k.par and k.rm.removed > 0
+    k.free_parts = _TAIL_CHUNKS if par else 1
     i = 0
     for ch in range(k.row_chunks):
         while i < k.rm.moves and k.rm.hole[i] < ch * k.chunk_rows:
             i += 1
         k.move_at[ch] = i
     k.move_at[k.row_chunks] = k.rm.moves
-    for ch in range(<size_t>_TAIL_CHUNKS):
+    for ch in range(k.free_parts):
         k.ran[k.row_chunks + ch] = <int32_t>(ch % <size_t>nt)
-    _claims_again(k, k.row_chunks + _TAIL_CHUNKS)
-    opened = _region_open(t, nt)
-    with parallel(num_threads=nt):
-        w = threadid()
-        _worker_in(t, w)
-        own = 0
-        far = 0
-        sch = _claim_next(k, k.row_chunks + _TAIL_CHUNKS, w, &own, &far)
-        while sch >= 0:
-            if <size_t>sch < k.row_chunks:
-                dod_table_removal_move(tab, &k.rm, k.move_at[sch], k.move_at[sch + 1])
-            else:
-                dod_table_removal_free(tab, &k.rm, min(k.rm.removed, (sch - k.row_chunks) * fstep),
-                                       min(k.rm.removed, (sch - k.row_chunks + 1) * fstep))
-            sch = _claim_next(k, k.row_chunks + _TAIL_CHUNKS, w, &own, &far)
-        _worker_out(t, w)
-    _region_close(t, _PASS_DEATHS, nt, opened)
-    dod_table_removal_finish(tab, &k.rm)
+    _run_chunks(t, k, par, _PASS_DEATHS, k.row_chunks + k.free_parts, NULL, _deaths_kernel, NULL)
+    dod_table_removal_finish(t.table, &k.rm)

@@ -8,6 +8,7 @@
 # pass writes by chunk, or sums integers. The thresholds for going parallel
 # (_split_rows, _split_detections) and the profile's clock and region hooks
 # (Tracker.profile) live here too. All inline: no call crosses a module.
+from cython.parallel cimport parallel, threadid
 from libc.stdint cimport uint32_t, int32_t, int64_t
 from libc.string cimport memset, memcpy
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
@@ -110,18 +111,24 @@ cdef inline size_t _split_detections(const dod_tracker* t) noexcept nogil:
     return _split_rows(t) * _FREE_INDEX_MIN
 
 
-cdef inline void _chunk_rows(_tick* k, size_t T, int nt, size_t min_rows) noexcept nogil:
+cdef inline void _chunk_rows(_tick* k, size_t T, int nt, size_t min_rows, bint par) noexcept nogil:
     """Cut rows [0, T) into k.row_chunks chunks of k.chunk_rows rows (at
     least min_rows, about _GATE_CHUNKS_PER_THREAD per worker, at most
     _GATE_CHUNKS chunks; past 64 rows a multiple of 64, so that a byte
     column's cache line never spans two chunks) for the parallel passes
     over the workers, and give worker w the w-th of nt contiguous ranges
-    of them for the first pass (_claim_next). Once per tick, before any
+    of them for the first pass (_claim_next); serially (not `par`), one
+    chunk of every row. Once per tick, before any
     parallel region, so that no region's body can raise (a body that can,
     e.g. a checked division in the debug build, makes every worker take
     the GIL and a thread state at the region's start)."""
     cdef size_t ch
     cdef size_t nch = min(<size_t>_GATE_CHUNKS, <size_t>nt * _GATE_CHUNKS_PER_THREAD)
+    if not par:                 # a serial tick: one chunk of every row
+        k.chunk_rows = max(<size_t>1, T)
+        k.row_chunks = T > 0
+        k.ran[0] = 0
+        return
     k.chunk_rows = max(<size_t>1, max(min_rows, (T + nch - 1) // nch))
     if k.chunk_rows > 64:       # (smaller: only with parallel_min_rows < 64, e.g. the tests' small scenes)
         k.chunk_rows = (k.chunk_rows + 63) // 64 * 64
@@ -168,3 +175,49 @@ cdef inline Py_ssize_t _claim_next(_tick* k, size_t n, int w, size_t* own, size_
             k.ran[ch] = w
             return <Py_ssize_t>ch
     return -1
+
+
+# A pass over claimed chunks: the one skeleton of every row pass. Each
+# worker runs enter(w), then the chunks it claims (kernel(item, w)), then
+# leave(w); NULL hooks are skipped. Serially (par false) the calling thread
+# is worker 0 and runs the same three in order, every item, and no region
+# opens: the serial tick is the same kernels over the same items (a serial
+# tick cuts its rows into one chunk: _chunk_rows).
+ctypedef void (*_worker_hook)(dod_tracker* t, _tick* k, int w) noexcept nogil
+ctypedef void (*_chunk_kernel)(dod_tracker* t, _tick* k, size_t item, int w) noexcept nogil
+
+
+cdef inline void _run_chunks(dod_tracker* t, _tick* k, bint par, int pass_id, size_t items,
+                             _worker_hook enter, _chunk_kernel kernel, _worker_hook leave) noexcept nogil:
+    """Run kernel over items [0, items), each once, with `par` over the
+    workers (claimed by affinity, _claim_next; the profile's region for
+    pass_id), else in order on the calling thread."""
+    cdef int nt = t.threads, w
+    cdef size_t own, far, i
+    cdef Py_ssize_t ch
+    cdef int64_t opened
+    if not par:
+        if enter != NULL:
+            enter(t, k, 0)
+        for i in range(items):
+            kernel(t, k, i, 0)
+        if leave != NULL:
+            leave(t, k, 0)
+        return
+    _claims_again(k, items)
+    opened = _region_open(t, nt)
+    with parallel(num_threads=nt):
+        w = threadid()
+        _worker_in(t, w)
+        if enter != NULL:
+            enter(t, k, w)
+        own = 0
+        far = 0
+        ch = _claim_next(k, items, w, &own, &far)
+        while ch >= 0:
+            kernel(t, k, <size_t>ch, w)
+            ch = _claim_next(k, items, w, &own, &far)
+        if leave != NULL:
+            leave(t, k, w)
+        _worker_out(t, w)
+    _region_close(t, pass_id, nt, opened)

@@ -69,6 +69,27 @@ ctypedef struct _pairs:
     uint8_t* count          # [D] the pairs it holds of each detection, stopping at 2 (NULL: not counted)
 
 
+ctypedef struct _birth_plan:
+    # One scan's births as _insert_births lays them out for its parts.
+    size_t row0             # the first birth's row
+    size_t n                # births
+    size_t reused           # of them, those that take slots the deaths freed
+    size_t step             # births a part
+    const dod_index* order  # birth of each row (NULL: scan order)
+    const double* opos      # their positions in that order (NULL: read from k.z)
+    const int32_t* partner  # two-point births: the waiting detection of each (NULL: single-point)
+    double lc               # the clutter density's log (the birth's score)
+
+
+ctypedef struct _sums:
+    # One worker's counts in the update pass (_update_pass): summed in
+    # worker order after it, integers, so the same whatever the split.
+    size_t associations
+    size_t confirmed
+    size_t mixed
+    size_t unplaced
+
+
 ctypedef struct _tick:
     # detections
     double* z               # [D, dim] valid detections
@@ -117,6 +138,7 @@ ctypedef struct _tick:
     int32_t ran[_GATE_CHUNKS + _TAIL_CHUNKS]        # ran it in this pass (written by that worker alone)
     uint32_t taken[_GATE_CHUNKS + _TAIL_CHUNKS]     # claimed in this pass (atomic)
     size_t move_at[_GATE_CHUNKS + 1]                # deaths: the first move whose hole is in row chunk c
+    size_t free_parts                               # deaths: parts of the freed slots
     bint cluster_runs       # a cluster's pairs may sit in runs out of row order (_group_parts)
     size_t dead_n[_GATE_CHUNKS]                     # deaths: rows of chunk c to go (listed at k.rm.fill + its first row)
     size_t conf_n[_GATE_CHUNKS]                     # confirmed_first: confirmed rows of chunk c at or past front (at k.rm.hole + its first row)
@@ -153,6 +175,10 @@ ctypedef struct _tick:
     bint grid_built         # the index exists: association ran
     size_t mixed            # management's counts for the sort triggers (sort_when_mixed,
     size_t unplaced         # sort_when_displaced)
+    double dt               # the scan's time step
+    uint8_t stage           # the track state the current gating pass gates
+    _sums sums[DOD_TRACKER_MAX_THREADS]     # each worker's counts in the update pass
+    _birth_plan births      # the births' layout (_insert_births)
 
 
 cdef inline double _sum4(const double* v, size_t n, bint finite_test) noexcept nogil:

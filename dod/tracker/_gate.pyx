@@ -12,9 +12,9 @@ segment of the pair buffer; the run list gives the serial order back
 without moving a pair. A parallel pass that drops pairs (the buffer full)
 is run again serially, so the pairs kept are those of one thread.
 """
-from cython.parallel cimport prange, parallel, threadid
+from cython.parallel cimport prange
 from libc.math cimport isfinite
-from libc.stdint cimport uint8_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, int32_t
 from libc.string cimport memset
 from dod.tracker.grid cimport (dod_grid, dod_grid_holds, dod_grid_keep_free, dod_grid_walk, dod_grid_kept_in,
                                dod_grid_bucket_from, dod_grid_keep_free_part, dod_grid_walk_begin,
@@ -24,8 +24,7 @@ from dod.tracker.measurement cimport dod_meas_innovation
 from dod.tracker._track cimport dod_tracker, DOD_TRACK_TENTATIVE
 from dod.tracker._frame cimport (_pairs, _tick, _TAIL_CHUNKS, _LONE_PARTS_MIN_THREADS,
                                  _LONE_PARTS_MIN_DETECTIONS)
-from dod.tracker._executor cimport (_region_open, _worker_in, _worker_out, _region_close, _split_detections,
-                                    _claims_again, _claim_next, _PASS_ASSOCIATE)
+from dod.tracker._executor cimport _split_detections, _run_chunks, _PASS_ASSOCIATE
 
 
 cdef inline void _try_pair(const dod_tracker* t, const _tick* k, _pairs* out, size_t ti, size_t j,
@@ -138,7 +137,7 @@ cdef void _gate_open(const dod_tracker* t, _tick* k) noexcept nogil:
     k.pairs_dropped = 0
     k.chunks = 0
     _pairs_whole(k)
-    k.gate_parallel = nt > 1 and k.T >= <size_t>nt * t.min_rows
+    k.gate_parallel = k.par
     if k.gate_parallel:
         _pairs_segments(k, nt)
     # Not from _LONE_PARTS_MIN_DETECTIONS rows (where the lone pass may run
@@ -186,42 +185,29 @@ cdef void _gate_close(const dod_tracker* t, _tick* k, uint8_t stage) noexcept no
     k.pairs_dropped = k.whole.dropped
 
 
+cdef void _gate_enter(dod_tracker* t, _tick* k, int w) noexcept nogil:
+    _count_open(k, w)
+
+
+cdef void _gate_kernel(dod_tracker* t, _tick* k, size_t ch, int w) noexcept nogil:
+    _gate_chunk(t, k, &k.seg[w] if k.gate_parallel else &k.whole, k.stage, ch)
+
+
 cdef void _gate(dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil:
     """All gated pairs of `stage` into k.pt/pd/pc, as k.chunks runs: run c
     is k.pt[chunk_at[c] : chunk_at[c] + chunk_n[c]], and the runs in order
     are the pairs in row order (what one serial pass writes; serially, one
     run from 0). k.npairs counts them all.
 
-    Threads: the rows are cut into chunks (several per worker) that the
-    workers take by affinity, then as they finish (_claim_next: the cost of
-    a chunk varies with its tracks' stages and gate widths, and a worker
-    preempted by another process should not hold up the others); each
+    Threads: the rows' chunks are claimed by the workers (_run_chunks: the
+    cost of a chunk varies with its tracks' stages and gate widths); each
     worker appends to its own segment of the pair buffer, and the run list
     gives the order back without moving a pair."""
-    cdef size_t own, far
-    cdef Py_ssize_t ch
-    cdef int w
-    cdef int64_t opened
     _gate_open(t, k)
     if k.D == 0:
         return
-    if k.gate_parallel:
-        _claims_again(k, k.row_chunks)
-        opened = _region_open(t, t.threads)
-        with parallel(num_threads=t.threads):
-            w = threadid()
-            _worker_in(t, w)
-            _count_open(k, w)
-            own = 0
-            far = 0
-            ch = _claim_next(k, k.row_chunks, w, &own, &far)
-            while ch >= 0:
-                _gate_chunk(t, k, &k.seg[w], stage, <size_t>ch)
-                ch = _claim_next(k, k.row_chunks, w, &own, &far)
-            _worker_out(t, w)
-        _region_close(t, _PASS_ASSOCIATE, t.threads, opened)
-    else:
-        _gate_rows(t, k, &k.whole, stage, 0, k.T)
+    k.stage = stage
+    _run_chunks(t, k, k.gate_parallel, _PASS_ASSOCIATE, k.row_chunks, _gate_enter, _gate_kernel, NULL)
     _gate_close(t, k, stage)
 
 

@@ -9,4 +9,4 @@ cdef void _predict_gate_rows(const dod_tracker* t, _tick* k, double dt, _pairs* 
 cdef void _predict_chunk(const dod_tracker* t, _tick* k, double dt, size_t ch, bint fused,
                          _pairs* seg) noexcept nogil
 cdef void _gate_late(dod_tracker* t, _tick* k, int w) noexcept nogil
-cdef void _predict_pass(dod_tracker* t, _tick* k, double dt) noexcept nogil
+cdef void _predict_pass(dod_tracker* t, _tick* k) noexcept nogil

@@ -11,7 +11,6 @@ Threads: the rows are cut into chunks (_executor.pxd) that the workers
 claim by affinity; a row writes only its own entries, so any split gives
 the serial result.
 """
-from cython.parallel cimport parallel, threadid
 from libc.math cimport sqrt
 from libc.stdint cimport uint32_t, int32_t, int64_t
 from libc.string cimport memset
@@ -23,8 +22,7 @@ from dod.tracker.imm cimport dod_imm_predict
 from dod.tracker.measurement cimport dod_meas_predict, dod_meas_innovation_cov, dod_meas_gate_box
 from dod.tracker._track cimport dod_tracker, dod_track_cols, DOD_TRACK_CONFIRMED
 from dod.tracker._frame cimport _pairs, _tick, _TAIL_CHUNKS
-from dod.tracker._executor cimport (_clock_ns, _region_open, _worker_in, _worker_out, _region_close,
-                                    _claims_again, _claim_next, _PASS_PREDICT)
+from dod.tracker._executor cimport _clock_ns, _run_chunks, _PASS_PREDICT
 from dod.tracker._intake cimport _take_dets, _take_dets_parts, _index_if, _index_parts
 from dod.tracker._gate cimport (_count_open, _gate_width_cuts, _gate_width_part, _gate_rows, _gate_chunk,
                                 _gate_open, _grid_side)
@@ -182,7 +180,29 @@ cdef inline void _polar_gate_row(const dod_tracker* t, _tick* k, size_t ti, int 
     k.hm[ti] = rad
 
 
-cdef void _predict_pass(dod_tracker* t, _tick* k, double dt) noexcept nogil:
+cdef void _predict_enter(dod_tracker* t, _tick* k, int w) noexcept nogil:
+    """A worker's start of the predict region: its pair counts zeroed (a
+    no-op unless _gate_open began a counting pass); worker 0 first reads
+    the scan if it is late and builds the index, then predicts."""
+    _count_open(k, w)
+    if w == 0:
+        if k.scan_late:
+            _take_dets(k, k.scan, k.n_scan, t.dim)
+        _index_if(k, t.dim, k.index_early and not k.grid_first)
+        dod_atomic_store_u32(&k.grid_ready, 1)
+
+
+cdef void _predict_kernel(dod_tracker* t, _tick* k, size_t ch, int w) noexcept nogil:
+    _predict_chunk(t, k, k.dt, ch, k.index_early, &k.seg[w] if k.gate_parallel else &k.whole)
+    dod_atomic_store_u32(&k.predicted[ch], 1)
+
+
+cdef void _predict_leave(dod_tracker* t, _tick* k, int w) noexcept nogil:
+    if k.index_early:
+        _gate_late(t, k, w)
+
+
+cdef void _predict_pass(dod_tracker* t, _tick* k) noexcept nogil:
     """Predict every track (innovation inverse and gate half-widths: rows are
     independent, chunks over the workers) and meanwhile index the
     detections, whose grid cells are twice the mean gate width of the
@@ -191,69 +211,39 @@ cdef void _predict_pass(dod_tracker* t, _tick* k, double dt) noexcept nogil:
     keep few detections per cell; which cell side only changes the speed).
     With the index built from the start, the confirmed tracks are gated as
     they are predicted (_predict_gate_rows: one pass over their columns
-    instead of two). Then the next scan's cell side (the mean summed in
-    row order: the same for every thread count): now, or with workers and
-    the index built, in the update's region (k.width_late). (With the scan
-    still to be read, its rows stand in for its valid ones: if none is
-    valid, the index is empty and gating finds no pair.)"""
-    cdef int nt = t.threads, dim = t.dim, w
-    cdef size_t T = k.T, own, far, ch, i
-    cdef Py_ssize_t sch
-    cdef int64_t opened
-    k.index_early = T > 0 and (k.n_scan if k.scan_late else k.D) > 0 and t.grid_h > 0.0
+    instead of two). With workers, worker 0 builds the index first while
+    the others predict their chunks and then take its chunks from the far
+    end; chunks predicted before the index is ready are gated by whichever
+    worker has no chunk left to predict (_gate_late), in the same region.
+    Then the next scan's cell side (the mean summed in row order: the same
+    for every thread count): now, or with workers and the index built, in
+    the update's region (k.width_late). (With the scan still to be read,
+    its rows stand in for its valid ones: if none is valid, the index is
+    empty and gating finds no pair.)"""
+    cdef size_t ch, i
+    k.index_early = k.T > 0 and (k.n_scan if k.scan_late else k.D) > 0 and t.grid_h > 0.0
     if k.index_early:
         k.grid.h = t.grid_h
         _gate_open(t, k)
-    k.grid_first = k.par and k.index_early and nt >= _GRID_PARTS_MIN_THREADS
+    k.grid_first = k.par and k.index_early and t.threads >= _GRID_PARTS_MIN_THREADS
     if k.grid_first:
         # With many workers, the one building the index would hold up the
-        # others (below): the index takes a fifth to a quarter of predict,
-        # index and confirmed gating, so from about five workers the builder
-        # is the region's longest path. From _GRID_PARTS_MIN_THREADS the
-        # workers build it together first (_index_parts: the same index).
+        # others: the index takes a fifth to a quarter of predict, index and
+        # confirmed gating, so from about five workers the builder is the
+        # region's longest path. From _GRID_PARTS_MIN_THREADS the workers
+        # build it together first (_index_parts: the same index).
         if k.scan_late:
-            _take_dets_parts(k, k.scan, k.n_scan, dim, nt)
+            _take_dets_parts(k, k.scan, k.n_scan, t.dim, t.threads)
             k.scan_late = False
-        _index_parts(k, dim, nt)
+        _index_parts(k, t.dim, t.threads)
         k.grid_ready = 1
-    if k.par:
-        # Fewer workers: worker 0 builds the grid first while the others
-        # predict their chunks and then take its chunks from the far end.
-        # Chunks predicted before it is ready are gated by whichever worker
-        # has no chunk left to predict (_gate_late), in the same region.
-        _claims_again(k, k.row_chunks)
-        memset(k.predicted, 0, k.row_chunks * sizeof(uint32_t))
-        memset(k.gate_taken, 0, k.row_chunks * sizeof(uint32_t))
-        memset(k.gated_by, 0xff, k.row_chunks * sizeof(int32_t))
-        opened = _region_open(t, nt)
-        with parallel(num_threads=nt):
-            w = threadid()
-            _worker_in(t, w)
-            _count_open(k, w)      # (a no-op unless _gate_open began a counting pass)
-            if w == 0:
-                if k.scan_late:
-                    _take_dets(k, k.scan, k.n_scan, dim)
-                _index_if(k, dim, k.index_early and not k.grid_first)
-                dod_atomic_store_u32(&k.grid_ready, 1)
-            own = 0
-            far = 0
-            sch = _claim_next(k, k.row_chunks, w, &own, &far)
-            while sch >= 0:
-                _predict_chunk(t, k, dt, <size_t>sch, k.index_early, &k.seg[w])
-                dod_atomic_store_u32(&k.predicted[sch], 1)
-                sch = _claim_next(k, k.row_chunks, w, &own, &far)
-            if k.index_early:
-                _gate_late(t, k, w)
-            _worker_out(t, w)
-        _region_close(t, _PASS_PREDICT, nt, opened)
-        for ch in range(k.row_chunks):      # (the next passes' affinity: who gated it last)
-            if k.gated_by[ch] >= 0:
-                k.ran[ch] = k.gated_by[ch]
-    elif k.index_early:   # serially: the index, then predict and gate in one pass
-        _index_if(k, dim, True)
-        _predict_gate_rows(t, k, dt, &k.whole, 0, T)
-    else:
-        _predict_rows(t, k, dt, 0, T)
+    memset(k.predicted, 0, k.row_chunks * sizeof(uint32_t))
+    memset(k.gate_taken, 0, k.row_chunks * sizeof(uint32_t))
+    memset(k.gated_by, 0xff, k.row_chunks * sizeof(int32_t))
+    _run_chunks(t, k, k.par, _PASS_PREDICT, k.row_chunks, _predict_enter, _predict_kernel, _predict_leave)
+    for ch in range(k.row_chunks):      # (the next passes' affinity: who gated it last)
+        if k.gated_by[ch] >= 0:
+            k.ran[ch] = k.gated_by[ch]
     _gate_width_cuts(k)
     k.width_late = k.par and k.index_early
     if not k.width_late:

@@ -73,9 +73,9 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     k.n_scan = n_dets
     k.sensor = sensor
     k.count_stride = n_dets
+    k.dt = dt
     k.par = t.threads > 1 and T >= <size_t>t.threads * t.min_rows
-    if t.threads > 1:
-        _chunk_rows(&k, T, t.threads, t.min_rows)
+    _chunk_rows(&k, T, t.threads, t.min_rows, k.par)
     carver.arena = scratch
     carver.bytes = 0
     carver.ok = True
@@ -87,7 +87,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     _intake(t, &k)
     clock = _pass_done(t, _PASS_SETUP, clock)
 
-    _predict_pass(t, &k, dt)
+    _predict_pass(t, &k)
     cnt.detections = k.D
     cnt.invalid = k.invalid
     clock = _pass_done(t, _PASS_PREDICT, clock)

@@ -263,7 +263,7 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
     # sort) and its single nearly so (the singles are in the previous
     # scan's cell order); its place among the scan's detections would be a
     # random read.
-    _insert_births(t, k, nfit, par, order, opos, partner, dt, lc)
+    _insert_births(t, k, nfit, par, order, opos, partner, lc)
     t.next_id += nfit
     cnt.births += nfit
     dod_table_clear(t.singles)

@@ -8,8 +8,6 @@ cdef void _score_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t 
 cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1) noexcept nogil
 cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1,
                          size_t* confirmed, size_t* mixed, size_t* unplaced) noexcept nogil
-cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, size_t* assoc,
-                               size_t* confirmed, size_t* mixed, size_t* unplaced) noexcept nogil
 cdef size_t _confirmed_past(const dod_tracker* t, const _tick* k, size_t r0, size_t r1,
                             dod_index* out) noexcept nogil
 cdef void _update_pass(dod_tracker* t, _tick* k, dod_tick_counts* cnt) noexcept nogil

@@ -10,8 +10,8 @@ Threads: chunks of rows claimed by the workers; each row reads and writes
 only its own entries and the counts are sums of integers, so any split
 gives the serial result.
 """
-from cython.parallel cimport parallel, threadid
-from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
+from libc.string cimport memset
 from dod.table cimport dod_table_removal_list
 from dod._core cimport dod_prefetch
 from dod._types cimport dod_index
@@ -20,11 +20,10 @@ from dod.tracker.kalman cimport (dod_kalman_packed_size, dod_kalman_pack, dod_ka
 from dod.tracker.imm cimport DOD_IMM_MODELS, dod_imm_update, dod_imm_model_x, dod_imm_model_P, dod_imm_weigh
 from dod.tracker.measurement cimport (dod_meas_innovation, dod_meas_update, dod_meas_log_jacobian,
                                       dod_ekf_position_update)
-from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, DOD_TRACKER_MAX_THREADS,
-                                 DOD_TRACK_NONE, DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED)
-from dod.tracker._frame cimport _tick, _TAIL_CHUNKS
-from dod.tracker._executor cimport (_region_open, _worker_in, _worker_out, _region_close, _claims_again,
-                                    _claim_next, _PASS_UPDATE)
+from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, DOD_TRACK_NONE,
+                                 DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED)
+from dod.tracker._frame cimport _sums, _tick, _TAIL_CHUNKS
+from dod.tracker._executor cimport _run_chunks, _PASS_UPDATE
 from dod.tracker._gate cimport _gate_width_part, _grid_side
 from dod.tracker._births cimport _free_dets
 
@@ -188,21 +187,22 @@ cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size
     return assoc
 
 
-cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, size_t* assoc,
-                               size_t* confirmed, size_t* mixed, size_t* unplaced) noexcept nogil:
+cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, _sums* sums) noexcept nogil:
     """Update and manage chunk ch of the rows (k.chunk_rows each); adds its
-    associations, confirmed, mixed and unplaced rows (_manage_rows) to this worker's sums, and lists its
-    rows to go (k.dead_n[ch] of them, at k.rm.fill + its first row: the
-    removal plan's first pass, while the states are in this core's cache;
-    serially, at 1,000,000 targets, it read them back from memory)."""
+    associations, confirmed, mixed and unplaced rows (_manage_rows) to this
+    worker's sums, and lists its rows to go (k.dead_n[ch] of them, at
+    k.rm.fill + its first row: the removal plan's first pass, while the
+    states are in this core's cache) and, with confirmed_first, its
+    confirmed rows at or past the front (k.conf_n[ch], at k.rm.hole + its
+    first row)."""
     cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), conf, mix, unpl
     if t.score_logic:
         _score_rows(t, k, r0, r1)
     _update_rows(t, k, r0, r1)
-    assoc[0] += _manage_rows(t, k, r0, r1, &conf, &mix, &unpl)
-    confirmed[0] += conf
-    mixed[0] += mix
-    unplaced[0] += unpl
+    sums.associations += _manage_rows(t, k, r0, r1, &conf, &mix, &unpl)
+    sums.confirmed += conf
+    sums.mixed += mix
+    sums.unplaced += unpl
     k.dead_n[ch] = dod_table_removal_list(t.cols.state, DOD_TRACK_NONE, r0, r1, k.rm.fill + r0)
     if t.confirmed_first:
         k.conf_n[ch] = _confirmed_past(t, k, r0, r1, k.rm.hole + r0)
@@ -222,6 +222,18 @@ cdef size_t _confirmed_past(const dod_tracker* t, const _tick* k, size_t r0, siz
     return m
 
 
+cdef void _update_enter(dod_tracker* t, _tick* k, int w) noexcept nogil:
+    if w == 0:
+        _free_dets(t, k)
+
+
+cdef void _update_kernel(dod_tracker* t, _tick* k, size_t item, int w) noexcept nogil:
+    if item < k.row_chunks:
+        _update_manage_chunk(t, k, item, &k.sums[w])
+    else:
+        _gate_width_part(k, item - k.row_chunks)
+
+
 cdef void _update_pass(dod_tracker* t, _tick* k, dod_tick_counts* cnt) noexcept nogil:
     """Score the assigned tracks (score confirmation: the innovation density
     of the predicted track, before its update), update them (the Kalman
@@ -231,51 +243,16 @@ cdef void _update_pass(dod_tracker* t, _tick* k, dod_tick_counts* cnt) noexcept 
     in any order. The detections nobody took are listed for the births
     (_free_dets: worker 0 first), and with k.width_late the next scan's
     cell side is summed here (its parts claimed after the row chunks)."""
-    cdef int nt = t.threads, w
-    cdef size_t T = k.T, items, ch, own, far
-    cdef Py_ssize_t sch
-    cdef int64_t opened
-    cdef size_t assoc[DOD_TRACKER_MAX_THREADS]
-    cdef size_t conf[DOD_TRACKER_MAX_THREADS]
-    cdef size_t mix[DOD_TRACKER_MAX_THREADS]
-    cdef size_t unpl[DOD_TRACKER_MAX_THREADS]
-    if not k.par:
-        if t.score_logic:
-            _score_rows(t, k, 0, T)
-        _update_rows(t, k, 0, T)
-        cnt.associations += _manage_rows(t, k, 0, T, &cnt.confirmed, &k.mixed, &k.unplaced)
-        _free_dets(t, k)
-        return
-    for w in range(nt):
-        assoc[w] = 0
-        conf[w] = 0
-        mix[w] = 0
-        unpl[w] = 0
-    items = k.row_chunks + (_TAIL_CHUNKS if k.width_late else 0)
+    cdef int nt = t.threads if k.par else 1, w
+    cdef size_t items = k.row_chunks + (_TAIL_CHUNKS if k.width_late else 0), ch
+    memset(k.sums, 0, nt * sizeof(_sums))
     for ch in range(k.row_chunks, items):
         k.ran[ch] = <int32_t>(ch % <size_t>nt)
-    _claims_again(k, items)
-    opened = _region_open(t, nt)
-    with parallel(num_threads=nt):
-        w = threadid()
-        _worker_in(t, w)
-        if w == 0:
-            _free_dets(t, k)
-        own = 0
-        far = 0
-        sch = _claim_next(k, items, w, &own, &far)
-        while sch >= 0:
-            if <size_t>sch < k.row_chunks:
-                _update_manage_chunk(t, k, <size_t>sch, &assoc[w], &conf[w], &mix[w], &unpl[w])
-            else:
-                _gate_width_part(k, <size_t>sch - k.row_chunks)
-            sch = _claim_next(k, items, w, &own, &far)
-        _worker_out(t, w)
-    _region_close(t, _PASS_UPDATE, nt, opened)
+    _run_chunks(t, k, k.par, _PASS_UPDATE, items, _update_enter, _update_kernel, NULL)
     for w in range(nt):
-        cnt.associations += assoc[w]
-        cnt.confirmed += conf[w]
-        k.mixed += mix[w]
-        k.unplaced += unpl[w]
+        cnt.associations += k.sums[w].associations
+        cnt.confirmed += k.sums[w].confirmed
+        k.mixed += k.sums[w].mixed
+        k.unplaced += k.sums[w].unplaced
     if k.width_late:
         t.grid_h = _grid_side(k)
