@@ -22,6 +22,30 @@ scan of that sensor (extended Kalman update; :mod:`dod.tracker.sensor`).
 Also here: :mod:`dod.tracker.reference` (the same tracker in numpy: the
 oracle and baseline), :mod:`dod.tracker.scenario` (seeded scenarios) and
 :mod:`dod.tracker.metrics` (GOSPA, OSPA, HOTA, MOTA/IDF1: numpy and dod's solver).
+
+Reading order of the engine (each file's docstring says what it reads,
+writes and how it runs over threads):
+
+    _track.pxd      the state: track columns, parameters, counters
+    kalman.pxd, imm.pxd, measurement.pxd
+                    the filter kernels (constant velocity, IMM, range-bearing EKF)
+    grid.pxd        the spatial index of the detections
+    assignment.pyx  the exact assignment solver of one cluster
+    _frame.pxd/pyx  the tick's temporaries, laid out once
+    _executor.pxd   how a pass runs: one chunk serially, claimed chunks over the workers
+    _tick.pyx       the tick as the list of its passes, in order:
+    _intake.pyx       the scan's valid detections, the index
+    _predict.pyx      predict, and the confirmed tracks' gating beside it
+    _gate.pyx         gating into the pair buffer
+    _clusters.pyx     lone pairs, union-find, grouping by cluster
+    _associate.pyx    one stage's association (confirmed, then tentative)
+    _clutter.pyx      the clutter density estimate
+    _update.pyx       Kalman update, scores, confirmation, deaths marked
+    _deaths.pyx       the dead rows leave the table
+    _births.pyx       births from the free detections
+    _two_point.pyx    two-point initiation: pairs across two scans
+    _order.pyx        rows back into spatial order
+    _engine.pyx     the owner, Tracker: validation, the Python face
 """
 from dod.tracker.config import TrackerConfig, chi2_ppf
 
