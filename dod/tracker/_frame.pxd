@@ -215,6 +215,18 @@ cdef inline bint _all_finite(const double* v, size_t n) noexcept nogil:
     return _sum4(v, n, True) == 0.0
 
 
+cdef inline bint _pairs_append(_pairs* out, size_t i, size_t j, double d2) noexcept nogil:
+    """Append pair (i, j) with cost d2; False (and counted as dropped) when full."""
+    if out.n >= out.cap:
+        out.dropped += 1
+        return False
+    out.pt[out.n] = <int32_t>i
+    out.pd[out.n] = <int32_t>j
+    out.pc[out.n] = d2
+    out.n += 1
+    return True
+
+
 ctypedef struct _carver:
     # Carves a tick's temporaries from an arena, or counts the bytes they
     # take: the layout is written once (_frame_carve) and serves both.

@@ -22,7 +22,7 @@ from dod.tracker.grid cimport (dod_grid, dod_grid_holds, dod_grid_keep_free, dod
 from dod.tracker.kalman cimport dod_kalman_mahalanobis2
 from dod.tracker.measurement cimport dod_meas_innovation
 from dod.tracker._track cimport dod_tracker, DOD_TRACK_TENTATIVE
-from dod.tracker._frame cimport (_pairs, _tick, _TAIL_CHUNKS, _LONE_PARTS_MIN_THREADS,
+from dod.tracker._frame cimport (_pairs_append, _pairs, _tick, _TAIL_CHUNKS, _LONE_PARTS_MIN_THREADS,
                                  _LONE_PARTS_MIN_DETECTIONS)
 from dod.tracker._executor cimport _split_detections, _run_chunks, _PASS_ASSOCIATE
 
@@ -51,14 +51,7 @@ cdef inline void _try_pair(const dod_tracker* t, const _tick* k, _pairs* out, si
         d2 = dod_kalman_mahalanobis2(y, k.Si + ti * 9, 3)
     if not d2 <= t.gate:
         return
-    if out.n >= out.cap:
-        out.dropped += 1
-        return
-    out.pt[out.n] = <int32_t>ti
-    out.pd[out.n] = <int32_t>j
-    out.pc[out.n] = d2
-    out.n += 1
-    if out.count != NULL:
+    if _pairs_append(out, ti, j, d2) and out.count != NULL:
         out.count[j] = 1 + (out.count[j] != 0)
 
 

@@ -19,8 +19,8 @@ from dod._types cimport dod_index
 from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_holds, dod_grid_walk, dod_grid_walk_begin,
                                dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS)
 from dod.tracker._track cimport dod_tracker, dod_tick_counts
-from dod.tracker._frame cimport (_pairs, _tick, _GATE_CHUNKS, _GATE_CHUNKS_PER_THREAD, _TAIL_CHUNKS,
-                                 _BIRTH_BITS, _BIRTH_BITS_3D)
+from dod.tracker._frame cimport (_pairs_append, _pairs, _tick, _GATE_CHUNKS, _GATE_CHUNKS_PER_THREAD,
+                                 _TAIL_CHUNKS, _BIRTH_BITS, _BIRTH_BITS_3D)
 from dod.tracker._executor cimport _split_detections
 from dod.tracker._gate cimport _pairs_whole, _pairs_segments
 from dod.tracker._clutter cimport _log_clutter
@@ -43,13 +43,7 @@ cdef inline void _try_single(const dod_tracker* t, const _tick* k, _pairs* out, 
         return
     if k.det_track[j] != -1:
         return
-    if out.n >= out.cap:
-        out.dropped += 1
-        return
-    out.pt[out.n] = <int32_t>i
-    out.pd[out.n] = <int32_t>j
-    out.pc[out.n] = d2
-    out.n += 1
+    _pairs_append(out, i, j, d2)
 
 
 cdef void _pair_walk(const dod_tracker* t, _tick* k, _pairs* dest, size_t i0, size_t i1,
