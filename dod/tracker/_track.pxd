@@ -32,7 +32,7 @@
 # tick's fixed-size temporaries: then nothing changed. With t.threads > 1
 # the tick runs OpenMP parallel regions of t.threads threads and each worker
 # w takes its cluster matrices from t.workers[w]; the result is bit-identical
-# for every thread count (see _engine.pyx, "Threads").
+# for every thread count (dod/tracker/_executor.pxd says how the passes split).
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 
 from dod.arena cimport dod_arena, Arena
@@ -86,7 +86,7 @@ ctypedef struct dod_tick_counts:
 
 
 # Where the latest tick's time went, pass by pass (t.profile on; PASS_NAMES in
-# _engine.pyx names the passes in this order). Wall-clock time of the calling
+# dod/tracker/_engine.pyx names the passes in this order). Wall-clock time of the calling
 # thread, and for the passes that run parallel regions the workers' idle
 # time in them: each region's wall time times its threads, less each
 # worker's time from its entry to the end of its last chunk (the region's

@@ -21,7 +21,7 @@
 #
 # Contract (checks the caller owns): d is 2 or 3; a full P is symmetric
 # (every kernel keeps it so, exactly); the arrays do not overlap. The
-# tracker's tick (dod/tracker/_engine.pyx) calls each kernel with a
+# tracker's passes (dod/tracker/_predict.pyx, _update.pyx) call each kernel with a
 # constant d so that gcc unrolls the inlined loops and folds the packed
 # indices. Thread-safety: pure functions of their arguments.
 
