@@ -227,6 +227,71 @@ def _cy_step(mod):
         mod.step(t, Arena(16), 0.5, 2.0)                # scratch too small for 3 doubles
 
 
+@claim_cython("def churn(Pool pool, FreeList fl, int n):")
+def _cy_pool_freelist(mod):
+    from dod.freelist import FreeList
+    from dod.pool import Pool
+    pool, fl = Pool(4, block_size=64), FreeList(1 << 12)
+    assert mod.churn(pool, fl, 1000) == 1000            # every block came back each time
+    assert pool.stats()["used"] == 0 and fl.stats()["used"] == 0
+    pool.check()
+    fl.check()
+
+
+@claim_cython("def fill(Pool pool, int n):")
+def _cy_growable(mod):
+    from dod.pool import Pool
+    fixed, grows = Pool(1024, block_size=64), Pool(1024, block_size=64, growable=True)
+    assert mod.fill(fixed, 3000) == 1024                # "NULL when exhausted"
+    assert mod.fill(grows, 3000) == 3000                # "full: one new chunk from the resource"
+    assert grows.chunk_count == 3 and grows.capacity == 3 * 1024   # blocks: whole chunks of 1,024
+
+
+@claim_cython("def pairs(AtomicArena arena, int n):")
+def _cy_atomic_arena(mod):
+    from dod.atomic_arena import AtomicArena
+    arena = AtomicArena()
+    assert mod.pairs(arena, 10_000) == 10_000
+    assert arena.stats()["used"] == 0                   # every allocation freed; the cache flushed
+    arena.check()
+
+
+@claim_cython("def work(LockFreePool pool, SegFit heap, int n):")
+def _cy_lfpool_segfit(mod):
+    from dod import LockFreePool, SegFit
+    pool, heap = LockFreePool(64), SegFit()
+    mod.work(pool, heap, 10_000)
+    assert pool.stats()["used"] == 0 and heap.stats()["used"] == 0
+    pool.check()
+    heap.check()
+
+
+@claim_cython("def work_cached(SegFit heap, int n):")
+def _cy_segfit_cache(mod):
+    from dod import SegFit
+    heap = SegFit()
+    mod.work_cached(heap, 10_000)
+    stats = heap.stats()
+    assert stats["used"] == 0 and stats["cache_slack"] == 0     # flushed: the cache holds nothing
+    heap.check()
+
+
+@claim_cython("def advance(Table tracks, double dt):")
+def _cy_table(mod):
+    from dod.table import Schema, Table
+    tracks = Table(Schema(state="float64[6]"), capacity=4)
+    far = tracks.insert(state=(1e6 - 1.0, 0, 0, 10.0, 0, 0))   # leaves after a step of 0.5
+    near = tracks.insert(state=(0.0, 0, 0, 1.0, 0, 0))
+    h = mod.advance(tracks, 0.5)
+    assert h != 0 and h in tracks and far not in tracks and near in tracks
+    assert len(tracks) == 2 and tracks.get(near)["state"][0] == 0.5
+    assert not tracks.get(h)["state"].any()             # the new row: zeroed, then moved by zero speed
+    tracks.check()
+    full = Table(Schema(state="float64[6]"), capacity=1)
+    full.insert()
+    assert mod.advance(full, 0.1) == 0                  # "0 when full"
+
+
 @pytest.mark.parametrize("marker", list(CYTHON_CHECKS))
 def test_cython_block_builds_and_does_what_it_says(marker, particle_step):
     CYTHON_CHECKS[marker](particle_step)
