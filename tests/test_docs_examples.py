@@ -518,6 +518,16 @@ def _threads_same_bits(ns, out, block):
     assert np.array_equal(one.covariances, two.covariances)
 
 
+@claim("est = run_tracker(Tracker(), scans)               # (ids, positions) of the confirmed tracks, per scan")
+def _metrics(ns, out, block):
+    first, second = _printed(out)
+    assert first == "True 0 True" and second == "7.0887"
+    scores = ns["scores"]
+    assert set(_named(block, "scores = mot_metrics")) <= set(scores)
+    assert len(ns["est"]) == 60
+    value, loc, missed, false = ns["gospa"](ns["truth"], ns["tracks"], c=10.0, p=2.0, details=True)
+    assert (loc, missed, false) == (0.25, 1, 0) and value == pytest.approx(math.sqrt(0.25 + 50))
+
 # Last: the checks above are registered by then.
 @pytest.mark.parametrize("block", RUN, ids=[b.where for b in RUN])
 def test_page_block_does_what_it_says(block, capsys, request):
