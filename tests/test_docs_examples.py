@@ -292,6 +292,18 @@ def _cy_table(mod):
     assert mod.advance(full, 0.1) == 0                  # "0 when full"
 
 
+@claim_cython("def count(int n):")
+def _cy_atomics(mod):
+    import threading
+    before = mod.count(0)
+    threads = [threading.Thread(target=mod.count, args=(50_000,)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert mod.count(0) - before == 100_000             # no add lost between the two threads
+
+
 @pytest.mark.parametrize("marker", list(CYTHON_CHECKS))
 def test_cython_block_builds_and_does_what_it_says(marker, particle_step):
     CYTHON_CHECKS[marker](particle_step)
