@@ -227,9 +227,9 @@ cdef class Scope:
 
 @cython.no_gc_clear
 cdef class Arena:
-    """A bump arena.
+    """Arena(capacity=None, *, buffer=None, growable=False, resource=None)
 
-    Arena(capacity=None, *, buffer=None, growable=False, resource=None)
+    A bump arena.
 
     Parameters
     ----------

@@ -389,9 +389,9 @@ cdef size_t _parse_pow2(object value, str name, size_t lo, size_t hi) except 0:
 
 @cython.no_gc_clear
 cdef class AtomicArena:
-    """A bump arena shared by many threads through one atomic word.
+    """AtomicArena(block_size=1 << 20, *, max_concurrent_entrants=1024, evict=False, resource=None)
 
-    AtomicArena(block_size=1 << 20, *, max_concurrent_entrants=1024, evict=False, resource=None)
+    A bump arena shared by many threads through one atomic word.
 
     Parameters
     ----------
@@ -703,10 +703,11 @@ cdef class AtomicArena:
 
 @cython.no_gc_clear
 cdef class ThreadCache:
-    """A per-thread cache over an :class:`AtomicArena`: bumps a private chunk
-    without atomics and touches the shared word only to refill.
+    """ThreadCache(arena, chunk=65536)
 
-    ThreadCache(arena, chunk=65536), or ``arena.thread_cache(chunk)``.
+    A per-thread cache over an :class:`AtomicArena`: bumps a private chunk
+    without atomics and touches the shared word only to refill. Made by
+    ``ThreadCache(arena, chunk)`` or ``arena.thread_cache(chunk)``.
 
     Allocations larger than half a chunk go straight to the shared word. The
     cache belongs to the thread that made it: its methods raise RuntimeError

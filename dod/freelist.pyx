@@ -71,9 +71,9 @@ cdef void _fl_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) no
 
 @cython.no_gc_clear
 cdef class FreeList:
-    """A free-list allocator over one region.
+    """FreeList(capacity, *, strategy="first", resource=None)
 
-    FreeList(capacity, *, strategy="first", resource=None)
+    A free-list allocator over one region.
 
     Parameters
     ----------

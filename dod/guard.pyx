@@ -193,9 +193,9 @@ cdef void _g_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) noe
 
 @cython.no_gc_clear
 cdef class GuardedResource:
-    """Every allocation against an inaccessible page; freed ones quarantined inaccessible.
+    """GuardedResource(resource=None, *, side="right", quarantine=64)
 
-    GuardedResource(resource=None, *, side="right", quarantine=64)
+    Every allocation against an inaccessible page; freed ones quarantined inaccessible.
 
     Parameters
     ----------

@@ -196,10 +196,9 @@ cdef size_t _index_arg(object value, str name, size_t lo, size_t hi) except? 0:
 
 @cython.no_gc_clear
 cdef class LockFreePool:
-    """A pool of fixed-size blocks whose free list is lock-free.
+    """LockFreePool(block_size, *, alignment=16, capacity=0, chunk_blocks=None, max_blocks=None, resource=None)
 
-    LockFreePool(block_size, *, alignment=16, capacity=0, chunk_blocks=None,
-                 max_blocks=None, resource=None)
+    A pool of fixed-size blocks whose free list is lock-free.
 
     Parameters
     ----------

@@ -193,11 +193,9 @@ cdef int _numpy_step(Loop self, object step) except -1:
 
 @cython.final
 cdef class Loop:
-    """A fixed-rate loop.
+    """Loop(step, rate=50.0, *, scratch=None, scratch_bytes=1 << 20, spin=0.0, overrun="skip", gc="freeze", check_scratch=True, numpy_scratch=False, clock=None, lock_memory=False, cpu=None, realtime_priority=None, strict=True)
 
-    Loop(step, rate=50.0, *, scratch=None, scratch_bytes=1 << 20, spin=0.0,
-         overrun="skip", gc="freeze", check_scratch=True, numpy_scratch=False, clock=None,
-         lock_memory=False, cpu=None, realtime_priority=None, strict=True)
+    A fixed-rate loop.
 
     Parameters
     ----------

@@ -7,8 +7,7 @@ its data from ``arena``; the previous handler is restored on every exit path.
 numpy keeps handlers in a ``contextvars.ContextVar``: other threads (and
 contexts) keep theirs.
 
-The lifetime rule (this module is its one place; the invariants are in
-``dod/numpy_memory.pxd``)
+The lifetime rule (this module is its one place; the invariants are in ``dod/numpy_memory.pxd``)
     *Never a dangle.* numpy stores the handler's capsule in every array it
     serves, and that capsule owns the handler state, which holds the arena:
     the arena lives as long as any array it served. Arrays alive when the

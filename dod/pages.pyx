@@ -105,9 +105,9 @@ cdef void _ps_deallocate(void* ctx, void* ptr, size_t size, size_t alignment) no
 
 @cython.no_gc_clear
 cdef class PageSource:
-    """Anonymous pages from the system, counted.
+    """PageSource()
 
-    PageSource()
+    Anonymous pages from the system, counted.
 
     Each source keeps its own statistics (``mapped``, ``peak``, ``maps``,
     ``unmaps``, ``failed``); make one per subsystem whose memory you want to

@@ -390,10 +390,9 @@ cdef void _pool_return(void* owner, size_t index) noexcept:
 
 @cython.no_gc_clear
 cdef class Pool:
-    """A pool of ``block_count`` equal blocks.
+    """Pool(block_count, dtype=None, shape=(), *, block_size=None, align=None, resource=None, threadsafe=False, growable=False, chunk_blocks=None)
 
-    Pool(block_count, dtype=None, shape=(), *, block_size=None, align=None,
-         resource=None, threadsafe=False, growable=False, chunk_blocks=None)
+    A pool of ``block_count`` equal blocks.
 
     Parameters
     ----------

@@ -73,14 +73,20 @@ def locked_kib():
 
 
 class Realtime:
-    """Real-time options for the calling thread, applied by apply() and undone by undo().
+    """Realtime(lock_memory=False, cpu=None, priority=None, *, strict=True)
 
-    Realtime(lock_memory=False, cpu=None, priority=None, *, strict=True)
+    Real-time options for the calling thread, applied by apply() and undone by undo().
 
-    lock_memory : False, True or "onfault"
-    cpu : int or None (0 .. 1023; whether this process may use it is the OS's answer)
-    priority : int or None, SCHED_FIFO priority in sched_get_priority_min/max(SCHED_FIFO)
-    strict : refusal by the OS raises OSError (True) or warns (False)
+    Parameters
+    ----------
+    lock_memory
+        False, True or "onfault"
+    cpu
+        int or None (0 .. 1023; whether this process may use it is the OS's answer)
+    priority
+        int or None, SCHED_FIFO priority in sched_get_priority_min/max(SCHED_FIFO)
+    strict
+        refusal by the OS raises OSError (True) or warns (False)
 
     Raises ValueError or TypeError for a bad argument (nothing changes).
     """

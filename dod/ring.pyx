@@ -235,13 +235,13 @@ cdef class Slot:
 
     @property
     def data(self):
-        """ndarray (ring.rows, *row_shape): every row of the slot (read-only for the consumer)."""
+        """ndarray ``(ring.rows, *row_shape)``: every row of the slot (read-only for the consumer)."""
         self._need_active()
         return self._data
 
     @property
     def rows(self):
-        """ndarray (count, *row_shape): the filled rows (read-only for the consumer)."""
+        """ndarray ``(count, *row_shape)``: the filled rows (read-only for the consumer)."""
         self._need_active()
         return self._rows
 
@@ -313,7 +313,7 @@ cdef class Slot:
         return self.header.seq
 
     def write(self, array, time=None, dt=None, tag=None):
-        """Producer: copy `array` (n, *row_shape) into the first n rows, set count = n
+        """Producer: copy `array` ``(n, *row_shape)`` into the first n rows, set count = n
         (and time, dt, tag when given).
 
         Raises ValueError for a wrong shape or n > ring.rows, TypeError for a
@@ -410,9 +410,9 @@ cdef class _ReadBlock:
 @cython.final
 @cython.no_gc_clear
 cdef class Ring:
-    """A bounded single-producer single-consumer ring of fixed slots.
+    """Ring(slots, rows, row_shape=(), dtype=numpy.float64, *, resource=None)
 
-    Ring(slots, rows, row_shape=(), dtype=numpy.float64, *, resource=None)
+    A bounded single-producer single-consumer ring of fixed slots.
 
     Parameters
     ----------

@@ -78,17 +78,24 @@ from dod.ring import Ring, RingClosed
 
 
 class RingProducer:
-    """Fill one or more rings from `items` in a producer thread.
+    """RingProducer(rings, items, fill, *, name="dod-ring-producer", start=False, batched=False, cpus="initial", idle=False)
 
-    RingProducer(rings, items, fill, *, name="dod-ring-producer", start=False, batched=False,
-                 cpus="initial", idle=False)
+    Fill one or more rings from `items` in a producer thread.
 
-    rings : Ring or sequence of Rings (the first is what :meth:`take` reads)
-    items : iterable, iterated in the producer thread only
-    fill : callable(item), runs in the producer thread, writes the item
-    start : start the thread now (otherwise :meth:`start` or ``with``)
-    batched : on a full first ring, wait for :meth:`refill` (module docstring)
-    cpus : where the producer thread runs: "initial" (default), the CPUs the
+    Parameters
+    ----------
+    rings
+        Ring or sequence of Rings (the first is what :meth:`take` reads)
+    items
+        iterable, iterated in the producer thread only
+    fill
+        callable(item), runs in the producer thread, writes the item
+    start
+        start the thread now (otherwise :meth:`start` or ``with``)
+    batched
+        on a full first ring, wait for :meth:`refill` (module docstring)
+    cpus
+        where the producer thread runs: "initial" (default), the CPUs the
         process had when dod was first imported (``dod.initial_cpus``), so
         that a thread pinned to one core for its deadline (``Loop(cpu=...)``,
         or libgomp's ``OMP_PROC_BIND``) does not pass its pin on to the
@@ -97,7 +104,8 @@ class RingProducer:
         refuses "initial", the thread keeps the inherited CPUs; when it
         refuses CPUs you gave, that is the producer's error (raised by
         :meth:`take`).
-    idle : run the producer thread at idle priority (module docstring);
+    idle
+        run the producer thread at idle priority (module docstring);
         :attr:`idle_applied` is True once the thread runs so.
 
     Raises TypeError for a non-Ring, an empty sequence or a `fill` that is

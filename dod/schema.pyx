@@ -52,9 +52,9 @@ cdef object _column_dtype(object dtype, str name):
 
 @cython.final
 cdef class Column:
-    """One column of a :class:`Schema`.
+    """Column(dtype, shape=(), *, zero=True, finite=False, name=None)
 
-    Column(dtype, shape=(), *, zero=True, finite=False, name=None)
+    One column of a :class:`Schema`.
 
     ``dtype`` is one element's numpy dtype (no structured, object or unsized
     dtypes, native byte order); ``shape`` the per-row shape (``3`` or
@@ -154,9 +154,9 @@ cdef Column _as_column(str name, object spec):
 
 @cython.final
 cdef class Schema:
-    """Named columns: each a dtype and a per-row shape.
+    """Schema(columns=None, /, **named)
 
-    Schema(columns=None, /, **named)
+    Named columns: each a dtype and a per-row shape.
 
     ``columns`` is a mapping ``{name: spec}`` or a sequence of named
     :class:`Column` objects; keyword arguments add more. A spec is a

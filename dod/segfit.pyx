@@ -122,9 +122,9 @@ def class_sizes():
 
 @cython.no_gc_clear
 cdef class SegFit:
-    """Segregated fit: a general-purpose allocator with lock-free size classes.
+    """SegFit(*, resource=None)
 
-    SegFit(*, resource=None)
+    Segregated fit: a general-purpose allocator with lock-free size classes.
 
     Parameters
     ----------

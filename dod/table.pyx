@@ -403,9 +403,9 @@ _NOTHING = object()
 
 @cython.no_gc_clear
 cdef class Table:
-    """A fixed-capacity struct-of-arrays table with generation handles.
+    """Table(schema, capacity, *, resource=None)
 
-    Table(schema, capacity, *, resource=None)
+    A fixed-capacity struct-of-arrays table with generation handles.
 
     Parameters
     ----------
@@ -420,8 +420,20 @@ cdef class Table:
         exactly, whose fresh pages are zero and cost nothing until touched.
         Memory from another resource is cleared once at construction.
 
-    Raises ValueError for a bad capacity, MemoryError when the memory cannot
-    be obtained (nothing is leaked).
+    Raises
+    ------
+    ValueError
+        For a bad capacity.
+    MemoryError
+        When the memory cannot be obtained (nothing is leaked).
+
+    Notes
+    -----
+    Thread-safety: one writer at a time and no readers while it writes; a
+    table is not locked. Concurrent readers of an unchanging table are fine.
+    A writer that works without the GIL holds the table's exclusive pass
+    (:meth:`exclusive`); meanwhile inserts, removes and clears from every
+    thread raise RuntimeError.
     """
 
     def __cinit__(self, schema, capacity, *, Resource resource=None):
@@ -768,40 +780,102 @@ cdef class Table:
     # -------------------------------------------------------- insert, remove, clear
 
     def insert(self, values=None, /, **columns):
-        """Insert one row; return its handle (an int, never 0).
+        """Insert one row and return its handle.
 
         ``table.insert(pos=(1, 2, 3), id=7)`` or ``table.insert({"pos": ...})``.
-        Each value broadcasts to the column's row shape and converts with
-        same_kind casting (Python ints fit any integer column if in range).
-        Columns not given are zero if the schema says their zero is
-        meaningful, unspecified otherwise.
 
-        Raises KeyError for an unknown column, TypeError for a value that
-        does not convert, ValueError for a wrong shape or a non-finite value
-        in a finite column, MemoryError when the table is full. The table is
-        unchanged when it raises.
+        Parameters
+        ----------
+        values : mapping, optional
+            Column name to value (positional only); merged with ``columns``.
+        **columns
+            Column name to value. Each value broadcasts to the column's row shape
+            and converts with same_kind casting (Python ints fit any integer column
+            if in range). Columns not given are zero if the schema says their zero
+            is meaningful, unspecified otherwise.
+
+        Returns
+        -------
+        int
+            The new row's handle, never 0.
+
+        Raises
+        ------
+        KeyError
+            For an unknown column.
+        TypeError
+            For a value that does not convert.
+        ValueError
+            For a wrong shape, or a non-finite value in a finite column.
+        MemoryError
+            When the table is full.
+        RuntimeError
+            While another thread holds the exclusive pass.
+
+        Notes
+        -----
+        The table is unchanged when it raises.
+        Thread-safety: a writer; one writer at a time and no readers meanwhile (the table is not locked).
         """
         return self._insert(values, columns, None, True)
 
     def insert_many(self, values=None, /, *, n=None, **columns):
-        """Insert a batch of rows; return their handles (uint64 array, in row order).
+        """Insert a batch of rows and return their handles.
 
-        Values are arrays of shape ``(n, *row_shape)``, or one row that
-        broadcasts to all ``n`` rows; ``values`` may also be a mapping or a
-        numpy structured array. ``n`` is needed only when no value is a
-        batch. Columns not given follow the zero policy (see :meth:`insert`).
+        Parameters
+        ----------
+        values : mapping or numpy structured array, optional
+            Column name to values (positional only); merged with ``columns``.
+        n : int, optional
+            The batch size; needed only when no value is a batch.
+        **columns
+            Column name to values: arrays of shape ``(n, *row_shape)``, or one row
+            that broadcasts to all ``n`` rows. Columns not given follow the zero
+            policy (see :meth:`insert`).
 
-        All or nothing: on any error (those of :meth:`insert`, mismatched
-        batch lengths, a batch larger than the room left) nothing is inserted.
+        Returns
+        -------
+        numpy.ndarray
+            The handles, uint64, in row order.
+
+        Raises
+        ------
+        KeyError, TypeError, ValueError, MemoryError, RuntimeError
+            As :meth:`insert`; ValueError also for mismatched batch lengths;
+            MemoryError for a batch larger than the room left. All or nothing:
+            on any error nothing is inserted.
+
+        Notes
+        -----
+        Thread-safety: a writer; one writer at a time and no readers meanwhile (the table is not locked).
         """
         return self._insert(values, columns, n, False)
 
     def remove(self, handle, *, bint unchecked=False):
         """Remove the row `handle` names; the last row moves into its place.
 
-        Raises KeyError for a nil, stale or foreign handle, BufferError while
-        column views or Arrow exports are alive (unless ``unchecked``: they
-        then show the moved rows). Nothing changes when it raises.
+        Parameters
+        ----------
+        handle : int
+            A handle from :meth:`insert` or :meth:`insert_many`.
+        unchecked : bool, default False
+            Remove even while column views or Arrow exports are alive (they then
+            show the moved rows).
+
+        Raises
+        ------
+        KeyError
+            For a nil, stale or foreign handle.
+        BufferError
+            While column views or Arrow exports are alive (unless ``unchecked``).
+        RuntimeError
+            While another thread holds the exclusive pass.
+
+        Notes
+        -----
+        Nothing changes when it raises. Other handles stay valid; row indices
+        taken before do not.
+        Thread-safety: a writer; one writer at a time and no readers meanwhile (the table is not locked).
         """
         cdef dod_handle h = <dod_handle>self._handle_arg(handle)
         cdef Py_ssize_t row = dod_table_row(&self.engine, h)
@@ -814,8 +888,24 @@ cdef class Table:
     def remove_many(self, handles, *, bint unchecked=False):
         """Remove a batch of rows by handle (each moves the last row into its place).
 
-        All or nothing: if any handle is nil, stale, foreign or repeated,
-        KeyError and nothing is removed. BufferError as for :meth:`remove`.
+        Parameters
+        ----------
+        handles : sequence of int
+            Handles of live rows, each once.
+        unchecked : bool, default False
+            As for :meth:`remove`.
+
+        Raises
+        ------
+        KeyError
+            If any handle is nil, stale, foreign or repeated.
+        BufferError, RuntimeError
+            As for :meth:`remove`.
+
+        Notes
+        -----
+        All or nothing: nothing is removed when it raises.
+        Thread-safety: a writer; one writer at a time and no readers meanwhile (the table is not locked). It runs without the GIL, holding the exclusive pass.
         """
         # A private copy: the checks below and the removes run without the
         # GIL, and another thread may rewrite the caller's array meanwhile.
@@ -848,26 +938,52 @@ cdef class Table:
             self.end_exclusive()
 
     def clear(self, *, bint unchecked=False):
-        """Remove every row; every handle goes stale. BufferError as for :meth:`remove`."""
+        """Remove every row; every handle goes stale.
+
+        Parameters
+        ----------
+        unchecked : bool, default False
+            As for :meth:`remove`.
+
+        Raises
+        ------
+        BufferError, RuntimeError
+            As for :meth:`remove`; nothing changes when it raises.
+
+        Notes
+        -----
+        Thread-safety: a writer; one writer at a time and no readers meanwhile (the table is not locked).
+        """
         self._check_idle("clear")
         self._check_unpinned(unchecked, "clear")
         dod_table_clear(&self.engine)
 
     def prefault(self):
-        """Fault every page of the table's memory in now (all ``capacity``
-        rows of every column, and the slot map); returns the bytes of pages
-        touched.
+        """Fault every page of the table's memory in now.
 
-        Rows are dense, so a table touches pages up to its highest row
-        count: RSS creeps up as that peak rises, and the insert that first
-        reaches a page pays its fault. For a loop against a deadline, call
-        this once at start: RSS is the full capacity from then on and no
-        insert faults. Contents do not change. It runs as an exclusive pass
-        (without the GIL): RuntimeError, nothing done, while another thread
-        holds one (a tracker's tick), and inserts from other threads are
-        refused until it ends. MemoryError when the system cannot back the
-        pages (not enough memory; contents unchanged, part of the table may
-        be resident).
+        All ``capacity`` rows of every column, and the slot map. Rows are dense,
+        so a table touches pages up to its highest row count: RSS creeps up as
+        that peak rises, and the insert that first reaches a page pays its fault.
+        For a loop against a deadline, call this once at start: RSS is the full
+        capacity from then on and no insert faults. Contents do not change.
+
+        Returns
+        -------
+        int
+            The bytes of pages touched.
+
+        Raises
+        ------
+        RuntimeError
+            While another thread holds the exclusive pass; nothing is done.
+        MemoryError
+            When the system cannot back the pages (contents unchanged; part of
+            the table may be resident).
+
+        Notes
+        -----
+        Thread-safety: it runs as an exclusive pass without the GIL; inserts from
+        other threads are refused until it ends.
         """
         cdef size_t i, total = 0, done = 1
         cdef int err = 0
@@ -890,19 +1006,38 @@ cdef class Table:
     def reorder(self, order, *, bint unchecked=False):
         """Permute the live rows in place: new row ``i`` is old row ``order[i]``.
 
-        Every column, the slot map and the generations move together, so
-        every handle stays valid and names the same data (at its new row);
-        row indices taken before are stale. Use it to put rows in the order
-        the hot loops walk them (e.g. spatial order).
+        Every column, the slot map and the generations move together, so every
+        handle stays valid and names the same data (at its new row); row indices
+        taken before are stale. Use it to put rows in the order the hot loops
+        walk them (e.g. spatial order).
 
-        ``order``: integers, a permutation of ``range(len(table))``. All or
-        nothing: ValueError for anything else (wrong length, out of range,
-        repeated), TypeError for non-integers, and the table is unchanged.
-        BufferError while column views or Arrow exports are alive (unless
-        ``unchecked``: they then show the permuted rows); RuntimeError during
-        an exclusive pass. Thread-safety: as every writer (one at a time).
-        Cython: ``dod_table_reorder`` in dod/table.pxd (no checks, no
-        allocation: the caller gives the scratch)."""
+        Parameters
+        ----------
+        order : array_like of int
+            A permutation of ``range(len(table))``.
+        unchecked : bool, default False
+            Reorder even while column views or Arrow exports are alive (they then
+            show the permuted rows).
+
+        Raises
+        ------
+        ValueError
+            For an order that is not a permutation (wrong length, out of range,
+            repeated).
+        TypeError
+            For non-integers.
+        BufferError
+            While column views or Arrow exports are alive (unless ``unchecked``).
+        RuntimeError
+            During an exclusive pass.
+
+        Notes
+        -----
+        All or nothing: the table is unchanged when it raises.
+        Thread-safety: a writer; one writer at a time and no readers meanwhile (the table is not locked).
+        Cython: ``dod_table_reorder`` in dod/table.pxd (no checks, no allocation:
+        the caller gives the scratch).
+        """
         cdef size_t n = self.engine.count, i
         cdef cnp.ndarray arr
         cdef int64_t* op
@@ -955,11 +1090,32 @@ cdef class Table:
     def sort(self, key, *, bint unchecked=False):
         """Reorder the live rows by `key`, ascending, ties in row order (stable).
 
-        `key`: the name of a column with one value per row (no row shape), or
-        an array of ``len(table)`` values. Returns the permutation applied
-        (``order`` as :meth:`reorder` took it). Errors as :meth:`reorder`
-        (ValueError for a key of the wrong shape, KeyError for an unknown
-        column); the table is unchanged when it raises."""
+        Parameters
+        ----------
+        key : str or array_like
+            The name of a column with one value per row (no row shape), or an
+            array of ``len(table)`` values.
+        unchecked : bool, default False
+            As for :meth:`reorder`.
+
+        Returns
+        -------
+        numpy.ndarray
+            The permutation applied (``order`` as :meth:`reorder` took it).
+
+        Raises
+        ------
+        KeyError
+            For an unknown column.
+        ValueError
+            For a key of the wrong shape.
+        BufferError, RuntimeError
+            As for :meth:`reorder`.
+
+        Notes
+        -----
+        The table is unchanged when it raises. Thread-safety: a writer; one writer at a time and no readers meanwhile (the table is not locked).
+        """
         if isinstance(key, str):
             c = self.column_index(key)
             if (<Column>self.schema.columns[c]).shape != ():
@@ -975,27 +1131,49 @@ cdef class Table:
         return order
 
     def exclusive(self, str what="an exclusive pass"):
-        """A context manager that holds the table's exclusive pass::
+        """A context manager that holds the table's exclusive pass.
+
+        Use it as::
 
             with table.exclusive("my batch"):
                 ...   # e.g. a nogil loop of a Cython helper over the engine
 
-        While it is held, :meth:`insert`, :meth:`insert_many`,
+        Parameters
+        ----------
+        what : str, default "an exclusive pass"
+            Named in the RuntimeError that refused writers raise.
+
+        Returns
+        -------
+        context manager
+            Holds the pass from ``__enter__`` to ``__exit__``.
+
+        Raises
+        ------
+        RuntimeError
+            On entering, when another pass is running (a remove_many, another
+            ``exclusive()``, or a cimport user's ``begin_exclusive``).
+
+        Notes
+        -----
+        Thread-safety: while it is held, :meth:`insert`, :meth:`insert_many`,
         :meth:`remove`, :meth:`remove_many` and :meth:`clear` from any thread
-        raise RuntimeError naming `what`, so code inside may write rows
-        through the cimport engine without the GIL. Entering raises
-        RuntimeError when another pass is running (a remove_many, another
-        ``exclusive()``, or a cimport user's ``begin_exclusive``). Not
-        reentrant. Cython code uses ``begin_exclusive(what)`` /
-        ``end_exclusive()`` directly (declared in dod/table.pxd)."""
+        raise RuntimeError naming `what`, so code inside may write rows through
+        the cimport engine without the GIL. Not reentrant. Cython code uses
+        ``begin_exclusive(what)`` / ``end_exclusive()`` directly (declared in
+        dod/table.pxd).
+        """
         return _ExclusivePass(self, what)
 
     # -------------------------------------------------------- lookup
 
     def __len__(self):
+        """The number of live rows. Thread-safety: a reader."""
         return self.engine.count
 
     def __contains__(self, handle):
+        """``handle in table``: whether `handle` names a live row of this table
+        (False for anything that is not a handle). Thread-safety: a reader."""
         try:
             h = self._handle_arg(handle)
         except (TypeError, ValueError):
@@ -1003,16 +1181,58 @@ cdef class Table:
         return dod_table_alive(&self.engine, <dod_handle>h)
 
     def row(self, handle):
-        """Row index of `handle` now (KeyError if nil, stale or foreign).
+        """Row index of `handle` now.
 
-        Row indices change when rows are removed; handles do not."""
+        Row indices change when rows are removed or reordered; handles do not.
+
+        Parameters
+        ----------
+        handle : int
+
+        Returns
+        -------
+        int
+            The row, in ``range(len(table))``.
+
+        Raises
+        ------
+        KeyError
+            If the handle is nil, stale or from another table.
+        TypeError
+            For a handle that is not an integer.
+        ValueError
+            For an integer outside the 64-bit range.
+
+        Notes
+        -----
+        Thread-safety: a reader; safe alongside other readers, not while a writer runs.
+        """
         cdef Py_ssize_t r = dod_table_row(&self.engine, <dod_handle>self._handle_arg(handle))
         if r < 0:
             raise KeyError(f"handle {handle:#x} is nil, stale or from another table")
         return r
 
     def rows(self, handles):
-        """Row index of each handle (int64 array), -1 for nil or stale ones (the fast path's answer)."""
+        """Row index of each handle: the fast path's answer, without exceptions.
+
+        Parameters
+        ----------
+        handles : array_like of int
+
+        Returns
+        -------
+        numpy.ndarray
+            int64, one row per handle; -1 for a nil or stale handle.
+
+        Raises
+        ------
+        TypeError, ValueError
+            For values that are not 64-bit handles.
+
+        Notes
+        -----
+        Thread-safety: a reader; safe alongside other readers, not while a writer runs.
+        """
         cdef cnp.ndarray arr = self._handles_arg(handles)
         cdef Py_ssize_t n = arr.shape[0], i
         cdef cnp.ndarray out = np.empty(n, np.int64)
@@ -1024,7 +1244,28 @@ cdef class Table:
         return out
 
     def handle(self, row):
-        """Handle of live row `row` (IndexError when out of range)."""
+        """Handle of live row `row`.
+
+        Parameters
+        ----------
+        row : int
+            A live row; negative values count from the end.
+
+        Returns
+        -------
+        int
+
+        Raises
+        ------
+        IndexError
+            When the row is out of range.
+        TypeError
+            For a row that is not an integer.
+
+        Notes
+        -----
+        Thread-safety: a reader; safe alongside other readers, not while a writer runs.
+        """
         r = PyNumber_Index(row)
         if r < 0:
             r += self.engine.count
@@ -1033,7 +1274,17 @@ cdef class Table:
         return dod_table_handle(&self.engine, <size_t>r)
 
     def handles(self):
-        """Handles of the live rows, in row order (a uint64 copy)."""
+        """Handles of the live rows, in row order.
+
+        Returns
+        -------
+        numpy.ndarray
+            A uint64 copy.
+
+        Notes
+        -----
+        Thread-safety: a reader; safe alongside other readers, not while a writer runs.
+        """
         cdef size_t n = self.engine.count, i
         cdef cnp.ndarray out = np.empty(n, np.uint64)
         cdef uint64_t* hp = <uint64_t*>cnp.PyArray_DATA(out)
@@ -1043,9 +1294,32 @@ cdef class Table:
         return out
 
     def get(self, handle, default=_NOTHING):
-        """The row `handle` names as a dict of copies (numpy scalars / arrays).
+        """The row `handle` names, as a dict of copies.
 
-        A nil, stale or foreign handle raises KeyError, or returns `default` if given."""
+        Parameters
+        ----------
+        handle : int
+        default : object, optional
+            Returned for a nil, stale or foreign handle instead of raising.
+
+        Returns
+        -------
+        dict
+            Column name to a numpy scalar or array (copies).
+
+        Raises
+        ------
+        KeyError
+            For a nil, stale or foreign handle, when no `default` is given.
+        TypeError
+            For a handle that is not an integer.
+        ValueError
+            For an integer outside the 64-bit range.
+
+        Notes
+        -----
+        Thread-safety: a reader; safe alongside other readers, not while a writer runs.
+        """
         cdef Py_ssize_t r = dod_table_row(&self.engine, <dod_handle>self._handle_arg(handle))
         cdef Py_ssize_t c
         if r < 0:
@@ -1059,9 +1333,27 @@ cdef class Table:
         return out
 
     def update(self, handle, values=None, /, **columns):
-        """Write some columns of the row `handle` names (validated as :meth:`insert`).
+        """Write some columns of the row `handle` names.
 
-        KeyError for a dead handle or unknown column; nothing changes when it raises."""
+        Parameters
+        ----------
+        handle : int
+        values : mapping, optional
+            Column name to value (positional only); merged with ``columns``.
+        **columns
+            Column name to value, validated and converted as by :meth:`insert`.
+
+        Raises
+        ------
+        KeyError
+            For a dead handle or an unknown column.
+        TypeError, ValueError
+            As for :meth:`insert`.
+
+        Notes
+        -----
+        Nothing changes when it raises. Thread-safety: a writer; one writer at a time and no readers meanwhile (the table is not locked).
+        """
         cdef Py_ssize_t r = dod_table_row(&self.engine, <dod_handle>self._handle_arg(handle))
         cdef Schema s = self.schema
         if r < 0:
@@ -1091,15 +1383,57 @@ cdef class Table:
     # -------------------------------------------------------- columns
 
     def __getitem__(self, name):
-        """``table["pos"]``: a writable numpy view of the live rows of a column,
-        shape ``(len(table), *row_shape)``, zero-copy. While it is alive,
-        checked removes and clears raise BufferError (see the module docs)."""
+        """``table["pos"]``: a view of the live rows of one column.
+
+        Parameters
+        ----------
+        name : str
+            A column of the schema.
+
+        Returns
+        -------
+        numpy.ndarray
+            Writable, zero-copy, of shape ``(len(table), *row_shape)``. While it is
+            alive, checked removes, reorders and clears raise BufferError.
+
+        Raises
+        ------
+        KeyError
+            For an unknown column.
+        TypeError
+            For a key that is not a str (rows are read with :meth:`get`).
+
+        Notes
+        -----
+        Thread-safety: a reader; safe alongside other readers, not while a writer runs.
+        """
         if not isinstance(name, str):
             raise TypeError(f"index a table by column name (str); for rows use get(handle), got {type(name).__name__}")
         return self._column_array(self.column_index(name), 0, self.engine.count, self._new_view())
 
     def __setitem__(self, name, value):
-        """``table["pos"] = values``: write a whole column of the live rows (broadcasting)."""
+        """``table["pos"] = values``: write a whole column of the live rows.
+
+        Parameters
+        ----------
+        name : str
+            A column of the schema.
+        value : array_like
+            Broadcasts to ``(len(table), *row_shape)``; converts with same_kind
+            casting.
+
+        Raises
+        ------
+        KeyError
+            For an unknown column.
+        TypeError, ValueError
+            For a value that does not convert or broadcast, or a non-finite value
+            in a finite column; the column is unchanged.
+
+        Notes
+        -----
+        Thread-safety: a writer; one writer at a time and no readers meanwhile (the table is not locked).
+        """
         cdef Py_ssize_t c = self.column_index(name)
         cdef Column col = self.schema.columns[c]
         arr = _convert(value, col)
@@ -1111,31 +1445,82 @@ cdef class Table:
         np.copyto(self._column_array(c, 0, self.engine.count, self), arr, casting="same_kind")
 
     def columns(self):
-        """Every column as a view of the live rows: a dict name -> ndarray (one lease for all)."""
+        """Every column as a view of the live rows.
+
+        Returns
+        -------
+        dict
+            Column name to a writable, zero-copy ndarray; the views share one
+            lease (while any is alive, checked removes raise BufferError).
+
+        Notes
+        -----
+        Thread-safety: a reader; safe alongside other readers, not while a writer runs.
+        """
         base = self._new_view()
         return {(<Column>self.schema.columns[c]).name: self._column_array(c, 0, self.engine.count, base)
                 for c in range(len(self.schema.columns))}
 
     def keys(self):
-        """Column names (so ``dict(table)`` and ``pandas.DataFrame(dict(...))`` work)."""
+        """The column names, so that ``dict(table)`` and ``pandas.DataFrame(dict(table))`` work.
+
+        Returns
+        -------
+        tuple of str
+
+        Notes
+        -----
+        Thread-safety: the schema is immutable; any thread may call it.
+        """
         return self.schema.names
 
     # -------------------------------------------------------- Arrow PyCapsule interface
 
     def __arrow_c_schema__(self):
-        """The schema as an ``arrow_schema`` PyCapsule (Arrow C data interface):
-        a struct of the columns; vector columns are (nested) fixed-size lists."""
+        """The schema as an ``arrow_schema`` PyCapsule (Arrow C data interface).
+
+        Returns
+        -------
+        PyCapsule
+            A struct of the columns; vector columns are (nested) fixed-size lists.
+
+        Raises
+        ------
+        TypeError
+            For columns Arrow cannot hold without a copy (bool, complex, unicode,
+            datetime...).
+
+        Notes
+        -----
+        Thread-safety: the schema is immutable; any thread may call it.
+        """
         return self.schema._arrow_schema()
 
     def __arrow_c_array__(self, requested_schema=None):
-        """The live rows as a struct array: ``(arrow_schema, arrow_array)``
-        PyCapsules over the table's memory (no copy).
+        """The live rows as a struct array, without a copy.
 
-        The export counts as a live view until the consumer releases it
-        (a pyarrow batch or polars frame that still uses the memory keeps
-        checked removes refused). ``requested_schema`` is ignored (the spec
-        allows it; the consumer checks). TypeError for columns Arrow cannot
-        hold without a copy (bool, complex, unicode, datetime...)."""
+        Parameters
+        ----------
+        requested_schema : PyCapsule, optional
+            Ignored (the Arrow PyCapsule interface allows it; the consumer checks).
+
+        Returns
+        -------
+        tuple of PyCapsule
+            ``(arrow_schema, arrow_array)`` over the table's memory.
+
+        Raises
+        ------
+        TypeError
+            For columns Arrow cannot hold without a copy (bool, complex, unicode,
+            datetime...).
+
+        Notes
+        -----
+        The export counts as a live view until the consumer releases it (a
+        pyarrow batch or polars frame that still uses the memory keeps checked
+        removes refused). Thread-safety: a reader; safe alongside other readers, not while a writer runs.
+        """
         cdef dod_arrow_desc d
         cdef Schema s = self.schema
         sc = s._arrow_schema()
@@ -1144,8 +1529,26 @@ cdef class Table:
                                            self._new_view())
 
     def __arrow_c_stream__(self, requested_schema=None):
-        """The live rows as an ``arrow_array_stream`` PyCapsule of one batch
-        (no copy; lifetime as for :meth:`__arrow_c_array__`)."""
+        """The live rows as an ``arrow_array_stream`` PyCapsule of one batch (no copy).
+
+        Parameters
+        ----------
+        requested_schema : PyCapsule, optional
+            Ignored, as for :meth:`__arrow_c_array__`.
+
+        Returns
+        -------
+        PyCapsule
+
+        Raises
+        ------
+        TypeError
+            As for :meth:`__arrow_c_array__`.
+
+        Notes
+        -----
+        Lifetime as for :meth:`__arrow_c_array__`. Thread-safety: a reader; safe alongside other readers, not while a writer runs.
+        """
         cdef Schema s = self.schema
         cdef dod_arrow_desc d
         if s._unexportable is not None:
@@ -1157,7 +1560,17 @@ cdef class Table:
     # -------------------------------------------------------- numpy structured arrays
 
     def to_numpy(self):
-        """A copy of the live rows as a numpy structured array (dtype ``schema.dtype``)."""
+        """A copy of the live rows as a numpy structured array.
+
+        Returns
+        -------
+        numpy.ndarray
+            Of dtype ``schema.dtype``, one record per live row, in row order.
+
+        Notes
+        -----
+        Thread-safety: a reader; safe alongside other readers, not while a writer runs.
+        """
         cdef Py_ssize_t c
         out = np.empty(self.engine.count, dtype=self.schema.dtype)
         for c in range(len(self.schema.columns)):
@@ -1167,9 +1580,32 @@ cdef class Table:
 
     @classmethod
     def from_numpy(cls, array, capacity=None, *, Resource resource=None):
-        """A new table holding a copy of a structured array's records (schema from its dtype).
+        """A new table holding a copy of a structured array's records.
 
-        ``capacity`` defaults to the number of records (at least 1)."""
+        Parameters
+        ----------
+        array : numpy structured array
+            Its dtype gives the schema (:meth:`Schema.from_dtype`).
+        capacity : int, optional
+            Defaults to the number of records (at least 1).
+        resource : Resource, optional
+            As for :class:`Table`.
+
+        Returns
+        -------
+        Table
+
+        Raises
+        ------
+        TypeError
+            For an array that is not structured.
+        ValueError, MemoryError
+            As for :class:`Table` and :meth:`insert_many`.
+
+        Notes
+        -----
+        Thread-safety: builds a new table; safe from any thread.
+        """
         arr = np.asarray(array)
         if arr.dtype.names is None:
             raise TypeError(f"from_numpy needs a structured array, got dtype {arr.dtype}")
@@ -1183,8 +1619,18 @@ cdef class Table:
     # -------------------------------------------------------- invariants and statistics
 
     def check(self):
-        """Walk the structures and verify every invariant of dod/table.pxd; raise dod.InvariantError
-        on the first that fails (never a bare assert: ``python -O`` keeps the check)."""
+        """Walk the structures and verify every invariant of dod/table.pxd.
+
+        Raises
+        ------
+        dod.InvariantError
+            On the first invariant that fails (never a bare assert: ``python -O``
+            keeps the check).
+
+        Notes
+        -----
+        Thread-safety: a reader; safe alongside other readers, not while a writer runs.
+        """
         cdef dod_table* t = &self.engine
         cdef size_t r, c, free_count = 0, rb
         cdef dod_index slot
@@ -1249,13 +1695,23 @@ cdef class Table:
         return self._views
 
     def stats(self):
-        """The statistics as a dict: first the shared keys of every owner
-        (CONVENTIONS.md), counted in rows since a table holds rows, not
-        bytes: ``capacity``, ``used`` (live rows), ``available``, ``peak``,
-        ``allocations`` (rows inserted), ``failed`` (inserts refused: full);
-        then the table's own: ``rows`` (= used), ``bytes_per_row``,
-        ``nbytes`` (bytes taken from the resource), ``inserts`` (=
-        allocations), ``removes``, ``views`` (live views and exports)."""
+        """The statistics as a dict.
+
+        Returns
+        -------
+        dict
+            First the shared keys of every owner, counted in rows since a table
+            holds rows, not bytes: ``capacity``, ``used`` (live rows),
+            ``available``, ``peak``, ``allocations`` (rows inserted), ``failed``
+            (inserts refused: full); then the table's own: ``rows`` (= used),
+            ``bytes_per_row``, ``nbytes`` (bytes taken from the resource),
+            ``inserts`` (= allocations), ``removes``, ``views`` (live views and
+            exports).
+
+        Notes
+        -----
+        Thread-safety: a reader; safe alongside other readers, not while a writer runs.
+        """
         return {
             "capacity": self.engine.capacity,
             "used": self.engine.count,

@@ -68,9 +68,10 @@ cdef int _bound(object thread_id, bint closed, str what) except -1:
 
 @cython.no_gc_clear
 cdef class LockFreePoolCache:
-    """A thread cache over a :class:`~dod.lfpool.LockFreePool`.
+    """LockFreePoolCache(pool, limit=None)
 
-    LockFreePoolCache(pool, limit=None), or ``pool.thread_cache(limit)``.
+    A thread cache over a :class:`~dod.lfpool.LockFreePool`. Made by
+    ``LockFreePoolCache(pool, limit)`` or ``pool.thread_cache(limit)``.
 
     Keeps at most `limit` free blocks (1 to 2**20; default 16 KiB worth,
     1 to 64 blocks); an acquire that finds it empty takes up to limit/2
@@ -172,10 +173,11 @@ cdef class LockFreePoolCache:
 
 @cython.no_gc_clear
 cdef class SegFitCache:
-    """A thread cache over a :class:`~dod.segfit.SegFit`: one bin per size class up to
-    32 KiB; larger requests go to the allocator directly.
+    """SegFitCache(heap, class_bytes=None)
 
-    SegFitCache(heap, class_bytes=None), or ``heap.thread_cache(class_bytes)``.
+    A thread cache over a :class:`~dod.segfit.SegFit`: one bin per size class up to
+    32 KiB; larger requests go to the allocator directly. Made by
+    ``SegFitCache(heap, class_bytes)`` or ``heap.thread_cache(class_bytes)``.
 
     Bin k keeps at most clamp(class_bytes / size_k, 1, 64) blocks (class_bytes
     64 to 2**30, default 16 KiB); refills and spills move half a bin with one

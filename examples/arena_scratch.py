@@ -1,4 +1,7 @@
-"""A scratch arena reset every tick: the per-tick temporaries of a loop cost
+"""A scratch arena reset every tick
+================================
+
+The per-tick temporaries of a loop cost
 one pointer bump each and are freed by one store (python examples/arena_scratch.py)."""
 import numpy as np
 

@@ -1,4 +1,5 @@
 """The CPU+GPU frame with arenas and one sync, against the allocating version.
+===========================================================================
 
     python examples/gpu_frame.py [--frames 200] [--n 1000]
 

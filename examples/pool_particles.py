@@ -1,4 +1,7 @@
-"""Particles in a fixed-size pool: handles for identity, one numpy array over
+"""Particles in a fixed-size pool
+==============================
+
+Handles for identity, one numpy array over
 every block for vectorised updates (python examples/pool_particles.py)."""
 import numpy as np
 

@@ -1,4 +1,7 @@
-"""A struct-of-arrays table from Python: schema, batch insert, handles,
+"""A struct-of-arrays table from Python
+====================================
+
+Schema, batch insert, handles,
 zero-copy columns, and Arrow export (python examples/table_basics.py)."""
 import numpy as np
 

@@ -1,4 +1,5 @@
 """A 50 Hz tracker in a few lines: dod.loop calls dod.tracker once per tick.
+=========================================================================
 
     python examples/tracker_demo.py            # 500 targets, 5 s, real time
 

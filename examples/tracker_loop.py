@@ -1,4 +1,5 @@
 """Track 200 simulated targets at 50 Hz in a fixed-rate loop, allocation-free.
+===========================================================================
 
 The loop owns the scratch arena and the tracker borrows it; each tick feeds
 one scan and the loop reports its timing. Run: python examples/tracker_loop.py

@@ -1,4 +1,5 @@
 """Track thousands of targets at 50 Hz from a stream, with a threaded tick.
+========================================================================
 
 A producer thread draws each scan into the next free slot of a ring made once
 (dod.ring: fixed slots, two atomic counters, no allocation per scan); the

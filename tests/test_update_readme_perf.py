@@ -1,4 +1,4 @@
-"""tools/update_readme_perf.py: the README's perf block is generated, never typed."""
+"""tools/update_readme_perf.py: the performance page's tables are generated, never typed."""
 import importlib.util
 import os
 
@@ -31,10 +31,10 @@ def test_replace_block_refuses_bad_markers(tool, text):
         tool.replace_block(text, "x")
 
 
-def test_rewrites_a_readme_from_a_real_run(tool, tmp_path, capsys):
-    readme = tmp_path / "README.md"
+def test_rewrites_a_page_from_a_real_run(tool, tmp_path, capsys):
+    readme = tmp_path / "performance.md"
     readme.write_text(f"intro\n{tool.BEGIN}\nhand-typed numbers\n{tool.END}\nend\n")
-    assert tool.main(["--readme", str(readme), "--quick", "--only", "arena", "--no-tracker"]) == 0
+    assert tool.main(["--page", str(readme), "--quick", "--only", "arena", "--no-tracker"]) == 0
     text = readme.read_text()
     assert "hand-typed" not in text
     assert text.startswith("intro\n") and text.endswith(f"{tool.END}\nend\n")
@@ -43,10 +43,10 @@ def test_rewrites_a_readme_from_a_real_run(tool, tmp_path, capsys):
     assert "Measured 20" in text and "cores" in text
 
 
-def test_readme_without_markers_is_left_alone(tool, tmp_path, capsys):
-    readme = tmp_path / "README.md"
+def test_page_without_markers_is_left_alone(tool, tmp_path, capsys):
+    readme = tmp_path / "performance.md"
     readme.write_text("no markers here\n")
-    assert tool.main(["--readme", str(readme), "--no-tracker", "--quick"]) == 1
+    assert tool.main(["--page", str(readme), "--no-tracker", "--quick"]) == 1
     assert readme.read_text() == "no markers here\n"
     assert "perf:begin" in capsys.readouterr().err
 
@@ -58,3 +58,11 @@ def test_threaded_tracker_table_from_a_real_run(tool):
     assert cmd == "python -m dod.tracker.bench --threads 1,2 --sizes 100 --no-reference --markdown --quick"
     assert table.startswith("**dod.tracker tick time")
     assert "| 100 | 1 |" in table and "| 100 | 2 |" in table and "vs 1 thread" in table
+
+
+def test_default_page_is_the_site_performance_page_and_holds_the_markers(tool):
+    """The tables live on the site's performance page, not in the README."""
+    assert tool.DEFAULT_PAGE == os.path.join(ROOT, "docs", "performance.md")
+    text = open(tool.DEFAULT_PAGE).read()
+    assert tool.replace_block(text, "NEW") != text               # both markers, once each, in order
+    assert tool.BEGIN not in open(os.path.join(ROOT, "README.md")).read()

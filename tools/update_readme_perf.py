@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Rewrite the README's performance section from a fresh benchmark run.
+"""Rewrite the generated tables of the performance page from a fresh benchmark run.
 
-    python tools/update_readme_perf.py                 # full run, rewrites README.md
+    python tools/update_readme_perf.py                 # full run, rewrites docs/performance.md
     python tools/update_readme_perf.py --quick         # shorter runs (noisier)
     python tools/update_readme_perf.py --dry-run       # print the block, write nothing
     python tools/update_readme_perf.py --no-tracker    # dod.bench only
@@ -12,10 +12,11 @@ Runs ``python -m dod.bench --markdown`` and the tracker benchmark
 otherwise its ``run()`` rows rendered here; then, where it takes
 ``--threads``, its table at 1 and 2 threads up to 100,000 targets), and
 replaces everything between the markers ``<!-- perf:begin -->`` and
-``<!-- perf:end -->`` with the tables, the date, the machine, the commit and
-the exact commands. The numbers are never typed by hand: rerun this script
-instead. The README is left untouched when a command fails or the markers
-are missing (exit status 1).
+``<!-- perf:end -->`` in ``docs/performance.md`` (``--page`` names another
+file) with the tables, the date, the machine, the commit and the exact
+commands. The numbers are never typed by hand: rerun this script instead.
+The page is left untouched when a command fails or the markers are missing
+(exit status 1).
 
 Run it from a checkout with the extension built in place (``python setup.py
 build_ext --inplace``) or with dod installed; the commands run with this
@@ -33,13 +34,14 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN = "<!-- perf:begin -->"
 END = "<!-- perf:end -->"
+DEFAULT_PAGE = os.path.join(ROOT, "docs", "performance.md")
 
 
 def replace_block(text, block):
     """`text` with the lines between BEGIN and END replaced by `block`.
     Raises ValueError unless each marker occurs exactly once, BEGIN first."""
     if text.count(BEGIN) != 1 or text.count(END) != 1:
-        raise ValueError(f"the README must contain {BEGIN} and {END} exactly once each")
+        raise ValueError(f"the page must contain {BEGIN} and {END} exactly once each")
     a = text.index(BEGIN) + len(BEGIN)
     b = text.index(END)
     if b < a:
@@ -108,7 +110,7 @@ def _tracker_markdown(quick, sizes):
 
 
 def _tracker_threads_markdown(quick, sizes, threads="1,2"):
-    """The threaded tick (issue 12): one tracker per thread count on the same
+    """The threaded tick: one tracker per thread count on the same
     scans, without the reference; None when this dod's bench has no --threads."""
     if "--threads" not in _bench_help():
         return None
@@ -159,7 +161,8 @@ def build_block(quick=False, tracker=True, sizes="10,100,1000,10000", only=None,
 def main(argv=None):
     p = argparse.ArgumentParser(prog="tools/update_readme_perf.py",
                                 description=__doc__.split("\n")[0])
-    p.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
+    p.add_argument("--page", "--readme", dest="page", default=DEFAULT_PAGE,
+                   help="the Markdown file whose perf markers are rewritten (docs/performance.md)")
     p.add_argument("--quick", action="store_true", help="pass --quick to the benchmarks")
     p.add_argument("--no-tracker", action="store_true", help="skip python -m dod.tracker.bench")
     p.add_argument("--sizes", default="10,100,1000,10000", help="tracker sizes (10,100,1000,10000)")
@@ -169,7 +172,7 @@ def main(argv=None):
     p.add_argument("--dry-run", action="store_true", help="print the block, change nothing")
     a = p.parse_args(argv)
     try:
-        with open(a.readme) as f:
+        with open(a.page) as f:
             text = f.read()
         replace_block(text, "")              # markers checked before minutes of benchmarks
         block = build_block(a.quick, not a.no_tracker, a.sizes, a.only, a.thread_sizes)
@@ -180,12 +183,12 @@ def main(argv=None):
     if a.dry_run:
         print(block)
         return 0
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(a.readme)), suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(a.page)), suffix=".tmp")
     with os.fdopen(fd, "w") as f:
         f.write(new)
-    os.chmod(tmp, os.stat(a.readme).st_mode & 0o7777)      # mkstemp made it 0600
-    os.replace(tmp, a.readme)
-    print(f"updated {a.readme} ({len(block.splitlines())} lines between the perf markers)")
+    os.chmod(tmp, os.stat(a.page).st_mode & 0o7777)      # mkstemp made it 0600
+    os.replace(tmp, a.page)
+    print(f"updated {a.page} ({len(block.splitlines())} lines between the perf markers)")
     return 0
 
 

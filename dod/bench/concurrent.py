@@ -5,9 +5,11 @@ Workload (dod.bench._concurrent_kernels): N threads at once, one allocator
 shared by all of them; each thread keeps a window of 64 live blocks and, at
 each operation, frees the block in a random slot and allocates a new one
 there (one operation = one allocation plus one free). Two patterns:
-  * random classes: sizes drawn across SegFit's 33 size classes up to 1 KiB
-    (a class uniformly, then a size inside it);
-  * single class: 64 bytes every time.
+
+* random classes: sizes drawn across SegFit's 33 size classes up to 1 KiB
+  (a class uniformly, then a size inside it);
+* single class: 64 bytes every time.
+
 Allocators: glibc malloc/free; AtomicArena, LockFreePool and SegFit, each
 shared (every operation on the shared structure) and through a thread cache
 (each thread its own cache, flushed at the end of its run). LockFreePool has

@@ -110,9 +110,9 @@ class _PushLease:
 
 
 class DeviceArena:
-    """A bump arena in device memory, for the host and for kernels.
+    """DeviceArena(capacity, *, push_capacity=0, stream=None)
 
-    DeviceArena(capacity, *, push_capacity=0, stream=None)
+    A bump arena in device memory, for the host and for kernels.
 
     Parameters
     ----------

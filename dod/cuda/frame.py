@@ -82,9 +82,9 @@ def _check_n(n):
 
 
 class ArenaFrame:
-    """The frame with owners made once: pinned arena, device arena, stream, kernel.
+    """ArenaFrame(n=1000, *, threshold=0.5, stream=None)
 
-    ArenaFrame(n=1000, *, threshold=0.5, stream=None)
+    The frame with owners made once: pinned arena, device arena, stream, kernel.
 
     :meth:`run` does one frame and returns its hits as a numpy view into the
     pinned readback buffer, valid until the next :meth:`run` (copy it to keep

@@ -22,9 +22,9 @@ from dod.cuda._bump import check_capacity
 
 
 class PinnedArena(Arena):
-    """A fixed-capacity bump arena in page-locked host memory.
+    """PinnedArena(capacity)
 
-    PinnedArena(capacity)
+    A fixed-capacity bump arena in page-locked host memory.
 
     ``capacity`` bytes come from ``cupy.cuda.alloc_pinned_memory`` (CuPy's
     pinned pool by default). Everything else is :class:`dod.arena.Arena`:

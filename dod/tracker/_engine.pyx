@@ -281,10 +281,10 @@ cdef void _release_tables(Tracker tr) noexcept:
 
 @cython.final
 cdef class Tracker:
-    """A constant-velocity (or, with ``motion="imm"``, interacting multiple
-    model) multi-target tracker (global nearest neighbour).
+    """Tracker(config=None, *, scratch=None, **overrides)
 
-    Tracker(config=None, *, scratch=None, **overrides)
+    A constant-velocity (or, with ``motion="imm"``, interacting multiple
+    model) multi-target tracker (global nearest neighbour).
 
     `config` is a :class:`~dod.tracker.TrackerConfig` (keyword overrides
     build one). The tracks are the rows of :attr:`table`, a
@@ -745,7 +745,10 @@ cdef class Tracker:
         """(ids, positions) of the confirmed tracks, in row order: new arrays,
         ids uint64 (k,) and positions float64 (k, dim).
 
-        box : optional (lo, hi), dim numbers each (-inf / inf allowed): only
+        Parameters
+        ----------
+        box
+            optional (lo, hi), dim numbers each (-inf / inf allowed): only
             the tracks with lo <= position <= hi on every axis. A box with
             lo > hi on an axis holds nothing. ValueError for a NaN or a
             wrong length.

@@ -1,6 +1,6 @@
 """Tracking metrics: GOSPA and OSPA, HOTA, MOTA and IDF1 (numpy and dod's assignment solver).
 
-GOSPA (Rahmathullah, Garcia-Fernandez, Svensson 2017), alpha = 2:
+GOSPA (Rahmathullah, Garcia-Fernandez, Svensson 2017), alpha = 2::
 
     GOSPA(X, Y) = ( min over assignments g of  sum_{(i,j) in g} d(x_i, y_j)^p
                     + c^p / 2 * (|X| + |Y| - 2 |g|) )^(1/p)
@@ -9,7 +9,7 @@ with assigned pairs restricted to d < c: every unassigned truth is a missed
 target and every unassigned estimate a false one, each costing c^p / 2.
 :func:`gospa` also returns that decomposition (localisation, missed, false).
 
-OSPA (Schuhmacher, Vo, Vo 2008), for |X| = m <= n = |Y| (symmetric):
+OSPA (Schuhmacher, Vo, Vo 2008), for ``|X| = m <= n = |Y|`` (symmetric)::
 
     OSPA(X, Y) = ( (min over permutations sum_{i<=m} min(d, c)^p + c^p (n - m)) / n )^(1/p)
 
@@ -301,9 +301,13 @@ def _frame_points(pos, k, f, name):
 def hota(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
     """HOTA, DetA, AssA and LocA of a sequence of point sets (TrackEval's definition).
 
-    truth_ids, truth_pos, est_ids, est_pos : per frame, ids (k,) and positions
+    Parameters
+    ----------
+    truth_ids, truth_pos, est_ids, est_pos
+        per frame, ids (k,) and positions
         (k, dim) of the truth and of the estimates (any integer ids).
-    max_distance : distance at which the similarity ``1 - d / max_distance``
+    max_distance
+        distance at which the similarity ``1 - d / max_distance``
         reaches 0 (same units as the positions).
 
     Returns a dict: ``hota``, ``deta``, ``assa``, ``loca`` (means over the 19

@@ -144,12 +144,17 @@ def _seqinfo(path):
 def read_mot(path, *, fps=None, size=None, min_conf=None, ground_truth=True, name=None):
     """Read a MOTChallenge CSV file.
 
-    ground_truth : drop rows whose 7th column is 0 (MOT16+ "ignore" flag) and,
+    Parameters
+    ----------
+    ground_truth
+        drop rows whose 7th column is 0 (MOT16+ "ignore" flag) and,
         in 9-column MOT16/17 ground truth, rows whose class is not 1
         (pedestrian). For a detector's output pass False and use min_conf.
-    fps, size : frame rate and (width, height); default from seqinfo.ini,
+    fps, size
+        frame rate and (width, height); default from seqinfo.ini,
         the bundled sequences' known values, else 25 fps and the extent of
         the boxes.
+
     Raises FileNotFoundError, or ValueError for a malformed file (its line).
     """
     rows = []

@@ -29,7 +29,7 @@ update with H = [J 0] at the predicted position, gate in measurement space
 (bearing innovation wrapped), the grid searched within a Cartesian ball that
 holds the gate (:func:`dod.tracker.sensor.gate_box`), births at the
 converted positions with the converted covariance, the score's density
-taken per unit area/volume (minus ln |det dp/dz|); tracks in the sensor's
+taken per unit area/volume (minus ``ln |det dp/dz|``); tracks in the sensor's
 singular zone are not gated (dod/tracker/measurement.pxd states the model).
 
 Detections with NaN/inf are dropped. Rows are kept in birth order (deletion
@@ -161,7 +161,9 @@ def _components(pt, pd, n_tracks):
 
 
 class ReferenceTracker:
-    """ReferenceTracker(config=None, **overrides): the numpy tracker.
+    """ReferenceTracker(config=None, **overrides)
+
+    The numpy tracker.
 
     Same interface as the fast tracker's reading side: tick(detections, dt),
     ids, positions, velocities, covariances, states, counts().

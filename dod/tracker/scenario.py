@@ -121,22 +121,33 @@ def _scan_stream(meta, n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.
     """The scans of a seeded scenario, one :class:`Scan` at a time; fills
     `meta` (the Scenario fields) before the first scan.
 
-    n_targets : targets over the scenario (not all alive at once when
+    Parameters
+    ----------
+    n_targets
+        targets over the scenario (not all alive at once when
         ``birth_death`` > 0).
-    clutter : mean false detections per scan (Poisson); default 0.2 * n_targets.
-    clutter_density : instead of ``clutter``: mean false detections per unit
+    clutter
+        mean false detections per scan (Poisson); default 0.2 * n_targets.
+    clutter_density
+        instead of ``clutter``: mean false detections per unit
         area/volume per scan (``clutter = clutter_density * extent**dim``).
-    patches : number of dense clutter patches (balls of ``patch_radius``,
+    patches
+        number of dense clutter patches (balls of ``patch_radius``,
         default ``spacing / 2``, centres uniform in the region, fixed for the
         scenario); each false detection falls in one of them (chosen
         uniformly, uniform inside it) with probability ``patch_fraction``,
         else uniformly over the region.
-    speed : (min, max) initial speed, m/s.
-    spacing : the region holds one target per ``spacing**dim``: its side is
+    speed
+        (min, max) initial speed, m/s.
+    spacing
+        the region holds one target per ``spacing**dim``: its side is
         ``spacing * n_targets ** (1 / dim)``.
-    birth_death : fraction of targets born after the start or dying before the end.
-    crossing : fraction of targets flying in pairs that cross mid-scenario.
-    manoeuvre : fraction of the targets (not of the crossing pairs) that
+    birth_death
+        fraction of targets born after the start or dying before the end.
+    crossing
+        fraction of targets flying in pairs that cross mid-scenario.
+    manoeuvre
+        fraction of the targets (not of the crossing pairs) that
         manoeuvre: each starts a straight leg of ``leg`` = (min, max) seconds
         (uniform), then turns for ``turn_time`` seconds at a rate uniform in
         ``turn_rate`` = (min, max) rad/s, either sense (the velocity vector

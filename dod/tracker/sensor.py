@@ -30,11 +30,17 @@ MIN_RANGE2 = 1e-12      # measurement.pxd dod_meas_min_range2: the singular zone
 class Sensor:
     """Sensor(position, range_sigma, bearing_sigma, elevation_sigma=None)
 
-    position : the sensor's position, 2 (2-D) or 3 (3-D) finite numbers
+    Parameters
+    ----------
+    position
+        the sensor's position, 2 (2-D) or 3 (3-D) finite numbers
         (any array-like; stored as a tuple of floats).
-    range_sigma : range noise standard deviation (m), > 0.
-    bearing_sigma : bearing noise standard deviation (rad), > 0.
-    elevation_sigma : elevation noise standard deviation (rad), > 0: required
+    range_sigma
+        range noise standard deviation (m), > 0.
+    bearing_sigma
+        bearing noise standard deviation (rad), > 0.
+    elevation_sigma
+        elevation noise standard deviation (rad), > 0: required
         in 3-D, must be None in 2-D.
 
     ValueError for a position of the wrong shape or not finite, or a noise
@@ -196,7 +202,7 @@ def gate_box(h, J, S, gate, position):
 
 
 def log_jacobian(z):
-    """ln |det dp/dz| per measurement (measurement.pxd dod_meas_log_jacobian)."""
+    """``ln |det dp/dz|`` per measurement (measurement.pxd dod_meas_log_jacobian)."""
     r = np.maximum(z[:, 0], 1e-6)
     if z.shape[1] == 2:
         return np.log(r)

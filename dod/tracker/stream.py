@@ -35,21 +35,27 @@ from dod.tracker.scenario import iter_radar_scans, iter_scans, radar_sensors
 
 
 class ScanStream:
-    """Scans of ``iter_scans(targets, scans, dim=dim, **scenario)`` (with
+    """ScanStream(targets, scans, *, rows, slots, sample_every, dim=2, radar=False, idle=True, window=None, **scenario)
+
+    Scans of ``iter_scans(targets, scans, dim=dim, **scenario)`` (with
     ``radar=True``: ``iter_radar_scans``, each scan's sensor in
     :attr:`sensors`, ``sensors[tag % len(sensors)]``) through a ring.
 
-    ScanStream(targets, scans, *, rows, slots, sample_every, dim=2, radar=False, idle=True,
-               window=None, **scenario)
-
-    rows : most detections a scan may hold (the tracker's max_detections);
+    Parameters
+    ----------
+    rows
+        most detections a scan may hold (the tracker's max_detections);
         a scan with more makes the producer fail with ValueError.
-    slots : scan slots (how far the producer may run ahead).
-    sample_every : the truth of every this many scans (and of the last) is kept.
-    idle : the producer thread runs at idle priority (``RingProducer(idle=...)``):
+    slots
+        scan slots (how far the producer may run ahead).
+    sample_every
+        the truth of every this many scans (and of the last) is kept.
+    idle
+        the producer thread runs at idle priority (``RingProducer(idle=...)``):
         it draws in the tick's slack and never preempts the tick's workers.
-    window : None, or w > 0: a truth slot holds only the targets with
-        |position| <= w on every axis.
+    window
+        None, or w > 0: a truth slot holds only the targets with
+        ``|position| <= w`` on every axis.
 
     Call :meth:`start`; the consumer calls :meth:`take` (a Slot, or None at
     the end), ``release_scan()`` after the tick, and between ticks

@@ -1,0 +1,218 @@
+"""The documentation site covers every public name, and its code runs.
+
+* Every public Python name (docs/_ext/dod_public.py says what that is) is
+  listed on its module's page of the API reference, and every page is in
+  the reference's contents.
+* Every public .pxd has its page in the Cython API, and every declaration
+  in it states a contract: a comment or docstring in the .pxd (or on its
+  definition in the .pyx beside it), or a mention on its page.
+* Every code block of the reference pages is run here or marked as not run
+  with a reason; the worked downstream module builds with its setup.py and
+  prints what its comments say.
+
+The site itself is built, with warnings as errors, by the docs step of
+.ci/run (``python -m sphinx -W --keep-going -b html docs docs/_build/html``).
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+sys.path.insert(0, str(DOCS / "_ext"))
+
+import dod_public  # noqa: E402
+import dod_pxd  # noqa: E402
+
+
+def _autosummary_names(text):
+    """Names listed under the autosummary directives of an .rst page."""
+    names = []
+    for block in re.findall(r"^\.\. autosummary::\n((?:[ \t]+.*\n|\n)+)", text, re.M):
+        for line in block.splitlines():
+            s = line.strip()
+            if s and not s.startswith(":"):
+                names.append(s)
+    return names
+
+
+def _toctree_entries(text):
+    entries = []
+    for block in re.findall(r"^\.\. toctree::\n((?:[ \t]+.*\n|\n)+)", text, re.M):
+        entries += [s.strip() for s in block.splitlines() if s.strip() and not s.strip().startswith(":")]
+    return entries
+
+
+# ---- the Python reference ---------------------------------------------------
+
+def test_public_names_are_found():
+    modules = dod_public.public_modules()
+    assert {"dod", "dod.arena", "dod.table", "dod.ring", "dod.tracker", "dod.thread_cache",
+            "dod.numpy_memory", "dod.schema", "dod.arrow", "dod.ring_producer", "dod.bench"} <= set(modules)
+    assert not [m for m in modules if any(p.startswith("_") for p in m.split(".")[1:])]
+    code, _ = dod_public.public_names("dod.arena")
+    assert "Arena" in code
+    code, data = dod_public.public_names("dod.resource")
+    assert "Resource" in code and "pages" in data
+    code, _ = dod_public.public_names("dod.tracker")      # its __all__
+    assert "Tracker" in code and "solve_assignment" in code
+
+
+def test_every_public_module_has_a_page_in_the_reference():
+    index = (DOCS / "api" / "index.rst").read_text()
+    listed = _toctree_entries(index)
+    missing = [m for m in dod_public.public_modules() if m not in listed or not (DOCS / "api" / f"{m}.rst").exists()]
+    assert not missing, f"public modules without an API page (docs/api/<module>.rst, listed in docs/api/index.rst): {missing}"
+    stale = [e for e in listed if e not in dod_public.public_modules()]
+    assert not stale, f"API pages of modules that are not public: {stale}"
+
+
+@pytest.mark.parametrize("module", dod_public.public_modules())
+def test_every_public_name_is_in_the_reference(module):
+    page = (DOCS / "api" / f"{module}.rst").read_text()
+    assert f".. automodule:: {module}" in page
+    code, data = dod_public.public_names(module)
+    listed = _autosummary_names(page)
+    missing = [n for n in code + data if n not in listed]
+    assert not missing, (f"{module}: public names missing from docs/api/{module}.rst "
+                         f"(add them to its autosummary list): {missing}")
+    extra = [n for n in listed if n not in code + data]
+    assert not extra, f"{module}: docs/api/{module}.rst lists names that are not public: {extra}"
+
+
+def test_the_package_reexports_are_documented_at_home():
+    for name, home in dod_public.reexports().items():
+        page = (DOCS / "api" / f"{home}.rst").read_text()
+        assert name in _autosummary_names(page), f"dod.{name} is not documented on its home page {home}"
+
+
+# ---- the Cython reference ---------------------------------------------------
+
+def _pxd_pages():
+    pages = {}
+    for page in sorted((DOCS / "cython").glob("*.rst")):
+        for rel in re.findall(r"^\.\. dod-pxd:: (\S+)", page.read_text(), re.M):
+            pages.setdefault(rel, []).append(page)
+    return pages
+
+
+def test_every_public_pxd_has_one_page():
+    pages = _pxd_pages()
+    index = _toctree_entries((DOCS / "cython" / "index.rst").read_text())
+    for pxd in dod_pxd.public_pxd_files(ROOT):
+        rel = pxd.relative_to(ROOT).as_posix()
+        assert len(pages.get(rel, [])) == 1, f"{rel}: {len(pages.get(rel, []))} pages in docs/cython (need one)"
+        assert pages[rel][0].stem in index, f"{pages[rel][0].name} is not in docs/cython/index.rst's contents"
+    for rel in pages:
+        assert not Path(rel).name.startswith("_"), f"an internal .pxd has a public page: {rel}"
+
+
+def test_internal_pxd_files_are_not_public():
+    public = {p.name for p in dod_pxd.public_pxd_files(ROOT)}
+    assert "arena.pxd" in public and "kalman.pxd" in public and "atomics.pxd" in public
+    assert not [n for n in public if n.startswith("_")]
+
+
+_TOP_LEVEL_DECL = re.compile(
+    r"^(?:cdef|cpdef|ctypedef)\s+(?:(?:inline|packed|public|readonly|const)\s+)*"
+    r"(?:(?:struct|union|class|enum|fused)\s+(?P<tname>\w+)|[^(#=]*?\b(?P<fname>\w+)\s*\()")
+
+
+@pytest.mark.parametrize("pxd", dod_pxd.public_pxd_files(ROOT), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_the_pxd_parser_sees_every_declaration(pxd):
+    """A plain scan of the file's top-level lines names nothing the page
+    renderer missed (a declaration it cannot parse would vanish from the page)."""
+    _, decls = dod_pxd.parse_pxd(pxd)
+    parsed = {d.name for d in decls}
+    seen = set()
+    for line in pxd.read_text().splitlines():
+        m = _TOP_LEVEL_DECL.match(line)
+        if m:
+            name = m.group("tname") or m.group("fname")
+            if name and not name.startswith("(") and "(*" not in line:
+                seen.add(name)
+    missing = seen - parsed
+    assert not missing, f"{pxd.name}: declarations the page would leave out: {sorted(missing)}"
+    assert decls, f"{pxd.name}: no declarations parsed"
+
+
+@pytest.mark.parametrize("pxd", dod_pxd.public_pxd_files(ROOT), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_pxd_declaration_states_its_contract(pxd):
+    rel = pxd.relative_to(ROOT).as_posix()
+    header, decls = dod_pxd.parse_pxd(pxd)
+    page_text = _pxd_pages()[rel][0].read_text()
+    undocumented = []
+    for d in decls:
+        if d.kind == "class":
+            continue                      # the owner's Python face is in the API reference
+        commented_body = d.kind in ("struct", "enum") and "#" in d.code
+        if d.doc.strip() or commented_body:
+            continue
+        if d.name and (re.search(rf"\b{re.escape(d.name)}\b", header) or f"``{d.name}``" in page_text):
+            continue
+        if d.kind == "enum" and d.members and all(f"``{m}``" in page_text for m in d.members):
+            continue
+        undocumented.append(d.name or f"(enum at line {d.line})")
+    assert not undocumented, (f"{rel}: declarations with no contract (comment them in the .pxd, "
+                              f"or describe them on docs/cython/{_pxd_pages()[rel][0].name}): {undocumented}")
+
+
+def test_the_pages_say_nothing_about_development_history():
+    for pxd in dod_pxd.public_pxd_files(ROOT):
+        header, decls = dod_pxd.parse_pxd(pxd)
+        for text in [header] + [d.doc for d in decls]:
+            assert not re.search(r"\bissue \d+", text), f"{pxd.name}: {text[:200]}"
+
+
+# ---- code on the reference pages ---------------------------------------------
+
+REFERENCE_PAGES = [DOCS / "index.rst", *sorted((DOCS / "api").glob("*.rst")), *sorted((DOCS / "cython").glob("*.rst"))]
+# Files that literalinclude shows, and the test that runs each.
+INCLUDED_AND_TESTED = {
+    "downstream/particle_step.pyx": "test_the_downstream_module_builds_and_prints_what_it_says",
+    "downstream/setup.py": "test_the_downstream_module_builds_and_prints_what_it_says",
+    "downstream/use_step.py": "test_the_downstream_module_builds_and_prints_what_it_says",
+    "../../examples/table_nogil.pyx": "tests/test_table.py (the cimport test builds it)",
+}
+
+
+def test_every_code_block_is_run_or_says_why_not():
+    for page in REFERENCE_PAGES:
+        lines = page.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if re.match(r"\s*\.\. (code-block|code|sourcecode)::", line) or re.match(r".*[^:]::\s*$", line) and not line.strip().startswith(".."):
+                prev = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+                m = re.match(r"\s*\.\. not run: (.+)", prev)
+                assert m and len(m.group(1).strip()) > 10, (
+                    f"{page.relative_to(ROOT)}:{i + 1}: a code block that is neither run by a test nor "
+                    f"preceded by '.. not run: <reason>'")
+            m = re.match(r"\s*\.\. literalinclude:: (\S+)", line)
+            if m:
+                assert m.group(1) in INCLUDED_AND_TESTED, (
+                    f"{page.relative_to(ROOT)}:{i + 1}: {m.group(1)} is shown but no test runs it")
+                assert (page.parent / m.group(1)).exists()
+
+
+def _build_downstream(tmp_path):
+    work = tmp_path / "downstream"
+    shutil.copytree(DOCS / "cython" / "downstream", work)
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}      # the compiler needs no sanitizer
+    build = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=work, env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-3000:]
+    return work
+
+
+def test_the_downstream_module_builds_and_prints_what_it_says(tmp_path):
+    work = _build_downstream(tmp_path)
+    assert list(work.glob("particle_step*.so")), "setup.py built no extension module"
+    run = subprocess.run([sys.executable, "use_step.py"], cwd=work, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    promised = re.findall(r"# prints: (.*)$", (work / "use_step.py").read_text(), re.M)
+    assert len(promised) >= 3
+    assert run.stdout.strip().splitlines() == [p.strip() for p in promised]
