@@ -63,6 +63,7 @@ cimport numpy as cnp
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.number cimport PyNumber_Index
 from cpython.object cimport PyObject
+from cpython.pythread cimport PyThread_get_thread_ident
 from libc.errno cimport EINTR, ETIMEDOUT
 from libc.stdint cimport uint32_t, uint64_t, int64_t, uintptr_t
 from libc.string cimport memcpy, memset
@@ -78,7 +79,6 @@ from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memor
 from dod.resource cimport Resource, dod_resource_allocate_from_python
 
 import threading
-from threading import current_thread as _current_thread
 
 import numpy as np
 
@@ -535,34 +535,40 @@ cdef class Ring:
     # -------------------------------------------------------- producer
 
     cdef str _stalled(self, bint writer):
-        """Why a wait of this side can never end, or None. The other side
-        is held by the waiting thread itself, or by a thread that has ended
-        (a Python thread that returned holding its slot)."""
+        """Why a wait of this side can never end, or None: the other side is
+        held by the waiting thread itself, or by a thread that has ended (a
+        Python thread that returned holding its slot). Thread ids only (no
+        allocation on the hand-off): an ended holder whose id a live thread
+        reuses reads as that thread."""
         cdef int other = self._rstate if writer else self._wstate
-        who = self._rthread if writer else self._wthread
+        cdef unsigned long who = self._rthread if writer else self._wthread
         what = "the consumer" if writer else "the producer"
-        if other != _HOLDING or who is None:
+        if other != _HOLDING or who == 0:
             return None
-        if not who.is_alive():
-            return f"{what}'s thread {who.name!r} ended while holding a slot: nothing can hand it back"
-        if who is _current_thread():
-            return (f"{what} is this same thread, holding a slot: "
-                    + ("release() it before waiting for a free slot" if writer
-                       else "commit() or abort() it before waiting for one to read"))
-        return None
+        if who == PyThread_get_thread_ident():
+            return (f"{what}'s slot is held by this same thread (or by an ended thread whose id it "
+                    f"now has): " + ("release() it before waiting for a free slot" if writer
+                                     else "commit() or abort() it before waiting for one to read"))
+        for th in threading.enumerate():
+            if th.ident == who:
+                return None
+        return f"{what}'s thread ended while holding a slot: nothing can hand it back"
 
     def state(self):
         """Both sides' state, as a dict (a snapshot, for diagnostics; any
         thread): producer and consumer ("idle", "waiting" or "holding", as
         the Python face sees it: a side used only through the cimport engine
         reads "idle"), producer_thread and consumer_thread (the name of the
-        thread waiting or holding, with " (ended)" after a thread that has
-        ended, else None), in_flight, slots, closed."""
+        thread waiting or holding, "ended thread N" for one that has ended,
+        else None), in_flight, slots, closed."""
         names = {0: "idle", 1: "waiting", 2: "holding"}
-        def thread_name(th, int st):
-            if st == _IDLE or th is None:
+        def thread_name(unsigned long ident, int st):
+            if st == _IDLE or ident == 0:
                 return None
-            return th.name if th.is_alive() else th.name + " (ended)"
+            for th in threading.enumerate():
+                if th.ident == ident:
+                    return th.name
+            return f"ended thread {ident}"
         return {"producer": names.get(self._wstate, "?"), "consumer": names.get(self._rstate, "?"),
                 "producer_thread": thread_name(self._wthread, self._wstate),
                 "consumer_thread": thread_name(self._rthread, self._rstate),
@@ -593,10 +599,10 @@ cdef class Ring:
             return DOD_RING_OK
         if writer:
             self._wstate = _WAITING
-            self._wthread = _current_thread()
+            self._wthread = PyThread_get_thread_ident()
         else:
             self._rstate = _WAITING
-            self._rthread = _current_thread()
+            self._rthread = PyThread_get_thread_ident()
         try:
             first = True
             while True:
@@ -627,12 +633,12 @@ cdef class Ring:
         finally:
             if writer:
                 self._wstate = _IDLE
-                self._wthread = None
+                self._wthread = 0
                 r.write_waits = waits + 1
                 r.write_failed = failed + (rc != DOD_RING_OK)
             else:
                 self._rstate = _IDLE
-                self._rthread = None
+                self._rthread = 0
                 r.read_waits = waits + 1
                 r.read_failed = failed + (rc == DOD_RING_TIMEOUT)
         return rc
@@ -666,7 +672,7 @@ cdef class Ring:
         face.active = True
         self._wslot = face
         self._wstate = _HOLDING
-        self._wthread = _current_thread()
+        self._wthread = PyThread_get_thread_ident()
         return face
 
     def commit(self):
@@ -681,7 +687,7 @@ cdef class Ring:
         face.active = False
         self._wslot = None
         self._wstate = _IDLE
-        self._wthread = None
+        self._wthread = 0
         n = <size_t>dod_ring_size(&self.engine)
         if n > self.peak_slots:
             self.peak_slots = n
@@ -696,7 +702,7 @@ cdef class Ring:
         face.active = False
         self._wslot = None
         self._wstate = _IDLE
-        self._wthread = None
+        self._wthread = 0
 
     cdef Slot _held_write(self, str what):
         if self._wstate != _HOLDING:
@@ -745,7 +751,7 @@ cdef class Ring:
         face.active = True
         self._rslot = face
         self._rstate = _HOLDING
-        self._rthread = _current_thread()
+        self._rthread = PyThread_get_thread_ident()
         return face
 
     def release(self):
@@ -763,7 +769,7 @@ cdef class Ring:
         face.active = False
         self._rslot = None
         self._rstate = _IDLE
-        self._rthread = None
+        self._rthread = 0
         dod_ring_release(&self.engine)
 
     def read(self, timeout=None):
