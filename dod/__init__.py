@@ -18,7 +18,7 @@ try:
 except (AttributeError, OSError):
     initial_cpus = None
 
-from dod.errors import InvariantError  # noqa: E402  (cheap: pure Python)
+from dod.errors import InvariantError, StallError  # noqa: E402  (cheap: pure Python)
 
 
 def get_include():

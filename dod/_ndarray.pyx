@@ -1,9 +1,15 @@
-"""Raw memory to numpy arrays, and validation of array requests (internal).
+"""Raw memory to numpy arrays, validation of array requests, and the one
+gate for the arrays callers pass in (internal).
 
 Every Python face in dod carves arrays the same way: validate the request
 (shape, dtype, alignment) completely before touching the allocator, so a bad
 request leaves it unchanged; then wrap the memory in an ndarray whose base is
 an object that keeps the memory alive.
+
+Every public entry point that takes numeric arrays (tracker ticks and
+sensors, assignment, metrics, tables, rings, arenas) reads them through
+:func:`input_array`: one place that checks (or converts) dtype, byte order,
+alignment, contiguity and shape, with one set of error messages.
 """
 cimport numpy as cnp
 from cpython.long cimport PyLong_Check
@@ -11,6 +17,7 @@ from cpython.tuple cimport PyTuple_Check, PyTuple_GET_SIZE, PyTuple_GET_ITEM
 from cpython.ref cimport Py_INCREF
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.number cimport PyNumber_Index, PyNumber_AsSsize_t
+from libc.stdint cimport uintptr_t
 
 from dod._core cimport dod_is_pow2, dod_mul_overflow
 
@@ -111,3 +118,131 @@ cdef object wrap_memory(void* data, const dod_array_request* req, cnp.dtype dt, 
                                <cnp.npy_intp*>req.dims, NULL, data, cnp.NPY_ARRAY_CARRAY, NULL)
     cnp.set_array_base(<cnp.ndarray>arr, base)
     return arr
+
+
+# ---------------------------------------------------------------- the input gate
+
+cdef str _shape_spec(int ndim, object trailing):
+    """"(n, 2)"-style description of the shapes a gate accepts."""
+    if ndim < 0:
+        return "any shape"
+    if ndim == 0:
+        return "shape ()"
+    cdef list parts = ["n"] * ndim
+    cdef Py_ssize_t i, nt = len(trailing)
+    for i in range(nt):
+        if trailing[i] >= 0:
+            parts[ndim - nt + i] = str(trailing[i])
+    return "shape (" + ", ".join(parts) + ("," if ndim == 1 else "") + ")"
+
+
+cdef inline bint _aligned(cnp.ndarray a) noexcept:
+    # numpy's own ALIGNED flag: the data pointer and every stride are
+    # multiples of the dtype's alignment.
+    return cnp.PyArray_ISALIGNED(a)
+
+
+cpdef object input_array(object obj, object dtype, str name, int ndim=-1, object trailing=None,
+                         str layout="c", str casting="same_kind"):
+    """`obj` as an ndarray a dod entry point can read, or a clear exception.
+
+    dtype : the dtype the entry point reads (native byte order is meant), or
+        None for "its own dtype" (any dtype without Python objects).
+    name : the argument's name, for the messages.
+    ndim : the number of dimensions required (-1: any).
+    trailing : None, an int (the size of the last axis) or a tuple of sizes
+        of the last axes (-1: any size).
+    layout :
+        "c" (default): the array returned is native-endian, aligned and
+        C-contiguous, of exactly `dtype`: `obj` itself when it already is
+        (no copy, no allocation), else one converted copy (array-likes,
+        other dtypes that cast under `casting`, byte-swapped, misaligned or
+        strided arrays).
+        "any": `obj` as an array of any layout and byte order whose dtype
+        casts to `dtype` under `casting` (the caller copies it with numpy,
+        which handles every layout); no copy is made here.
+        "strict": `obj` must already be an ndarray of exactly `dtype`,
+        native-endian, aligned and C-contiguous; nothing is converted.
+        "out": as "strict", and writable (an output the caller fills).
+    casting : numpy's casting rule from the given dtype to `dtype`.
+
+    Raises TypeError for None, an object (or otherwise non-numeric) dtype,
+    a dtype that does not cast, a non-array where one is required ("strict",
+    "out") and a byte-swapped array there; ValueError for a wrong number of
+    dimensions or a wrong shape (0-d included), an array-like numpy cannot
+    make rectangular, a misaligned or non-contiguous array where "strict"
+    or "out" refuses it, and a read-only array given as an output. Nothing
+    the caller owns is changed.
+    """
+    cdef cnp.ndarray a
+    cdef cnp.dtype want = None, have
+    cdef int i, nd, nt
+    cdef Py_ssize_t want_size
+    if layout != "c" and layout != "any" and layout != "strict" and layout != "out":
+        raise ValueError(f"layout must be 'c', 'any', 'strict' or 'out', not {layout!r}")
+    if dtype is not None:
+        want = as_dtype(dtype)
+        if not want.isnative:
+            want = want.newbyteorder("=")
+    if obj is None:
+        raise TypeError(f"{name} must be an array" + (f" of {want}" if want is not None else "") + ", not None")
+    if cnp.PyArray_Check(obj):
+        a = <cnp.ndarray>obj
+    elif layout == "strict" or layout == "out":
+        raise TypeError(f"{name} must be a numpy array" + (f" of {want}" if want is not None else "")
+                        + f", not {type(obj).__name__}")
+    else:
+        try:
+            a = np.asarray(obj)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{name}: cannot make an array of this {type(obj).__name__} ({e})") from None
+    have = <cnp.dtype>a.descr
+    if have.hasobject:
+        raise TypeError(f"{name} holds Python objects (dtype {have}); "
+                        + (f"it must hold numbers convertible to {want}" if want is not None
+                           else "dod reads raw bytes only"))
+    if want is None:
+        as_dtype(have)                          # the itemsize check, one message
+        want = have if have.isnative else have.newbyteorder("=")
+    elif not cnp.PyArray_EquivTypes(have, want):
+        if layout == "strict" or layout == "out":
+            if have.isnative or not cnp.PyArray_EquivTypes(have.newbyteorder("="), want):
+                raise TypeError(f"{name} must be {want}, not {have}")
+            raise TypeError(f"{name} is byte-swapped ({have.str}, not the machine's {want.str}): "
+                            f"pass {name}.astype({want.name!r}) (a native-endian copy)")
+        if have.kind not in "biuf" and not (have.kind == "c" and want.kind == "c") \
+                or not np.can_cast(have, want, casting):
+            raise TypeError(f"{name} must hold numbers that convert to {want} ({casting} casting), "
+                            f"not {have}")
+    # shape
+    nd = cnp.PyArray_NDIM(a)
+    if ndim >= 0:
+        if trailing is None:
+            trailing = ()
+        elif PyLong_Check(trailing):
+            trailing = (trailing,)
+        nt = len(trailing)
+        ok = nd == ndim
+        if ok:
+            for i in range(nt):
+                want_size = trailing[i]
+                if want_size >= 0 and cnp.PyArray_DIMS(a)[nd - nt + i] != want_size:
+                    ok = False
+                    break
+        if not ok:
+            raise ValueError(f"{name} must have {_shape_spec(ndim, trailing)}, not {(<object>a).shape}"
+                             + (" (a 0-d array)" if nd == 0 else ""))
+    if layout == "any":
+        return a
+    if cnp.PyArray_EquivTypes(have, want) and _aligned(a) and cnp.PyArray_IS_C_CONTIGUOUS(a):
+        if layout == "out" and not cnp.PyArray_ISWRITEABLE(a):
+            raise ValueError(f"{name} is read-only; an output must be writable")
+        return a
+    if layout == "strict" or layout == "out":
+        if not _aligned(a):
+            raise ValueError(f"{name} is misaligned for {want} (its data does not start on a multiple "
+                             f"of {want.alignment} bytes): pass np.array({name}), an aligned copy")
+        raise ValueError(f"{name} must be C-contiguous: pass np.ascontiguousarray({name})")
+    out = np.empty((<object>a).shape, want)
+    np.copyto(out, a, casting="unsafe")        # (the cast was checked above)
+    return out

@@ -41,7 +41,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_CONTIG
 from cpython.number cimport PyNumber_Index
 
 from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_pad_for, dod_poison
-from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
+from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory, input_array
 from dod._lease cimport RangePin, range_pin, range_pin_cover, range_pins_close, range_pins_top_above
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
                            dod_resource_allocate_from_python, dod_resource_deallocate,
@@ -406,10 +406,16 @@ cdef class Arena:
         return self._carve(prototype.shape, prototype.dtype if dtype is None else dtype, align, True)
 
     def array(self, obj, dtype=None, *, align=None):
-        """A copy of array-like `obj` in arena memory (C order)."""
-        src = np.asarray(obj, dtype=dtype)
-        arr = self._carve(src.shape, src.dtype, align, False)
-        np.copyto(arr, src, casting="no")
+        """A copy of array-like `obj` in arena memory (C order), of `dtype`
+        (default: obj's dtype) converted as ``numpy.asarray(obj, dtype)``
+        would. Any layout and byte order is read (strided, byte-swapped,
+        misaligned). TypeError for Python objects or numbers that do not
+        convert to `dtype`, ValueError for an array-like numpy cannot make
+        rectangular; the arena is unchanged then."""
+        # the one input gate (dod._ndarray): no objects, any layout
+        src = input_array(obj, dtype, "obj", -1, None, "any", "unsafe")
+        arr = self._carve(src.shape, src.dtype if dtype is None else dtype, align, False)
+        np.copyto(arr, src, casting="unsafe")
         return arr
 
     # -------------------------------------------------------- marks, scopes, reset

@@ -18,3 +18,17 @@ class EscapeWarning(UserWarning):
     at a later rewind or reset once they are gone. Issued by
     ``Arena.numpy()`` blocks and by ``dod.cuda``'s allocator scope.
     """
+
+
+class StallError(TimeoutError):
+    """A wait that can never end: the other side cannot make progress.
+
+    Raised instead of waiting forever by :meth:`dod.ring.Ring.acquire_write`
+    / ``acquire_read`` (the other side held by the waiting thread itself, or
+    by a thread that has ended), by
+    :meth:`dod.ring_producer.RingProducer.take` (the producer parked on
+    another ring the consumer has not drained, or never started) and so by
+    ``ScanStream.take``. The message carries both sides' state. It
+    subclasses TimeoutError: ``except TimeoutError`` catches a bounded wait
+    that ran out and a stall alike.
+    """

@@ -219,6 +219,9 @@ cdef class Ring:
     cdef object _wctx
     cdef object _rctx
     cdef size_t peak_slots           # most slots in flight seen at a commit by the Python face or at stats()
+    cdef unsigned long _wthread      # the Python producer's thread id while it waits or holds (0: none)
+    cdef unsigned long _rthread      # the Python consumer's, the same
 
-    cdef int _acquire(self, bint writer, object timeout, dod_ring_slot** s) except -1
+    cdef int _acquire(self, bint writer, object timeout, object stall, dod_ring_slot** s) except -1
+    cdef str _stalled(self, bint writer)
     cdef Slot _held_write(self, str what)

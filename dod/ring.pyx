@@ -19,9 +19,19 @@ drain what was committed, then ``acquire_read`` returns None.
 
 Waiting
     When the ring is full (producer) or empty (consumer), acquire waits up
-    to ``timeout`` seconds (None: no limit; 0: do not wait) with the GIL
-    released: a short spin, then a futex sleep that commit/release/close
-    wake. Ctrl-C interrupts a wait in the main thread.
+    to ``timeout`` seconds (0: do not wait) with the GIL released: a short
+    spin, then a futex sleep that commit/release/close wake; TimeoutError
+    when the time is up. ``timeout=None`` waits as long as the other side
+    can still make progress: a wait that can never end raises
+    :class:`dod.errors.StallError` (a TimeoutError) with both sides' state
+    (:meth:`Ring.state`) instead of waiting forever: the other side held by
+    the waiting thread itself (a consumer that holds a slot and asks for a
+    free one on a full ring, or a producer that holds its slot and waits
+    for one to read), or by a thread that has ended; such a wait raises at
+    once whatever the timeout. A composition that
+    knows more (:meth:`dod.ring_producer.RingProducer.take`) adds its own
+    test through ``stall=``. Ctrl-C interrupts a wait in the main thread
+    (the wait runs in chunks of at most 100 ms between signal checks).
 
 Lifetime rule (the one place it lives for the ring)
     The arrays of a slot (``slot.data``, ``slot.rows`` and every view taken
@@ -53,6 +63,7 @@ cimport numpy as cnp
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.number cimport PyNumber_Index
 from cpython.object cimport PyObject
+from cpython.pythread cimport PyThread_get_thread_ident
 from libc.errno cimport EINTR, ETIMEDOUT
 from libc.stdint cimport uint32_t, uint64_t, int64_t, uintptr_t
 from libc.string cimport memcpy, memset
@@ -64,12 +75,14 @@ from dod.atomics cimport (dod_atomic_load_u64, dod_atomic_store_u64, dod_atomic_
                           dod_atomic_wait_u32, dod_atomic_wake_all_u32, dod_cpu_relax)
 from dod._core cimport DOD_CACHE_LINE, dod_add_overflow, dod_mul_overflow
 from dod._lease cimport Owned, owned, ExportPin, export_pin
-from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
+from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory, input_array
 from dod.resource cimport Resource, dod_resource_allocate_from_python
+
+import threading
 
 import numpy as np
 
-from dod.errors import InvariantError
+from dod.errors import InvariantError, StallError
 from dod.resource import pages as _pages
 
 cnp.import_array()
@@ -316,32 +329,26 @@ cdef class Slot:
         """Producer: copy `array` ``(n, *row_shape)`` into the first n rows, set count = n
         (and time, dt, tag when given).
 
-        Raises ValueError for a wrong shape or n > ring.rows, TypeError for a
-        dtype that does not cast safely ("same_kind"); the slot is unchanged
-        on failure. No allocation when `array` is C-contiguous of the ring's
-        dtype.
+        `array` may be any array-like of any layout and byte order (strided,
+        byte-swapped and misaligned arrays are copied element by element).
+        Raises ValueError for a wrong shape (0-d included) or n > ring.rows,
+        TypeError for None, Python objects or a dtype that does not cast
+        safely ("same_kind"); the slot is unchanged on failure. No allocation
+        when `array` is an aligned C-contiguous array of the ring's dtype.
         """
         self._need_active()
         if not self.writable:
             raise AttributeError("the consumer's slot is read-only")
-        cdef cnp.ndarray a = array if isinstance(array, cnp.ndarray) else np.asarray(array)
         cdef cnp.ndarray d = <cnp.ndarray>self._data
-        cdef int nd = cnp.PyArray_NDIM(d), i
+        # the one input gate (dod._ndarray): dtype, shape; any layout (copied below)
+        cdef cnp.ndarray a = input_array(array, d.dtype, "array", cnp.PyArray_NDIM(d),
+                                         (<object>d).shape[1:], "any", "same_kind")
         cdef cnp.npy_intp n
         cdef int64_t tag_value = 0
-        cdef bint fits = cnp.PyArray_NDIM(a) == nd
-        for i in range(1, nd):
-            if fits and cnp.PyArray_DIMS(a)[i] != cnp.PyArray_DIMS(d)[i]:
-                fits = False
-        if not fits:
-            raise ValueError(f"array of shape {(<object>a).shape} does not match rows of shape "
-                             f"{(<object>d).shape[1:]}: expected (n,) + {(<object>d).shape[1:]}")
         n = cnp.PyArray_DIMS(a)[0]
         if <size_t>n > self.max_rows:
             raise ValueError(f"{n} rows do not fit in a slot of {self.max_rows} rows")
-        cdef bint same = cnp.PyArray_EquivTypes(a.descr, d.descr)
-        if not same and not np.can_cast(a.dtype, d.dtype, "same_kind"):
-            raise TypeError(f"cannot cast {a.dtype} to the ring's {d.dtype} (same_kind)")
+        cdef bint same = cnp.PyArray_EquivTypes(a.descr, d.descr) and cnp.PyArray_ISALIGNED(a)
         if tag is not None:
             tag_value = <int64_t>tag          # OverflowError/TypeError before anything changes
         t_value = float(time) if time is not None else None
@@ -527,11 +534,51 @@ cdef class Ring:
 
     # -------------------------------------------------------- producer
 
-    cdef int _acquire(self, bint writer, object timeout, dod_ring_slot** s) except -1:
+    cdef str _stalled(self, bint writer):
+        """Why a wait of this side can never end, or None: the other side is
+        held by the waiting thread itself, or by a thread that has ended (a
+        Python thread that returned holding its slot). Thread ids only (no
+        allocation on the hand-off): an ended holder whose id a live thread
+        reuses reads as that thread."""
+        cdef int other = self._rstate if writer else self._wstate
+        cdef unsigned long who = self._rthread if writer else self._wthread
+        what = "the consumer" if writer else "the producer"
+        if other != _HOLDING or who == 0:
+            return None
+        if who == PyThread_get_thread_ident():
+            return (f"{what}'s slot is held by this same thread (or by an ended thread whose id it "
+                    f"now has): " + ("release() it before waiting for a free slot" if writer
+                                     else "commit() or abort() it before waiting for one to read"))
+        for th in threading.enumerate():
+            if th.ident == who:
+                return None
+        return f"{what}'s thread ended while holding a slot: nothing can hand it back"
+
+    def state(self):
+        """Both sides' state, as a dict (a snapshot, for diagnostics; any
+        thread): producer and consumer ("idle", "waiting" or "holding", as
+        the Python face sees it: a side used only through the cimport engine
+        reads "idle"), producer_thread and consumer_thread (the name of the
+        thread waiting or holding, "ended thread N" for one that has ended,
+        else None), in_flight, slots, closed."""
+        names = {0: "idle", 1: "waiting", 2: "holding"}
+        def thread_name(unsigned long ident, int st):
+            if st == _IDLE or ident == 0:
+                return None
+            for th in threading.enumerate():
+                if th.ident == ident:
+                    return th.name
+            return f"ended thread {ident}"
+        return {"producer": names.get(self._wstate, "?"), "consumer": names.get(self._rstate, "?"),
+                "producer_thread": thread_name(self._wthread, self._wstate),
+                "consumer_thread": thread_name(self._rthread, self._rstate),
+                "in_flight": len(self), "slots": self.slots, "closed": self.closed}
+
+    cdef int _acquire(self, bint writer, object timeout, object stall, dod_ring_slot** s) except -1:
         """Both acquires: try, then wait in chunks with the GIL released,
-        running signal handlers between chunks. Returns the engine's code;
-        counts one wait and at most one failure per call."""
-        cdef int rc
+        running signal handlers and the stall tests between chunks. Returns
+        the engine's code; counts one wait and at most one failure per call."""
+        cdef int rc = DOD_RING_TIMEOUT
         cdef int64_t t = _timeout_ns(timeout), left, chunk
         cdef int64_t deadline = _now_ns() + t if t > 0 else 0
         cdef dod_ring* r = &self.engine
@@ -545,15 +592,28 @@ cdef class Ring:
         if state == _WAITING:
             raise RuntimeError(f"another thread is waiting for {side}: a Ring has a single "
                                + ("producer" if writer else "consumer"))
+        if stall is not None and not callable(stall):
+            raise TypeError(f"stall must be None or a callable, not {type(stall).__name__}")
         s[0] = dod_ring_try_write(r) if writer else dod_ring_try_read(r)
         if s[0] != NULL:
             return DOD_RING_OK
         if writer:
             self._wstate = _WAITING
+            self._wthread = PyThread_get_thread_ident()
         else:
             self._rstate = _WAITING
+            self._rthread = PyThread_get_thread_ident()
         try:
+            first = True
             while True:
+                if t != 0 and not dod_atomic_load_u64(&r.closed):
+                    why = self._stalled(writer)
+                    if why is None and stall is not None and not first:
+                        why = stall()
+                    if why is not None:
+                        raise StallError(f"{'acquire_write' if writer else 'acquire_read'} can never "
+                                         f"succeed: {why}; state {self.state()}")
+                first = False
                 chunk = _PY_WAIT_CHUNK_NS
                 if t >= 0:
                     left = deadline - _now_ns() if t > 0 else 0
@@ -573,36 +633,46 @@ cdef class Ring:
         finally:
             if writer:
                 self._wstate = _IDLE
+                self._wthread = 0
                 r.write_waits = waits + 1
                 r.write_failed = failed + (rc != DOD_RING_OK)
             else:
                 self._rstate = _IDLE
+                self._rthread = 0
                 r.read_waits = waits + 1
                 r.read_failed = failed + (rc == DOD_RING_TIMEOUT)
         return rc
 
-    def acquire_write(self, timeout=None):
+    def acquire_write(self, timeout=None, *, stall=None):
         """Producer: the next free slot (a writable :class:`Slot`), waiting up to
-        `timeout` seconds (None: no limit, 0: do not wait) with the GIL released.
+        `timeout` seconds (0: do not wait; None: while the consumer can still
+        release one, see the module docstring) with the GIL released.
+
+        `stall`: None, or a callable (no arguments) called about every 100 ms
+        of waiting: a string it returns ends the wait with StallError (the
+        string names why it cannot end).
 
         Its count, time, dt and tag start at 0. Raises TimeoutError when no
-        slot frees in time, RingClosed when the ring is closed, RuntimeError
-        when a slot is already held or another thread is waiting to produce;
-        nothing changes on failure.
+        slot frees in time, StallError (a TimeoutError) when none ever can,
+        RingClosed when the ring is closed, RuntimeError when a slot is
+        already held or another thread is waiting to produce; nothing
+        changes on failure.
         """
         cdef dod_ring_slot* s = NULL
         cdef Slot face
-        cdef int rc = self._acquire(True, timeout, &s)
+        cdef int rc = self._acquire(True, timeout, stall, &s)
         if rc == DOD_RING_CLOSED:
             raise RingClosed("the ring is closed: no more slots can be written")
         if rc != DOD_RING_OK:
-            raise TimeoutError(f"no free slot within {timeout} s (the consumer is behind)")
+            raise TimeoutError(f"no free slot within {timeout} s (the consumer is behind); "
+                           f"state {self.state()}")
         memset(s, 0, sizeof(dod_ring_slot))
         face = <Slot>self._writers[self.engine.widx]
         face._set_length(0)
         face.active = True
         self._wslot = face
         self._wstate = _HOLDING
+        self._wthread = PyThread_get_thread_ident()
         return face
 
     def commit(self):
@@ -617,6 +687,7 @@ cdef class Ring:
         face.active = False
         self._wslot = None
         self._wstate = _IDLE
+        self._wthread = 0
         n = <size_t>dod_ring_size(&self.engine)
         if n > self.peak_slots:
             self.peak_slots = n
@@ -631,6 +702,7 @@ cdef class Ring:
         face.active = False
         self._wslot = None
         self._wstate = _IDLE
+        self._wthread = 0
 
     cdef Slot _held_write(self, str what):
         if self._wstate != _HOLDING:
@@ -653,29 +725,33 @@ cdef class Ring:
 
     # -------------------------------------------------------- consumer
 
-    def acquire_read(self, timeout=None):
+    def acquire_read(self, timeout=None, *, stall=None):
         """Consumer: the oldest committed slot (a read-only :class:`Slot`),
-        waiting up to `timeout` seconds (None: no limit, 0: do not wait) with
-        the GIL released; None at the end of the stream (closed and drained).
+        waiting up to `timeout` seconds (0: do not wait; None: while the
+        producer can still commit one, see the module docstring) with the
+        GIL released; None at the end of the stream (closed and drained).
+        `stall` as in :meth:`acquire_write`.
 
-        Raises TimeoutError when nothing arrives in time, RuntimeError when a
-        slot is already held or another thread is waiting to consume;
-        nothing changes on failure.
+        Raises TimeoutError when nothing arrives in time, StallError (a
+        TimeoutError) when nothing ever can, RuntimeError when a slot is
+        already held or another thread is waiting to consume; nothing
+        changes on failure.
         """
         cdef dod_ring_slot* s = NULL
         cdef Slot face
         cdef uint64_t n
-        cdef int rc = self._acquire(False, timeout, &s)
+        cdef int rc = self._acquire(False, timeout, stall, &s)
         if rc == DOD_RING_CLOSED:
             return None
         if rc != DOD_RING_OK:
-            raise TimeoutError(f"no slot committed within {timeout} s")
+            raise TimeoutError(f"no slot committed within {timeout} s; state {self.state()}")
         face = <Slot>self._readers[self.engine.ridx]
         n = s.count
         face._set_length(n if n <= self.rows else self.rows)   # a cimport producer owns count <= rows
         face.active = True
         self._rslot = face
         self._rstate = _HOLDING
+        self._rthread = PyThread_get_thread_ident()
         return face
 
     def release(self):
@@ -693,6 +769,7 @@ cdef class Ring:
         face.active = False
         self._rslot = None
         self._rstate = _IDLE
+        self._rthread = 0
         dod_ring_release(&self.engine)
 
     def read(self, timeout=None):

@@ -63,6 +63,16 @@ Shutdown (the one place the producer's lifetime rule lives)
       that item; close waits up to ``timeout`` seconds for it. The thread is
       a daemon, so one stuck in foreign code never keeps the process alive.
 
+Bounded waits
+    Every wait takes ``timeout`` (seconds; TimeoutError when it runs out).
+    With ``timeout=None`` :meth:`take` waits as long as the producer can
+    still deliver, and raises :class:`dod.errors.StallError` (a
+    TimeoutError, with both sides' state) when it cannot: the thread was
+    never started, or the producer is parked on another of its rings that
+    is full while the ring taken from is empty (only the consumer, which is
+    waiting here, could release that ring's slots: a truth ring left
+    undrained). Ctrl-C interrupts a wait.
+
 Thread-safety
     One consumer thread calls :meth:`take` (and releases through the ring);
     :meth:`close`, :meth:`check`, :attr:`error`, :attr:`parked` and
@@ -70,10 +80,13 @@ Thread-safety
     re-startable: make a new one (the rings are closed for good).
 """
 import contextlib
+import functools
 import os
 import threading
+import time
 
 import dod
+from dod.errors import StallError
 from dod.ring import Ring, RingClosed
 
 
@@ -152,6 +165,8 @@ class RingProducer:
         self._surfaced = False       # error raised by take() or check() already
         self.produced = 0            # items filled (fill returned) so far
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        # the stall test of a take() on each ring, made once
+        self._stall_tests = tuple(functools.partial(self._stalled, r) for r in rings)
         if start:
             self.start()
 
@@ -169,13 +184,25 @@ class RingProducer:
     def write(self, ring=None, timeout=None):
         """Producer thread, inside ``fill``: ``with p.write(ring) as slot:``
         is ``ring.write(timeout)`` (default the first ring) and sets
-        :attr:`parked` while it waits for a free slot."""
+        :attr:`parked` while it waits for a free slot. `timeout` (seconds,
+        None: no bound) bounds the whole wait, a batched wait for
+        :meth:`refill` included: TimeoutError after it."""
         ring = self.ring if ring is None else ring
+        if timeout is not None:
+            timeout = float(timeout)
+            if not (timeout >= 0.0 and timeout < 1e9):
+                raise ValueError(f"timeout must be None or a number of seconds >= 0, not {timeout!r}")
+            deadline = time.monotonic() + timeout
         self._parked = True
         try:
             if self._batched and ring is self.ring and len(ring) >= ring.slots:
-                self._go.wait()          # the GIL released; refill(), take() on empty or close()
+                # the GIL released; refill(), take() on empty or close() set it
+                if not self._go.wait(timeout):
+                    raise TimeoutError(f"no refill() within {timeout} s (batched producer); "
+                                       f"state {ring.state()}")
                 self._go.clear()
+                if timeout is not None:
+                    timeout = max(0.0, deadline - time.monotonic())
             slot = ring.acquire_write(timeout)
         finally:
             self._parked = False
@@ -238,15 +265,43 @@ class RingProducer:
         """Consumer: the oldest committed slot of `ring` (default the first):
         ``ring.acquire_read(timeout)``. None at the end of the stream, unless
         the producer failed: then its exception is raised here. Release the
-        slot with ``ring.release()``. TimeoutError as ``acquire_read``."""
+        slot with ``ring.release()``. TimeoutError as ``acquire_read``;
+        StallError (a TimeoutError) when the wait can never end (module
+        docstring), with both sides' state; nothing changes then."""
         r = self.ring if ring is None else ring
+        i = 0
+        for x in self.rings:             # (no allocation per call: the demo takes a slot per tick)
+            if x is r:
+                break
+            i += 1
+        else:
+            raise ValueError("ring must be one of this producer's rings")
         if self._batched and len(r) == 0:
             self._go.set()               # about to wait: never for a producer waiting for us
-        slot = r.acquire_read(timeout)
+        if not self._started and len(r) == 0 and not r.closed and timeout != 0:
+            raise StallError(f"take() would wait forever: the producer thread was never started "
+                             f"(call start(), or use the producer as a context manager); "
+                             f"ring state {r.state()}")
+        slot = r.acquire_read(timeout, stall=self._stall_tests[i])
         if slot is None and self.error is not None:
             self._surfaced = True
             raise self.error
         return slot
+
+    def _stalled(self, taken):
+        """Why a consumer waiting on the empty ring `taken` can never get a
+        slot, or None (called by the ring between chunks of the wait)."""
+        if not self._thread.is_alive():
+            return None                  # ended: the rings are closed, the wait ends by itself
+        for other in self.rings:
+            if other is taken:
+                continue
+            st = other.state()
+            if st["producer"] == "waiting" and st["in_flight"] >= st["slots"] and len(taken) == 0:
+                return (f"the producer is parked on another ring that is full ({other!r}: producer "
+                        f"side {st}) while this ring is empty; only the consumer, waiting here, can "
+                        f"release that ring's slots (release them before taking)")
+        return None
 
     def refill(self):
         """Consumer (``batched=True``): let a producer parked on the full

@@ -47,7 +47,7 @@ from cpython.number cimport PyNumber_Index
 from dod._core cimport DOD_DEBUG, DOD_CACHE_LINE, dod_add_overflow, dod_mul_overflow, dod_poison
 from dod.arrow cimport dod_arrow_desc, dod_arrow_array_capsule, dod_arrow_stream_capsule
 from dod._types cimport dod_handle, dod_index, dod_generation, dod_handle_make, dod_handle_index, dod_handle_generation
-from dod._ndarray cimport dod_array_request, wrap_memory
+from dod._ndarray cimport dod_array_request, wrap_memory, input_array
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate, dod_resource_allocate_from_python,
                            dod_resource_deallocate)
 from dod.arena cimport Arena
@@ -375,10 +375,8 @@ cdef object _convert(object value, Column col):
     same_kind casting (float64 -> float32 is fine, float -> int is not), and
     integers to any integer column when every value fits (checked)."""
     cdef str kind = col.dtype.kind
-    try:
-        arr = value if isinstance(value, np.ndarray) else np.asarray(value)
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"column {col.name!r}: cannot make an array of {value!r} ({e})") from None
+    # the one input gate (dod._ndarray): an array of any layout, no objects
+    arr = input_array(value, None, f"column {col.name!r}", -1, None, "any")
     if arr.dtype == col.dtype:
         return arr
     if arr.size == 0 and not arr.dtype.hasobject:
@@ -599,11 +597,11 @@ cdef class Table:
         if arr.size == 0:
             return np.empty(0, np.uint64)
         if arr.dtype.kind == "u":
-            return np.ascontiguousarray(arr, dtype=np.uint64)
+            return input_array(arr, np.uint64, "handles", 1, None, "c", "unsafe")   # (checked >= 0)
         if arr.dtype.kind == "i":
             if (arr < 0).any():
                 raise ValueError("handles are never negative")
-            return np.ascontiguousarray(arr, dtype=np.uint64)
+            return input_array(arr, np.uint64, "handles", 1, None, "c", "unsafe")   # (checked >= 0)
         if arr.dtype.kind == "O" or (arr.dtype.kind == "f" and not isinstance(handles, np.ndarray)):
             # Python ints above 2**63 make numpy guess float64 or object: convert one by one.
             return np.asarray([self._handle_arg(x) for x in handles], dtype=np.uint64)
@@ -1045,7 +1043,7 @@ cdef class Table:
         cdef Py_ssize_t bad = -1
         cdef char* scratch
         self._check_idle("reorder")
-        a = np.asarray(order)
+        a = input_array(order, None, "order", -1, None, "any")
         if a.dtype.kind not in "iu":
             if a.size == 0 and a.dtype.kind == "f":
                 a = a.astype(np.int64)
@@ -1123,7 +1121,7 @@ cdef class Table:
                                  "sort needs one value per row")
             k = self._column_array(c, 0, self.engine.count, self).copy()
         else:
-            k = np.asarray(key)
+            k = input_array(key, None, "key", -1, None, "any")
             if k.ndim != 1 or <size_t>k.shape[0] != self.engine.count:
                 raise ValueError(f"key must have shape ({self.engine.count},), got {k.shape}")
         order = np.argsort(k, kind="stable")
@@ -1606,7 +1604,7 @@ cdef class Table:
         -----
         Thread-safety: builds a new table; safe from any thread.
         """
-        arr = np.asarray(array)
+        arr = input_array(array, None, "array", -1, None, "any")
         if arr.dtype.names is None:
             raise TypeError(f"from_numpy needs a structured array, got dtype {arr.dtype}")
         arr = arr.reshape(-1)

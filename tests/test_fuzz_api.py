@@ -66,7 +66,9 @@ MAX_OPS = 60
 # The modules whose public names the fuzzer must cover.
 FUZZED_MODULES = ["dod", "dod.arena", "dod.atomic_arena", "dod.freelist", "dod.guard", "dod.lfpool",
                   "dod.loop", "dod.pages", "dod.pool", "dod.resource", "dod.segfit", "dod.schema", "dod.table",
-                  "dod.errors", "dod.tracker", "dod.tracker.scenario", "dod.tracker.metrics"]
+                  "dod.errors", "dod.tracker", "dod.tracker.scenario", "dod.tracker.metrics",
+                  "dod.ring", "dod.ring_producer", "dod.tracker.stream", "dod.numpy_memory",
+                  "dod.thread_cache", "dod.realtime"]
 
 # Public names left out, each with its reason.
 NOT_FUZZED = {
@@ -80,14 +82,26 @@ NOT_FUZZED = {
     "dod.tracker.metrics.scenario_hota": "runs a whole scenario (seconds per call); tests/test_metrics_hota.py",
     "dod.tracker.metrics.hota": "lists of per-frame arrays; checked against TrackEval in tests/test_metrics_hota.py",
     "dod.tracker.metrics.clear_mot": "lists of per-frame arrays; tests/test_metrics_mot.py (py-motmetrics)",
-    "dod.Realtime": "changes the process's CPU affinity, scheduler and memory locks; tests/test_realtime.py "
-                    "drives it in child processes",
     "dod.errors.EscapeWarning": "a warning class",
-    "dod.Ring": "blocking waits: a hostile timeout is a legitimately long wait, not a bug; "
-                "tests/test_ring.py walks it against a shadow queue, bad input included",
-    "dod.RingProducer": "starts a thread that blocks on its ring; tests/test_ring_producer.py "
-                        "drives its order, shutdown, errors and bad input",
+    "dod.errors.StallError": "an exception class (raised by the bounded waits, which the fuzzer calls)",
+    "dod.StallError": "an exception class (as above)",
+    "dod.ring.RingClosed": "an exception class (raised by the rings, which the fuzzer calls)",
+    "dod.numpy_memory.install_default": "replaces numpy's process-wide allocator for good; "
+                                        "tests/test_numpy_memory.py",
+    "dod.realtime.Realtime": "applies real-time options to the calling thread: fuzzed through "
+                             "Loop(cpu=, lock_memory=, realtime_priority=, strict=) (refusals included)",
 }
+
+# Methods that may wait: the fuzzer calls them with a bounded timeout only
+# (a hostile timeout is a legitimately long wait, not a bug; tests/test_ring.py
+# and tests/test_reliability.py check the timeout argument itself).
+BLOCKING = {"Ring": {"acquire_write", "acquire_read", "write", "read"},
+            "RingProducer": {"take", "close"}, "ScanStream": {"take", "close"}}
+# Errors a class documents beyond OK_ERRORS: a real-time option the OS refuses
+# (strict=True) is an OSError by contract; a bounded wait that runs out (or a
+# stall) is a TimeoutError.
+EXTRA_OK = {"Loop": (OSError,), "Ring": (TimeoutError,), "RingProducer": (TimeoutError,),
+            "ScanStream": (TimeoutError,), "_WriteBlock": (TimeoutError,), "_ReadBlock": (TimeoutError,)}
 
 _SCHEMA = dict(x="float32", v=("float64", (2,)), n="int32")
 
@@ -101,6 +115,66 @@ def _loop_step(w):
     def step():
         w.reenter()
     return step
+
+
+def _ring(w, held):
+    """A ring with its read slot, write slot or both held by the Python face."""
+    from dod.ring import Ring
+    r = Ring(2, 4, (2,))
+    if held in ("read", "both"):
+        with r.write(0) as slot:
+            slot.write(np.ones((2, 2)))
+        w.values.append(r.acquire_read(0))
+    if held in ("write", "both"):
+        w.values.append(r.acquire_write(0))
+    return r
+
+
+def _raising_items():
+    yield 1
+    raise ValueError("a producer source that raises")
+
+
+def _producer(w, source_raises):
+    from dod.ring import Ring
+    from dod.ring_producer import RingProducer
+    r = Ring(2, 4, (2,))
+
+    def fill(i):
+        with r.write(0.05) as slot:
+            slot.write(np.full((1, 2), float(i)))
+    p = RingProducer(r, _raising_items() if source_raises else range(3), fill, idle=False)
+    w.closers.append(p.close)
+    return p.start()
+
+
+def _stream(w, start):
+    from dod.tracker.stream import ScanStream
+    st = ScanStream(4, 6, rows=64, slots=2, sample_every=1, idle=False)
+    w.closers.append(st.close)
+    return st.start() if start else st
+
+
+def _numpy_block(w):
+    """A numpy handler whose block ended with an array still alive (escaped)."""
+    h = w.get("dod.arena.Arena").numpy()
+    with h:
+        w.values.append(np.zeros(16))
+    return h
+
+
+def _tracker(w, motion, initiation, confirmation):
+    """A 2-thread tracker of one motion/management combination, a few scans in;
+    single-point ones also fold in a range-bearing scan (the measurement model)."""
+    from dod.tracker import Sensor, Tracker
+    t = Tracker(threads=2, motion=motion, initiation=initiation, confirmation=confirmation)
+    z = np.linspace(0.0, 50.0, 8).reshape(-1, 2)
+    for k in range(3):
+        t.tick(z + k, 0.1)
+    if initiation == "single":
+        s = Sensor((0.0, -100.0), 1.0, 1e-3)
+        t.tick(s.measure(z + 3), 0.1, sensor=s)
+    return t
 
 
 # name -> list of recipes; a recipe builds a valid object from the world `w`
@@ -138,6 +212,13 @@ TARGETS = {
         lambda w: __import__("dod.loop").loop.Loop(_loop_step(w), rate=1e6, scratch_bytes=4096, gc=None),
         lambda w: __import__("dod.loop").loop.Loop(_loop_step(w), rate=1e5, spin=1e-6,
                                                    scratch=w.get("dod.arena.Arena"), check_scratch=False),
+        # real-time options: one the OS grants, ones it refuses (warned, or OSError with strict)
+        lambda w: __import__("dod.loop").loop.Loop(_loop_step(w), rate=1e5, scratch_bytes=4096, gc=None,
+                                                   cpu=sorted(dod.initial_cpus or {0})[0], strict=False),
+        lambda w: __import__("dod.loop").loop.Loop(_loop_step(w), rate=1e5, scratch_bytes=4096, gc=None,
+                                                   realtime_priority=1, lock_memory=True, strict=False),
+        lambda w: __import__("dod.loop").loop.Loop(_loop_step(w), rate=1e5, scratch_bytes=4096, gc=None,
+                                                   realtime_priority=1, strict=True),
     ],
     "dod.loop.monotonic_ns": None,                      # a function: called with hostile arguments
     "dod.pages.PageSource": [lambda w: __import__("dod.pages").pages.PageSource()],
@@ -160,7 +241,22 @@ TARGETS = {
         lambda w: __import__("dod.table").table.Table(_schema(), 4, resource=w.resource()),
     ],
     "dod.get_include": None,
-    "dod.tracker.Tracker": [lambda w: __import__("dod.tracker").tracker.Tracker()],
+    "dod.tracker.Tracker": [lambda w: __import__("dod.tracker").tracker.Tracker()] + [
+        (lambda m, i, c: lambda w: _tracker(w, m, i, c))(m, i, c)
+        for m in ("cv", "imm") for i in ("single", "two_point") for c in ("m_of_n", "score")],
+    "dod.ring.Ring": [lambda w: _ring(w, None), lambda w: _ring(w, "read"), lambda w: _ring(w, "write"),
+                      lambda w: _ring(w, "both")],
+    "dod.ring.Slot": [lambda w: _ring(w, "read") and w.values[-1], lambda w: _ring(w, "write") and w.values[-1]],
+    "dod.ring_producer.RingProducer": [lambda w: _producer(w, False), lambda w: _producer(w, True)],
+    "dod.tracker.stream.ScanStream": [lambda w: _stream(w, False), lambda w: _stream(w, True)],
+    "dod.numpy_memory.NumpyHandler": [_numpy_block],
+    "dod.numpy_memory.handler_name": None,
+    "dod.thread_cache.LockFreePoolCache": [
+        lambda w: __import__("dod.thread_cache").thread_cache.LockFreePoolCache(
+            w.get("dod.lfpool.LockFreePool"))],
+    "dod.thread_cache.SegFitCache": [
+        lambda w: __import__("dod.thread_cache").thread_cache.SegFitCache(w.get("dod.segfit.SegFit"))],
+    "dod.realtime.locked_kib": None,
     "dod.tracker.TrackerConfig": [lambda w: __import__("dod.tracker").tracker.TrackerConfig()],
     "dod.tracker.ReferenceTracker": [lambda w: __import__("dod.tracker").tracker.ReferenceTracker()],
     "dod.tracker.chi2_ppf": None,
@@ -187,7 +283,8 @@ TARGETS = {
     "dod.tracker.metrics.ospa": None,
 }
 # Re-exports are the same objects as their home names.
-ALIASES = {"dod.Arena": "dod.arena.Arena", "dod.LockFreePool": "dod.lfpool.LockFreePool",
+ALIASES = {"dod.Ring": "dod.ring.Ring", "dod.RingProducer": "dod.ring_producer.RingProducer",
+           "dod.Realtime": "dod.realtime.Realtime", "dod.Arena": "dod.arena.Arena", "dod.LockFreePool": "dod.lfpool.LockFreePool",
            "dod.SegFit": "dod.segfit.SegFit", "dod.Pool": "dod.pool.Pool", "dod.FreeList": "dod.freelist.FreeList",
            "dod.Loop": "dod.loop.Loop", "dod.Resource": "dod.resource.Resource",
            "dod.AtomicArena": "dod.atomic_arena.AtomicArena", "dod.ThreadCache": "dod.atomic_arena.ThreadCache",
@@ -254,6 +351,11 @@ class World:
         self.depth = 0
         self.ints = _boundary_ints(sanitize)
         self.rng = random.Random(0)
+        self.closers = []               # close() of every producer thread started (run at the end)
+
+    def close(self):
+        for c in self.closers:
+            c(timeout=10.0)
 
     def resource(self):
         owners = [o for o in self.objs if hasattr(o, "resource") and callable(o.resource)
@@ -421,12 +523,15 @@ def _raised_by_bare(w, e):
     return tb is not None and id(tb.tb_frame.f_locals.get("self")) in w.bare
 
 
-def _checked_call(w, f, args, kwargs, what, lenient_attr=False):
+def _checked_call(w, f, args, kwargs, what, lenient_attr=False, extra_ok=()):
     w.log(f"{what}({', '.join([_short(a) for a in args] + [f'{k}={_short(v)}' for k, v in kwargs.items()])})")
     try:
         out = f(*args, **kwargs)
     except InvariantError:
         raise                                   # a broken structure, never bad input
+    except extra_ok as e:
+        w.log(f"  -> {type(e).__name__} (documented for this class): {str(e)[:100]}")
+        return None
     except AttributeError as e:
         # Only an object made by __new__ alone may lack what its methods read;
         # on a live object it is a bug (FreeList.owns raised it on every array).
@@ -503,8 +608,11 @@ def call_random(w, a, b, reentrant=False, newest=False):
             w.values.append(attr)
         return attr
     args, kwargs = _args_for(w, attr, a, b)
+    if name in BLOCKING.get(type(obj).__name__, ()):
+        args, kwargs = [], {"timeout": [0, 1e-3, 1e-2][b % 3]}     # a bound on every wait
     return _checked_call(w, attr, args, kwargs, f"{'  ' * reentrant}{type(obj).__name__}.{name}",
-                         lenient_attr=id(obj) in w.bare or not _compiled(type(obj)))
+                         lenient_attr=id(obj) in w.bare or not _compiled(type(obj)),
+                         extra_ok=EXTRA_OK.get(type(obj).__name__, ()))
 
 
 # op kind -> what it does (0 build, 1-5 call, 6 hostile constructor, 7 __new__/__init__ again,
@@ -596,7 +704,7 @@ def run_op(w, op):
             lp = loops[a % len(loops)]
             n = [0, 1, 3, None][b % 4]
             kw = {"duration": 0.001} if n is None else {}
-            _checked_call(w, lp.run, [n] if n is not None else [], kw, "Loop.run")
+            _checked_call(w, lp.run, [n] if n is not None else [], kw, "Loop.run", extra_ok=EXTRA_OK["Loop"])
 
 
 def check_all(w):
@@ -632,6 +740,7 @@ def worker():
             for op in program:
                 run_op(w, op)
                 check_all(w)
+            w.close()
         except BaseException as e:          # noqa: BLE001  (anything but the documented errors)
             import traceback
             log(traceback.format_exc())

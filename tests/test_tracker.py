@@ -206,15 +206,19 @@ def test_wrong_input_raises_before_anything_changes():
     before = _snapshot(t)
     z = sc.detections[0]
     with pytest.raises(TypeError):
-        t.tick(z.astype(np.float32), 0.02)
+        t.tick(z.astype(np.complex128), 0.02)
+    with pytest.raises(TypeError):
+        t.tick(z.astype(object), 0.02)
+    with pytest.raises(TypeError):
+        t.tick([["a", "b"]], 0.02)
     with pytest.raises(ValueError):
         t.tick(np.zeros((3, 3)), 0.02)
     with pytest.raises(ValueError):
         t.tick(np.zeros(6), 0.02)
     with pytest.raises(ValueError):
-        t.tick(np.asfortranarray(np.zeros((4, 2)))[::2], 0.02)
-    with pytest.raises(TypeError):
-        t.tick([[0.0, 0.0]], 0.02)
+        t.tick(np.float64(1.0), 0.02)
+    with pytest.raises(ValueError):
+        t.tick([[0.0, 0.0], [1.0]], 0.02)
     with pytest.raises(TypeError):
         t.tick(None, 0.02)
     for dt in (0.0, -1.0, np.nan, np.inf):

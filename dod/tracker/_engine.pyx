@@ -17,6 +17,7 @@ from cython.parallel cimport prange
 
 from dod.arena cimport dod_arena, dod_arena_block, Arena
 from dod.table cimport dod_table, Table
+from dod._ndarray cimport input_array          # the one input gate for caller arrays
 from dod.tracker.imm cimport dod_imm, DOD_IMM_MODELS
 from dod.tracker.measurement cimport dod_sensor
 from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, dod_tick_profile,
@@ -443,8 +444,7 @@ cdef class Tracker:
         loop can sum it every tick. TypeError/ValueError otherwise."""
         cdef double* o
         cdef int p
-        if cnp.PyArray_TYPE(out) != cnp.NPY_FLOAT64 or not cnp.PyArray_IS_C_CONTIGUOUS(out):
-            raise TypeError("out must be a contiguous float64 array")
+        input_array(out, np.float64, "out", -1, None, "out")    # native, aligned, contiguous, writable
         if cnp.PyArray_SIZE(out) < 2 * DOD_TICK_PASSES or not cnp.PyArray_ISWRITEABLE(out):
             raise ValueError(f"out must be writable with at least {2 * DOD_TICK_PASSES} elements")
         o = <double*>cnp.PyArray_DATA(out)
@@ -545,11 +545,14 @@ cdef class Tracker:
                               "contents unchanged")
         return total
 
-    def tick(self, cnp.ndarray detections not None, double dt, sensor=None):
+    def tick(self, detections, double dt, sensor=None):
         """Advance all tracks by `dt` seconds and fold in one scan of detections.
 
-        `detections`: float64 array of shape (k, dim), C-contiguous (k may be
-        0): Cartesian positions, or with ``sensor`` (a
+        `detections`: an array of shape (k, dim) (k may be 0), read in place
+        when it is native-endian, aligned, C-contiguous float64; anything
+        else numeric (another real dtype, byte-swapped, misaligned or
+        strided, an array-like) is first copied into one new float64 array
+        (dod._ndarray.input_array): Cartesian positions, or with ``sensor`` (a
         :class:`dod.tracker.Sensor`: its position and noise for this scan)
         range-bearing measurements (range, bearing[, elevation]) in metres
         and radians, bearing from the x axis towards y, elevation above the
@@ -559,16 +562,19 @@ cdef class Tracker:
         starts tracks at the converted positions with the converted
         covariance. Rows with NaN or inf (range-bearing: also a negative
         range or an elevation outside [-pi/2, pi/2]) are dropped and
-        counted (``invalid``). TypeError for a sensor that is not a Sensor;
+        counted (``invalid``). TypeError for None, Python objects or a
+        non-numeric dtype, ValueError for another shape (0-d included).
+        TypeError for a sensor that is not a Sensor;
         ValueError for a sensor of the other dimension, non-finite position
         or non-positive noise, or with initiation="two_point" (not
         supported with range-bearing scans). With
         more than ``max_detections`` rows, overflow="error" raises ValueError
         and overflow="drop" uses the first max_detections (the rest counted
-        in ``overflow``). Raises TypeError/ValueError for a wrong dtype,
-        shape, layout or dt (not finite and > 0) before anything changes;
+        in ``overflow``). Raises TypeError/ValueError for wrong detections
+        (as above) or dt (not finite and > 0) before anything changes;
         MemoryError when a caller-supplied scratch arena cannot hold the
-        tick's temporaries (nothing changed). Allocates nothing.
+        tick's temporaries (nothing changed). Allocates nothing for
+        conforming input.
         """
         cdef size_t k, over = 0
         cdef int rc
@@ -580,16 +586,10 @@ cdef class Tracker:
         if sensor is not None:
             _read_sensor(sensor, self.engine.dim, self.engine.two_point, &sens)
             sp = &sens
-        if cnp.PyArray_TYPE(detections) != cnp.NPY_FLOAT64:
-            raise TypeError(f"detections must be float64, not {(<object>detections).dtype}")
-        if cnp.PyArray_NDIM(detections) != 2 or cnp.PyArray_DIM(detections, 1) != self.engine.dim:
-            raise ValueError(f"detections must have shape (k, {self.engine.dim}), "
-                             f"not {(<object>detections).shape}")
-        if not cnp.PyArray_IS_C_CONTIGUOUS(detections):
-            raise ValueError("detections must be C-contiguous (np.ascontiguousarray)")
+        cdef cnp.ndarray z = input_array(detections, np.float64, "detections", 2, self.engine.dim)
         if not (isfinite(dt) and dt > 0.0):
             raise ValueError(f"dt must be finite and > 0, not {dt!r}")
-        k = <size_t>cnp.PyArray_DIM(detections, 0)
+        k = <size_t>cnp.PyArray_DIM(z, 0)
         if k > self.engine.max_detections:
             if not self._overflow_drop:
                 raise ValueError(
@@ -597,7 +597,7 @@ cdef class Tracker:
                     "(raise it, or use overflow='drop')")
             over = k - self.engine.max_detections
             k = self.engine.max_detections
-        data = <const double*>cnp.PyArray_DATA(detections)
+        data = <const double*>cnp.PyArray_DATA(z)
         if self._busy:
             raise RuntimeError("a tick (or a prefault) of this tracker is already running in another thread")
         # The tick moves the table's rows without the GIL: it holds the
@@ -730,8 +730,7 @@ cdef class Tracker:
         """Write the latest tick's counters into `out` (uint64, at least
         len(COUNT_NAMES) elements, contiguous) in COUNT_NAMES order: reading
         them allocates nothing. Raises TypeError/ValueError otherwise."""
-        if cnp.PyArray_TYPE(out) != cnp.NPY_UINT64 or not cnp.PyArray_IS_C_CONTIGUOUS(out):
-            raise TypeError("out must be a contiguous uint64 array")
+        input_array(out, np.uint64, "out", -1, None, "out")     # native, aligned, contiguous, writable
         if <size_t>cnp.PyArray_SIZE(out) < sizeof(dod_tick_counts) // sizeof(uint64_t) \
                 or not cnp.PyArray_ISWRITEABLE(out):
             raise ValueError(f"out must be writable with at least {len(COUNT_NAMES)} elements")

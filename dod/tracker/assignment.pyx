@@ -11,6 +11,7 @@ from libc.math cimport INFINITY
 from libc.stdint cimport uint8_t
 
 from dod.arena cimport dod_arena, Arena, dod_arena_push, dod_arena_mark, dod_arena_rewind
+from dod._ndarray cimport input_array
 
 import numpy as np
 
@@ -105,14 +106,18 @@ def solve_assignment(cost):
     """Exact minimum-cost assignment of a dense (rows, cols) float64 matrix.
 
     Returns (row_ind, col_ind) as scipy.optimize.linear_sum_assignment does
-    (every row of the smaller side assigned; rows sorted). Raises ValueError
-    for non-finite costs. A test and reference hook for the nogil solver.
-    Thread-safe: each call has its own scratch arena and releases the GIL
-    while it solves.
+    (every row of the smaller side assigned; rows sorted). `cost` may be any
+    real array-like: one that is not native-endian, aligned, C-contiguous
+    float64 is first copied into one (dod._ndarray.input_array). Raises
+    TypeError for None, Python objects or a non-real dtype, ValueError for
+    a shape that is not 2-D (0-d included), more than 2**31 - 1 rows or
+    columns, or non-finite costs. A test and reference hook for the nogil
+    solver. Thread-safe: each call has its own scratch arena and releases
+    the GIL while it solves.
     """
-    c = np.ascontiguousarray(cost, dtype=np.float64)
-    if c.ndim != 2:
-        raise ValueError("cost must be 2-D")
+    c = input_array(cost, np.float64, "cost", 2)
+    if c.shape[0] > 0x7fffffff or c.shape[1] > 0x7fffffff:
+        raise ValueError(f"cost of shape {c.shape}: at most 2**31 - 1 rows and columns")
     if not np.isfinite(c).all():
         raise ValueError("cost must be finite")
     transposed = c.shape[0] > c.shape[1]

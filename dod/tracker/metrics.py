@@ -42,6 +42,8 @@ where py-motmetrics builds and solves the dense matrix.
 """
 import numpy as np
 
+from dod._ndarray import input_array      # the one input gate for caller arrays
+
 
 def _assign(cost):
     from dod.tracker.assignment import solve_assignment
@@ -49,9 +51,22 @@ def _assign(cost):
     return solve_assignment(cost)
 
 
+def _points(P, name):
+    """A point set as float64 rows (m, dim): (m, dim) or (m,) (1-D points);
+    any real array-like (dod._ndarray.input_array). TypeError for objects or
+    a non-real dtype, ValueError for a 0-d array or more than 2 dimensions."""
+    a = input_array(P, np.float64, name)
+    if a.ndim not in (1, 2):
+        raise ValueError(f"{name} must be points of shape (m, dim) or (m,), not {a.shape}"
+                         + (" (a 0-d array)" if a.ndim == 0 else ""))
+    return a.reshape(len(a), -1) if len(a) else np.zeros((0, a.shape[1] if a.ndim == 2 else 1))
+
+
 def _distances(X, Y):
-    X = np.asarray(X, dtype=np.float64).reshape(len(X), -1) if len(X) else np.zeros((0, 1))
-    Y = np.asarray(Y, dtype=np.float64).reshape(len(Y), -1) if len(Y) else np.zeros((0, 1))
+    X = _points(X, "X")
+    Y = _points(Y, "Y")
+    if len(X) and len(Y) and X.shape[1] != Y.shape[1]:
+        raise ValueError(f"points of different dimension: {X.shape[1]} and {Y.shape[1]}")
     if len(X) and len(Y):
         return np.sqrt(((X[:, None, :] - Y[None, :, :]) ** 2).sum(-1))
     return np.zeros((len(X), len(Y)))
@@ -148,13 +163,11 @@ def sparse_gospa(X, Y, c=10.0, p=2.0, details=False):
     Same arguments, result and errors as :func:`gospa`."""
     if not (c > 0 and p >= 1):
         raise ValueError("need c > 0 and p >= 1")
-    X = np.asarray(X, dtype=np.float64)
-    Y = np.asarray(Y, dtype=np.float64)
+    X = _points(X, "X")
+    Y = _points(Y, "Y")
     m, n = len(X), len(Y)
     loc, assigned = 0.0, 0
     if m and n:
-        X = X.reshape(m, -1)
-        Y = Y.reshape(n, -1)
         if X.shape[1] != Y.shape[1]:
             raise ValueError(f"points of different dimension: {X.shape[1]} and {Y.shape[1]}")
         i, j, d = _pairs_within(X, Y, c)
@@ -287,7 +300,7 @@ def _sequence_ids(ids, name):
 
 def _frame_points(pos, k, f, name):
     """One frame's (k, dim) float64 positions: one finite row per id."""
-    X = np.asarray(pos, dtype=np.float64)
+    X = input_array(pos, np.float64, f"frame {f}: {name} positions")
     if k == 0 and X.size == 0:
         return X.reshape(0, X.shape[-1] if X.ndim == 2 else 0)      # an empty frame, any shape
     if X.ndim != 2 or X.shape[0] != k:

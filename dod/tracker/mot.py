@@ -46,8 +46,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dod._ndarray import input_array      # the one input gate for caller arrays
 from dod.tracker import Tracker, TrackerConfig
 from dod.tracker.metrics import clear_mot, gospa, hota
+from dod.tracker.scenario import _number, _per_scan
 
 #: Pixel-unit defaults for pedestrians in 640x480 video at 25 fps: q (px^2/s^3)
 #: lets the velocity wander ~45 px/s per second, v0 (px/s) covers walking
@@ -72,7 +74,14 @@ _BUILTIN_INFO = {"TUD-Campus": (25.0, 640, 480), "TUD-Stadtmitte": (25.0, 640, 4
 
 @dataclass
 class MotSequence:
-    """A MOTChallenge file read into per-frame arrays (frames first..last, gaps empty)."""
+    """A MOTChallenge file read into per-frame arrays (frames first..last, gaps empty).
+
+    name : str. fps, width, height : finite numbers > 0. first_frame : an
+    int >= 0. ids, boxes, conf : lists with one entry per frame (those
+    given non-empty have the same length), each entry read through dod's
+    input gate: ids int64 (k,), boxes float64 (k, 4), conf float64 (k,).
+    TypeError / ValueError in ``__post_init__`` otherwise.
+    """
 
     name: str
     fps: float
@@ -82,6 +91,22 @@ class MotSequence:
     ids: list = field(default_factory=list)       # per frame: int64 (k,)
     boxes: list = field(default_factory=list)     # per frame: float64 (k, 4) x, y, w, h
     conf: list = field(default_factory=list)      # per frame: float64 (k,)
+
+    def __post_init__(self):
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a str, not {type(self.name).__name__}")
+        for name in ("fps", "width", "height"):
+            setattr(self, name, _number(name, getattr(self, name)))
+        self.first_frame = _number("first_frame", self.first_frame, strict=False, integer=True)
+        sizes = {}
+        for name, ndim, trailing, dtype in (("ids", 1, None, np.int64), ("boxes", 2, 4, np.float64),
+                                            ("conf", 1, None, np.float64)):
+            v = _per_scan(name, getattr(self, name))
+            v[:] = [input_array(a, dtype, f"{name}[{i}]", ndim, trailing) for i, a in enumerate(v)]
+            if v:
+                sizes[name] = len(v)
+        if len(set(sizes.values())) > 1:
+            raise ValueError(f"the per-frame lists differ in length: {sizes}")
 
     @property
     def frames(self):

@@ -14,16 +14,57 @@ from one ``numpy.random.Generator(seed)`` (the per-scan passes over every
 target and detection from a xoshiro256** stream it seeds:
 :mod:`dod.tracker._scenario`), so a seed names a scenario.
 """
+import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 
+from dod._ndarray import input_array      # the one input gate for caller arrays
+
 from dod.tracker._scenario import Random
+
+
+def _number(name, v, *, low=0.0, strict=True, integer=False, high=None):
+    """`v` as a float (an int with integer=True) in range, or a clear
+    TypeError (not a real number; bool refused) / ValueError (NaN, inf, out
+    of range). Scenario and RadarScenario validate every field with it."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+            or integer and not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name} must be {'an int' if integer else 'a real number'}, not {type(v).__name__}")
+    x = int(v) if integer else float(v)
+    if not (math.isfinite(x) and (x > low if strict else x >= low) and (high is None or x <= high)):
+        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low}"
+                         + (f" and <= {high}" if high is not None else "") + f", not {v!r}")
+    return x
+
+
+def _per_scan(name, v):
+    if not isinstance(v, list):
+        raise TypeError(f"{name} must be a list (one entry per scan), not {type(v).__name__}")
+    return v
 
 
 @dataclass
 class Scenario:
+    """A seeded scenario held in memory (:func:`generate` makes one).
+
+    dim : 2 or 3.
+    dt : seconds between scans, finite and > 0.
+    extent : side of the square (cube) region in metres, finite and > 0,
+        with a finite area (volume).
+    detections, truth_ids, truth_pos, det_truth : lists, one entry per
+        scan (those given non-empty have the same length); each detections
+        entry (k, dim) and truth_pos entry (m, dim) numbers are read through
+        dod's input gate and stored as float64 arrays, truth_ids and
+        det_truth entries as int64 (k,) arrays.
+    clutter : mean false detections per scan, finite and >= 0.
+    patch_centres : None, or (patches, dim) finite centres.
+    patch_radius : finite and >= 0.
+
+    TypeError / ValueError in ``__post_init__`` for anything else, before
+    anything is built. Not thread-safe to mutate (a plain dataclass).
+    """
     dim: int
     dt: float
     extent: float                      # side of the square/cube region (m)
@@ -34,6 +75,44 @@ class Scenario:
     clutter: float = 0.0               # mean false detections per scan
     patch_centres: object = None       # (patches, dim) centres of the dense clutter patches
     patch_radius: float = 0.0
+
+    def __post_init__(self):
+        if isinstance(self.dim, bool) or not isinstance(self.dim, (int, np.integer)):
+            raise TypeError(f"dim must be the int 2 or 3, not {type(self.dim).__name__}")
+        if self.dim not in (2, 3):
+            raise ValueError(f"dim must be 2 or 3, not {self.dim!r}")
+        self.dim = int(self.dim)
+        self.dt = _number("dt", self.dt)
+        self.extent = _number("extent", self.extent)
+        try:
+            volume = self.extent ** self.dim
+        except OverflowError:
+            volume = math.inf
+        if not math.isfinite(volume):
+            raise ValueError(f"extent {self.extent!r} makes a region of infinite "
+                             f"{'area' if self.dim == 2 else 'volume'}")
+        self.clutter = _number("clutter", self.clutter, strict=False)
+        self.patch_radius = _number("patch_radius", self.patch_radius, strict=False)
+        if self.patch_centres is not None:
+            c = input_array(self.patch_centres, np.float64, "patch_centres", 2, self.dim)
+            if not np.isfinite(c).all():
+                raise ValueError("patch_centres must be finite")
+            self.patch_centres = c
+        lists = {}
+        for name, ndim, trailing, dtype in (("detections", 2, self.dim, np.float64),
+                                            ("truth_ids", 1, None, np.int64),
+                                            ("truth_pos", 2, self.dim, np.float64),
+                                            ("det_truth", 1, None, np.int64)):
+            v = _per_scan(name, getattr(self, name))
+            lists[name] = [input_array(a, dtype, f"{name}[{i}]", ndim, trailing) for i, a in enumerate(v)]
+        self._check_lengths(lists)
+        for name, v in lists.items():
+            getattr(self, name)[:] = v           # the same list objects, converted entries
+
+    def _check_lengths(self, lists):
+        sizes = {name: len(v) for name, v in lists.items() if len(v)}
+        if len(set(sizes.values())) > 1:
+            raise ValueError(f"the per-scan lists differ in length: {sizes}")
 
     @property
     def volume(self):
@@ -64,6 +143,10 @@ class Scan(NamedTuple):
     truth_pos: np.ndarray       # float64 (m, dim)
     det_truth: np.ndarray       # int64 (k,), -1 clutter
 
+
+#: Most targets a scenario may hold: every target costs ~200 bytes of state
+#: per scan drawn (this many is ~20 GB); more is refused before anything is built.
+MAX_TARGETS = 10**8
 
 # Named scenarios of the demo and the benchmarks (python -m dod.tracker --scenario NAME):
 # keyword arguments of iter_scans.
@@ -157,6 +240,11 @@ def _scan_stream(meta, n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.
     """
     if dim not in (2, 3):
         raise ValueError("dim must be 2 or 3")
+    # sizes that would exhaust memory or time fail here, before anything is drawn
+    _number("n_targets", n_targets, strict=False, integer=True, high=MAX_TARGETS)
+    _number("scans", scans, strict=False, integer=True, high=2**62)
+    _number("spacing", spacing)
+    _number("patches", patches, strict=False, integer=True, high=MAX_TARGETS)
     if not 0.0 <= pd <= 1.0:
         raise ValueError(f"pd must be in [0, 1], not {pd!r}")
     for name, v in (("r", r), ("q", q)):        # (the kernels would take any number)
@@ -284,6 +372,20 @@ class RadarScenario(Scenario):
     holds scan s's measurements (range, bearing[, elevation]) and
     ``sensors[s]`` the :class:`dod.tracker.Sensor` that made them."""
     sensors: list = field(default_factory=list)     # per scan: the Sensor of that scan
+
+    def __post_init__(self):
+        from dod.tracker.sensor import Sensor
+        _per_scan("sensors", self.sensors)
+        for i, sn in enumerate(self.sensors):
+            if not isinstance(sn, Sensor):
+                raise TypeError(f"sensors[{i}] must be a dod.tracker.Sensor, not {type(sn).__name__}")
+        super().__post_init__()
+        for i, sn in enumerate(self.sensors):
+            if sn.dim != self.dim:
+                raise ValueError(f"sensors[{i}] is {sn.dim}-D in a {self.dim}-D scenario")
+
+    def _check_lengths(self, lists):
+        super()._check_lengths(dict(lists, sensors=self.sensors))
 
     def __iter__(self):
         """Yields (detections, dt, sensor) per scan: ``tick(z, dt, sensor=sensor)``."""

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dod._ndarray import input_array      # the one input gate for caller arrays
+
 MIN_RANGE2 = 1e-12      # measurement.pxd dod_meas_min_range2: the singular zone around the sensor
 
 
@@ -56,9 +58,9 @@ class Sensor:
 
     def __post_init__(self):
         try:
-            p = np.asarray(self.position, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"sensor position must be 2 or 3 numbers, not {self.position!r}") from None
+            p = input_array(self.position, np.float64, "sensor position", 1)
+        except TypeError as e:      # (the documented error of a Sensor's position is ValueError)
+            raise ValueError(f"{e}; sensor position must be 2 or 3 numbers, not {self.position!r}") from None
         if p.shape not in ((2,), (3,)):
             raise ValueError(f"sensor position must have shape (2,) or (3,), not {p.shape}")
         if not np.isfinite(p).all():
@@ -86,12 +88,14 @@ class Sensor:
         return np.square(np.array(s, dtype=np.float64))
 
     def measure(self, points):
-        """Noise-free measurements of Cartesian `points` (k, dim): (k, dim) float64."""
-        return to_polar(points, self.position)
+        """Noise-free measurements of Cartesian `points` (k, dim): (k, dim) float64.
+        Any real array-like of that shape; TypeError/ValueError otherwise."""
+        return to_polar(input_array(points, np.float64, "points", 2, self.dim), self.position)
 
     def to_cartesian(self, measurements):
-        """Cartesian positions of `measurements` (k, dim): (k, dim) float64."""
-        return to_cartesian(measurements, self.position)
+        """Cartesian positions of `measurements` (k, dim): (k, dim) float64.
+        Any real array-like of that shape; TypeError/ValueError otherwise."""
+        return to_cartesian(input_array(measurements, np.float64, "measurements", 2, self.dim), self.position)
 
 
 def to_polar(points, position):

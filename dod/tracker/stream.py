@@ -123,10 +123,17 @@ class ScanStream:
         self.producer.start()
         return self
 
-    def take(self):
+    def take(self, timeout=None):
         """The next scan's slot (rows, dt, tag = scan index); None at the end
-        of the stream; raises the producer's exception if it failed."""
-        return self.producer.take()
+        of the stream; raises the producer's exception if it failed.
+
+        `timeout`: seconds to wait at most (TimeoutError after); None waits
+        as long as the producer can deliver and raises StallError (a
+        TimeoutError, with both rings' state) when it cannot: the stream
+        was never started, or the producer is parked on a full truth ring
+        (the consumer must drain it: :meth:`truth_of` / :meth:`release_truth`
+        or :meth:`drop_truth` for every sampled scan)."""
+        return self.producer.take(timeout=timeout)
 
     def truth_of(self, s):
         """The held truth slot of scan `s` (rows (id, x, y[, z]), count =
