@@ -161,7 +161,15 @@ TARGETS = {
     ],
     "dod.get_include": None,
     "dod.tracker.Tracker": [lambda w: __import__("dod.tracker").tracker.Tracker()],
-    "dod.tracker.TrackerConfig": [lambda w: __import__("dod.tracker").tracker.TrackerConfig()],
+    "dod.tracker.TrackerConfig": [
+        lambda w: __import__("dod.tracker").tracker.TrackerConfig(),
+        lambda w: __import__("dod.tracker").tracker.TrackerConfig(
+            filter=__import__("dod.tracker").tracker.FilterConfig(dim=3), threads=2)],
+    "dod.tracker.FilterConfig": [lambda w: __import__("dod.tracker").tracker.FilterConfig()],
+    "dod.tracker.ManagementConfig": [lambda w: __import__("dod.tracker").tracker.ManagementConfig()],
+    "dod.tracker.ClutterConfig": [lambda w: __import__("dod.tracker").tracker.ClutterConfig()],
+    "dod.tracker.LimitsConfig": [lambda w: __import__("dod.tracker").tracker.LimitsConfig()],
+    "dod.tracker.ExecutionConfig": [lambda w: __import__("dod.tracker").tracker.ExecutionConfig()],
     "dod.tracker.ReferenceTracker": [lambda w: __import__("dod.tracker").tracker.ReferenceTracker()],
     "dod.tracker.chi2_ppf": None,
     "dod.tracker.solve_assignment": None,
