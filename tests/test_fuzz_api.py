@@ -141,6 +141,7 @@ TARGETS = {
     ],
     "dod.loop.monotonic_ns": None,                      # a function: called with hostile arguments
     "dod.pages.PageSource": [lambda w: __import__("dod.pages").pages.PageSource()],
+    "dod.pages.prefault": None,                         # a function: called with hostile arguments
     "dod.pool.Pool": [
         lambda w: __import__("dod.pool").pool.Pool(8, block_size=32),
         lambda w: __import__("dod.pool").pool.Pool(4, np.float32, (3,), growable=True, chunk_blocks=2),

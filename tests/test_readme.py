@@ -178,6 +178,15 @@ def _tracker(ns, out, block):
     assert len(tracker.table) == len(tracker.ids)
 
 
+@claim("cfg = TrackerConfig(filter=FilterConfig(dim=3, r=2.0),")
+def _config_parts(ns, out, block):
+    cfg, faster = ns["cfg"], ns["faster"]
+    assert (faster.threads, faster.dim, faster.confirmation) == (4, 3, "score") and cfg.threads == 2
+    assert faster.filter is cfg.filter and faster.execution != cfg.execution      # only the part that changed
+    with pytest.raises(TypeError, match="threads"):                             # "listing them"
+        ns["TrackerConfig"](thread=2)
+
+
 @claim("loop = Loop(lambda: tracker.tick(next_scan(), 0.02), rate=50, scratch_bytes=scratch_bytes(cfg))")
 def _tracker_loop(ns, out, block):
     stats, tracker = ns["loop"].stats(), ns["tracker"]
