@@ -14,6 +14,14 @@ Safety contract (the Python face)
     gives an array's physical pages back (they then read as zero) without
     unmapping them.
 
+Prefaulting
+    :func:`prefault` makes memory resident now (so that no write in a
+    deadline loop pays a first-touch page fault), over several threads
+    where the system backs fresh pages slowly. It is the one prefault of
+    the library: ``Arena.prefault``, ``Table.prefault`` and the tracker's
+    run it over the ranges their owners list (``page_ranges``, cimport
+    API), through ``dod_pages_prefault``.
+
 Thread-safety
     Safe from any thread; the counters are atomics.
 
@@ -21,7 +29,9 @@ Where things live
     Lifetime rule: ``dod._lease.Owned`` (the pages are unmapped when the
     last view dies).
     Fast path: ``dod_pages_map`` / ``dod_pages_unmap`` in this file (a
-    system call each: there is no inline path).
+    system call each: there is no inline path). Prefaulting:
+    ``dod_pages_prefault`` in this file, one page range's fault
+    (``dod_os_prefault``) in ``dod/_os.h``.
 """
 cimport cython
 cimport numpy as cnp
@@ -242,8 +252,6 @@ _set_initial_cpus()
 
 def prefault(*buffers, threads=1):
     """Fault every page of the buffers' memory in now; returns the bytes of pages touched.
-
-    prefault(*buffers, threads=1)
 
     `buffers`: writable, contiguous buffer objects (numpy arrays, a
     ``bytearray``, an ``mmap``, :meth:`PageSource.empty`'s arrays). The first
