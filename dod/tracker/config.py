@@ -572,12 +572,19 @@ class TrackerConfig:
                             f"{', '.join(sorted(FLAT_FIELDS))}")
         for part, cls in PARTS.items():
             value = given[part]
-            if value is not None and not isinstance(value, cls):
-                raise TypeError(f"{part} must be a {cls.__name__}, not {type(value).__name__}")
             own = {name: v for name, v in fields.items() if FLAT_FIELDS[name] == part}
-            if own:
-                value = cls(**own) if value is None else dataclasses.replace(value, **own)
-            _freeze(self, part, cls() if value is None else value)
+            if value is None:
+                value = cls(**own)
+            elif own and isinstance(value, cls):
+                value = dataclasses.replace(value, **own)
+            _freeze(self, part, value)
+        self.__post_init__()
+
+    def __post_init__(self):
+        for part, cls in PARTS.items():
+            value = getattr(self, part)
+            if not isinstance(value, cls):
+                raise TypeError(f"{part} must be a {cls.__name__}, not {type(value).__name__}")
 
     @property
     def gate(self):
