@@ -32,6 +32,7 @@ from libc.string cimport memset
 from dod._core cimport dod_pad_for, dod_poison
 from dod.resource cimport dod_resource, Resource
 from dod._lease cimport dod_range_pins
+from dod.pages cimport dod_page_range
 
 
 cdef struct dod_arena_block:
@@ -187,6 +188,10 @@ cdef class Arena:
     cdef Py_ssize_t _scopes           # scopes entered and not yet exited (dod.numpy_memory refuses a block inside one)
     cdef bint growable_
 
+    # The memory of every block (spares included) as ranges for
+    # dod.pages.dod_pages_prefault: writes them to out (NULL: counts only)
+    # and returns how many. Valid until the arena grows or dies.
+    cdef size_t page_ranges(self, dod_page_range* out) noexcept
     cdef size_t _pinned_above(self, size_t position) noexcept
     cdef int _release_to(self, size_t position, bint unchecked) except -1
     cdef object _carve(self, object shape, object dtype, object align, bint zero)

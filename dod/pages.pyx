@@ -14,6 +14,14 @@ Safety contract (the Python face)
     gives an array's physical pages back (they then read as zero) without
     unmapping them.
 
+Prefaulting
+    :func:`prefault` makes memory resident now (so that no write in a
+    deadline loop pays a first-touch page fault), over several threads
+    where the system backs fresh pages slowly. It is the one prefault of
+    the library: ``Arena.prefault``, ``Table.prefault`` and the tracker's
+    run it over the ranges their owners list (``page_ranges``, cimport
+    API), through ``dod_pages_prefault``.
+
 Thread-safety
     Safe from any thread; the counters are atomics.
 
@@ -21,14 +29,21 @@ Where things live
     Lifetime rule: ``dod._lease.Owned`` (the pages are unmapped when the
     last view dies).
     Fast path: ``dod_pages_map`` / ``dod_pages_unmap`` in this file (a
-    system call each: there is no inline path).
+    system call each: there is no inline path). Prefaulting:
+    ``dod_pages_prefault`` in this file, one page range's fault
+    (``dod_os_prefault``) in ``dod/_os.h``.
 """
 cimport cython
 cimport numpy as cnp
-from libc.stdint cimport uint64_t
+from libc.errno cimport errno, ENOMEM
+from libc.stdint cimport uint64_t, uintptr_t
+from libc.stdlib cimport malloc, free
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_ANY_CONTIGUOUS
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
 from dod.atomics cimport (dod_atomic_fetch_add_relaxed_u64, dod_atomic_fetch_sub_u64,
-                          dod_atomic_load_relaxed_u64, dod_atomic_cas_u64)
+                          dod_atomic_load_relaxed_u64, dod_atomic_cas_u64, dod_atomic_fetch_add_u64,
+                          dod_atomic_load_u64)
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
 from dod._lease cimport Owned, owned
 from dod.resource cimport dod_resource, Resource, dod_map_pages
@@ -45,6 +60,24 @@ cdef extern from "_os.h" nogil:
     size_t dod_os_page_round(size_t size)
     void dod_os_unmap(void* p, size_t size)
     int dod_os_decommit(void* p, size_t size)
+    size_t dod_os_prefault(void* p, size_t size)
+
+cdef extern from "<sched.h>" nogil:
+    ctypedef struct cpu_set_t:
+        pass
+    int CPU_SETSIZE
+    void CPU_ZERO(cpu_set_t* s)
+    void CPU_SET(int cpu, cpu_set_t* s)
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef unsigned long pthread_t
+    ctypedef struct pthread_attr_t:
+        pass
+    int pthread_attr_init(pthread_attr_t* a)
+    int pthread_attr_destroy(pthread_attr_t* a)
+    int pthread_attr_setaffinity_np(pthread_attr_t* a, size_t size, const cpu_set_t* cpus)
+    int pthread_create(pthread_t* t, const pthread_attr_t* a, void* (*start)(void*) noexcept nogil, void* arg)
+    int pthread_join(pthread_t t, void** result)
 
 
 cdef size_t dod_pages_size() noexcept nogil:
@@ -91,6 +124,190 @@ cdef int dod_pages_decommit(dod_page_source* s, void* p, size_t size) noexcept n
     """Drop the physical pages of [p, p + size) (p page aligned); they read as zero after. 0 on success."""
     dod_atomic_fetch_add_relaxed_u64(&s.decommits, 1)
     return dod_os_decommit(p, dod_pages_round(size))
+
+
+# ---------------------------------------------------------------- prefaulting over threads
+# One job: the ranges, cut at the multiples of DOD_PAGES_PREFAULT_PIECE into
+# pieces numbered in range order; each thread takes the next number until
+# none is left or a piece failed. The cuts are page-aligned, so the pieces'
+# page spans add up to the ranges' (dod_os_prefault's bytes).
+
+ctypedef struct _prefault_job:
+    const dod_page_range* ranges
+    size_t n
+    uint64_t pieces
+    uint64_t next           # the next piece to take (atomic)
+    uint64_t touched        # bytes of pages faulted in so far (atomic)
+    uint64_t err            # errno of the first piece that failed, 0: none (atomic)
+
+
+cdef cpu_set_t _initial_cpus        # dod.initial_cpus, for the started threads
+cdef bint _have_initial_cpus = False
+
+
+cdef inline uint64_t _pieces(const dod_page_range* r) noexcept nogil:
+    cdef uintptr_t a = <uintptr_t>r.base
+    if r.base == NULL or r.size == 0:
+        return 0
+    return (a + (r.size - 1)) // DOD_PAGES_PREFAULT_PIECE - a // DOD_PAGES_PREFAULT_PIECE + 1
+
+
+cdef void _piece(const _prefault_job* job, uint64_t k, char** p, size_t* size) noexcept nogil:
+    """Piece k (< job.pieces) of the job: its first byte and length."""
+    cdef size_t i
+    cdef uint64_t c
+    cdef uintptr_t a, lo, hi
+    p[0] = NULL
+    size[0] = 0
+    for i in range(job.n):
+        c = _pieces(&job.ranges[i])
+        if k < c:
+            a = <uintptr_t>job.ranges[i].base
+            lo = (a // DOD_PAGES_PREFAULT_PIECE + k) * DOD_PAGES_PREFAULT_PIECE
+            hi = lo + DOD_PAGES_PREFAULT_PIECE
+            lo = a if lo < a else lo
+            hi = a + job.ranges[i].size if hi > a + job.ranges[i].size else hi
+            p[0] = <char*>lo
+            size[0] = hi - lo
+            return
+        k -= c
+
+
+cdef void* _prefault_work(void* arg) noexcept nogil:
+    """A thread's share of the job: pieces until none is left or one failed."""
+    cdef _prefault_job* job = <_prefault_job*>arg
+    cdef uint64_t k, none = 0
+    cdef char* p
+    cdef size_t size, done
+    while dod_atomic_load_u64(&job.err) == 0:
+        k = dod_atomic_fetch_add_u64(&job.next, 1)
+        if k >= job.pieces:
+            break
+        _piece(job, k, &p, &size)
+        done = dod_os_prefault(p, size)
+        if done == 0:
+            dod_atomic_cas_u64(&job.err, &none, <uint64_t>(errno if errno > 0 else ENOMEM))
+            break
+        dod_atomic_fetch_add_relaxed_u64(&job.touched, done)
+    return NULL
+
+
+cdef int dod_pages_prefault(const dod_page_range* ranges, size_t n, int threads, size_t* touched) noexcept nogil:
+    """Fault in every page of ranges[0:n] over `threads` threads (dod/pages.pxd states the contract)."""
+    cdef _prefault_job job
+    cdef size_t i, started = 0, want
+    cdef pthread_t* tids = NULL
+    cdef pthread_attr_t attr
+    cdef bint pinned = False
+    job.ranges = ranges
+    job.n = n
+    job.pieces = 0
+    job.next = 0
+    job.touched = 0
+    job.err = 0
+    for i in range(n):
+        job.pieces += _pieces(&ranges[i])
+    want = <size_t>threads if threads > 1 else 1
+    if want > job.pieces:
+        want = job.pieces
+    if want > 1:
+        tids = <pthread_t*>malloc((want - 1) * sizeof(pthread_t))
+    if tids != NULL:
+        pthread_attr_init(&attr)
+        pinned = _have_initial_cpus and pthread_attr_setaffinity_np(&attr, sizeof(cpu_set_t), &_initial_cpus) == 0
+        for i in range(want - 1):
+            if pthread_create(&tids[started], &attr if pinned else NULL, _prefault_work, &job) == 0:
+                started += 1
+            elif pinned and pthread_create(&tids[started], NULL, _prefault_work, &job) == 0:
+                started += 1        # the initial CPUs are gone (taken offline): inherit the caller's
+        pthread_attr_destroy(&attr)
+    _prefault_work(&job)
+    for i in range(started):
+        pthread_join(tids[i], NULL)
+    free(tids)
+    touched[0] = job.touched
+    return <int>job.err
+
+
+cdef int dod_pages_threads(object threads) except -1:
+    """`threads` checked as every prefault takes it (dod/pages.pxd)."""
+    if isinstance(threads, bool) or not isinstance(threads, int) or not (1 <= threads <= DOD_PAGES_MAX_THREADS):
+        raise ValueError(f"threads must be an int in [1, {DOD_PAGES_MAX_THREADS}], not {threads!r}")
+    return threads
+
+
+def _set_initial_cpus():
+    global _have_initial_cpus
+    import dod
+    cpus = dod.initial_cpus
+    CPU_ZERO(&_initial_cpus)
+    for c in cpus or ():
+        if 0 <= c < CPU_SETSIZE:
+            CPU_SET(c, &_initial_cpus)
+            _have_initial_cpus = True
+
+
+_set_initial_cpus()
+
+
+def prefault(*buffers, threads=1):
+    """Fault every page of the buffers' memory in now; returns the bytes of pages touched.
+
+    `buffers`: writable, contiguous buffer objects (numpy arrays, a
+    ``bytearray``, an ``mmap``, :meth:`PageSource.empty`'s arrays). The first
+    touch of a page costs a page fault (zeroing it included) inside
+    whichever write reaches it first, and RSS creeps up as memory is first
+    used; after this the buffers' pages are resident and none faults.
+    Contents do not change. Linux: ``MADV_POPULATE_WRITE``; before Linux
+    5.14 one write per page instead (then no other thread may write the
+    buffers meanwhile). Whole pages are counted, the partial pages at a
+    buffer's ends included.
+
+    `threads` (an int in [1, 256]): the pages are faulted in 64 MiB pieces
+    over that many threads (the caller's, and threads started for the call
+    on the CPUs of ``dod.initial_cpus``, joined before it returns). Where
+    the system backs fresh pages slowly (a VM whose host backs them too)
+    more threads take less time; the same pages and bytes at any count.
+    The GIL is released meanwhile.
+
+    TypeError for an object without the buffer protocol, BufferError for a
+    read-only or non-contiguous one, ValueError for `threads` (nothing
+    faulted then); MemoryError when the system cannot back the pages (not
+    enough memory, or a file mapping past its end; contents unchanged, part
+    may be resident).
+
+    Thread-safety: safe from any thread; the buffers stay exported (and so
+    alive and unresized) until it returns.
+    """
+    cdef int nt = dod_pages_threads(threads)
+    cdef Py_ssize_t n = len(buffers), i, held = 0
+    cdef Py_buffer* views = <Py_buffer*>PyMem_Malloc(max(n, 1) * sizeof(Py_buffer))
+    cdef dod_page_range* ranges = <dod_page_range*>PyMem_Malloc(max(n, 1) * sizeof(dod_page_range))
+    cdef size_t total = 0
+    cdef int err = 0
+    try:
+        if views == NULL or ranges == NULL:
+            raise MemoryError()
+        for i in range(n):
+            try:
+                PyObject_GetBuffer(buffers[i], &views[i], PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+            except (BufferError, ValueError) as e:        # numpy says ValueError
+                raise BufferError(f"buffer {i} must be writable and contiguous ({e}); nothing faulted") from None
+            held += 1
+            ranges[i].base = views[i].buf
+            ranges[i].size = <size_t>views[i].len
+        with nogil:
+            err = dod_pages_prefault(ranges, <size_t>n, nt, &total)
+    finally:
+        for i in range(held):
+            PyBuffer_Release(&views[i])
+        PyMem_Free(views)
+        PyMem_Free(ranges)
+    if err != 0:
+        import os
+        raise MemoryError(f"the system could not fault in these buffers' memory ({os.strerror(err)}); "
+                          "contents unchanged")
+    return total
 
 
 # ---------------------------------------------------------------- as a dod_resource

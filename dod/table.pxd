@@ -70,6 +70,7 @@ from dod._core cimport DOD_DEBUG, dod_poison, dod_prefetch
 from dod._types cimport (dod_handle, dod_index, dod_generation, dod_handle_make,
                          dod_handle_index, dod_handle_generation)
 from dod.resource cimport dod_resource, Resource
+from dod.pages cimport dod_page_range
 # Re-exported, so that `from dod.table cimport Schema, Column` keeps working.
 from dod.schema cimport Column, Schema, dod_column_info, DOD_SCHEMA_MAX_NDIM
 
@@ -413,6 +414,11 @@ cdef class Table:
     cdef str _exclusive_what          # what holds it, for the refusal message
 
     cpdef Py_ssize_t column_index(self, str name) except -1
+    # The table's memory (every column at its full capacity with its nil
+    # row, and the slot map) as ranges for dod.pages.dod_pages_prefault:
+    # writes them to out (NULL: counts only) and returns how many. Valid as
+    # long as the table lives (its memory never moves).
+    cdef size_t page_ranges(self, dod_page_range* out) noexcept
     cdef int _check_unpinned(self, bint unchecked, str what) except -1
     cdef int _check_idle(self, str what) except -1
     # The exclusive-pass protocol (see Table.exclusive): call both with the GIL held.

@@ -40,7 +40,6 @@ cimport cython
 cimport numpy as cnp
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t, uintptr_t
 from libc.string cimport memset, memcpy
-from libc.errno cimport errno
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.number cimport PyNumber_Index
 
@@ -52,9 +51,7 @@ from dod.resource cimport (dod_resource, Resource, dod_resource_allocate, dod_re
                            dod_resource_deallocate)
 from dod.arena cimport Arena
 from dod._lease cimport export_pin
-
-cdef extern from "_os.h" nogil:
-    size_t dod_os_prefault(void* p, size_t size)
+from dod.pages cimport dod_page_range, dod_pages_prefault, dod_pages_threads
 
 import os
 from collections.abc import Mapping
@@ -956,50 +953,59 @@ cdef class Table:
         self._check_unpinned(unchecked, "clear")
         dod_table_clear(&self.engine)
 
-    def prefault(self):
-        """Fault every page of the table's memory in now.
+    def prefault(self, threads=1):
+        """Fault every page of the table's memory in now (all ``capacity``
+        rows of every column, and the slot map); returns the bytes of pages
+        touched.
 
-        All ``capacity`` rows of every column, and the slot map. Rows are dense,
-        so a table touches pages up to its highest row count: RSS creeps up as
-        that peak rises, and the insert that first reaches a page pays its fault.
-        For a loop against a deadline, call this once at start: RSS is the full
-        capacity from then on and no insert faults. Contents do not change.
+        Rows are dense, so a table touches pages up to its highest row
+        count: RSS creeps up as that peak rises, and the insert that first
+        reaches a page pays its fault. For a loop against a deadline, call
+        this once at start: RSS is the full capacity from then on and no
+        insert faults. Contents do not change.
 
-        Returns
-        -------
-        int
-            The bytes of pages touched.
+        `threads` (an int in [1, 256], default 1): the memory is faulted in
+        64 MiB pieces over that many threads (:func:`dod.pages.prefault`:
+        the calling thread and threads started for the call, joined before
+        it returns); where the system backs fresh pages slowly more threads
+        take less time. The same pages and bytes at any count.
 
-        Raises
-        ------
-        RuntimeError
-            While another thread holds the exclusive pass; nothing is done.
-        MemoryError
-            When the system cannot back the pages (contents unchanged; part of
-            the table may be resident).
-
-        Notes
-        -----
-        Thread-safety: it runs as an exclusive pass without the GIL; inserts from
-        other threads are refused until it ends.
+        It runs as an exclusive pass (without the GIL): RuntimeError,
+        nothing done, while another thread holds one (a tracker's tick),
+        and inserts from other threads are refused until it ends.
+        ValueError for `threads` (nothing done). MemoryError when the
+        system cannot back the pages (not enough memory; contents
+        unchanged, part of the table may be resident).
         """
-        cdef size_t i, total = 0, done = 1
+        cdef int nt = dod_pages_threads(threads)
+        cdef size_t n = self.page_ranges(NULL), total = 0
         cdef int err = 0
-        self.begin_exclusive("a prefault")
+        cdef dod_page_range* ranges = <dod_page_range*>PyMem_Malloc(max(n, <size_t>1) * sizeof(dod_page_range))
+        if ranges == NULL:
+            raise MemoryError()
         try:
-            with nogil:
-                for i in range(self._nblocks):
-                    done = dod_os_prefault(self._blocks[i], self._block_sizes[i])
-                    if done == 0 and self._block_sizes[i] > 0:
-                        err = errno
-                        break
-                    total += done
+            self.begin_exclusive("a prefault")
+            try:
+                self.page_ranges(ranges)
+                with nogil:
+                    err = dod_pages_prefault(ranges, n, nt, &total)
+            finally:
+                self.end_exclusive()
         finally:
-            self.end_exclusive()
-        if done == 0:
+            PyMem_Free(ranges)
+        if err != 0:
             raise MemoryError(f"the system could not fault in this table's memory ({os.strerror(err)}); "
                               "contents unchanged")
         return total
+
+    cdef size_t page_ranges(self, dod_page_range* out) noexcept:
+        """Every block of the table's memory into out (NULL: count only); how many."""
+        cdef size_t i
+        if out != NULL:
+            for i in range(self._nblocks):
+                out[i].base = self._blocks[i]
+                out[i].size = self._block_sizes[i]
+        return self._nblocks
 
     def reorder(self, order, *, bint unchecked=False):
         """Permute the live rows in place: new row ``i`` is old row ``order[i]``.

@@ -19,16 +19,17 @@ settings.load_profile("thorough" if os.environ.get("DOD_TEST_THOROUGH") else "de
 # DOD_TEST_TRACKER_THREADS=N: every TrackerConfig made without threads= gets N
 # threads and parallel_min_rows=1, so the whole tracker suite runs the
 # threaded tick even on small scenes (the sanitize build runs it so in .ci).
+# (TrackerConfig makes its ExecutionConfig part with that part's defaults.)
 if os.environ.get("DOD_TEST_TRACKER_THREADS"):
     import dataclasses
 
-    from dod.tracker.config import TrackerConfig
+    from dod.tracker.config import ExecutionConfig
 
-    _fields = [f.name for f in dataclasses.fields(TrackerConfig)]
-    _defaults = list(TrackerConfig.__init__.__defaults__)
+    _fields = [f.name for f in dataclasses.fields(ExecutionConfig)]
+    _defaults = list(ExecutionConfig.__init__.__defaults__)
     _defaults[_fields.index("threads")] = int(os.environ["DOD_TEST_TRACKER_THREADS"])
     _defaults[_fields.index("parallel_min_rows")] = 1
-    TrackerConfig.__init__.__defaults__ = tuple(_defaults)
+    ExecutionConfig.__init__.__defaults__ = tuple(_defaults)
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The arena's three faces: engine (through cimport), owner and Python face."""
 import gc
 import mmap
+import os
 import sys
 from multiprocessing import shared_memory
 
@@ -11,6 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import dod
 from dod.arena import Arena, Mark
+from prefault_support import MiB, PAGE, needs_proc, rss
 
 GRAIN = 16
 
@@ -637,3 +639,69 @@ def test_cimport_engine_runs_nogil_frames(compile_cython):
     assert g.blocks > 1
     del keep                                   # g is in a later block: the reset walks back
     assert mod.reset_zeroed(g) == (0, 256)     # ... and block 0, full of 0xAB, reads zero
+
+
+# ---------------------------------------------------------------- prefault
+
+@needs_proc
+def test_arena_prefault_makes_the_capacity_resident_and_keeps_contents():
+    a = Arena(48 * MiB)
+    x = a.empty(1000, np.int64)
+    x[:] = np.arange(1000) * 7
+    before = rss()
+    touched = a.prefault()
+    assert touched >= 48 * MiB and touched % PAGE == 0
+    assert rss() - before > 44 * MiB          # the pages were not resident before
+    assert np.array_equal(x, np.arange(1000) * 7)
+    assert a.used > 0 and a.stats()["allocations"] == 1       # nothing pushed or rewound
+    again = rss()
+    assert a.prefault() == touched and rss() - again < 2 * MiB        # idempotent
+
+
+def test_arena_prefault_of_a_caller_buffer_keeps_its_bytes():
+    buf = bytearray(os.urandom(3 * PAGE + 123))
+    copy = bytes(buf)
+    a = Arena(buffer=buf)
+    touched = a.prefault()
+    assert touched >= len(buf) and touched % PAGE == 0
+    assert a.prefault(threads=3) == touched
+    assert bytes(buf) == copy
+
+
+def test_prefault_of_pages_the_system_cannot_back_raises(tmp_path):
+    # A shared file mapping past the end of its file: a touch would be
+    # SIGBUS, MADV_POPULATE_WRITE fails (EFAULT). prefault must raise
+    # MemoryError, not fall back to touching (the interpreter would die).
+    # Needs Linux 5.14+ (MADV_POPULATE_WRITE), as every machine CI runs on.
+    with open(tmp_path / "backing", "w+b") as f:
+        f.truncate(4 * PAGE)
+        m = mmap.mmap(f.fileno(), 4 * PAGE)
+        f.truncate(0)
+    a = Arena(buffer=m)
+    for threads in (1, 2):
+        with pytest.raises(MemoryError, match="could not fault in this arena's memory"):
+            a.prefault(threads=threads)
+    del a
+    m.close()
+
+
+@needs_proc
+def test_growable_arena_prefaults_every_block_over_threads():
+    a = Arena(70 * MiB, growable=True)
+    a.empty(71 * MiB, np.uint8)                # a second block
+    assert a.blocks == 2
+    before = rss()
+    touched = a.prefault(threads=4)           # three pieces or more: the first block crosses a 64 MiB line
+    assert touched >= a.capacity and rss() - before > 0.9 * a.capacity
+    for threads in (1, 2, 3, 256):
+        assert a.prefault(threads=threads) == touched        # the same pages at any count
+
+
+def test_arena_prefault_refuses_bad_thread_counts_and_changes_nothing():
+    a = Arena(4096)
+    x = a.empty(8, np.int64)
+    x[:] = 3
+    for bad in (0, -1, 257, 1.5, True, "2", None):
+        with pytest.raises(ValueError, match="threads must be"):
+            a.prefault(threads=bad)
+    assert a.used == 64 and a.stats()["allocations"] == 1 and (x == 3).all()

@@ -222,6 +222,7 @@ TARGETS = {
     ],
     "dod.loop.monotonic_ns": None,                      # a function: called with hostile arguments
     "dod.pages.PageSource": [lambda w: __import__("dod.pages").pages.PageSource()],
+    "dod.pages.prefault": None,                         # a function: called with hostile arguments
     "dod.pool.Pool": [
         lambda w: __import__("dod.pool").pool.Pool(8, block_size=32),
         lambda w: __import__("dod.pool").pool.Pool(4, np.float32, (3,), growable=True, chunk_blocks=2),
@@ -257,7 +258,15 @@ TARGETS = {
     "dod.thread_cache.SegFitCache": [
         lambda w: __import__("dod.thread_cache").thread_cache.SegFitCache(w.get("dod.segfit.SegFit"))],
     "dod.realtime.locked_kib": None,
-    "dod.tracker.TrackerConfig": [lambda w: __import__("dod.tracker").tracker.TrackerConfig()],
+    "dod.tracker.TrackerConfig": [
+        lambda w: __import__("dod.tracker").tracker.TrackerConfig(),
+        lambda w: __import__("dod.tracker").tracker.TrackerConfig(
+            filter=__import__("dod.tracker").tracker.FilterConfig(dim=3), threads=2)],
+    "dod.tracker.FilterConfig": [lambda w: __import__("dod.tracker").tracker.FilterConfig()],
+    "dod.tracker.ManagementConfig": [lambda w: __import__("dod.tracker").tracker.ManagementConfig()],
+    "dod.tracker.ClutterConfig": [lambda w: __import__("dod.tracker").tracker.ClutterConfig()],
+    "dod.tracker.LimitsConfig": [lambda w: __import__("dod.tracker").tracker.LimitsConfig()],
+    "dod.tracker.ExecutionConfig": [lambda w: __import__("dod.tracker").tracker.ExecutionConfig()],
     "dod.tracker.ReferenceTracker": [lambda w: __import__("dod.tracker").tracker.ReferenceTracker()],
     "dod.tracker.chi2_ppf": None,
     "dod.tracker.solve_assignment": None,

@@ -12,6 +12,7 @@ import dod
 from dod.arena import Arena
 from dod.resource import malloc as malloc_resource
 from dod.table import Column, Schema, Table
+from prefault_support import needs_proc, rss, run_refused
 
 
 def walk_schema():
@@ -991,3 +992,80 @@ def test_cimport_batch_removal_is_removing_one_by_one(compile_cython):
         room = cap - len(ref)
         hs = [t.insert_many(n=room) & 0xFFFFFFFF for t in tables]         # the same slots, in the same order
         assert all((h == hs[0]).all() for h in hs)
+
+
+# ---------------------------------------------------------------- prefault
+
+@needs_proc
+def test_table_prefault_covers_every_row_and_keeps_contents():
+    t = Table({"x": (np.float64, (4,)), "k": np.uint32}, 200_000)
+    before = rss()      # before any row is written: with huge pages one row faults 2 MiB in
+    h = t.insert_many(x=np.arange(40.0).reshape(10, 4), k=np.arange(10))
+    touched = t.prefault()
+    assert touched >= t.nbytes
+    assert rss() - before > 0.9 * t.nbytes
+    assert np.array_equal(t["x"], np.arange(40.0).reshape(10, 4)) and t["k"].tolist() == list(range(10))
+    assert t.handles().tolist() == h.tolist() and len(t) == 10
+    t.check()
+
+
+@needs_proc
+def test_table_prefault_over_threads_faults_the_same_pages():
+    t = Table({"x": (np.float64, (6,)), "P": (np.float64, (21,)), "k": np.uint32}, 600_000)   # ~130 MiB
+    t.insert_many(k=np.arange(5))
+    before = rss()
+    touched = t.prefault(threads=3)
+    assert touched >= t.nbytes > 2 * (64 << 20) and rss() - before > 0.9 * t.nbytes
+    for threads in (1, 2, 8):
+        assert t.prefault(threads=threads) == touched
+    assert t["k"].tolist() == list(range(5))
+    t.check()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_table_prefault_is_refused_during_an_exclusive_pass(threads):
+    t = Table({"x": np.float64}, 100)
+    t.insert_many(x=np.ones(3))
+    with t.exclusive("a test pass"):
+        with pytest.raises(RuntimeError, match="a test pass"):
+            t.prefault(threads=threads)
+    assert t.prefault(threads=threads) > 0    # the pass ended: allowed again
+    t.insert_many(x=np.ones(2))               # and the table takes inserts again
+    assert len(t) == 5
+
+
+def test_table_prefault_refuses_bad_thread_counts_and_changes_nothing():
+    t = Table({"x": np.float64}, 100)
+    t.insert_many(x=np.arange(3.0))
+    for bad in (0, 257, 2.0, False, "1", None):
+        with pytest.raises(ValueError, match="threads must be"):
+            t.prefault(threads=bad)
+    t.insert_many(x=np.ones(2))               # no exclusive pass was left behind
+    assert t["x"].tolist() == [0.0, 1.0, 2.0, 1.0, 1.0]
+
+
+REFUSED_TABLE_PREFAULT = r"""
+import sys
+import numpy as np
+from dod.table import Table
+
+t = Table({"x": np.float64, "y": (np.float64, (8,))}, 1_000_000)      # ~76 MiB: two pieces
+t.insert_many(x=np.arange(5.0))
+for threads in (int(sys.argv[1]), 3):
+    try:
+        t.prefault(threads=threads)
+    except MemoryError as e:
+        assert "could not fault in this table's memory" in str(e) and "Cannot allocate memory" in str(e), e
+    else:
+        raise AssertionError("Table.prefault did not raise")
+    assert t["x"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    t.check()
+    t.insert_many(x=np.ones(1))       # the exclusive pass ended
+    t.remove(t.handles()[-1])
+print("refused as expected")
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_table_prefault_refused_by_the_kernel_raises_and_changes_nothing(tmp_path, threads):
+    assert "refused as expected" in run_refused(tmp_path, REFUSED_TABLE_PREFAULT, threads, ok=1)

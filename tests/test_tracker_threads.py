@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dod.tracker import Tracker, TrackerConfig
-from dod.tracker.config import MAX_THREADS
+from dod.tracker.config import MAX_THREADS, ExecutionConfig
 from dod.tracker.scenario import generate, iter_scans
 
 from alloc_measure import per_call_rises
@@ -126,7 +126,7 @@ def test_threads_and_locality_options_validated_before_anything_changes():
     for bad in (0, 1, None, "yes", np.bool_(True)):
         with pytest.raises(ValueError, match="confirmed_first"):
             TrackerConfig(confirmed_first=bad)
-    assert TrackerConfig.__dataclass_fields__["threads"].default == 1
+    assert ExecutionConfig.__dataclass_fields__["threads"].default == 1
     assert Tracker(threads=MAX_THREADS).threads == MAX_THREADS
 
 

@@ -21,7 +21,7 @@ try:
 
     from dod.tracker import Tracker, TrackerConfig
     from dod.tracker.scenario import iter_scans
-    HAVE = "threads" in TrackerConfig.__dataclass_fields__
+    HAVE = hasattr(TrackerConfig, "threads")     # a field (a class default) or, since the parts, a property
 except ImportError:
     HAVE = False
 try:

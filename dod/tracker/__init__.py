@@ -10,7 +10,7 @@ coordinated turn (``TrackerConfig(motion="imm")``). One call per scan
 crosses into nogil Cython and allocates nothing.
 
     from dod.tracker import Tracker, TrackerConfig
-    t = Tracker(TrackerConfig(dim=2, r=1.0, q=1.0))
+    t = Tracker(TrackerConfig(dim=2, r=1.0, q=1.0))   # or in parts: TrackerConfig(filter=FilterConfig(...), ...)
     t.tick(detections, dt=0.02)          # detections: float64 (k, 2)
     t.ids, t.positions, t.states         # read-only views of the live rows
     t.table                              # the tracks: a dod.table.Table (handles, Arrow)
@@ -47,10 +47,12 @@ writes and how it runs over threads):
     _order.pyx        rows back into spatial order
     _engine.pyx     the owner, Tracker: validation, the Python face
 """
-from dod.tracker.config import TrackerConfig, chi2_ppf
+from dod.tracker.config import (ClutterConfig, ExecutionConfig, FilterConfig, LimitsConfig, ManagementConfig,
+                                TrackerConfig, chi2_ppf)
 
-__all__ = ["Tracker", "TrackerConfig", "ReferenceTracker", "Sensor", "chi2_ppf", "solve_assignment",
-           "track_schema", "scratch_bytes", "unpack_covariance", "pack_covariance"]
+__all__ = ["Tracker", "TrackerConfig", "FilterConfig", "ManagementConfig", "ClutterConfig", "LimitsConfig",
+           "ExecutionConfig", "ReferenceTracker", "Sensor", "chi2_ppf", "solve_assignment", "track_schema",
+           "scratch_bytes", "unpack_covariance", "pack_covariance"]
 
 
 def __getattr__(name):

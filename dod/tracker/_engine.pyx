@@ -196,68 +196,30 @@ cdef void _read_sensor(object sensor, int dim, bint two_point, dod_sensor* out) 
 
 
 # ---------------------------------------------------------------- prefault over threads
+# The memory floor's service (dod.pages.dod_pages_prefault) over what the
+# tracker owns; the tables and arenas list their own memory (page_ranges).
+from dod.pages cimport dod_page_range, dod_pages_prefault, dod_pages_threads
 
 cdef extern from "_os.h" nogil:
-    size_t dod_os_prefault(void* p, size_t size)
     size_t dod_os_page_round(size_t size)
     void* dod_os_map(size_t size)
     void dod_os_unmap(void* p, size_t size)
 
-cdef enum:
-    _PREFAULT_PIECE = 64 << 20      # bytes a thread faults in at a time (page-aligned cuts)
 
-cdef struct _fault_piece:
-    char* p
-    size_t n
-    size_t done         # bytes of pages faulted in (0 with n > 0: failed, err says why)
-    int err
-
-
-cdef size_t _cut_pieces(_fault_piece* out, size_t at, char* p, size_t n) noexcept:
-    """Cut [p, p + n) at the multiples of _PREFAULT_PIECE into out[at:] (NULL:
-    count only); returns at plus the pieces. The cuts are page-aligned, so the
-    pieces' page spans add up to the range's (dod_os_prefault's bytes)."""
-    cdef size_t m
-    while n > 0:
-        m = min(n, _PREFAULT_PIECE - <size_t>(<uintptr_t>p % _PREFAULT_PIECE))
-        if out != NULL:
-            out[at].p = p
-            out[at].n = m
-            out[at].done = 0
-            out[at].err = 0
-        at += 1
-        p += m
-        n -= m
-    return at
-
-
-cdef size_t _cut_arena(_fault_piece* out, size_t at, Arena a) noexcept:
-    """_cut_pieces over every block of arena `a`."""
-    cdef dod_arena_block* b = &a._first
-    while b != NULL:
-        at = _cut_pieces(out, at, b.base, b.capacity)
-        b = b.next
-    return at
-
-
-cdef size_t _cut_table(_fault_piece* out, size_t at, Table t) noexcept:
-    """_cut_pieces over every block of table `t` (its columns and slot map)."""
-    cdef size_t i
-    for i in range(t._nblocks):
-        at = _cut_pieces(out, at, <char*>t._blocks[i], t._block_sizes[i])
-    return at
-
-
-cdef size_t _cut_tracker(_fault_piece* out, Tracker tr):
-    """_cut_pieces over all a tick can touch: what Tracker.prefault faults in."""
-    cdef size_t at = _cut_table(out, 0, tr.table)
-    at = _cut_table(out, at, tr.singles)
+cdef size_t _tracker_ranges(Tracker tr, dod_page_range* out):
+    """All a tick can touch, as ranges into out (NULL: count only); how many:
+    what Tracker.prefault faults in."""
+    cdef size_t n = tr.table.page_ranges(out)
+    n += tr.singles.page_ranges(NULL if out == NULL else out + n)
     if tr.engine.displaced != NULL:
-        at = _cut_pieces(out, at, <char*>tr.engine.displaced, tr._displaced_bytes)
-    at = _cut_arena(out, at, tr.scratch)
+        if out != NULL:
+            out[n].base = tr.engine.displaced
+            out[n].size = tr._displaced_bytes
+        n += 1
+    n += tr.scratch.page_ranges(NULL if out == NULL else out + n)
     for wa in tr._worker_arenas:
-        at = _cut_arena(out, at, <Arena>wa)
-    return at
+        n += (<Arena>wa).page_ranges(NULL if out == NULL else out + n)
+    return n
 
 
 cdef int _hold_tables(Tracker tr, str what) except -1:
@@ -495,52 +457,37 @@ cdef class Tracker:
         changes).
 
         `threads` (default: the tracker's ``threads``; an int in [1, 256])
-        fault the pages in over that many OpenMP threads, 64 MiB at a time:
-        where the system backs fresh pages slowly (a VM whose host must
-        back them too: 4 GiB took 21-28 s on one thread there, 14-16 on
-        two) more threads take less time. The same pages and the same
-        bytes at any count.
+        fault the pages in over that many threads, 64 MiB at a time
+        (:func:`dod.pages.prefault`: the calling thread and threads started
+        for the call, joined before it returns): where the system backs
+        fresh pages slowly (a VM whose host must back them too: 4 GiB took
+        21-28 s on one thread there, 14-16 on two) more threads take less
+        time. The same pages and the same bytes at any count.
         """
         cdef int nt
-        cdef size_t npieces = 0, total = 0, i
-        cdef Py_ssize_t j
-        cdef _fault_piece* pieces = NULL
+        cdef size_t n, total = 0
+        cdef dod_page_range* ranges = NULL
         cdef int err = 0
-        cdef bint failed = False
         if self.table is None or self.scratch is None:
             raise TypeError("this Tracker was never initialised (Tracker.__new__ without __init__)")
-        if threads is None:
-            nt = self.engine.threads
-        elif not isinstance(threads, int) or isinstance(threads, bool) or not (1 <= threads <= DOD_TRACKER_MAX_THREADS):
-            raise ValueError(f"threads must be an int in [1, {DOD_TRACKER_MAX_THREADS}] or None, not {threads!r}")
-        else:
-            nt = threads
+        nt = self.engine.threads if threads is None else dod_pages_threads(threads)
         if self._busy:
             raise RuntimeError("a tick of this tracker is already running in another thread")
         # The tables' exclusive passes, as their own prefault takes them
         # (inserts from other threads refused meanwhile).
         _hold_tables(self, "a prefault")
         try:
-            npieces = _cut_tracker(NULL, self)
-            pieces = <_fault_piece*>PyMem_Malloc(max(<size_t>1, npieces) * sizeof(_fault_piece))
-            if pieces == NULL:
+            n = _tracker_ranges(self, NULL)
+            ranges = <dod_page_range*>PyMem_Malloc(max(<size_t>1, n) * sizeof(dod_page_range))
+            if ranges == NULL:
                 raise MemoryError()
-            _cut_tracker(pieces, self)
+            _tracker_ranges(self, ranges)
             with nogil:
-                for j in prange(<Py_ssize_t>npieces, num_threads=nt, schedule="dynamic"):
-                    pieces[j].done = dod_os_prefault(pieces[j].p, pieces[j].n)
-                    if pieces[j].done == 0:
-                        pieces[j].err = errno
-            for i in range(npieces):
-                if pieces[i].done == 0:         # (every piece has n > 0)
-                    failed = True
-                    err = pieces[i].err
-                    break
-                total += pieces[i].done
+                err = dod_pages_prefault(ranges, n, nt, &total)
         finally:
-            PyMem_Free(pieces)
+            PyMem_Free(ranges)
             _release_tables(self)
-        if failed:
+        if err != 0:
             raise MemoryError(f"the system could not fault in this tracker's memory ({strerror(err).decode()}); "
                               "contents unchanged")
         return total

@@ -2,9 +2,31 @@
 
 Both trackers read the same :class:`TrackerConfig`, so a test or benchmark
 that runs both compares the same model, gates and track management.
+
+A configuration is five parts, each a frozen dataclass that checks its own
+fields when it is made (ValueError naming the field, before anything is
+built):
+
+- :class:`FilterConfig`: the state estimate (dimension, motion model,
+  noise, gate);
+- :class:`ManagementConfig`: the tracks' lives (births, confirmation,
+  deletion, the track score);
+- :class:`ClutterConfig`: the false-detection density the score assumes,
+  given or estimated;
+- :class:`LimitsConfig`: what a tracker holds and how a scan's work is
+  bounded (capacity, detections per scan, cluster size);
+- :class:`ExecutionConfig`: how a tick runs (threads, row order), never
+  what it computes.
+
+``TrackerConfig(filter=FilterConfig(dim=3), threads=2)`` and the flat
+``TrackerConfig(dim=3, threads=2)`` make the same configuration, and every
+field reads flat too (``config.dim``, ``config.filter.dim``).
 """
+import dataclasses
 import math
-from dataclasses import dataclass
+import numbers
+import operator
+from dataclasses import dataclass, field
 
 
 def _gammainc_lower(a, x):
@@ -93,243 +115,100 @@ def _probabilities(value, shape, name):
     return a
 
 
-def _check_imm(cfg):
-    """ValueError for a bad IMM field (checked whatever `motion` says, so a
-    config is valid or not independently of the motion chosen)."""
-    q = cfg.imm_q
-    if not (isinstance(q, (tuple, list)) and len(q) == 2):
-        raise ValueError(f"imm_q must be (low, high), not {q!r}")
-    for name, v in (("imm_q[0]", q[0]), ("imm_q[1]", q[1]), ("turn_q", cfg.turn_q),
-                    ("turn_rate_q", cfg.turn_rate_q), ("turn_rate_v0", cfg.turn_rate_v0)):
-        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
-            raise ValueError(f"{name} must be a positive finite number, not {v!r}")
-    _probabilities(cfg.imm_transition, (3, 3), "imm_transition")
-    _probabilities(cfg.imm_mu0, (3,), "imm_mu0")
+# ---------------------------------------------------------------- field checks
+# Each raises ValueError naming the field (a wrong type included: the value
+# is what is wrong), so a bad configuration fails where it is written.
 
+def _integer(owner, name, lo, hi):
+    """getattr(owner, name): an integer (not a bool) in [lo, hi]; another
+    integer type (numpy's) is stored as the int it is, so that no reader
+    does arithmetic in a narrow type."""
+    v = getattr(owner, name)
+    try:
+        i = operator.index(v)
+        ok = not isinstance(v, bool) and lo <= i <= hi
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be an int in [{lo}, {hi}], not {v!r}")
+    if type(v) is not int:
+        _freeze(owner, name, int(i))
+
+
+def _real(owner, name, lo, hi, *, lo_open=True, hi_open=True, optional=False, label=None):
+    """getattr(owner, name) (owner[name] for a label's item): a finite real
+    number (not a bool) in the interval; None too when `optional`. Another
+    real type (numpy's float32, a Fraction) is stored as the float it is."""
+    v = owner[name] if label else getattr(owner, name)
+    name = label or name
+    if v is None and optional:
+        return
+    try:
+        ok = (isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+              and (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi))
+    except (OverflowError, TypeError, ValueError):     # an int too large for a float, an odd Real
+        ok = False
+    if not ok:
+        rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        raise ValueError(f"{name} must be a finite number in {rng}{' or None' if optional else ''}, not {v!r}")
+    if not label and not isinstance(v, (int, float)):
+        _freeze(owner, name, float(v))
+
+
+def _choice(owner, name, choices):
+    """getattr(owner, name): one of the strings `choices`."""
+    v = getattr(owner, name)
+    if not (isinstance(v, str) and v in choices):
+        raise ValueError(f"{name} must be {' or '.join(repr(c) for c in choices)}, not {v!r}")
+
+
+def _freeze(owner, name, value):
+    """Set a field of a frozen dataclass (from its own checks, or its making)."""
+    object.__setattr__(owner, name, value)
+
+
+# ---------------------------------------------------------------- the parts
 
 @dataclass(frozen=True)
-class TrackerConfig:
-    """Model, gating and track management of a constant-velocity tracker.
+class FilterConfig:
+    """The state estimate of every track: dimension, motion model, noise and gate.
 
-    A frozen dataclass: build one with keyword arguments, or change a few
-    fields of another with ``dataclasses.replace``.
+    dim : 2 or 3 spatial dimensions; the state is (position, velocity).
+    q : process noise, white-acceleration spectral density (m^2/s^3), > 0.
+    r : measurement noise standard deviation per axis (m), > 0.
+    v0 : velocity standard deviation of a newborn track (m/s), > 0.
+    gate_probability : probability mass of the Mahalanobis gate, in (0, 1);
+        the gate is the chi-square quantile with `dim` degrees of freedom
+        (:attr:`gate`).
 
-    Parameters
-    ----------
-    dim : int, default 2
-        2 or 3 spatial dimensions; the state is (position, velocity).
-    q : float, default 1.0
-        process noise, white-acceleration spectral density (m^2/s^3).
-    r : float, default 1.0
-        measurement noise standard deviation per axis (m).
-    v0 : float, default 10.0
-        velocity standard deviation of a newborn track (m/s).
-    gate_probability : float, default 0.999
-        probability mass of the Mahalanobis gate; the gate is the chi-square
-        quantile with `dim` degrees of freedom.
-    confirm_m, confirm_n : int, default 3 and 5
-        a tentative track is confirmed once it was detected in M of its last N
-        scans, and deleted when N scans passed without that (N <= 32).
-    max_misses : int, default 5
-        a confirmed track is deleted after this many consecutive scans without a
-        detection.
-    capacity : int, default 20000
-        most tracks held at once; births beyond it are dropped and counted.
-    max_detections : int, default 30000
-        most detections per scan (sizes the scratch memory).
-    overflow : str, default 'error'
-        "error" (a scan with more detections raises ValueError before any state
-        changes) or "drop" (the first max_detections are used, the rest counted
-        in ``overflow``).
-    max_cluster : int, default 0
-        0 (default): every cluster is solved exactly. Otherwise a cluster with
-        more than this many tracks or detections is solved greedily (cheapest
-        free pair first), bounding the worst-case tick (exact assignment is
-        cubic in the cluster size); counted in ``greedy_clusters``. The numpy
-        reference always solves exactly. Whatever this says, a cluster whose
-        cost matrix would exceed 16 MiB (about 1000 x 1000) is solved greedily
-        (and counted).
-    confirmation : str, default 'm_of_n'
-        "m_of_n" (default: confirm_m, confirm_n, max_misses) or "score": the
-        sequential log-likelihood ratio of each track (Blackman and Popoli), a
-        column of the track table. A birth starts at ``ln(new_target_density /
-        clutter)``; each scan adds ``ln(pd * N(y; 0, S) / clutter)`` for its
-        detection (y the innovation, S its covariance) or ``ln(1 - pd)`` without
-        one. A tentative track is confirmed at ``ln((1 - track_loss_probability)
-        / false_track_probability)`` and deleted at ``ln(track_loss_probability
-        / (1 - false_track_probability))`` (Wald's thresholds); a confirmed
-        track is deleted once its score is ``score_drop`` below its running
-        maximum (another column).
-    initiation : str, default 'single'
-        "single" (default: every detection no track took starts a tentative
-        track) or "two_point": such a detection waits one scan in a table of its
-        own; a tentative track starts from a waiting detection and one of the
-        next scan that no track took, when the pair's implied speed is at most
-        ``v_max`` (plus the measurement noise: the distance may exceed ``v_max *
-        dt`` by ``sqrt(2 * gate) * r``); pairs are formed cheapest (closest)
-        first. Its state is the Kalman filter of the pair (a birth at the first
-        detection with velocity spread v0, predicted by dt and updated with the
-        second): as v0 grows it tends to the two-point difference, velocity
-        ``(z2 - z1) / dt``.
-    pd : float, default 0.9
-        detection probability the score assumes, in (0, 1).
-    clutter_density : float | None, default None
-        false detections per unit area (2-D) or volume (3-D) per scan, > 0; None
-        (default): estimated online, per scan, as ``(1 - clutter_smoothing) *
-        previous + clutter_smoothing * (u + 1) / V`` with u the valid detections
-        no confirmed track took and V ``surveillance_volume`` or, without it,
-        the volume of the box around the scan's detections (each side at least
-        10 r). The first estimate is the first scan's value; an empty scan
-        leaves it as it is. It is always positive and at most ``(max_detections
-        + 1) / (10 r)**dim``.
-    new_target_density : float, default 1e-06
-        expected new targets per unit area/volume per scan (> 0).
-    false_track_probability, track_loss_probability : float, default 0.001 and 0.01
-        Wald's alpha (a false track confirmed) and beta (a true track deleted),
-        each in (0, 0.5).
-    score_drop : float, default 11.0
-        > 0, see confirmation.
-    v_max : float, default 50.0
-        largest target speed two-point initiation pairs (> 0, m/s).
-    surveillance_volume : float | None, default None
-        area/volume of the region the clutter estimator divides by (> 0), or
-        None.
-    clutter_smoothing : float, default 0.1
-        weight of the newest scan in the clutter estimate, in (0, 1].
-    threads : int, default 1
-        threads of one tick (1, the default: serial, no parallel region). With
-        more, predict, innovation inverses, gating and the Kalman updates run
-        over chunks of rows that the workers take as they finish, the detection
-        grid is built while the other workers predict, independent clusters are
-        solved in parallel, and deaths and births (their rows, ids and slots
-        planned serially, in one order) are written in chunks (OpenMP), so the
-        result is bit-identical for every thread count. How the workers wait
-        between the tick's regions is libgomp's setting, read once when the
-        engine loads: ``dod.tracker.openmp.default_wait_policy()`` (which the
-        bench and the demo call) sets a short spin before they sleep. In a loop
-        that sleeps between ticks, pin the threads one per core, or two threads
-        can be slower than one: ``default_binding()`` (which ``python -m
-        dod.tracker`` calls; see dod.tracker.openmp). 1 <= threads <=
-        MAX_THREADS (256).
-    parallel_min_rows : int, default 512
-        with threads > 1, a pass over the tracks runs in parallel only when
-        there are at least ``threads * parallel_min_rows`` rows (fewer: serial,
-        cheaper than waking the workers); the drop of the detections confirmed
-        tracks took from the index, and the births' spatial order, only with ``8
-        * parallel_min_rows`` detections, the row swaps of ``confirmed_first``
-        with ``parallel_min_rows / 32`` swaps (these three whatever the thread
-        count), the grouping of the clustered pairs by cluster with ``16 *
-        parallel_min_rows`` pairs, the solve of the clusters (those not a lone
-        pair) with ``4 * parallel_min_rows`` of them. Speed only: the result is
-        the same either way.
-    sort_every : int, default 0
-        every this many scans the track rows are sorted after the tick: the
-        confirmed tracks first, in spatial order (the detection grid's own: row-
-        major cells, x fastest), so the next ticks walk the tracks and the
-        grid's cells together; then the other tracks in their row order (0, the
-        default: never on a schedule). Row order is not part of the result:
-        match rows by id or handle.
-    sort_when_mixed : float, default 0.1
-        the rows are also sorted after a tick that leaves more than this
-        fraction of the leading rows (as many as the tracks the previous tick
-        confirmed) without a confirmed track (0: never; default 0.1). Deaths
-        move the last row into each hole, so clutter's short-lived tracks, born
-        among the targets' rows at a first scan and dying there, leave holes
-        that other tentative tracks keep filling: at 1,000,000 targets in
-        clutter the one-thread tick grew from ~175 to ~245 ms over 45 scans.
-        After a sort the churn stays behind the confirmed rows; in the bench's
-        scenes the trigger sorts at the third scan, then every ~40 (1M) to
-        ~80-160 (100k) scans, a sort costing 5-9 ms at 100k and ~110 ms at 1M on
-        one core.
-    sort_when_displaced : float, default 0.2
-        the rows are also sorted after a tick that leaves more than this
-        fraction of the rows in order out of it (0: never; default 0.2). In
-        order: the confirmed rows the last sort placed, or a first scan's births
-        (born in cell order). Out of it: each such row a death emptied (the
-        table's last row fills the hole, from anywhere in space; a row counts
-        once however often it is refilled) and each confirmed track in a row
-        after them (born since). Why: with few tentative tracks
-        (``initiation="two_point"``, the demo's) the leading rows never mix, yet
-        deaths and births scatter them: at 1,000,000 targets on one core the
-        tick grew from ~140 to ~190 ms over 100 scans without sorts. Over 130 of
-        the bench's scans (1M, two-point) at two threads it took p50 102.6 and
-        p99 116.6 ms without this trigger, 87.9 and 101.3 ms with it (one sort);
-        single-point births sorted as often either way (the mixing trigger fires
-        first).
-    sort_when_drifted : float, default 2.0
-        the rows are also sorted once the confirmed tracks have moved this many
-        cells of the detection grid since the last sort, on average (0: never;
-        default 2): the time since the sort times their mean speed, over the
-        cell side. Motion is what scatters the rows when nothing else does: a
-        track's neighbours in memory drift away from it in space, and the grid's
-        reads with them. The mean speed is measured at each sort and every 64
-        scans (a pass over the velocities in fixed parts of the rows: the same
-        at every thread count). At 100,000 targets (the bench's scans: ~12.5 m/s
-        at 50 Hz, cells of ~19 m: a cell every ~75 scans) the two-thread tick
-        crept from ~7.2 to ~9.5 ms over 2,000 scans without sorts; a sort every
-        100 or 250 scans (1.3 or 3.3 cells) held p50 at ~8.3 ms, every 500 (6.7
-        cells) at 8.5, where none gave 8.9 (``sort_every``, one run). At
-        1,000,000 the order decays faster (two threads: p50 ~96 ms after a sort,
-        ~111 by 120 scans later); 2 cells sorted at scan 191 of 330 and gave p50
-        99.7 ms, 3 cells at scan 266 and 105.2. A sort every ~150 scans is 0.7 %
-        of the ticks: a p99 over many ticks stays a tick's own.
-    confirmed_first : bool, default True
-        keep the confirmed tracks in the leading rows between sorts (default
-        True). After each tick's management, every row below the confirmed count
-        that holds no confirmed track (a confirmed track that died, or a
-        tentative one) is swapped with a confirmed track in a row at or above it
-        (the last of the leading rows, or one confirmed this tick), both lists
-        in row order; then the dead rows, all behind the confirmed ones, take
-        the table's last rows as before. So the tentative tracks' churn never
-        reaches the leading rows and they never mix (``sort_when_mixed`` finds
-        nothing); a row below the rows in order that takes a track from
-        elsewhere counts once against ``sort_when_displaced``. False: deaths
-        move the last row into each hole wherever it is (the table's own
-        removal), and the mixing trigger sorts the leading rows back.
-    motion : str, default 'cv'
-        "cv" (default: one constant-velocity model, process noise q) or "imm":
-        an interacting multiple model filter (Blom and Bar-Shalom) of three
-        models over the state (position, velocity, turn rate): constant velocity
-        with process noise ``imm_q[0]`` and ``imm_q[1]`` (the turn rate carried
-        unchanged) and a coordinated turn (in 3-D the turn is horizontal, the
-        vertical axis constant velocity) with white-acceleration noise
-        ``turn_q`` and turn-rate noise ``turn_rate_q`` (rad^2/s^3). Gating and
-        association use the mixture of the predictions (the ``x``/``P`` columns
-        hold it); the update runs per model and the model probabilities follow
-        the likelihoods.
-    imm_q : tuple, default (1.0, 20.0)
-        (low, high), each a positive finite number (m^2/s^3).
-    turn_q, turn_rate_q : float, default 1.0 and 0.01
-        positive finite numbers.
-    turn_rate_v0 : float, default 0.2
-        standard deviation of a newborn track's turn rate (rad/s, > 0).
-    imm_transition : tuple, default ((0.9, 0.05, 0.05), (0.05, 0.9, 0.05), (0.05, 0.05, 0.9))
-        3 x 3 Markov matrix, row i the probabilities of the next scan's model
-        given model i (order: CV low, CV high, turn); every entry finite in [0,
-        1], every row summing to 1 (within 1e-9). It is per scan, whatever the
-        scan's dt: the default (0.9 on the diagonal) suits a scan a second; at
-        50 Hz a diagonal near 0.998 keeps the same switching rate per second
-        (with the default, the IMM's GOSPA on the 50 Hz straight-line scenario
-        is ~6 % above CV's; with 0.998, ~0.5 %).
-    imm_mu0 : tuple, default (0.8, 0.1, 0.1)
-        model probabilities of a newborn track (3 values >= 0, sum 1).
+    Motion (``dod/tracker/imm.pxd`` states the equations):
 
-    Raises
-    ------
-    ValueError
-        When a field is out of its range (each field's range is stated
-        above); the message names the field. Nothing is built.
+    motion : "cv" (default: one constant-velocity model, process noise q) or
+        "imm": an interacting multiple model filter (Blom and Bar-Shalom) of
+        three models over the state (position, velocity, turn rate):
+        constant velocity with process noise ``imm_q[0]`` and ``imm_q[1]``
+        (the turn rate carried unchanged) and a coordinated turn (in 3-D the
+        turn is horizontal, the vertical axis constant velocity) with
+        white-acceleration noise ``turn_q`` and turn-rate noise
+        ``turn_rate_q`` (rad^2/s^3). Gating and association use the mixture
+        of the predictions (the ``x``/``P`` columns hold it); the update
+        runs per model and the model probabilities follow the likelihoods.
+    imm_q : (low, high), each a positive finite number (m^2/s^3).
+    turn_q, turn_rate_q : positive finite numbers.
+    turn_rate_v0 : standard deviation of a newborn track's turn rate (rad/s, > 0).
+    imm_transition : 3 x 3 Markov matrix, row i the probabilities of the
+        next scan's model given model i (order: CV low, CV high, turn); every
+        entry finite in [0, 1], every row summing to 1 (within 1e-9). It is
+        per scan, whatever the scan's dt: the default (0.9 on the diagonal)
+        suits a scan a second; at 50 Hz a diagonal near 0.998 keeps the same
+        switching rate per second (with the default, the IMM's GOSPA on the
+        50 Hz straight-line scenario is ~6 % above CV's; with 0.998, ~0.5 %).
+    imm_mu0 : model probabilities of a newborn track (3 values >= 0, sum 1).
 
-    Notes
-    -----
-    The fields come in groups: the model, gating and sizes (``dim`` to
-    ``max_cluster``); track management in clutter (``confirmation`` to
-    ``clutter_smoothing``; "Track score" in ``dod/tracker/_engine.pyx``);
-    threads and locality (``threads`` to ``confirmed_first``); motion
-    (``motion`` to ``imm_mu0``; ``dod/tracker/imm.pxd`` states the
-    equations).
-
-    Thread-safety: immutable (frozen); any thread may read it.
+    The IMM fields are checked whatever ``motion`` says, so a configuration
+    is valid or not independently of the motion chosen. A list or array
+    given for ``imm_q``, ``imm_transition`` or ``imm_mu0`` is stored as a
+    tuple (of tuples): the configuration cannot change after its checks.
     """
 
     dim: int = 2
@@ -337,31 +216,6 @@ class TrackerConfig:
     r: float = 1.0
     v0: float = 10.0
     gate_probability: float = 0.999
-    confirm_m: int = 3
-    confirm_n: int = 5
-    max_misses: int = 5
-    capacity: int = 20000
-    max_detections: int = 30000
-    overflow: str = "error"
-    max_cluster: int = 0
-    confirmation: str = "m_of_n"
-    initiation: str = "single"
-    pd: float = 0.9
-    clutter_density: float | None = None
-    new_target_density: float = 1e-6
-    false_track_probability: float = 1e-3
-    track_loss_probability: float = 1e-2
-    score_drop: float = 11.0
-    v_max: float = 50.0
-    surveillance_volume: float | None = None
-    clutter_smoothing: float = 0.1
-    threads: int = 1
-    sort_every: int = 0
-    sort_when_mixed: float = 0.1
-    sort_when_displaced: float = 0.2
-    sort_when_drifted: float = 2.0
-    confirmed_first: bool = True
-    parallel_min_rows: int = 512
     motion: str = "cv"
     imm_q: tuple = (1.0, 20.0)
     turn_q: float = 1.0
@@ -371,72 +225,103 @@ class TrackerConfig:
     imm_mu0: tuple = (0.8, 0.1, 0.1)
 
     def __post_init__(self):
-        if self.dim not in (2, 3):
-            raise ValueError(f"dim must be 2 or 3, not {self.dim!r}")
+        _integer(self, "dim", 2, 3)
         for name in ("q", "r", "v0"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a positive finite number, not {v!r}")
-        if not (0.0 < self.gate_probability < 1.0):
-            raise ValueError("gate_probability must be in (0, 1)")
-        if not (1 <= self.confirm_m <= self.confirm_n <= 32):
-            raise ValueError("need 1 <= confirm_m <= confirm_n <= 32")
-        if self.max_misses < 1:
-            raise ValueError("max_misses must be >= 1")
-        if not (1 <= self.capacity <= 1 << 24):
-            raise ValueError("capacity must be in [1, 2**24]")
-        if not (1 <= self.max_detections <= 1 << 24):
-            raise ValueError("max_detections must be in [1, 2**24]")
-        if not (0 <= self.max_cluster < 1 << 31):
-            raise ValueError("max_cluster must be >= 0 (0: always exact)")
-        if isinstance(self.threads, bool) or not isinstance(self.threads, int) \
-                or not (1 <= self.threads <= MAX_THREADS):
-            raise ValueError(f"threads must be an int in [1, {MAX_THREADS}], not {self.threads!r}")
-        if isinstance(self.sort_every, bool) or not isinstance(self.sort_every, int) \
-                or not (0 <= self.sort_every < 1 << 31):
-            raise ValueError(f"sort_every must be an int >= 0 (0: never sort), not {self.sort_every!r}")
-        for name in ("sort_when_mixed", "sort_when_displaced"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 <= v <= 1.0):
-                raise ValueError(f"{name} must be a number in [0, 1] (0: never), not {v!r}")
-        v = self.sort_when_drifted
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 <= v < float("inf")):
-            raise ValueError(f"sort_when_drifted must be a finite number >= 0 (0: never), not {v!r}")
-        if not isinstance(self.confirmed_first, bool):
-            raise ValueError(f"confirmed_first must be True or False, not {self.confirmed_first!r}")
-        if isinstance(self.parallel_min_rows, bool) or not isinstance(self.parallel_min_rows, int) \
-                or not (0 <= self.parallel_min_rows < 1 << 31):
-            raise ValueError(f"parallel_min_rows must be an int >= 0, not {self.parallel_min_rows!r}")
-        if self.overflow not in ("error", "drop"):
-            raise ValueError("overflow must be 'error' or 'drop'")
-        if self.confirmation not in ("m_of_n", "score"):
-            raise ValueError(f"confirmation must be 'm_of_n' or 'score', not {self.confirmation!r}")
-        if self.initiation not in ("single", "two_point"):
-            raise ValueError(f"initiation must be 'single' or 'two_point', not {self.initiation!r}")
-        if self.motion not in ("cv", "imm"):
-            raise ValueError(f"motion must be 'cv' or 'imm', not {self.motion!r}")
-        _check_imm(self)
+            _real(self, name, 0.0, math.inf)
+        _real(self, "gate_probability", 0.0, 1.0)
+        _choice(self, "motion", ("cv", "imm"))
+        q = self.imm_q
+        if not (isinstance(q, (tuple, list)) and len(q) == 2):
+            raise ValueError(f"imm_q must be (low, high), not {q!r}")
+        for i in (0, 1):
+            _real(q, i, 0.0, math.inf, label=f"imm_q[{i}]")
+        for name in ("turn_q", "turn_rate_q", "turn_rate_v0"):
+            _real(self, name, 0.0, math.inf)
+        transition = _probabilities(self.imm_transition, (3, 3), "imm_transition")
+        mu0 = _probabilities(self.imm_mu0, (3,), "imm_mu0")
+        if not isinstance(q, tuple):
+            _freeze(self, "imm_q", tuple(q))
+        if not (isinstance(self.imm_transition, tuple) and all(isinstance(row, tuple) for row in self.imm_transition)):
+            _freeze(self, "imm_transition", tuple(tuple(float(x) for x in row) for row in transition))
+        if not isinstance(self.imm_mu0, tuple):
+            _freeze(self, "imm_mu0", tuple(float(x) for x in mu0))
 
-        def check(name, lo, hi, lo_open=True, hi_open=True, optional=False):
-            v = getattr(self, name)
-            if v is None and optional:
-                return
-            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            ok = ok and (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
-            if not ok:
-                rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
-                raise ValueError(f"{name} must be a finite number in {rng}, not {v!r}")
+    @property
+    def gate(self):
+        """The gate: squared Mahalanobis distance threshold."""
+        return chi2_ppf(self.gate_probability, self.dim)
 
-        inf = math.inf
-        check("pd", 0.0, 1.0)
-        check("clutter_density", 0.0, inf, optional=True)
-        check("new_target_density", 0.0, inf)
-        check("false_track_probability", 0.0, 0.5)
-        check("track_loss_probability", 0.0, 0.5)
-        check("score_drop", 0.0, inf)
-        check("v_max", 0.0, inf)
-        check("surveillance_volume", 0.0, inf, optional=True)
-        check("clutter_smoothing", 0.0, 1.0, hi_open=False)
+    @property
+    def pair_radius_factor(self):
+        """sqrt(2 * gate): the noise allowance of a two-point pair, in units of r."""
+        return math.sqrt(2.0 * self.gate)
+
+
+@dataclass(frozen=True)
+class ManagementConfig:
+    """The tracks' lives: births, confirmation and deletion.
+
+    confirmation : "m_of_n" (default: confirm_m, confirm_n, max_misses) or
+        "score": the sequential log-likelihood ratio of each track (Blackman
+        and Popoli), a column of the track table. A birth starts at
+        ``ln(new_target_density / clutter)``; each scan adds
+        ``ln(pd * N(y; 0, S) / clutter)`` for its detection (y the innovation,
+        S its covariance) or ``ln(1 - pd)`` without one. A tentative track is
+        confirmed at ``ln((1 - track_loss_probability) /
+        false_track_probability)`` and deleted at ``ln(track_loss_probability
+        / (1 - false_track_probability))`` (Wald's thresholds); a confirmed
+        track is deleted once its score is ``score_drop`` below its running
+        maximum (another column). The clutter density is the
+        :class:`ClutterConfig`'s.
+    initiation : "single" (default: every detection no track took starts a
+        tentative track) or "two_point": such a detection waits one scan in
+        a table of its own; a tentative track starts from a waiting detection
+        and one of the next scan that no track took, when the pair's implied
+        speed is at most ``v_max`` (plus the measurement noise: the distance
+        may exceed ``v_max * dt`` by ``sqrt(2 * gate) * r``); pairs are
+        formed cheapest (closest) first. Its state is the Kalman filter of
+        the pair (a birth at the first detection with velocity spread v0,
+        predicted by dt and updated with the second): as v0 grows it tends
+        to the two-point difference, velocity ``(z2 - z1) / dt``.
+    confirm_m, confirm_n : a tentative track is confirmed once it was
+        detected in M of its last N scans, and deleted when N scans passed
+        without that (1 <= M <= N <= 32).
+    max_misses : a confirmed track is deleted after this many consecutive
+        scans without a detection (an int in [1, 2**32 - 1]).
+    pd : detection probability the score assumes, in (0, 1).
+    new_target_density : expected new targets per unit area/volume per scan (> 0).
+    false_track_probability, track_loss_probability : Wald's alpha (a false
+        track confirmed) and beta (a true track deleted), each in (0, 0.5).
+    score_drop : > 0, see confirmation.
+    v_max : largest target speed two-point initiation pairs (> 0, m/s).
+    """
+
+    confirmation: str = "m_of_n"
+    initiation: str = "single"
+    confirm_m: int = 3
+    confirm_n: int = 5
+    max_misses: int = 5
+    pd: float = 0.9
+    new_target_density: float = 1e-6
+    false_track_probability: float = 1e-3
+    track_loss_probability: float = 1e-2
+    score_drop: float = 11.0
+    v_max: float = 50.0
+
+    def __post_init__(self):
+        _choice(self, "confirmation", ("m_of_n", "score"))
+        _choice(self, "initiation", ("single", "two_point"))
+        _integer(self, "confirm_m", 1, 32)
+        _integer(self, "confirm_n", 1, 32)
+        if self.confirm_m > self.confirm_n:
+            raise ValueError(f"confirm_m must be at most confirm_n, not {self.confirm_m} > {self.confirm_n}")
+        _integer(self, "max_misses", 1, (1 << 32) - 1)
+        _real(self, "pd", 0.0, 1.0)
+        _real(self, "new_target_density", 0.0, math.inf)
+        _real(self, "false_track_probability", 0.0, 0.5)
+        _real(self, "track_loss_probability", 0.0, 0.5)
+        _real(self, "score_drop", 0.0, math.inf)
+        _real(self, "v_max", 0.0, math.inf)
 
     @property
     def confirm_threshold(self):
@@ -448,12 +333,286 @@ class TrackerConfig:
         """Wald's lower threshold: ln(beta / (1 - alpha))."""
         return math.log(self.track_loss_probability / (1.0 - self.false_track_probability))
 
-    @property
-    def pair_radius_factor(self):
-        """sqrt(2 * gate): the noise allowance of a two-point pair, in units of r."""
-        return math.sqrt(2.0 * self.gate)
+
+@dataclass(frozen=True)
+class ClutterConfig:
+    """The density of false detections the track score assumes.
+
+    clutter_density : false detections per unit area (2-D) or volume (3-D)
+        per scan, > 0; None (default): estimated online, per scan, as
+        ``(1 - clutter_smoothing) * previous + clutter_smoothing * (u + 1) / V``
+        with u the valid detections no confirmed track took and V
+        ``surveillance_volume`` or, without it, the volume of the box around
+        the scan's detections (each side at least 10 r). The first estimate is
+        the first scan's value; an empty scan leaves it as it is. It is always
+        positive and at most ``(max_detections + 1) / (10 r)**dim``.
+    surveillance_volume : area/volume of the region the clutter estimator
+        divides by (> 0), or None.
+    clutter_smoothing : weight of the newest scan in the clutter estimate, in (0, 1].
+    """
+
+    clutter_density: float | None = None
+    surveillance_volume: float | None = None
+    clutter_smoothing: float = 0.1
+
+    def __post_init__(self):
+        _real(self, "clutter_density", 0.0, math.inf, optional=True)
+        _real(self, "surveillance_volume", 0.0, math.inf, optional=True)
+        _real(self, "clutter_smoothing", 0.0, 1.0, hi_open=False)
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    """What a tracker holds, and how one scan's work is bounded.
+
+    capacity : most tracks held at once, in [1, 2**24]; births beyond it
+        are dropped and counted.
+    max_detections : most detections per scan, in [1, 2**24] (sizes the
+        scratch memory, and with two-point initiation the table of waiting
+        detections).
+    overflow : "error" (a scan with more detections raises ValueError before
+        any state changes) or "drop" (the first max_detections are used, the
+        rest counted in ``overflow``).
+    max_cluster : 0 (default): every cluster is solved exactly. Otherwise a
+        cluster with more than this many tracks or detections is solved
+        greedily (cheapest free pair first), bounding the worst-case tick
+        (exact assignment is cubic in the cluster size); counted in
+        ``greedy_clusters``. The numpy reference always solves exactly.
+        Whatever this says, a cluster whose cost matrix would exceed 16 MiB
+        (about 1000 x 1000) is solved greedily (and counted). An int in
+        [0, 2**31 - 1].
+    """
+
+    capacity: int = 20000
+    max_detections: int = 30000
+    overflow: str = "error"
+    max_cluster: int = 0
+
+    def __post_init__(self):
+        _integer(self, "capacity", 1, 1 << 24)
+        _integer(self, "max_detections", 1, 1 << 24)
+        _choice(self, "overflow", ("error", "drop"))
+        _integer(self, "max_cluster", 0, (1 << 31) - 1)
+
+
+@dataclass(frozen=True)
+class ExecutionConfig:
+    """How a tick runs: its threads and the order of the track rows.
+
+    Nothing here changes a result: the tracks, their ids and every count
+    are the same bits at every setting (row order is not part of the
+    result: match rows by id or handle).
+
+    threads : threads of one tick (1, the default: serial, no parallel
+        region). With more, predict, innovation inverses, gating and the
+        Kalman updates run over chunks of rows that the workers take as
+        they finish, the detection grid is built while the other workers
+        predict, independent clusters are solved in parallel, and deaths
+        and births (their rows, ids and slots planned serially, in one
+        order) are written in chunks (OpenMP), so the result is
+        bit-identical for every thread count. How the workers wait between
+        the tick's regions is libgomp's setting, read once when the engine
+        loads: ``dod.tracker.openmp.default_wait_policy()`` (which the bench
+        and the demo call) sets a short spin before they sleep. In a loop
+        that sleeps between ticks, pin the threads one per core, or two
+        threads can be slower than one: ``default_binding()`` (which
+        ``python -m dod.tracker`` calls; see dod.tracker.openmp).
+        1 <= threads <= MAX_THREADS (256).
+    parallel_min_rows : with threads > 1, a pass over the tracks runs in
+        parallel only when there are at least ``threads * parallel_min_rows``
+        rows (fewer: serial, cheaper than waking the workers); the drop of
+        the detections confirmed tracks took from the index, and the
+        births' spatial order, only with ``8 * parallel_min_rows``
+        detections, the row swaps of ``confirmed_first`` with
+        ``parallel_min_rows / 32`` swaps (these three whatever the thread
+        count), the grouping of the clustered pairs by cluster with ``16 *
+        parallel_min_rows`` pairs, the solve of the clusters (those not a
+        lone pair) with ``4 * parallel_min_rows`` of them. Speed only: the
+        result is the same either way. An int in [0, 2**31 - 1].
+    sort_every : every this many scans the track rows are sorted after the
+        tick: the confirmed tracks first, in spatial order (the detection
+        grid's own: row-major cells, x fastest), so the next ticks walk the
+        tracks and the grid's cells together; then the other tracks in
+        their row order (0, the default: never on a schedule). An int in
+        [0, 2**31 - 1].
+    sort_when_mixed : the rows are also sorted after a tick that leaves
+        more than this fraction of the leading rows (as many as the tracks
+        the previous tick confirmed) without a confirmed track (0: never;
+        default 0.1). Deaths move the last row into each hole, so clutter's
+        short-lived tracks, born among the targets' rows at a first scan and
+        dying there, leave holes that other tentative tracks keep filling:
+        at 1,000,000 targets in clutter the one-thread tick grew from ~175
+        to ~245 ms over 45 scans. After a sort the churn stays behind the
+        confirmed rows; in the bench's scenes the trigger sorts at the
+        third scan, then every ~40 (1M) to ~80-160 (100k) scans, a sort
+        costing 5-9 ms at 100k and ~110 ms at 1M on one core.
+    sort_when_displaced : the rows are also sorted after a tick that
+        leaves more than this fraction of the rows in order out of it (0:
+        never; default 0.2). In order: the confirmed rows the last sort
+        placed, or a first scan's births (born in cell order). Out of it:
+        each such row a death emptied (the table's last row fills the hole,
+        from anywhere in space; a row counts once however often it is
+        refilled) and each confirmed track in a row after them (born since).
+        Why: with few tentative tracks (``initiation="two_point"``, the
+        demo's) the leading rows never mix, yet deaths and births scatter
+        them: at 1,000,000 targets on one core the tick grew from ~140 to
+        ~190 ms over 100 scans without sorts. Over 130 of the bench's scans
+        (1M, two-point) at two threads it took p50 102.6 and p99 116.6 ms without this
+        trigger, 87.9 and 101.3 ms with it (one sort); single-point births
+        sorted as often either way (the mixing trigger fires first).
+    sort_when_drifted : the rows are also sorted once the confirmed tracks
+        have moved this many cells of the detection grid since the last
+        sort, on average (0: never; default 2; a finite number >= 0): the
+        time since the sort times their mean speed, over the cell side.
+        Motion is what scatters
+        the rows when nothing else does: a track's neighbours in memory
+        drift away from it in space, and the grid's reads with them. The
+        mean speed is measured at each sort and every 64 scans (a pass over
+        the velocities in fixed parts of the rows: the same at every thread
+        count). At 100,000 targets (the bench's scans: ~12.5 m/s at 50 Hz,
+        cells of ~19 m: a cell every ~75 scans) the two-thread tick crept
+        from ~7.2 to ~9.5 ms over 2,000 scans without sorts; a sort every
+        100 or 250 scans (1.3 or 3.3 cells) held p50 at ~8.3 ms, every 500
+        (6.7 cells) at 8.5, where none gave 8.9 (``sort_every``, one run).
+        At 1,000,000 the order decays faster (two threads: p50 ~96 ms after
+        a sort, ~111 by 120 scans later); 2 cells sorted at scan 191 of 330
+        and gave p50 99.7 ms, 3 cells at scan 266 and 105.2. A sort every
+        ~150 scans is 0.7 % of the ticks: a p99 over many ticks stays a
+        tick's own.
+    confirmed_first : keep the confirmed tracks in the leading rows between
+        sorts (default True). After each tick's management, every row below
+        the confirmed count that holds no confirmed track (a confirmed
+        track that died, or a tentative one) is swapped with a confirmed
+        track in a row at or above it (the last of the leading rows, or one
+        confirmed this tick), both lists in row order; then the dead rows,
+        all behind the confirmed ones, take the table's last rows as
+        before. So the tentative tracks' churn never reaches the leading
+        rows and they never mix (``sort_when_mixed`` finds nothing); a row
+        below the rows in order that takes a track from elsewhere counts
+        once against ``sort_when_displaced``. False: deaths move the last
+        row into each hole wherever it is (the table's own removal), and
+        the mixing trigger sorts the leading rows back.
+    """
+
+    threads: int = 1
+    parallel_min_rows: int = 512
+    sort_every: int = 0
+    sort_when_mixed: float = 0.1
+    sort_when_displaced: float = 0.2
+    sort_when_drifted: float = 2.0
+    confirmed_first: bool = True
+
+    def __post_init__(self):
+        _integer(self, "threads", 1, MAX_THREADS)
+        _integer(self, "parallel_min_rows", 0, (1 << 31) - 1)
+        _integer(self, "sort_every", 0, (1 << 31) - 1)
+        _real(self, "sort_when_mixed", 0.0, 1.0, lo_open=False, hi_open=False)
+        _real(self, "sort_when_displaced", 0.0, 1.0, lo_open=False, hi_open=False)
+        _real(self, "sort_when_drifted", 0.0, math.inf, lo_open=False)
+        if not isinstance(self.confirmed_first, bool):
+            raise ValueError(f"confirmed_first must be True or False, not {self.confirmed_first!r}")
+
+
+# ---------------------------------------------------------------- the whole
+
+# The parts, in the order TrackerConfig holds them, and which part each flat
+# field belongs to (the names are unique across the parts).
+PARTS = {"filter": FilterConfig, "management": ManagementConfig, "clutter": ClutterConfig,
+         "limits": LimitsConfig, "execution": ExecutionConfig}
+FLAT_FIELDS = {f.name: part for part, cls in PARTS.items() for f in dataclasses.fields(cls)}
+if len(FLAT_FIELDS) != sum(len(dataclasses.fields(cls)) for cls in PARTS.values()):
+    raise ImportError("a field name is repeated across the TrackerConfig parts")
+
+
+@dataclass(frozen=True, init=False)
+class TrackerConfig:
+    """Everything a tracker is built from: five parts.
+
+    TrackerConfig(*, filter=None, management=None, clutter=None, limits=None,
+                  execution=None, **fields)
+
+    filter : :class:`FilterConfig` (dimension, motion, noise, gate)
+    management : :class:`ManagementConfig` (births, confirmation, deletion)
+    clutter : :class:`ClutterConfig` (false-detection density)
+    limits : :class:`LimitsConfig` (capacity, detections per scan, clusters)
+    execution : :class:`ExecutionConfig` (threads, row order: never the result)
+
+    A part not given is its defaults. ``fields`` are the parts' fields by
+    their own names (``dim=3``, ``threads=2``, ...: the flat form), each set
+    in its part; a field given this way wins over the same field of a part
+    given beside it, which is what ``dataclasses.replace(config, dim=3)``
+    relies on. Every field also reads flat (``config.threads`` is
+    ``config.execution.threads``), as do :attr:`gate`,
+    :attr:`pair_radius_factor`, :attr:`confirm_threshold` and
+    :attr:`delete_threshold`.
+
+    Each part checks its fields when made: ValueError naming the field
+    (wrong types included), before anything is built. TypeError for a
+    keyword that names no field (the message lists them) and for a part of
+    the wrong type. Frozen, hashable, compared part by part; pickles and
+    copies as a dataclass does.
+
+    The dod tracker and the numpy reference read the same configuration.
+    """
+
+    filter: FilterConfig = field(default_factory=FilterConfig)
+    management: ManagementConfig = field(default_factory=ManagementConfig)
+    clutter: ClutterConfig = field(default_factory=ClutterConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    execution: ExecutionConfig = field(default_factory=ExecutionConfig)
+
+    def __init__(self, *, filter=None, management=None, clutter=None, limits=None, execution=None,
+                 **fields):
+        given = {"filter": filter, "management": management, "clutter": clutter, "limits": limits,
+                 "execution": execution}
+        unknown = [name for name in fields if name not in FLAT_FIELDS]
+        if unknown:
+            raise TypeError(f"TrackerConfig got unexpected keyword argument(s) {', '.join(map(repr, unknown))}; "
+                            f"the parts are {', '.join(PARTS)} and the fields "
+                            f"{', '.join(sorted(FLAT_FIELDS))}")
+        for part, cls in PARTS.items():
+            value = given[part]
+            own = {name: v for name, v in fields.items() if FLAT_FIELDS[name] == part}
+            if value is None:
+                value = cls(**own)
+            elif own and isinstance(value, cls):
+                value = dataclasses.replace(value, **own)
+            _freeze(self, part, value)
+        self.__post_init__()
+
+    def __post_init__(self):
+        for part, cls in PARTS.items():
+            value = getattr(self, part)
+            if not isinstance(value, cls):
+                raise TypeError(f"{part} must be a {cls.__name__}, not {type(value).__name__}")
 
     @property
     def gate(self):
-        """The gate: squared Mahalanobis distance threshold."""
-        return chi2_ppf(self.gate_probability, self.dim)
+        """The gate: squared Mahalanobis distance threshold (:attr:`FilterConfig.gate`)."""
+        return self.filter.gate
+
+    @property
+    def pair_radius_factor(self):
+        """sqrt(2 * gate): the noise allowance of a two-point pair, in units of r."""
+        return self.filter.pair_radius_factor
+
+    @property
+    def confirm_threshold(self):
+        """Wald's upper threshold: ln((1 - beta) / alpha)."""
+        return self.management.confirm_threshold
+
+    @property
+    def delete_threshold(self):
+        """Wald's lower threshold: ln(beta / (1 - alpha))."""
+        return self.management.delete_threshold
+
+
+def _flat(part, name):
+    def read(self):
+        return getattr(getattr(self, part), name)
+    return property(read, doc=f"``{part}.{name}`` (:class:`{PARTS[part].__name__}`).")
+
+
+for _name, _part in FLAT_FIELDS.items():
+    setattr(TrackerConfig, _name, _flat(_part, _name))
+del _name, _part
