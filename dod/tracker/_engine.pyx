@@ -11,11 +11,10 @@ cimport numpy as cnp
 from libc.math cimport isfinite, log, INFINITY
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t, uintptr_t
 from libc.string cimport memset, memcpy, strerror
-from libc.errno cimport errno
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cython.parallel cimport prange
 
-from dod.arena cimport dod_arena, dod_arena_block, Arena
+from dod.arena cimport dod_arena, Arena
 from dod.table cimport dod_table, Table
 from dod._ndarray cimport input_array          # the one input gate for caller arrays
 from dod.tracker.imm cimport dod_imm, DOD_IMM_MODELS
