@@ -559,3 +559,13 @@ def test_page_block_does_what_it_says(block, capsys, request):
     finally:
         os.environ.clear()                              # a block may set OpenMP's variables
         os.environ.update(environ)
+
+
+@claim("cfg = TrackerConfig(filter=FilterConfig(dim=3, r=2.0),")
+def _config_parts(ns, out, block):
+    from dod.tracker import FilterConfig, TrackerConfig
+    cfg, faster = ns["cfg"], ns["faster"]
+    assert cfg.filter == FilterConfig(dim=3, r=2.0) and cfg.dim == 3
+    assert (faster.threads, cfg.threads) == (4, 2) and faster.management == cfg.management
+    with pytest.raises(TypeError):                    # "a keyword that names no field raises TypeError"
+        TrackerConfig(no_such_field=1)
