@@ -253,9 +253,20 @@ cdef class Arena:
         Where the first region (unless ``buffer``) and further blocks come
         from; anonymous pages by default.
 
-    Raises ValueError for a capacity that is not positive or above 2**48,
-    TypeError for a buffer that is not writable and contiguous, MemoryError
-    when the system refuses the memory.
+    Raises
+    ------
+    ValueError
+        For a capacity that is not positive or above 2**48.
+    TypeError
+        For a buffer that is not writable and contiguous.
+    MemoryError
+        When the system refuses the memory.
+
+    Notes
+    -----
+    Thread-safety: one owner at a time. An arena is not locked; share it
+    between threads only with your own synchronisation (or use one arena
+    per thread).
     """
 
     def __cinit__(self, capacity=None, *, buffer=None, bint growable=False, Resource resource=None):
@@ -373,22 +384,97 @@ cdef class Arena:
             raise
 
     def empty(self, shape, dtype=float, *, align=None):
-        """A new uninitialised array of `shape` and `dtype` carved from the arena.
+        """A new uninitialised array carved from the arena.
 
-        ``align`` is a power of two (default 16, or the dtype's alignment if
-        larger). Raises MemoryError when the arena is exhausted, TypeError
-        for object dtypes, ValueError for negative dimensions or a bad
-        alignment; the arena is unchanged by a failed call (apart from the
-        ``failed`` counter on exhaustion).
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : numpy dtype, default float
+        align : int, optional
+            A power of two; default 16, or the dtype's alignment if larger.
+
+        Returns
+        -------
+        numpy.ndarray
+            A view of arena memory; it keeps the arena alive, and while it is
+            alive a checked :meth:`rewind` or :meth:`reset` below it raises
+            BufferError.
+
+        Raises
+        ------
+        MemoryError
+            When the arena is exhausted (counted in ``failed``).
+        TypeError
+            For an object dtype.
+        ValueError
+            For negative dimensions or a bad alignment.
+
+        Notes
+        -----
+        The arena is unchanged by a failed call (apart from the ``failed`` counter on exhaustion). Thread-safety: one owner at a time (the arena is not locked).
         """
         return self._carve(shape, dtype, align, False)
 
     def zeros(self, shape, dtype=float, *, align=None):
-        """As :meth:`empty`, filled with zeros."""
+        """As :meth:`empty`, filled with zeros.
+
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : numpy dtype, default float
+        align : int, optional
+            A power of two; default 16, or the dtype's alignment if larger.
+
+        Returns
+        -------
+        numpy.ndarray
+            A view of arena memory, as from :meth:`empty`.
+
+        Raises
+        ------
+        MemoryError
+            When the arena is exhausted (counted in ``failed``).
+        TypeError
+            For an object dtype.
+        ValueError
+            For negative dimensions or a bad alignment.
+
+        Notes
+        -----
+        The arena is unchanged by a failed call (apart from the ``failed`` counter on exhaustion). Thread-safety: one owner at a time (the arena is not locked).
+        """
         return self._carve(shape, dtype, align, True)
 
     def full(self, shape, fill_value, dtype=None, *, align=None):
-        """As :meth:`empty`, filled with `fill_value` (dtype defaults to its type)."""
+        """As :meth:`empty`, filled with `fill_value`.
+
+        Parameters
+        ----------
+        shape : int or tuple of int
+        fill_value : scalar
+        dtype : numpy dtype, optional
+            Defaults to the type of `fill_value`.
+        align : int, optional
+            A power of two; default 16, or the dtype's alignment if larger.
+
+        Returns
+        -------
+        numpy.ndarray
+            A view of arena memory, as from :meth:`empty`.
+
+        Raises
+        ------
+        MemoryError
+            When the arena is exhausted (counted in ``failed``).
+        TypeError
+            For an object dtype.
+        ValueError
+            For negative dimensions or a bad alignment.
+
+        Notes
+        -----
+        The arena is unchanged by a failed call (apart from the ``failed`` counter on exhaustion). Thread-safety: one owner at a time (the arena is not locked).
+        """
         if dtype is None:
             dtype = np.asarray(fill_value).dtype
         arr = self._carve(shape, dtype, align, False)
@@ -396,17 +482,95 @@ cdef class Arena:
         return arr
 
     def empty_like(self, prototype, dtype=None, *, align=None):
-        """As :meth:`empty`, with the shape (and dtype, unless given) of `prototype`."""
+        """As :meth:`empty`, with the shape (and dtype, unless given) of `prototype`.
+
+        Parameters
+        ----------
+        prototype : array_like
+        dtype : numpy dtype, optional
+        align : int, optional
+            A power of two; default 16, or the dtype's alignment if larger.
+
+        Returns
+        -------
+        numpy.ndarray
+            A view of arena memory, as from :meth:`empty`.
+
+        Raises
+        ------
+        MemoryError
+            When the arena is exhausted (counted in ``failed``).
+        TypeError
+            For an object dtype.
+        ValueError
+            For negative dimensions or a bad alignment.
+
+        Notes
+        -----
+        The arena is unchanged by a failed call (apart from the ``failed`` counter on exhaustion). Thread-safety: one owner at a time (the arena is not locked).
+        """
         prototype = np.asarray(prototype)
         return self._carve(prototype.shape, prototype.dtype if dtype is None else dtype, align, False)
 
     def zeros_like(self, prototype, dtype=None, *, align=None):
-        """As :meth:`zeros`, with the shape (and dtype, unless given) of `prototype`."""
+        """As :meth:`zeros`, with the shape (and dtype, unless given) of `prototype`.
+
+        Parameters
+        ----------
+        prototype : array_like
+        dtype : numpy dtype, optional
+        align : int, optional
+            A power of two; default 16, or the dtype's alignment if larger.
+
+        Returns
+        -------
+        numpy.ndarray
+            A view of arena memory, as from :meth:`empty`.
+
+        Raises
+        ------
+        MemoryError
+            When the arena is exhausted (counted in ``failed``).
+        TypeError
+            For an object dtype.
+        ValueError
+            For negative dimensions or a bad alignment.
+
+        Notes
+        -----
+        The arena is unchanged by a failed call (apart from the ``failed`` counter on exhaustion). Thread-safety: one owner at a time (the arena is not locked).
+        """
         prototype = np.asarray(prototype)
         return self._carve(prototype.shape, prototype.dtype if dtype is None else dtype, align, True)
 
     def array(self, obj, dtype=None, *, align=None):
-        """A copy of array-like `obj` in arena memory (C order)."""
+        """A copy of array-like `obj` in arena memory (C order).
+
+        Parameters
+        ----------
+        obj : array_like
+        dtype : numpy dtype, optional
+        align : int, optional
+            A power of two; default 16, or the dtype's alignment if larger.
+
+        Returns
+        -------
+        numpy.ndarray
+            A view of arena memory, as from :meth:`empty`.
+
+        Raises
+        ------
+        MemoryError
+            When the arena is exhausted (counted in ``failed``).
+        TypeError
+            For an object dtype.
+        ValueError
+            For negative dimensions or a bad alignment.
+
+        Notes
+        -----
+        The arena is unchanged by a failed call (apart from the ``failed`` counter on exhaustion). Thread-safety: one owner at a time (the arena is not locked).
+        """
         src = np.asarray(obj, dtype=dtype)
         arr = self._carve(src.shape, src.dtype, align, False)
         np.copyto(arr, src, casting="no")
@@ -415,7 +579,16 @@ cdef class Arena:
     # -------------------------------------------------------- marks, scopes, reset
 
     def mark(self):
-        """The current position, to :meth:`rewind` to later."""
+        """The current position, to :meth:`rewind` to later.
+
+        Returns
+        -------
+        Mark
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (the arena is not locked).
+        """
         cdef Mark m = Mark.__new__(Mark)
         m.arena = self
         m.position = dod_arena_mark(&self.engine)
@@ -425,10 +598,26 @@ cdef class Arena:
     def rewind(self, Mark mark not None, *, bint unchecked=False):
         """Free everything allocated after `mark`.
 
-        Raises ValueError for a mark of another arena or one above the current
-        position (taken before an earlier rewind or reset), BufferError when
-        an array carved after the mark is still alive (unless ``unchecked``).
-        Nothing changes when it raises.
+        Parameters
+        ----------
+        mark : Mark
+            From :meth:`mark` on this arena.
+        unchecked : bool, default False
+            Rewind even while arrays carved after the mark are alive (they then
+            show memory that later pushes reuse).
+
+        Raises
+        ------
+        ValueError
+            For a mark of another arena, or one above the current position
+            (taken before an earlier rewind or reset).
+        BufferError
+            When an array carved after the mark is still alive (unless
+            ``unchecked``).
+
+        Notes
+        -----
+        Nothing changes when it raises. Thread-safety: one owner at a time (the arena is not locked).
         """
         if mark.arena is not self:
             raise ValueError("that mark belongs to another arena")
@@ -439,18 +628,43 @@ cdef class Arena:
         self._release_to(mark.position, unchecked)
 
     def reset(self, *, bint unchecked=False):
-        """Free everything. BufferError (and no change) while arrays are alive, unless ``unchecked``."""
+        """Free everything.
+
+        Parameters
+        ----------
+        unchecked : bool, default False
+            As for :meth:`rewind`.
+
+        Raises
+        ------
+        BufferError
+            While arrays are alive (unless ``unchecked``); nothing changes.
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (the arena is not locked).
+        """
         self._release_to(0, unchecked)
 
     def scope(self):
-        """A context manager: mark on enter, rewind on exit; ``with arena.scope() as a:``.
+        """A context manager: mark on enter, rewind on exit (``with arena.scope() as a:``).
 
-        On a normal exit it rewinds as :meth:`rewind` does, so arrays carved
-        inside must be dead by then (``del`` them, or carve them in a function
-        called inside the block) or exit raises BufferError. When the block
-        raises, the rewind happens only if no array of the scope is still
-        alive (the traceback often holds some); otherwise the arena is left as
-        it is and the original exception propagates.
+        Returns
+        -------
+        Scope
+            Its ``__enter__`` returns the arena.
+
+        Raises
+        ------
+        BufferError
+            On a normal exit, when an array carved inside is still alive (``del``
+            them, or carve them in a function called inside the block).
+
+        Notes
+        -----
+        When the block raises, the rewind happens only if no array of the scope
+        is still alive (the traceback often holds some); otherwise the arena is
+        left as it is and the original exception propagates. Thread-safety: one owner at a time (the arena is not locked).
         """
         cdef Scope s = Scope.__new__(Scope)
         s.arena = self
@@ -460,30 +674,56 @@ cdef class Arena:
         """numpy's own data allocations from this arena for a ``with`` block (NEP 49).
 
         ``with arena.numpy():`` installs a numpy data-memory handler for the
-        current context (thread / contextvar) and restores the previous one
-        on exit. Arrays still alive at the end keep valid memory (the arena
-        rewinds only above them) and are reported; see
-        :class:`dod.numpy_memory.NumpyHandler` for the rules. Same
-        thread-safety as the arena: one owner at a time.
+        current context (thread / contextvar) and restores the previous one on
+        exit. Arrays still alive at the end keep valid memory (the arena rewinds
+        only above them) and are reported; see
+        :class:`dod.numpy_memory.NumpyHandler` for the rules.
+
+        Parameters
+        ----------
+        align : int, default 64
+            Alignment of the data of every array numpy makes in the block.
+
+        Returns
+        -------
+        dod.numpy_memory.NumpyHandler
+            The context manager.
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (the arena is not locked).
         """
         from dod.numpy_memory import NumpyHandler
         return NumpyHandler(self, align=align)
 
     def prefault(self):
-        """Fault every page of the arena's blocks in now; returns the bytes of pages touched.
+        """Fault every page of the arena's blocks in now.
 
-        For a loop against a deadline: the first touch of a page costs a
-        page fault (zeroing it included) inside whichever push reaches it
-        first, and RSS creeps up with the arena's high-water mark. After
-        this the whole capacity is resident and no push faults. Contents do
-        not change. A growable arena's later blocks fault as they come (call
-        it again after it grows). Memory the caller passed as ``buffer`` is
-        faulted too. Linux: ``MADV_POPULATE_WRITE``, else one write per page.
-        MemoryError when the system cannot back the pages (not enough
-        memory, or a file mapping past its end; contents unchanged, part of
-        the arena may be resident). On kernels before Linux 5.14, which lack
-        ``MADV_POPULATE_WRITE``, the pages are touched instead, and a buffer
-        the system cannot back raises SIGBUS there, as any write to it would.
+        For a loop against a deadline: the first touch of a page costs a page
+        fault (zeroing it included) inside whichever push reaches it first, and
+        RSS creeps up with the arena's high-water mark. After this the whole
+        capacity is resident and no push faults. Contents do not change. A
+        growable arena's later blocks fault as they come (call it again after it
+        grows). Memory the caller passed as ``buffer`` is faulted too. Linux:
+        ``MADV_POPULATE_WRITE``, else one write per page.
+
+        Returns
+        -------
+        int
+            The bytes of pages touched.
+
+        Raises
+        ------
+        MemoryError
+            When the system cannot back the pages (not enough memory, or a file
+            mapping past its end; contents unchanged, part of the arena may be
+            resident).
+
+        Notes
+        -----
+        On kernels before Linux 5.14, which lack ``MADV_POPULATE_WRITE``, the
+        pages are touched instead, and a buffer the system cannot back raises
+        SIGBUS there, as any write to it would. Thread-safety: one owner at a time (the arena is not locked).
         """
         cdef size_t total = 0, done
         cdef int err = 0
@@ -505,10 +745,18 @@ cdef class Arena:
     def resource(self):
         """This arena as a :class:`~dod.resource.Resource`, to back other allocators.
 
-        The resource pushes from this arena; its deallocate does nothing
-        (memory returns at rewind/reset). While the Resource (or anything
-        holding it) is alive, checked rewinds and resets raise BufferError,
-        since memory handed out through it is invisible to the arena.
+        The resource pushes from this arena; its deallocate does nothing (memory
+        returns at rewind/reset).
+
+        Returns
+        -------
+        dod.resource.Resource
+
+        Notes
+        -----
+        While the Resource (or anything holding it) is alive, checked rewinds and
+        resets raise BufferError, since memory handed out through it is invisible
+        to the arena. Thread-safety: one owner at a time (the arena is not locked).
         """
         cdef dod_resource r
         r.allocate = _arena_allocate
@@ -558,6 +806,7 @@ cdef class Arena:
 
     @property
     def growable(self):
+        """Whether the arena chains further blocks when a request does not fit."""
         return self.growable_
 
     @property
@@ -576,8 +825,17 @@ cdef class Arena:
         return self._pinned_above(0)
 
     def check(self):
-        """Walk the block chain and the live pins and verify every invariant;
-        raises :class:`dod.InvariantError` naming the first broken one."""
+        """Walk the block chain and the live pins and verify every invariant.
+
+        Raises
+        ------
+        dod.InvariantError
+            Naming the first broken invariant.
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (the arena is not locked).
+        """
         cdef dod_arena* a = &self.engine
         cdef dod_arena_block* b = &self._first
         cdef dod_arena_block* prev = NULL
@@ -620,7 +878,18 @@ cdef class Arena:
         return True
 
     def stats(self):
-        """The shared statistics as a dict (bytes)."""
+        """The shared statistics as a dict.
+
+        Returns
+        -------
+        dict
+            ``capacity``, ``used``, ``available``, ``peak``, ``allocations``,
+            ``failed`` (bytes for the first four, counts for the last two).
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (the arena is not locked).
+        """
         return {
             "capacity": self.capacity,
             "used": self.used,

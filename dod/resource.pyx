@@ -130,6 +130,32 @@ cdef class Resource:
     Cython code reaches the struct as ``res.resource`` (``from dod.resource
     cimport Resource, dod_resource_allocate``); other C consumers get a
     pointer to it from :meth:`capsule`.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        Refused: Resources come from allocators, not from ``Resource(...)``.
+
+    Attributes
+    ----------
+    owner : object
+        What the Resource keeps alive (the allocator, or a pin on it).
+    name : str
+        A label for messages and ``repr``.
+    threadsafe : bool
+        Whether the allocator behind it may be called from several threads
+        at once, without the GIL.
+
+    Raises
+    ------
+    TypeError
+        Always, when called from Python.
+
+    Notes
+    -----
+    Thread-safety: the built-in resources are safe from any thread; a
+    resource presented by an allocator has that allocator's promise
+    (``threadsafe``).
     """
 
     def __init__(self, *args, **kwargs):
@@ -147,8 +173,15 @@ cdef class Resource:
     def capsule(self):
         """A PyCapsule named ``"dod_resource"`` holding ``dod_resource*``.
 
-        The pointer is valid while this Resource object is alive; keep a
-        reference to it for as long as C code uses the pointer.
+        Returns
+        -------
+        PyCapsule
+            The pointer is valid while this Resource object is alive; keep a
+            reference to it for as long as C code uses the pointer.
+
+        Notes
+        -----
+        Thread-safety: any thread.
         """
         return PyCapsule_New(&self.resource, b"dod_resource", NULL)
 

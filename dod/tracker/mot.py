@@ -309,6 +309,8 @@ def _format(seq, s):
 
 
 def main(argv=None):
+    """``python -m dod.tracker.mot``: track MOTChallenge ground truth (or a detector's
+    output) and print MOTA, IDF1 and GOSPA; returns the exit status."""
     p = argparse.ArgumentParser(
         prog="python -m dod.tracker.mot",
         description="Track MOTChallenge ground truth (or detections) with dod; print MOTA, IDF1, GOSPA. "
