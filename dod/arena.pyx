@@ -172,7 +172,29 @@ cdef void _arena_deallocate(void* ctx, void* ptr, size_t size, size_t alignment)
 
 @cython.final
 cdef class Mark:
-    """A position in an :class:`Arena`, from :meth:`Arena.mark`."""
+    """A position in an :class:`Arena`, from :meth:`Arena.mark`.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        Refused: marks come from :meth:`Arena.mark`.
+
+    Attributes
+    ----------
+    arena : Arena
+        The arena it belongs to.
+    position : int
+        Bytes pushed when it was taken.
+
+    Raises
+    ------
+    TypeError
+        When called from Python.
+
+    Notes
+    -----
+    Thread-safety: an immutable value.
+    """
     cdef readonly Arena arena
     cdef readonly size_t position
 
@@ -185,7 +207,24 @@ cdef class Mark:
 
 @cython.final
 cdef class Scope:
-    """Context manager from :meth:`Arena.scope`: mark on enter, rewind on exit."""
+    """Context manager from :meth:`Arena.scope`: mark on enter, rewind on exit.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        Refused: scopes come from :meth:`Arena.scope`.
+
+    Raises
+    ------
+    TypeError
+        When called from Python.
+
+    Notes
+    -----
+    Entered once; ``__enter__`` returns the arena, ``__exit__`` rewinds as
+    :meth:`Arena.scope` says. Thread-safety: as the arena (one owner at a
+    time).
+    """
     cdef Arena arena
     cdef size_t position
     cdef bint entered
@@ -195,6 +234,7 @@ cdef class Scope:
         raise TypeError("scopes come from Arena.scope()")
 
     def __enter__(self):
+        """Mark the arena's position; returns the arena. RuntimeError the second time."""
         if self.arena is None:      # Scope.__new__(Scope): no arena to mark
             raise TypeError("scopes come from Arena.scope()")
         if self.entered:
@@ -206,6 +246,7 @@ cdef class Scope:
         return self.arena
 
     def __exit__(self, exc_type, exc, tb):
+        """Rewind to the mark (see :meth:`Arena.scope` for the rules on a raised block)."""
         cdef Arena arena = self.arena
         if arena is None or not self.entered:
             return False

@@ -198,12 +198,34 @@ cdef class Slot:
     """One slot of a :class:`Ring`, as the producer (writable) or the consumer
     (read-only) sees it while holding it.
 
-    Attributes: ``data`` (all ``rows`` rows), ``rows`` (the first ``count``
-    rows), ``count``, ``time``, ``dt``, ``tag`` (settable by the producer) and
-    ``seq`` (the slot's number in the stream, set on commit). Slot objects
-    are made once per slot and handed out again each time round; touching
-    one that is not held raises RuntimeError. Thread-safety: use a slot only
-    from the thread that acquired it.
+    Slot objects are made once per slot and handed out again each time
+    round, by :meth:`Ring.acquire_write` and :meth:`Ring.acquire_read`;
+    touching one that is not held raises RuntimeError. The properties
+    ``data`` (all ``rows`` rows), ``rows`` (the first ``count`` rows),
+    ``count``, ``time``, ``dt``, ``tag`` (settable by the producer) and
+    ``seq`` (the slot's number in the stream, set on commit) are listed
+    below.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        Refused: slots come from a ring.
+
+    Attributes
+    ----------
+    writable : bool
+        True on the producer's side.
+    index : int
+        The slot's position in the ring.
+
+    Raises
+    ------
+    TypeError
+        When called from Python.
+
+    Notes
+    -----
+    Thread-safety: use a slot only from the thread that acquired it.
     """
 
     def __init__(self, *args, **kwargs):

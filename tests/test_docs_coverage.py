@@ -257,6 +257,18 @@ NUMPYDOC_COMPLETE = [
     "dod.resource.Resource",
     "dod.numpy_memory.NumpyHandler",
     "dod.realtime.Realtime",
+    "dod.ring.Slot",
+    "dod.arena.Mark",
+    "dod.arena.Scope",
+    "dod.tracker.Sensor",
+    "dod.tracker.ReferenceTracker",
+]
+
+NUMPYDOC_COMPLETE_FUNCTIONS = [
+    "dod.tracker.solve_assignment",
+    "dod.tracker.chi2_ppf",
+    "dod.tracker.pack_covariance",
+    "dod.tracker.unpack_covariance",
 ]
 
 
@@ -333,3 +345,17 @@ def test_numpydoc_complete_classes(qualname):
         if "Thread-safety" not in doc and attr not in ("__enter__",):
             problems.append(f"{attr}: no thread-safety statement")
     assert not problems, f"{qualname}:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("qualname", NUMPYDOC_COMPLETE_FUNCTIONS)
+def test_numpydoc_complete_functions(qualname):
+    import importlib
+    module, _, name = qualname.rpartition(".")
+    func = getattr(importlib.import_module(module), name)
+    doc = func.__doc__ or ""
+    parsed = _numpydoc(doc)
+    names = {n.strip().lstrip("*") for p in parsed["Parameters"] for n in p.name.split(",")}
+    missing = [p for p in _signature_params(func, doc) if p not in names]
+    assert not missing, f"{qualname}: parameters not in its Parameters section: {missing}"
+    assert parsed["Returns"], f"{qualname}: no Returns section"
+    assert "Thread-safety" in doc, f"{qualname}: no thread-safety statement"

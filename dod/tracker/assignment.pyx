@@ -104,11 +104,28 @@ cdef int dod_assignment_solve(int nr, int nc, const double* cost, int* col4row, 
 def solve_assignment(cost):
     """Exact minimum-cost assignment of a dense (rows, cols) float64 matrix.
 
-    Returns (row_ind, col_ind) as scipy.optimize.linear_sum_assignment does
-    (every row of the smaller side assigned; rows sorted). Raises ValueError
-    for non-finite costs. A test and reference hook for the nogil solver.
-    Thread-safe: each call has its own scratch arena and releases the GIL
-    while it solves.
+    A test and reference hook for the nogil solver.
+
+    Parameters
+    ----------
+    cost : array_like
+        Shape (rows, cols), finite.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(row_ind, col_ind)`` as scipy.optimize.linear_sum_assignment returns
+        them (every row of the smaller side assigned; rows sorted).
+
+    Raises
+    ------
+    ValueError
+        For a cost that is not 2-D or not finite.
+
+    Notes
+    -----
+    Thread-safety: thread-safe; each call has its own scratch arena and
+    releases the GIL while it solves.
     """
     c = np.ascontiguousarray(cost, dtype=np.float64)
     if c.ndim != 2:

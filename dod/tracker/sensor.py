@@ -43,10 +43,23 @@ class Sensor:
         elevation noise standard deviation (rad), > 0: required
         in 3-D, must be None in 2-D.
 
-    ValueError for a position of the wrong shape or not finite, or a noise
-    that is not a positive finite number. Immutable and hashable; a sensor
-    that moves is a new Sensor per scan (cheap). Thread-safety: immutable,
-    share it freely.
+    Attributes
+    ----------
+    position : tuple of float
+    range_sigma : float
+    bearing_sigma : float
+    elevation_sigma : float or None
+
+    Raises
+    ------
+    ValueError
+        For a position of the wrong shape or not finite, or a noise that is
+        not a positive finite number.
+
+    Notes
+    -----
+    Immutable and hashable; a sensor that moves is a new Sensor per scan
+    (cheap). Thread-safety: immutable, share it freely.
     """
 
     position: tuple
@@ -86,11 +99,41 @@ class Sensor:
         return np.square(np.array(s, dtype=np.float64))
 
     def measure(self, points):
-        """Noise-free measurements of Cartesian `points` (k, dim): (k, dim) float64."""
+        """Noise-free measurements of Cartesian points, seen from this sensor.
+
+        Parameters
+        ----------
+        points : array_like
+            Shape (k, dim).
+
+        Returns
+        -------
+        numpy.ndarray
+            (k, dim) float64: range, bearing[, elevation].
+
+        Notes
+        -----
+        Thread-safety: a pure function of its arguments.
+        """
         return to_polar(points, self.position)
 
     def to_cartesian(self, measurements):
-        """Cartesian positions of `measurements` (k, dim): (k, dim) float64."""
+        """Cartesian positions of measurements taken by this sensor.
+
+        Parameters
+        ----------
+        measurements : array_like
+            Shape (k, dim): range, bearing[, elevation].
+
+        Returns
+        -------
+        numpy.ndarray
+            (k, dim) float64.
+
+        Notes
+        -----
+        Thread-safety: a pure function of its arguments.
+        """
         return to_cartesian(measurements, self.position)
 
 
