@@ -167,5 +167,5 @@ def _no_self(app, what, name, obj, options, signature, return_annotation):
 
 def setup(app):
     app.connect("autodoc-process-docstring", _constant_docstring, priority=100)   # before numpydoc
-    app.connect("autodoc-process-signature", _no_self)
+    app.connect("autodoc-process-signature", _no_self, priority=100)   # the first result wins: before numpydoc
     app.add_html_math_renderer("dod_plain", (_math_inline, None), (_math_block, None))
