@@ -262,6 +262,8 @@ NUMPYDOC_COMPLETE = [
     "dod.arena.Scope",
     "dod.tracker.Sensor",
     "dod.tracker.ReferenceTracker",
+    "dod.tracker.TrackerConfig",
+    "dod.tracker.stream.ScanStream",
 ]
 
 NUMPYDOC_COMPLETE_FUNCTIONS = [
@@ -292,8 +294,10 @@ def _signature_params(obj, doc):
         if ch == "," and depth == 0:
             part = cur.split("=")[0].strip()
             cur = ""
+            if ":" in part:                     # "name: annotation" (Python)
+                part = part.split(":")[0].strip()
             if part and part not in ("/", "*", "self", "cls"):
-                names.append(part.split()[-1].lstrip("*"))
+                names.append(part.split()[-1].lstrip("*"))    # "[C type] name" (Cython)
         else:
             cur += ch
     return names
@@ -329,8 +333,9 @@ def test_numpydoc_complete_classes(qualname):
         func = value.__func__ if isinstance(value, (classmethod, staticmethod)) else value
         if isinstance(value, property) or inspect.isdatadescriptor(value) or not callable(func):
             doc = getattr(value, "__doc__", None)
-            # Cython's cdef attributes cannot carry a docstring: the class's Attributes section does.
-            if not (doc and doc.strip()) and attr not in {a.name for a in cdoc["Attributes"]}:
+            # Cython's cdef attributes cannot carry a docstring: the class's Attributes section does
+            # (or, for a dataclass field, its Parameters section).
+            if not (doc and doc.strip()) and attr not in {a.name for a in cdoc["Attributes"]} | listed:
                 problems.append(f"{attr}: no docstring and not in the class's Attributes section")
             continue
         doc = func.__doc__ or ""
