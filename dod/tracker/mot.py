@@ -85,10 +85,12 @@ class MotSequence:
 
     @property
     def frames(self):
+        """Number of frames (first..last, gaps included)."""
         return len(self.ids)
 
     @property
     def n_ids(self):
+        """Number of distinct ids over all frames."""
         return len(set(np.concatenate(self.ids).tolist())) if self.ids else 0
 
     def points(self, anchor="centre"):

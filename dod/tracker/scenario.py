@@ -24,6 +24,39 @@ from dod.tracker._scenario import Random
 
 @dataclass
 class Scenario:
+    """A generated scenario: every scan's detections and the truth behind them.
+
+    Made by :func:`generate`; iterate it for ``(detections, dt)`` per scan
+    (what :meth:`dod.tracker.Tracker.tick` takes).
+
+    Parameters
+    ----------
+    dim : int
+        2 or 3 spatial dimensions.
+    dt : float
+        Seconds between scans.
+    extent : float
+        Side of the square (cube) region, in metres.
+    detections : list of numpy.ndarray
+        Per scan: float64 (k, dim).
+    truth_ids : list of numpy.ndarray
+        Per scan: int64 (m,), the targets present.
+    truth_pos : list of numpy.ndarray
+        Per scan: float64 (m, dim), their positions.
+    det_truth : list of numpy.ndarray
+        Per scan: int64 (k,), the target each detection came from (-1:
+        clutter).
+    clutter : float, default 0.0
+        Mean false detections per scan.
+    patch_centres : numpy.ndarray, optional
+        (patches, dim) centres of the dense clutter patches.
+    patch_radius : float, default 0.0
+        Radius of the clutter patches.
+
+    Notes
+    -----
+    Thread-safety: plain data; share it read-only.
+    """
     dim: int
     dt: float
     extent: float                      # side of the square/cube region (m)
@@ -48,6 +81,7 @@ class Scenario:
 
     @property
     def scans(self):
+        """Number of scans."""
         return len(self.detections)
 
     def __iter__(self):
