@@ -114,7 +114,16 @@ cdef inline bint _sleep_abs(int64_t t, int64_t spin_ns) noexcept nogil:
 
 
 def monotonic_ns():
-    """The loop's clock: CLOCK_MONOTONIC in nanoseconds."""
+    """The loop's clock: CLOCK_MONOTONIC in nanoseconds.
+
+    Returns
+    -------
+    int
+
+    Notes
+    -----
+    Thread-safety: any thread.
+    """
     return _mono_ns()
 
 

@@ -697,13 +697,40 @@ cdef extern from "numpy/arrayobject.h":
 
 
 def install_default():
-    """Install numpy's default data handler in the current context; returns the
-    one that was in force. For recovery after blocks ended out of order."""
+    """Install numpy's default data handler in the current context.
+
+    For recovery after blocks ended out of order.
+
+    Returns
+    -------
+    PyCapsule
+        The handler that was in force.
+
+    Notes
+    -----
+    Thread-safety: acts on the current context (thread / contextvar) only.
+    """
     return _set_handler_raw(NULL)
 
 
 def handler_name(arr=None):
-    """numpy's name for the handler of `arr` (or the current one): ``"dod_arena"``
-    inside a block. A thin wrapper of ``numpy._core.multiarray.get_handler_name``."""
+    """numpy's name for the handler of `arr` (or the current one).
+
+    A thin wrapper of ``numpy._core.multiarray.get_handler_name``.
+
+    Parameters
+    ----------
+    arr : numpy.ndarray, optional
+        Default: the handler in force in the current context.
+
+    Returns
+    -------
+    str or None
+        ``"dod_arena"`` inside a block.
+
+    Notes
+    -----
+    Thread-safety: any thread.
+    """
     from numpy._core.multiarray import get_handler_name
     return get_handler_name() if arr is None else get_handler_name(arr)

@@ -61,7 +61,17 @@ CPU_SETSIZE = 1024
 
 
 def locked_kib():
-    """Kibibytes of this process's memory locked in RAM now (VmLck), or -1 if unknown."""
+    """Kibibytes of this process's memory locked in RAM now (VmLck).
+
+    Returns
+    -------
+    int
+        -1 if unknown.
+
+    Notes
+    -----
+    Thread-safety: any thread.
+    """
     try:
         with open("/proc/self/status") as f:
             for line in f:

@@ -196,16 +196,46 @@ HUGE_PAGES_MIN = DOD_OS_HUGE_MIN
 
 
 def huge_pages():
-    """Whether mappings of :data:`HUGE_PAGES_MIN` bytes or more from the
-    pages resource (and from every PageSource) ask for transparent huge pages."""
+    """Whether large mappings ask for transparent huge pages.
+
+    Mappings of :data:`HUGE_PAGES_MIN` bytes or more from the pages resource
+    (and from every PageSource) ask for them while this is True.
+
+    Returns
+    -------
+    bool
+
+    Notes
+    -----
+    Thread-safety: any thread.
+    """
     return dod_atomic_load_u32(&_huge_pages) != 0
 
 
 def set_huge_pages(enabled):
-    """Turn the huge-page hint on (True) or off (False) for mappings made
-    from now on, in the whole process; returns the previous setting. Whether
-    the kernel gives huge pages is its own setting
-    (``/sys/kernel/mm/transparent_hugepage/enabled``)."""
+    """Turn the huge-page hint on or off for mappings made from now on, in the whole process.
+
+    Whether the kernel gives huge pages is its own setting
+    (``/sys/kernel/mm/transparent_hugepage/enabled``).
+
+    Parameters
+    ----------
+    enabled : bool
+
+    Returns
+    -------
+    bool
+        The previous setting.
+
+    Raises
+    ------
+    TypeError
+        For anything but True or False.
+
+    Notes
+    -----
+    Thread-safety: any thread; mappings already made keep their hint.
+    """
     if not isinstance(enabled, bool):
         raise TypeError(f"enabled must be True or False, not {enabled!r}")
     return dod_atomic_exchange_u32(&_huge_pages, 1 if enabled else 0) != 0

@@ -108,7 +108,32 @@ cdef void _segfit_deallocate(void* ctx, void* ptr, size_t size, size_t alignment
 # ---------------------------------------------------------------- the owner and its Python face
 
 def class_size(size, alignment=16):
-    """The bytes a request of (size, alignment) really takes: its class, or size itself when large."""
+    """The bytes a request really takes: its class, or the size itself when large.
+
+    Parameters
+    ----------
+    size : int
+        Bytes, >= 0.
+    alignment : int, default 16
+        A power of two.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    TypeError
+        For a size that is not an integer.
+    OverflowError
+        For a negative size.
+    ValueError
+        For a bad alignment.
+
+    Notes
+    -----
+    Thread-safety: a pure function.
+    """
     cdef size_t n = <size_t>PyNumber_Index(size)
     cdef size_t a = parse_alignment(alignment, 16)
     cdef size_t c = dod_segfit_class_for(n, a)
@@ -116,7 +141,16 @@ def class_size(size, alignment=16):
 
 
 def class_sizes():
-    """All class sizes, smallest first."""
+    """All class sizes, smallest first.
+
+    Returns
+    -------
+    list of int
+
+    Notes
+    -----
+    Thread-safety: a pure function.
+    """
     return [dod_segfit_class_size(i) for i in range(DOD_SEGFIT_CLASSES)]
 
 

@@ -273,6 +273,15 @@ NUMPYDOC_COMPLETE_FUNCTIONS = [
     "dod.tracker.chi2_ppf",
     "dod.tracker.pack_covariance",
     "dod.tracker.unpack_covariance",
+    "dod.get_include",
+    "dod.resource.huge_pages",
+    "dod.resource.set_huge_pages",
+    "dod.segfit.class_size",
+    "dod.segfit.class_sizes",
+    "dod.realtime.locked_kib",
+    "dod.loop.monotonic_ns",
+    "dod.numpy_memory.install_default",
+    "dod.numpy_memory.handler_name",
 ]
 
 
