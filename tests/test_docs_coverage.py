@@ -266,6 +266,7 @@ NUMPYDOC_COMPLETE = [
     "dod.tracker.ReferenceTracker",
     "dod.tracker.TrackerConfig",
     "dod.tracker.stream.ScanStream",
+    "dod.cuda.device_arena.DeviceArena",
 ]
 
 NUMPYDOC_COMPLETE_FUNCTIONS = [
