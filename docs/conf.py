@@ -11,6 +11,7 @@ built pages). The gallery runs ``examples/*.py`` while it builds, except
 ``gpu_frame.py``, which needs a CUDA GPU and is shown without its output.
 """
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -157,6 +158,14 @@ def _math_block(self, node):
 from docutils.nodes import SkipNode as _SkipNode  # noqa: E402
 
 
+def _no_self(app, what, name, obj, options, signature, return_annotation):
+    """Cython's embedded signatures name ``self``; Python's do not show it."""
+    if signature and what in ("method", "class", "exception"):
+        signature = re.sub(r"^\(self(?:, |\))", lambda m: "(" if m.group(0).endswith(", ") else "()", signature)
+    return signature, return_annotation
+
+
 def setup(app):
     app.connect("autodoc-process-docstring", _constant_docstring, priority=100)   # before numpydoc
+    app.connect("autodoc-process-signature", _no_self, priority=100)   # the first result wins: before numpydoc
     app.add_html_math_renderer("dod_plain", (_math_inline, None), (_math_block, None))

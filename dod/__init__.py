@@ -22,11 +22,19 @@ from dod.errors import InvariantError, StallError  # noqa: E402  (cheap: pure Py
 
 
 def get_include():
-    """The directory to pass as ``include_path`` to Cython so that
-    ``cimport dod.arena`` (and the other .pxd files) resolve.
+    """The directory to pass as ``include_path`` to Cython so that ``cimport dod.arena`` (and the other .pxd files) resolve.
 
     It is the directory *above* the package, which works for regular and
-    editable installs alike.
+    editable installs alike. The C headers the .pxd files include are in the
+    package folder itself (``os.path.join(dod.get_include(), "dod")``).
+
+    Returns
+    -------
+    str
+
+    Notes
+    -----
+    Thread-safety: a pure function.
     """
     return _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 

@@ -170,7 +170,29 @@ cdef void _arena_deallocate(void* ctx, void* ptr, size_t size, size_t alignment)
 
 @cython.final
 cdef class Mark:
-    """A position in an :class:`Arena`, from :meth:`Arena.mark`."""
+    """A position in an :class:`Arena`, from :meth:`Arena.mark`.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        Refused: marks come from :meth:`Arena.mark`.
+
+    Attributes
+    ----------
+    arena : Arena
+        The arena it belongs to.
+    position : int
+        Bytes pushed when it was taken.
+
+    Raises
+    ------
+    TypeError
+        When called from Python.
+
+    Notes
+    -----
+    Thread-safety: an immutable value.
+    """
     cdef readonly Arena arena
     cdef readonly size_t position
 
@@ -183,7 +205,24 @@ cdef class Mark:
 
 @cython.final
 cdef class Scope:
-    """Context manager from :meth:`Arena.scope`: mark on enter, rewind on exit."""
+    """Context manager from :meth:`Arena.scope`: mark on enter, rewind on exit.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        Refused: scopes come from :meth:`Arena.scope`.
+
+    Raises
+    ------
+    TypeError
+        When called from Python.
+
+    Notes
+    -----
+    Entered once; ``__enter__`` returns the arena, ``__exit__`` rewinds as
+    :meth:`Arena.scope` says. Thread-safety: as the arena (one owner at a
+    time).
+    """
     cdef Arena arena
     cdef size_t position
     cdef bint entered
@@ -193,6 +232,7 @@ cdef class Scope:
         raise TypeError("scopes come from Arena.scope()")
 
     def __enter__(self):
+        """Mark the arena's position; returns the arena. RuntimeError the second time."""
         if self.arena is None:      # Scope.__new__(Scope): no arena to mark
             raise TypeError("scopes come from Arena.scope()")
         if self.entered:
@@ -204,6 +244,7 @@ cdef class Scope:
         return self.arena
 
     def __exit__(self, exc_type, exc, tb):
+        """Rewind to the mark (see :meth:`Arena.scope` for the rules on a raised block)."""
         cdef Arena arena = self.arena
         if arena is None or not self.entered:
             return False
@@ -251,9 +292,20 @@ cdef class Arena:
         Where the first region (unless ``buffer``) and further blocks come
         from; anonymous pages by default.
 
-    Raises ValueError for a capacity that is not positive or above 2**48,
-    TypeError for a buffer that is not writable and contiguous, MemoryError
-    when the system refuses the memory.
+    Raises
+    ------
+    ValueError
+        For a capacity that is not positive or above 2**48.
+    TypeError
+        For a buffer that is not writable and contiguous.
+    MemoryError
+        When the system refuses the memory.
+
+    Notes
+    -----
+    Thread-safety: one owner at a time. An arena is not locked; share it
+    between threads only with your own synchronisation (or use one arena
+    per thread).
     """
 
     def __cinit__(self, capacity=None, *, buffer=None, bint growable=False, Resource resource=None):
@@ -371,22 +423,97 @@ cdef class Arena:
             raise
 
     def empty(self, shape, dtype=float, *, align=None):
-        """A new uninitialised array of `shape` and `dtype` carved from the arena.
+        """A new uninitialised array carved from the arena.
 
-        ``align`` is a power of two (default 16, or the dtype's alignment if
-        larger). Raises MemoryError when the arena is exhausted, TypeError
-        for object dtypes, ValueError for negative dimensions or a bad
-        alignment; the arena is unchanged by a failed call (apart from the
-        ``failed`` counter on exhaustion).
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : numpy dtype, default float
+        align : int, optional
+            A power of two; default 16, or the dtype's alignment if larger.
+
+        Returns
+        -------
+        numpy.ndarray
+            A view of arena memory; it keeps the arena alive, and while it is
+            alive a checked :meth:`rewind` or :meth:`reset` below it raises
+            BufferError.
+
+        Raises
+        ------
+        MemoryError
+            When the arena is exhausted (counted in ``failed``).
+        TypeError
+            For an object dtype.
+        ValueError
+            For negative dimensions or a bad alignment.
+
+        Notes
+        -----
+        The arena is unchanged by a failed call (apart from the ``failed`` counter on exhaustion). Thread-safety: one owner at a time (the arena is not locked).
         """
         return self._carve(shape, dtype, align, False)
 
     def zeros(self, shape, dtype=float, *, align=None):
-        """As :meth:`empty`, filled with zeros."""
+        """As :meth:`empty`, filled with zeros.
+
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : numpy dtype, default float
+        align : int, optional
+            A power of two; default 16, or the dtype's alignment if larger.
+
+        Returns
+        -------
+        numpy.ndarray
+            A view of arena memory, as from :meth:`empty`.
+
+        Raises
+        ------
+        MemoryError
+            When the arena is exhausted (counted in ``failed``).
+        TypeError
+            For an object dtype.
+        ValueError
+            For negative dimensions or a bad alignment.
+
+        Notes
+        -----
+        The arena is unchanged by a failed call (apart from the ``failed`` counter on exhaustion). Thread-safety: one owner at a time (the arena is not locked).
+        """
         return self._carve(shape, dtype, align, True)
 
     def full(self, shape, fill_value, dtype=None, *, align=None):
-        """As :meth:`empty`, filled with `fill_value` (dtype defaults to its type)."""
+        """As :meth:`empty`, filled with `fill_value`.
+
+        Parameters
+        ----------
+        shape : int or tuple of int
+        fill_value : scalar
+        dtype : numpy dtype, optional
+            Defaults to the type of `fill_value`.
+        align : int, optional
+            A power of two; default 16, or the dtype's alignment if larger.
+
+        Returns
+        -------
+        numpy.ndarray
+            A view of arena memory, as from :meth:`empty`.
+
+        Raises
+        ------
+        MemoryError
+            When the arena is exhausted (counted in ``failed``).
+        TypeError
+            For an object dtype.
+        ValueError
+            For negative dimensions or a bad alignment.
+
+        Notes
+        -----
+        The arena is unchanged by a failed call (apart from the ``failed`` counter on exhaustion). Thread-safety: one owner at a time (the arena is not locked).
+        """
         if dtype is None:
             dtype = np.asarray(fill_value).dtype
         arr = self._carve(shape, dtype, align, False)
@@ -394,22 +521,101 @@ cdef class Arena:
         return arr
 
     def empty_like(self, prototype, dtype=None, *, align=None):
-        """As :meth:`empty`, with the shape (and dtype, unless given) of `prototype`."""
+        """As :meth:`empty`, with the shape (and dtype, unless given) of `prototype`.
+
+        Parameters
+        ----------
+        prototype : array_like
+        dtype : numpy dtype, optional
+        align : int, optional
+            A power of two; default 16, or the dtype's alignment if larger.
+
+        Returns
+        -------
+        numpy.ndarray
+            A view of arena memory, as from :meth:`empty`.
+
+        Raises
+        ------
+        MemoryError
+            When the arena is exhausted (counted in ``failed``).
+        TypeError
+            For an object dtype.
+        ValueError
+            For negative dimensions or a bad alignment.
+
+        Notes
+        -----
+        The arena is unchanged by a failed call (apart from the ``failed`` counter on exhaustion). Thread-safety: one owner at a time (the arena is not locked).
+        """
         prototype = np.asarray(prototype)
         return self._carve(prototype.shape, prototype.dtype if dtype is None else dtype, align, False)
 
     def zeros_like(self, prototype, dtype=None, *, align=None):
-        """As :meth:`zeros`, with the shape (and dtype, unless given) of `prototype`."""
+        """As :meth:`zeros`, with the shape (and dtype, unless given) of `prototype`.
+
+        Parameters
+        ----------
+        prototype : array_like
+        dtype : numpy dtype, optional
+        align : int, optional
+            A power of two; default 16, or the dtype's alignment if larger.
+
+        Returns
+        -------
+        numpy.ndarray
+            A view of arena memory, as from :meth:`empty`.
+
+        Raises
+        ------
+        MemoryError
+            When the arena is exhausted (counted in ``failed``).
+        TypeError
+            For an object dtype.
+        ValueError
+            For negative dimensions or a bad alignment.
+
+        Notes
+        -----
+        The arena is unchanged by a failed call (apart from the ``failed`` counter on exhaustion). Thread-safety: one owner at a time (the arena is not locked).
+        """
         prototype = np.asarray(prototype)
         return self._carve(prototype.shape, prototype.dtype if dtype is None else dtype, align, True)
 
     def array(self, obj, dtype=None, *, align=None):
-        """A copy of array-like `obj` in arena memory (C order), of `dtype`
-        (default: obj's dtype) converted as ``numpy.asarray(obj, dtype)``
-        would. Any layout and byte order is read (strided, byte-swapped,
-        misaligned). TypeError for Python objects or numbers that do not
-        convert to `dtype`, ValueError for an array-like numpy cannot make
-        rectangular; the arena is unchanged then."""
+        """A copy of array-like `obj` in arena memory (C order).
+
+        Parameters
+        ----------
+        obj : array_like
+            Any layout and byte order is read (strided, byte-swapped,
+            misaligned), converted as ``numpy.asarray(obj, dtype)`` would.
+        dtype : numpy dtype, optional
+            Default: obj's dtype.
+        align : int, optional
+            A power of two; default 16, or the dtype's alignment if larger.
+
+        Returns
+        -------
+        numpy.ndarray
+            A view of arena memory, as from :meth:`empty`.
+
+        Raises
+        ------
+        MemoryError
+            When the arena is exhausted (counted in ``failed``).
+        TypeError
+            For Python objects, an object dtype, or numbers that do not
+            convert to `dtype`.
+        ValueError
+            For an array-like numpy cannot make rectangular, or a bad alignment.
+
+        Notes
+        -----
+        The arena is unchanged by a failed call (apart from the ``failed``
+        counter on exhaustion). Thread-safety: one owner at a time (the arena
+        is not locked).
+        """
         # the one input gate (dod._ndarray): no objects, any layout
         src = input_array(obj, dtype, "obj", -1, None, "any", "unsafe")
         arr = self._carve(src.shape, src.dtype if dtype is None else dtype, align, False)
@@ -419,7 +625,16 @@ cdef class Arena:
     # -------------------------------------------------------- marks, scopes, reset
 
     def mark(self):
-        """The current position, to :meth:`rewind` to later."""
+        """The current position, to :meth:`rewind` to later.
+
+        Returns
+        -------
+        Mark
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (the arena is not locked).
+        """
         cdef Mark m = Mark.__new__(Mark)
         m.arena = self
         m.position = dod_arena_mark(&self.engine)
@@ -429,10 +644,26 @@ cdef class Arena:
     def rewind(self, Mark mark not None, *, bint unchecked=False):
         """Free everything allocated after `mark`.
 
-        Raises ValueError for a mark of another arena or one above the current
-        position (taken before an earlier rewind or reset), BufferError when
-        an array carved after the mark is still alive (unless ``unchecked``).
-        Nothing changes when it raises.
+        Parameters
+        ----------
+        mark : Mark
+            From :meth:`mark` on this arena.
+        unchecked : bool, default False
+            Rewind even while arrays carved after the mark are alive (they then
+            show memory that later pushes reuse).
+
+        Raises
+        ------
+        ValueError
+            For a mark of another arena, or one above the current position
+            (taken before an earlier rewind or reset).
+        BufferError
+            When an array carved after the mark is still alive (unless
+            ``unchecked``).
+
+        Notes
+        -----
+        Nothing changes when it raises. Thread-safety: one owner at a time (the arena is not locked).
         """
         if mark.arena is not self:
             raise ValueError("that mark belongs to another arena")
@@ -443,18 +674,43 @@ cdef class Arena:
         self._release_to(mark.position, unchecked)
 
     def reset(self, *, bint unchecked=False):
-        """Free everything. BufferError (and no change) while arrays are alive, unless ``unchecked``."""
+        """Free everything.
+
+        Parameters
+        ----------
+        unchecked : bool, default False
+            As for :meth:`rewind`.
+
+        Raises
+        ------
+        BufferError
+            While arrays are alive (unless ``unchecked``); nothing changes.
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (the arena is not locked).
+        """
         self._release_to(0, unchecked)
 
     def scope(self):
-        """A context manager: mark on enter, rewind on exit; ``with arena.scope() as a:``.
+        """A context manager: mark on enter, rewind on exit (``with arena.scope() as a:``).
 
-        On a normal exit it rewinds as :meth:`rewind` does, so arrays carved
-        inside must be dead by then (``del`` them, or carve them in a function
-        called inside the block) or exit raises BufferError. When the block
-        raises, the rewind happens only if no array of the scope is still
-        alive (the traceback often holds some); otherwise the arena is left as
-        it is and the original exception propagates.
+        Returns
+        -------
+        Scope
+            Its ``__enter__`` returns the arena.
+
+        Raises
+        ------
+        BufferError
+            On a normal exit, when an array carved inside is still alive (``del``
+            them, or carve them in a function called inside the block).
+
+        Notes
+        -----
+        When the block raises, the rewind happens only if no array of the scope
+        is still alive (the traceback often holds some); otherwise the arena is
+        left as it is and the original exception propagates. Thread-safety: one owner at a time (the arena is not locked).
         """
         cdef Scope s = Scope.__new__(Scope)
         s.arena = self
@@ -464,40 +720,69 @@ cdef class Arena:
         """numpy's own data allocations from this arena for a ``with`` block (NEP 49).
 
         ``with arena.numpy():`` installs a numpy data-memory handler for the
-        current context (thread / contextvar) and restores the previous one
-        on exit. Arrays still alive at the end keep valid memory (the arena
-        rewinds only above them) and are reported; see
-        :class:`dod.numpy_memory.NumpyHandler` for the rules. Same
-        thread-safety as the arena: one owner at a time.
+        current context (thread / contextvar) and restores the previous one on
+        exit. Arrays still alive at the end keep valid memory (the arena rewinds
+        only above them) and are reported; see
+        :class:`dod.numpy_memory.NumpyHandler` for the rules.
+
+        Parameters
+        ----------
+        align : int, default 64
+            Alignment of the data of every array numpy makes in the block.
+
+        Returns
+        -------
+        dod.numpy_memory.NumpyHandler
+            The context manager.
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (the arena is not locked).
         """
         from dod.numpy_memory import NumpyHandler
         return NumpyHandler(self, align=align)
 
     def prefault(self, threads=1):
-        """Fault every page of the arena's blocks in now; returns the bytes of pages touched.
+        """Fault every page of the arena's blocks in now.
 
-        For a loop against a deadline: the first touch of a page costs a
-        page fault (zeroing it included) inside whichever push reaches it
-        first, and RSS creeps up with the arena's high-water mark. After
-        this the whole capacity is resident and no push faults. Contents do
-        not change. A growable arena's later blocks fault as they come (call
-        it again after it grows). Memory the caller passed as ``buffer`` is
-        faulted too. Linux: ``MADV_POPULATE_WRITE``, else one write per page.
+        For a loop against a deadline: the first touch of a page costs a page
+        fault (zeroing it included) inside whichever push reaches it first, and
+        RSS creeps up with the arena's high-water mark. After this the whole
+        capacity is resident and no push faults. Contents do not change. A
+        growable arena's later blocks fault as they come (call it again after it
+        grows). Memory the caller passed as ``buffer`` is faulted too. Linux:
+        ``MADV_POPULATE_WRITE``, else one write per page.
 
-        `threads` (an int in [1, 256], default 1): the blocks are faulted in
-        64 MiB pieces over that many threads (:func:`dod.pages.prefault`:
-        the calling thread and threads started for the call, joined before
-        it returns); where the system backs fresh pages slowly more threads
-        take less time. The same pages and bytes at any count. The GIL is
-        released meanwhile.
+        Parameters
+        ----------
+        threads : int, optional
+            In [1, 256], default 1: the blocks are faulted in 64 MiB pieces
+            over that many threads (:func:`dod.pages.prefault`: the calling
+            thread and threads started for the call, joined before it
+            returns); where the system backs fresh pages slowly more threads
+            take less time. The same pages and bytes at any count. The GIL
+            is released meanwhile.
 
-        ValueError for `threads` (nothing faulted). MemoryError when the
-        system cannot back the pages (not enough memory, or a file mapping
-        past its end; contents unchanged, part of the arena may be
-        resident). On kernels before Linux 5.14, which lack
-        ``MADV_POPULATE_WRITE``, the pages are touched instead, and a buffer
-        the system cannot back raises SIGBUS there, as any write to it would.
-        Thread-safety: as the arena's (one owner at a time).
+        Returns
+        -------
+        int
+            The bytes of pages touched.
+
+        Raises
+        ------
+        ValueError
+            For `threads` (nothing faulted).
+        MemoryError
+            When the system cannot back the pages (not enough memory, or a file
+            mapping past its end; contents unchanged, part of the arena may be
+            resident).
+
+        Notes
+        -----
+        On kernels before Linux 5.14, which lack ``MADV_POPULATE_WRITE``, the
+        pages are touched instead, and a buffer the system cannot back raises
+        SIGBUS there, as any write to it would. Thread-safety: one owner at a
+        time (the arena is not locked).
         """
         cdef int nt = dod_pages_threads(threads)
         cdef size_t n = self.page_ranges(NULL), total = 0
@@ -533,10 +818,18 @@ cdef class Arena:
     def resource(self):
         """This arena as a :class:`~dod.resource.Resource`, to back other allocators.
 
-        The resource pushes from this arena; its deallocate does nothing
-        (memory returns at rewind/reset). While the Resource (or anything
-        holding it) is alive, checked rewinds and resets raise BufferError,
-        since memory handed out through it is invisible to the arena.
+        The resource pushes from this arena; its deallocate does nothing (memory
+        returns at rewind/reset).
+
+        Returns
+        -------
+        dod.resource.Resource
+
+        Notes
+        -----
+        While the Resource (or anything holding it) is alive, checked rewinds and
+        resets raise BufferError, since memory handed out through it is invisible
+        to the arena. Thread-safety: one owner at a time (the arena is not locked).
         """
         cdef dod_resource r
         r.allocate = _arena_allocate
@@ -586,6 +879,7 @@ cdef class Arena:
 
     @property
     def growable(self):
+        """Whether the arena chains further blocks when a request does not fit."""
         return self.growable_
 
     @property
@@ -604,8 +898,17 @@ cdef class Arena:
         return self._pinned_above(0)
 
     def check(self):
-        """Walk the block chain and the live pins and verify every invariant;
-        raises :class:`dod.InvariantError` naming the first broken one."""
+        """Walk the block chain and the live pins and verify every invariant.
+
+        Raises
+        ------
+        dod.InvariantError
+            Naming the first broken invariant.
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (the arena is not locked).
+        """
         cdef dod_arena* a = &self.engine
         cdef dod_arena_block* b = &self._first
         cdef dod_arena_block* prev = NULL
@@ -648,7 +951,18 @@ cdef class Arena:
         return True
 
     def stats(self):
-        """The shared statistics as a dict (bytes)."""
+        """The shared statistics as a dict.
+
+        Returns
+        -------
+        dict
+            ``capacity``, ``used``, ``available``, ``peak``, ``allocations``,
+            ``failed`` (bytes for the first four, counts for the last two).
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (the arena is not locked).
+        """
         return {
             "capacity": self.capacity,
             "used": self.used,

@@ -414,10 +414,22 @@ cdef class AtomicArena:
         Where blocks come from; anonymous pages by default. It must honour
         alignments up to ``8 * block_size``.
 
+    Raises
+    ------
+    ValueError
+        For sizes out of range.
+    MemoryError
+        When the arena's lock cannot be initialised.
+
+    Notes
+    -----
     Up to 128 blocks exist at once; a request that needs a 129th fails with
     MemoryError (Python) or NULL (engine). Memory taken through the engine
     (cimport) must be freed, and no thread may use it, before the owner dies:
     the owner returns every block to the resource in ``__dealloc__``.
+    Thread-safety: the engine (``dod_aa_allocate``/``free``, cimported) is
+    safe from any number of threads without the GIL, within the envelope;
+    the Python face may be used from any thread.
     """
 
     def __cinit__(self, block_size=1 << 20, *, max_concurrent_entrants=1024, bint evict=False,
@@ -459,27 +471,90 @@ cdef class AtomicArena:
     def empty(self, shape, dtype=float, *, align=None):
         """A new uninitialised array carved from the shared word.
 
-        ``align`` is a power of two up to 4096 (default 16, or the dtype's
-        alignment). The allocation is freed when the last array viewing it
-        dies. Raises ValueError for a request larger than ``max_request`` or
-        a bad alignment, TypeError for object dtypes, MemoryError when no
-        block can be had; nothing changes when it raises (apart from the
-        ``failed`` counter).
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : numpy dtype, default float
+        align : int, optional
+            A power of two up to 4096; default 16, or the dtype's alignment.
+
+        Returns
+        -------
+        numpy.ndarray
+            The allocation is freed when the last array viewing it dies.
+
+        Raises
+        ------
+        ValueError
+            For a request larger than ``max_request`` or a bad alignment.
+        TypeError
+            For an object dtype.
+        MemoryError
+            When no block can be had.
+
+        Notes
+        -----
+        Nothing changes when it raises (apart from the ``failed`` counter).
+        Thread-safety: any thread (the engine is lock-free).
         """
         return _carve(self, NULL, shape, dtype, align, False)
 
     def zeros(self, shape, dtype=float, *, align=None):
-        """As :meth:`empty`, filled with zeros (recycled blocks are not zero)."""
+        """As :meth:`empty`, filled with zeros (recycled blocks are not zero).
+
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : numpy dtype, default float
+        align : int, optional
+            A power of two up to 4096; default 16, or the dtype's alignment.
+
+        Returns
+        -------
+        numpy.ndarray
+
+        Raises
+        ------
+        ValueError, TypeError, MemoryError
+            As :meth:`empty`.
+
+        Notes
+        -----
+        Thread-safety: any thread (the engine is lock-free).
+        """
         return _carve(self, NULL, shape, dtype, align, True)
 
     def resize(self, arr, shape):
         """An array of the new `shape` (same dtype) holding `arr`'s leading bytes.
 
-        `arr` must be an array returned by :meth:`empty`/:meth:`zeros` (not a
-        slice of one). Shrinking happens in place: the result views the same
-        memory, the reservation's surplus is freed at once (it is never handed
-        out again) and `arr` stays valid. Growing allocates anew and copies;
-        `arr` keeps its own memory until it dies.
+        Shrinking happens in place: the result views the same memory, the
+        reservation's surplus is freed at once (it is never handed out again) and
+        `arr` stays valid. Growing allocates anew and copies; `arr` keeps its own
+        memory until it dies.
+
+        Parameters
+        ----------
+        arr : numpy.ndarray
+            An array returned by :meth:`empty` / :meth:`zeros` (not a slice of one).
+        shape : int or tuple of int
+
+        Returns
+        -------
+        numpy.ndarray
+
+        Raises
+        ------
+        ValueError
+            For an array that is not such an allocation (a view of one
+            included), or a bad shape.
+        TypeError
+            For an object that is not a numpy array.
+        MemoryError
+            When growing and no block can be had.
+
+        Notes
+        -----
+        Thread-safety: any thread (the engine is lock-free).
         """
         cdef Owned L = _lease_of(self, arr)
         cdef dod_array_request req
@@ -496,7 +571,20 @@ cdef class AtomicArena:
         return out
 
     def owns(self, arr):
-        """True when the array's data lies in one of this arena's blocks (O(blocks))."""
+        """Whether the array's data lies in one of this arena's blocks (O(blocks)).
+
+        Parameters
+        ----------
+        arr : numpy.ndarray
+
+        Returns
+        -------
+        bool
+
+        Notes
+        -----
+        Thread-safety: any thread (the engine is lock-free).
+        """
         cdef uintptr_t p
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"expected a numpy array, got {type(arr).__name__}")
@@ -504,14 +592,41 @@ cdef class AtomicArena:
         return bool(dod_aa_owns(&self.engine, <void*>p))
 
     def thread_cache(self, chunk=1 << 16):
-        """A :class:`ThreadCache` for the calling thread. `chunk` is a power of two from
-        256 up to ``max_request``; each refill reserves ``chunk - 64`` bytes so that
-        chunks tile a block exactly."""
+        """A :class:`ThreadCache` for the calling thread.
+
+        Parameters
+        ----------
+        chunk : int, default 65536
+            A power of two from 256 up to ``max_request``; each refill reserves
+            ``chunk - 64`` bytes so that chunks tile a block exactly.
+
+        Returns
+        -------
+        ThreadCache
+
+        Raises
+        ------
+        ValueError
+            For a chunk out of range or not a power of two.
+
+        Notes
+        -----
+        Thread-safety: the cache belongs to the calling thread.
+        """
         return ThreadCache(self, chunk)
 
     def resource(self):
-        """This arena as a :class:`~dod.resource.Resource` (thread-safe allocate and deallocate;
-        alignment up to 4096). It keeps the arena alive."""
+        """This arena as a :class:`~dod.resource.Resource` (it keeps the arena alive).
+
+        Returns
+        -------
+        dod.resource.Resource
+            Thread-safe allocate and deallocate; alignment up to 4096.
+
+        Notes
+        -----
+        Thread-safety: any thread.
+        """
         cdef dod_resource r
         r.allocate = _aa_allocate
         r.deallocate = _aa_deallocate
@@ -567,12 +682,21 @@ cdef class AtomicArena:
                 "problems": problems}
 
     def block_counters(self):
-        """{slot: live bytes} for every block held, exact while no thread allocates.
+        """Live bytes per block held.
 
         A closed block's entry is its counter (bytes handed out minus bytes
         freed); the open block's is its position minus the bytes freed from it.
         After every allocation is freed (and thread caches flushed) every entry
         is exactly zero.
+
+        Returns
+        -------
+        dict
+            ``{slot: live bytes}`` for every block held.
+
+        Notes
+        -----
+        Thread-safety: exact while no thread allocates.
         """
         cdef size_t i
         cdef uint64_t w, live
@@ -593,8 +717,22 @@ cdef class AtomicArena:
         return out
 
     def check(self):
-        """Walk the blocks and verify every invariant (call it while no thread allocates).
-        Raises :class:`dod.InvariantError` naming every broken one; returns the walk's statistics."""
+        """Walk the blocks and verify every invariant.
+
+        Returns
+        -------
+        dict
+            The walk's statistics.
+
+        Raises
+        ------
+        dod.InvariantError
+            Naming every broken invariant.
+
+        Notes
+        -----
+        Thread-safety: call it while no thread allocates.
+        """
         d = self._walk()
         if d["problems"]:
             raise InvariantError("; ".join(d["problems"]))
@@ -603,6 +741,7 @@ cdef class AtomicArena:
 
     @property
     def block_size(self):
+        """Bytes of the smallest block (blocks for large requests are larger)."""
         return self.engine.block_size
 
     @property
@@ -612,10 +751,12 @@ cdef class AtomicArena:
 
     @property
     def max_concurrent_entrants(self):
+        """The most threads that may be inside an allocation at once (the envelope)."""
         return self.engine.max_entrants
 
     @property
     def evict(self):
+        """Whether drained blocks go back to the resource (True) or stay as spares."""
         return bool(self.engine.evict)
 
     @property
@@ -672,10 +813,20 @@ cdef class AtomicArena:
         return self.engine.installs
 
     def stats(self):
-        """The shared statistics (bytes; ``peak`` is the most bytes held in
-        blocks at once, ``available`` what the held blocks have not handed
-        out or have had freed), then the block counters: ``blocks``,
-        ``spares``, ``installs``, ``drained``, ``recycled``, ``evicted``."""
+        """The statistics as a dict.
+
+        Returns
+        -------
+        dict
+            The shared keys (bytes; ``peak`` is the most bytes held in blocks at
+            once, ``available`` what the held blocks have not handed out or have
+            had freed), then the block counters: ``blocks``, ``spares``,
+            ``installs``, ``drained``, ``recycled``, ``evicted``.
+
+        Notes
+        -----
+        Thread-safety: any thread (the engine is lock-free).
+        """
         d = self._walk()
         return {
             "capacity": d["capacity"],
@@ -716,6 +867,31 @@ cdef class ThreadCache:
     when the cache is closed or collected) gives back the chunk's unused end
     and publishes the counters; until then the chunk keeps its block from
     draining.
+
+    Parameters
+    ----------
+    arena : AtomicArena
+    chunk : int, default 65536
+        A power of two from 256 up to ``arena.max_request``.
+
+    Attributes
+    ----------
+    arena : AtomicArena
+        The arena (kept alive by the cache).
+    thread_id : int
+        The thread allowed to use the Python face.
+
+    Raises
+    ------
+    ValueError
+        For a chunk out of range or not a power of two.
+    RuntimeError
+        From methods called on another thread.
+
+    Notes
+    -----
+    Thread-safety: the thread that made it; the engine's ``dod_aa_cache_*``
+    functions must be called by one thread at a time.
     """
 
     def __cinit__(self, AtomicArena arena not None, chunk=1 << 16):
@@ -738,24 +914,87 @@ cdef class ThreadCache:
         return 0
 
     def empty(self, shape, dtype=float, *, align=None):
-        """As :meth:`AtomicArena.empty`, from this thread's chunk."""
+        """As :meth:`AtomicArena.empty`, from this thread's chunk.
+
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : numpy dtype, default float
+        align : int, optional
+            A power of two up to 4096; default 16, or the dtype's alignment.
+
+        Returns
+        -------
+        numpy.ndarray
+            An ordinary arena allocation: any thread may hold it, and it is freed
+            when the last array over it dies.
+
+        Raises
+        ------
+        ValueError, TypeError, MemoryError
+            As :meth:`AtomicArena.empty`.
+        RuntimeError
+            From another thread, or after :meth:`close`.
+
+        Notes
+        -----
+        Thread-safety: the cache's own thread only (RuntimeError from any other).
+        """
         self._mine()
         return _carve(self.arena, &self.engine, shape, dtype, align, False)
 
     def zeros(self, shape, dtype=float, *, align=None):
-        """As :meth:`AtomicArena.zeros`, from this thread's chunk."""
+        """As :meth:`AtomicArena.zeros`, from this thread's chunk.
+
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : numpy dtype, default float
+        align : int, optional
+            A power of two up to 4096; default 16, or the dtype's alignment.
+
+        Returns
+        -------
+        numpy.ndarray
+
+        Raises
+        ------
+        ValueError, TypeError, MemoryError
+            As :meth:`AtomicArena.empty`.
+        RuntimeError
+            From another thread, or after :meth:`close`.
+
+        Notes
+        -----
+        Thread-safety: the cache's own thread only (RuntimeError from any other).
+        """
         self._mine()
         return _carve(self.arena, &self.engine, shape, dtype, align, True)
 
     def flush(self):
-        """Give back the unused end of the open chunk (it is stranded) and publish counters."""
+        """Give back the unused end of the open chunk (it is stranded) and publish counters.
+
+        Raises
+        ------
+        RuntimeError
+            From another thread.
+
+        Notes
+        -----
+        Thread-safety: the cache's own thread only (RuntimeError from any other).
+        """
         self._mine()
         dod_aa_cache_flush(&self.engine)
         self.arena._py_allocations += self.engine.allocations
         self.engine.allocations = 0
 
     def close(self):
-        """Flush and refuse further use."""
+        """Flush and refuse further use.
+
+        Notes
+        -----
+        Thread-safety: the cache's own thread only (RuntimeError from any other).
+        """
         self.flush()
         self.engine.arena = NULL
 
@@ -766,6 +1005,7 @@ cdef class ThreadCache:
 
     @property
     def refills(self):
+        """Chunks reserved from the shared word."""
         return self.engine.refills
 
     @property
@@ -775,6 +1015,7 @@ cdef class ThreadCache:
 
     @property
     def failed(self):
+        """Requests this cache could not serve (no block could be had)."""
         return self.engine.failed
 
     @property
@@ -783,8 +1024,19 @@ cdef class ThreadCache:
         return <size_t>(self.engine.end - self.engine.cursor)
 
     def check(self):
-        """Verify the open chunk and the pending frees (from the owning thread);
-        raises :class:`dod.InvariantError` naming the first broken one."""
+        """Verify the open chunk and the pending frees.
+
+        Raises
+        ------
+        dod.InvariantError
+            Naming the first broken invariant.
+        RuntimeError
+            From another thread.
+
+        Notes
+        -----
+        Thread-safety: the cache's own thread only (RuntimeError from any other).
+        """
         cdef dod_aa_cache* c = &self.engine
         self._mine()
         if (c.cursor == NULL) != (c.end == NULL) or c.cursor > c.end:

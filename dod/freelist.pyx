@@ -86,8 +86,17 @@ cdef class FreeList:
     resource : Resource, optional
         Where the region comes from (anonymous pages by default).
 
-    Raises ValueError for a capacity out of range or an unknown strategy,
-    MemoryError when the region cannot be obtained.
+    Raises
+    ------
+    ValueError
+        For a capacity out of range or an unknown strategy.
+    MemoryError
+        When the region cannot be obtained.
+
+    Notes
+    -----
+    Thread-safety: one owner at a time: not locked. Share it between
+    threads only with your own lock.
     """
 
     def __cinit__(self, capacity, *, strategy="first", Resource resource=None):
@@ -150,21 +159,92 @@ cdef class FreeList:
         return arr
 
     def empty(self, shape, dtype=float, *, align=None):
-        """A new uninitialised array of `shape` and `dtype` from the free list.
+        """A new uninitialised array from the free list.
 
-        ``align`` is a power of two (default 16, or the dtype's alignment if
-        larger). Raises MemoryError when no free block fits, TypeError for
-        object dtypes, ValueError for negative dimensions or a bad alignment;
-        a failed call changes nothing but ``failed``.
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : numpy dtype, default float
+        align : int, optional
+            A power of two; default 16, or the dtype's alignment if larger.
+
+        Returns
+        -------
+        numpy.ndarray
+            Its memory returns to the free list when :meth:`free` was called and
+            the last array over it dies (or when the free list dies).
+
+        Raises
+        ------
+        MemoryError
+            When no free block fits.
+        TypeError
+            For an object dtype.
+        ValueError
+            For negative dimensions or a bad alignment.
+
+        Notes
+        -----
+        A failed call changes nothing but ``failed``. Thread-safety: one owner at a time (not locked).
         """
         return self._carve(shape, dtype, align, False)
 
     def alloc(self, shape, dtype=float, *, align=None):
-        """The same as :meth:`empty` (its older name, kept as an alias)."""
+        """The same as :meth:`empty` (its older name, kept as an alias).
+
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : numpy dtype, default float
+        align : int, optional
+            A power of two; default 16, or the dtype's alignment if larger.
+
+        Returns
+        -------
+        numpy.ndarray
+
+        Raises
+        ------
+        MemoryError
+            When no free block fits.
+        TypeError
+            For an object dtype.
+        ValueError
+            For negative dimensions or a bad alignment.
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (not locked).
+        """
         return self._carve(shape, dtype, align, False)
 
     def zeros(self, shape, dtype=float, *, align=None):
-        """As :meth:`empty`, filled with zeros."""
+        """As :meth:`empty`, filled with zeros.
+
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : numpy dtype, default float
+        align : int, optional
+            A power of two; default 16, or the dtype's alignment if larger.
+
+        Returns
+        -------
+        numpy.ndarray
+
+        Raises
+        ------
+        MemoryError
+            When no free block fits.
+        TypeError
+            For an object dtype.
+        ValueError
+            For negative dimensions or a bad alignment.
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (not locked).
+        """
         return self._carve(shape, dtype, align, True)
 
     cdef object _allocation_of(self, object arr):
@@ -180,12 +260,26 @@ cdef class FreeList:
         raise ValueError("that array is not an allocation of this free list")
 
     def free(self, arr):
-        """Free the allocation that `arr` (from :meth:`alloc`, or a view of it) covers.
+        """Free the allocation that `arr` covers.
 
-        Raises ValueError when it is not a live allocation of this allocator
-        (foreign array, or already freed). The memory returns when the last
-        array over it dies (at once when you drop `arr`, if it has no other
-        views), never while an array can still read it.
+        The memory returns when the last array over it dies (at once when you
+        drop `arr`, if it has no other views), never while an array can still
+        read it.
+
+        Parameters
+        ----------
+        arr : numpy.ndarray
+            From :meth:`empty` / :meth:`zeros` / :meth:`alloc`, or a view of it.
+
+        Raises
+        ------
+        ValueError
+            When it is not a live allocation of this free list (foreign array, or
+            already freed).
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (not locked).
         """
         cdef Owned L = self._allocation_of(arr)
         if L.marked:
@@ -194,7 +288,20 @@ cdef class FreeList:
         self._pending += 1
 
     def owns(self, arr):
-        """True if `arr` views a live (not yet freed) allocation of this free list."""
+        """Whether `arr` views a live (not yet freed) allocation of this free list.
+
+        Parameters
+        ----------
+        arr : object
+
+        Returns
+        -------
+        bool
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (not locked).
+        """
         try:
             return not (<Owned>self._allocation_of(arr)).marked
         except ValueError:
@@ -203,10 +310,18 @@ cdef class FreeList:
     # -------------------------------------------------------- composition
 
     def resource(self):
-        """This free list as a :class:`~dod.resource.Resource` (alloc/free through the engine).
+        """This free list as a :class:`~dod.resource.Resource` (allocate and free through the engine).
 
         Memory handed out through it is invisible to the Python face; it is
         returned by the Resource's deallocate, or with the free list.
+
+        Returns
+        -------
+        dod.resource.Resource
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (not locked).
         """
         cdef dod_resource r
         pin = export_pin(self, NULL)           # keeps this free list alive; blocks nothing
@@ -218,7 +333,16 @@ cdef class FreeList:
     # -------------------------------------------------------- checks and statistics
 
     def largest_free(self):
-        """Payload bytes of the largest request (alignment <= 16) that can succeed now."""
+        """Payload bytes of the largest request (alignment <= 16) that can succeed now.
+
+        Returns
+        -------
+        int
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (not locked).
+        """
         cdef dod_fl_block* b = self.engine.head
         cdef size_t best = 0, s
         while b != NULL:
@@ -229,8 +353,17 @@ cdef class FreeList:
         return best - DOD_FL_HEADER if best else 0
 
     def check(self):
-        """Walk the region and the free list, verify every invariant; raises
-        :class:`dod.InvariantError` naming the first broken one."""
+        """Walk the region and the free list, verify every invariant.
+
+        Raises
+        ------
+        dod.InvariantError
+            Naming the first broken invariant.
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (not locked).
+        """
         cdef char* p = self.engine.base
         cdef char* end
         cdef dod_fl_block* b
@@ -310,14 +443,17 @@ cdef class FreeList:
 
     @property
     def peak(self):
+        """Highest ``used`` reached (bytes in use, as the shared statistics count them)."""
         return self.engine.peak
 
     @property
     def allocations(self):
+        """Successful allocations since creation."""
         return self.engine.allocations
 
     @property
     def failed(self):
+        """Allocations refused (no free block fitted)."""
         return self.engine.failed
 
     @property
@@ -327,14 +463,27 @@ cdef class FreeList:
 
     @property
     def free_blocks(self):
+        """Blocks on the free list now."""
         return self.engine.free_blocks
 
     @property
     def strategy(self):
+        """"first" or "best": the fit the free list searches with."""
         return "best" if self.engine.strategy == DOD_FL_BEST_FIT else "first"
 
     def stats(self):
-        """The shared statistics (bytes), then ``largest_free``, ``live``, ``pending`` and ``free_blocks``."""
+        """The statistics as a dict.
+
+        Returns
+        -------
+        dict
+            The shared keys (bytes), then ``largest_free``, ``live``, ``pending``
+            and ``free_blocks``.
+
+        Notes
+        -----
+        Thread-safety: one owner at a time (not locked).
+        """
         return {
             "capacity": self.engine.capacity,
             "used": self.engine.used,

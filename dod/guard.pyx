@@ -211,8 +211,19 @@ cdef class GuardedResource:
         How many freed allocations stay inaccessible (a ring; the oldest goes
         back to the resource when it overflows). 0 returns them at once.
 
+    Raises
+    ------
+    ValueError
+        For a side other than "right" or "left", or a quarantine out of
+        0 .. 2**24.
+    MemoryError
+        When the quarantine ring or the lock cannot be set up.
+
+    Notes
+    -----
     Alignment is limited to the page size. A debugging tool: see the module
-    documentation for its cost.
+    documentation for its cost. Thread-safety: safe from any thread (the
+    quarantine ring is under a lock).
     """
 
     def __cinit__(self, Resource resource=None, *, side="right", quarantine=64):
@@ -248,15 +259,54 @@ cdef class GuardedResource:
     def empty(self, shape, dtype=float, *, align=None):
         """A new uninitialised array placed against a guard page.
 
-        ``align`` is a power of two up to the page size (default 16, or the
-        dtype's). The allocation is freed into the quarantine when the last
-        array viewing it dies. Raises ValueError for a larger alignment,
-        MemoryError when the resource refuses; nothing changes then.
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : numpy dtype, default float
+        align : int, optional
+            A power of two up to the page size; default 16, or the dtype's.
+
+        Returns
+        -------
+        numpy.ndarray
+            The allocation is freed into the quarantine when the last array
+            viewing it dies.
+
+        Raises
+        ------
+        ValueError
+            For a larger alignment.
+        MemoryError
+            When the resource refuses.
+
+        Notes
+        -----
+        Nothing changes when it raises. Thread-safety: any thread (the quarantine ring is under a lock).
         """
         return self._carve(shape, dtype, align, False)
 
     def zeros(self, shape, dtype=float, *, align=None):
-        """As :meth:`empty`, filled with zeros."""
+        """As :meth:`empty`, filled with zeros.
+
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : numpy dtype, default float
+        align : int, optional
+
+        Returns
+        -------
+        numpy.ndarray
+
+        Raises
+        ------
+        ValueError, MemoryError
+            As :meth:`empty`.
+
+        Notes
+        -----
+        Thread-safety: any thread (the quarantine ring is under a lock).
+        """
         return self._carve(shape, dtype, align, True)
 
     def _carve(self, shape, dtype, align, bint zero):
@@ -283,7 +333,12 @@ cdef class GuardedResource:
         return wrap_memory(p, &req, dt, L)
 
     def flush_quarantine(self):
-        """Give every quarantined allocation back to the resource now."""
+        """Give every quarantined allocation back to the resource now.
+
+        Notes
+        -----
+        Thread-safety: any thread (the quarantine ring is under a lock).
+        """
         if self._upstream.threadsafe:
             with nogil:
                 dod_guard_flush(&self.engine)
@@ -291,7 +346,16 @@ cdef class GuardedResource:
             dod_guard_flush(&self.engine)  # keep the GIL: the upstream is not thread-safe (Resource.threadsafe)
 
     def resource(self):
-        """This wrapper as a :class:`~dod.resource.Resource` (thread-safe; kept alive by it)."""
+        """This wrapper as a :class:`~dod.resource.Resource` (it keeps the wrapper alive).
+
+        Returns
+        -------
+        dod.resource.Resource
+
+        Notes
+        -----
+        Thread-safety: any thread (the quarantine ring is under a lock).
+        """
         cdef dod_resource r
         r.allocate = _g_allocate
         r.deallocate = _g_deallocate
@@ -300,6 +364,7 @@ cdef class GuardedResource:
 
     @property
     def side(self):
+        """"right" (overruns fault) or "left" (underruns fault)."""
         return "left" if self.engine.left else "right"
 
     @property
@@ -314,13 +379,24 @@ cdef class GuardedResource:
 
     @property
     def page_size(self):
+        """The system page size, in bytes."""
         return self.engine.page
 
     def stats(self):
-        """The shared statistics (capacity and peak count region bytes, guard pages
-        and quarantine included; ``used`` counts the bytes callers asked for;
-        ``available`` is 0: every region is made for one request), then
-        ``frees``, ``quarantined`` and ``quarantined_bytes``."""
+        """The statistics as a dict.
+
+        Returns
+        -------
+        dict
+            The shared keys (capacity and peak count region bytes, guard pages and
+            quarantine included; ``used`` counts the bytes callers asked for;
+            ``available`` is 0: every region is made for one request), then
+            ``frees``, ``quarantined`` and ``quarantined_bytes``.
+
+        Notes
+        -----
+        Thread-safety: any thread (the quarantine ring is under a lock).
+        """
         dod_mutex_lock(&self.engine.lock)
         try:
             return {"capacity": self.engine.mapped, "used": self.engine.in_use, "available": 0,
@@ -332,8 +408,17 @@ cdef class GuardedResource:
             dod_mutex_unlock(&self.engine.lock)
 
     def check(self):
-        """Verify the quarantine ring and the counters; raises
-        :class:`dod.InvariantError` naming the first broken one."""
+        """Verify the quarantine ring and the counters.
+
+        Raises
+        ------
+        dod.InvariantError
+            Naming the first broken invariant.
+
+        Notes
+        -----
+        Thread-safety: any thread (the quarantine ring is under a lock).
+        """
         cdef dod_guard* g = &self.engine
         cdef size_t k, i, held = 0
         dod_mutex_lock(&g.lock)

@@ -218,9 +218,26 @@ cdef class LockFreePool:
     resource : Resource, optional
         Where chunks come from; anonymous pages by default.
 
+    Attributes
+    ----------
+    alignment : int
+        Of every block.
+
+    Raises
+    ------
+    ValueError
+        For sizes out of range.
+    MemoryError
+        When the initial capacity cannot be obtained.
+
+    Notes
+    -----
     Memory is returned to the resource only when the pool is destroyed.
-    Raises ValueError for sizes out of range, MemoryError when the initial
-    capacity cannot be obtained.
+    Thread-safety: the engine (``cimport dod.lfpool``) is safe from any
+    number of threads at once without the GIL; the Python face is safe from
+    any Python thread and may run while Cython threads use the engine on
+    the same pool. Statistics that walk the free list are exact only while
+    no other thread uses the pool.
     """
 
     def __cinit__(self, block_size, *, alignment=None, capacity=0, chunk_blocks=None,
@@ -324,21 +341,59 @@ cdef class LockFreePool:
         return h
 
     def acquire(self):
-        """A block's handle (a non-zero int), growing the pool if none is free.
+        """Acquire a block, growing the pool if none is free.
 
-        Raises MemoryError when the pool cannot grow (max_blocks reached or
-        the resource refused); the pool is then unchanged apart from its
-        ``failed`` counter.
+        Returns
+        -------
+        int
+            The block's handle (non-zero).
+
+        Raises
+        ------
+        MemoryError
+            When the pool cannot grow (max_blocks reached or the resource
+            refused); the pool is then unchanged apart from its ``failed``
+            counter.
+
+        Notes
+        -----
+        Thread-safety: any Python thread (the handle table is guarded by the GIL), alongside Cython threads using the engine.
         """
         return self._acquire(True)
 
     def try_acquire(self):
-        """A block's handle, or 0 (the nil handle) when none is free. Never grows."""
+        """Acquire a block if one is free; never grows.
+
+        Returns
+        -------
+        int
+            The block's handle, or 0 (the nil handle) when none is free.
+
+        Notes
+        -----
+        Thread-safety: any Python thread (the handle table is guarded by the GIL), alongside Cython threads using the engine.
+        """
         return self._acquire(False)
 
     def release(self, handle):
-        """Give a block back. ValueError for a stale or foreign handle,
-        BufferError while an array view of the block is alive; nothing changes then."""
+        """Give a block back.
+
+        Parameters
+        ----------
+        handle : int
+            From :meth:`acquire` or :meth:`try_acquire`.
+
+        Raises
+        ------
+        ValueError
+            For a stale or foreign handle.
+        BufferError
+            While an array view of the block is alive.
+
+        Notes
+        -----
+        Nothing changes when it raises. Thread-safety: any Python thread (the handle table is guarded by the GIL), alongside Cython threads using the engine.
+        """
         cdef Py_ssize_t slot = slots_find(&self._handles, handle)
         cdef void* b
         slots_check_unpinned(&self._handles, slot)
@@ -349,8 +404,21 @@ cdef class LockFreePool:
     def release_many(self, handles):
         """Give back several blocks with one atomic push (a caller-linked chain).
 
-        Every handle is checked first (live, no live view, no duplicates); if
-        any check fails the call raises and releases nothing.
+        Parameters
+        ----------
+        handles : sequence of int
+
+        Raises
+        ------
+        ValueError
+            For a stale, foreign or repeated handle.
+        BufferError
+            For a block with a live view.
+
+        Notes
+        -----
+        Every handle is checked first; if any check fails the call releases
+        nothing. Thread-safety: any Python thread (the handle table is guarded by the GIL), alongside Cython threads using the engine.
         """
         cdef list slots = slots_find_many(&self._handles, handles)
         cdef Py_ssize_t slot
@@ -369,24 +437,71 @@ cdef class LockFreePool:
                 dod_lfpool_release_chain(&self.engine, first, last)
 
     def view(self, handle, dtype=np.uint8, shape=None):
-        """A numpy array over a block (the whole block as 1-D `dtype` by default).
+        """A numpy array over a block.
 
-        The array keeps the pool alive and blocks :meth:`release` of the block
-        (BufferError) while it lives. ValueError for a stale handle or a
-        shape/dtype that does not fit the block or its alignment.
+        Parameters
+        ----------
+        handle : int
+        dtype : numpy dtype, default numpy.uint8
+        shape : int or tuple of int, optional
+            Default: the whole block as 1-D `dtype`.
+
+        Returns
+        -------
+        numpy.ndarray
+            It keeps the pool alive and blocks :meth:`release` of the block
+            (BufferError) while it lives.
+
+        Raises
+        ------
+        ValueError
+            For a stale handle, or a shape/dtype that does not fit the block or
+            its alignment.
+
+        Notes
+        -----
+        Thread-safety: any Python thread (the handle table is guarded by the GIL), alongside Cython threads using the engine.
         """
         return slots_view(&self._handles, slots_find(&self._handles, handle), self, dtype, shape)
 
     def address(self, handle):
-        """The block's address (an int), for tests and foreign-function calls."""
+        """The block's address, for tests and foreign-function calls.
+
+        Parameters
+        ----------
+        handle : int
+
+        Returns
+        -------
+        int
+
+        Raises
+        ------
+        ValueError
+            For a stale or foreign handle.
+
+        Notes
+        -----
+        Thread-safety: any Python thread (the handle table is guarded by the GIL), alongside Cython threads using the engine.
+        """
         return <uintptr_t>self._handles.ptrs[slots_find(&self._handles, handle)]
 
     # -------------------------------------------------------- composition
 
     def resource(self):
-        """This pool as a :class:`~dod.resource.Resource`: requests up to
-        ``block_size`` bytes with an alignment up to ``alignment`` get a block,
-        others NULL. The Resource keeps the pool alive. Safe from any thread."""
+        """This pool as a :class:`~dod.resource.Resource`.
+
+        Requests up to ``block_size`` bytes with an alignment up to ``alignment``
+        get a block, others NULL. The Resource keeps the pool alive.
+
+        Returns
+        -------
+        dod.resource.Resource
+
+        Notes
+        -----
+        Thread-safety: the resource is safe from any thread.
+        """
         cdef dod_resource r
         r.allocate = _lfpool_allocate
         r.deallocate = _lfpool_deallocate
@@ -396,10 +511,16 @@ cdef class LockFreePool:
     # -------------------------------------------------------- statistics and checks
 
     def check(self):
-        """Walk the structures and verify every invariant; raises :class:`dod.InvariantError`
-        naming the first broken one.
+        """Walk the structures and verify every invariant.
 
-        Exact only while no other thread uses the pool.
+        Raises
+        ------
+        dod.InvariantError
+            Naming the first broken invariant.
+
+        Notes
+        -----
+        Thread-safety: exact only while no other thread uses the pool.
         """
         cdef dod_lfpool_chunk* c = self.engine.chunks
         cdef size_t total = 0, n = 0
@@ -502,9 +623,28 @@ cdef class LockFreePool:
         return self._handles.live
 
     def thread_cache(self, limit=None):
-        """A :class:`dod.thread_cache.LockFreePoolCache` for the calling thread: it keeps at
-        most `limit` free blocks (default: 16 KiB worth, 1 to 64) and exchanges whole chains
-        with the pool, one CAS each. It keeps the pool alive and flushes when collected."""
+        """A :class:`dod.thread_cache.LockFreePoolCache` for the calling thread.
+
+        Parameters
+        ----------
+        limit : int, optional
+            The most free blocks it keeps (default: 16 KiB worth, 1 to 64). It
+            exchanges whole chains with the pool, one CAS each.
+
+        Returns
+        -------
+        dod.thread_cache.LockFreePoolCache
+            It keeps the pool alive and flushes when collected.
+
+        Raises
+        ------
+        ValueError
+            For a limit out of range.
+
+        Notes
+        -----
+        Thread-safety: the cache belongs to the calling thread.
+        """
         from dod.thread_cache import LockFreePoolCache
         return LockFreePoolCache(self, limit)
 
@@ -521,11 +661,20 @@ cdef class LockFreePool:
         return <size_t>dod_atomic_load_u64(&self.engine.cached) * self.engine.block_size
 
     def stats(self):
-        """The shared statistics (bytes: blocks times ``block_size``), then the
-        pool's own: ``block_size``, block counts (``blocks``, ``blocks_in_use``,
-        ``blocks_available``, ``blocks_peak``), ``grows``, ``cas_retries`` and
-        ``nbytes`` (obtained from the resource). Exact while no other thread
-        uses the pool."""
+        """The statistics as a dict.
+
+        Returns
+        -------
+        dict
+            The shared keys (bytes: blocks times ``block_size``), then the pool's
+            own: ``block_size``, block counts (``blocks``, ``blocks_in_use``,
+            ``blocks_available``, ``blocks_peak``), ``grows``, ``cas_retries`` and
+            ``nbytes`` (obtained from the resource).
+
+        Notes
+        -----
+        Thread-safety: any thread; exact while no other thread uses the pool.
+        """
         cdef size_t bs = self.engine.block_size, cap = self.engine.capacity
         cdef size_t free_blocks = dod_lfpool_free_count(&self.engine)
         cdef size_t peak = self.peak

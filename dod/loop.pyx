@@ -114,7 +114,16 @@ cdef inline bint _sleep_abs(int64_t t, int64_t spin_ns) noexcept nogil:
 
 
 def monotonic_ns():
-    """The loop's clock: CLOCK_MONOTONIC in nanoseconds."""
+    """The loop's clock: CLOCK_MONOTONIC in nanoseconds.
+
+    Returns
+    -------
+    int
+
+    Notes
+    -----
+    Thread-safety: any thread.
+    """
     return _mono_ns()
 
 
@@ -208,6 +217,8 @@ cdef class Loop:
         Ticks per second (> 0).
     scratch : Arena, optional
         The per-tick scratch arena; by default one of ``scratch_bytes``.
+    scratch_bytes : int, default 1 << 20
+        Size of the scratch arena the loop makes when none is given.
     spin : float
         Seconds before each scheduled start to busy-wait instead of sleeping
         (0 by default; ~0.0002 cuts wake-up jitter at the price of a core).
@@ -239,8 +250,40 @@ cdef class Loop:
     strict : bool
         An OS refusal of any of the three raises OSError (True) or warns (False).
 
-    Raises ValueError for a bad rate, spin, overrun, gc, cpu, priority or
-    lock_memory value, TypeError for a step that is not callable.
+    Attributes
+    ----------
+    step : callable
+        The step.
+    rate : float
+        Ticks per second.
+    scratch : Arena
+        The per-tick scratch arena (reset after every tick).
+    running : bool
+        True while :meth:`run` runs.
+    ticks : int
+        Ticks run (all runs since the last :meth:`reset_stats`).
+    misses : int
+        Ticks that ended after their deadline.
+    skipped : int
+        Deadline slots skipped (``overrun="skip"``).
+    longest_miss_run : int
+        The most consecutive missed ticks.
+    late_max_ns : int
+        The largest start lateness, in nanoseconds.
+
+    Raises
+    ------
+    ValueError
+        For a bad rate, spin, overrun, gc, cpu, priority or lock_memory
+        value.
+    TypeError
+        For a step that is not callable.
+
+    Notes
+    -----
+    Thread-safety: a loop runs on one thread at a time; :meth:`stop` may be
+    called from the step or from another thread (it sets a flag read once
+    per tick).
     """
 
     def __cinit__(self, step, double rate=50.0, *, Arena scratch=None, scratch_bytes=1 << 20,
@@ -339,17 +382,46 @@ cdef class Loop:
         return self._realtime.report()
 
     def stop(self):
-        """End the loop after the tick in progress (or before the next one)."""
+        """End the loop after the tick in progress (or before the next one).
+
+        Notes
+        -----
+        Thread-safety: from the step or from any other thread (it sets a flag
+        read once per tick).
+        """
         self.stop_requested = True
 
     def run(self, ticks=None, *, duration=None):
-        """Run until `ticks` more ticks ran, `duration` seconds passed, or stop().
+        """Run until `ticks` more ticks ran, `duration` seconds passed, or :meth:`stop`.
 
         With neither limit it runs until :meth:`stop` or an exception.
-        Statistics accumulate across runs (see :meth:`reset_stats`). Raises
-        RuntimeError when the loop is already running, ValueError for a
-        negative limit; an exception from the step propagates after the GC
-        state is restored. Returns the number of ticks run.
+        Statistics accumulate across runs (see :meth:`reset_stats`).
+
+        Parameters
+        ----------
+        ticks : int, optional
+            Ticks to run (>= 0).
+        duration : float, optional
+            Seconds to run (>= 0).
+
+        Returns
+        -------
+        int
+            The number of ticks run.
+
+        Raises
+        ------
+        RuntimeError
+            When the loop is already running.
+        ValueError
+            For a negative limit.
+        Exception
+            Whatever the step raised, after the GC state is restored.
+
+        Notes
+        -----
+        Thread-safety: one thread runs a loop at a time; :meth:`stop` may come
+        from any thread.
         """
         cdef int64_t n_limit = -1, t_limit = -1
         cdef int64_t start, sched, t0, t1, deadline, late, end_at = 0, slots
@@ -435,13 +507,44 @@ cdef class Loop:
         return done
 
     def percentile(self, double q):
-        """Tick time (seconds) at percentile q in [0, 100]; 0.0 before any tick."""
+        """Tick time at percentile `q`.
+
+        Parameters
+        ----------
+        q : float
+            In [0, 100].
+
+        Returns
+        -------
+        float
+            Seconds; 0.0 before any tick.
+
+        Raises
+        ------
+        ValueError
+            For `q` outside [0, 100].
+
+        Notes
+        -----
+        Thread-safety: the loop runs on one thread at a time; call this from that thread, or while the loop is not running.
+        """
         if not 0.0 <= q <= 100.0:
             raise ValueError("q must be in [0, 100]")
         return _hist_quantile(&self.hist, q / 100.0) / 1e9
 
     def histogram(self):
-        """(lower bounds in ns, counts) of the non-empty histogram bins, as lists."""
+        """The non-empty bins of the tick-time histogram.
+
+        Returns
+        -------
+        tuple of list
+            ``(lower bounds in ns, counts)``. Bins are exact below 128 ns, then 64
+            per power of two.
+
+        Notes
+        -----
+        Thread-safety: the loop runs on one thread at a time; call this from that thread, or while the loop is not running.
+        """
         lows, counts = [], []
         for b in range(DOD_HIST_BINS):
             if self.hist.counts[b]:
@@ -450,7 +553,17 @@ cdef class Loop:
         return lows, counts
 
     def reset_stats(self):
-        """Forget all statistics (not while running)."""
+        """Forget all statistics.
+
+        Raises
+        ------
+        RuntimeError
+            While the loop is running.
+
+        Notes
+        -----
+        Thread-safety: the loop runs on one thread at a time; call this from that thread, or while the loop is not running.
+        """
         if self.running:
             raise RuntimeError("cannot reset statistics while running")
         memset(self.hist.counts, 0, DOD_HIST_BINS * sizeof(uint64_t))
@@ -465,9 +578,17 @@ cdef class Loop:
     def stats(self):
         """Statistics as a dict; times in seconds.
 
-        ticks, misses, skipped, longest_miss_run, p50, p99, p999, max, min,
-        mean (tick duration: step + scratch reset), jitter (standard deviation
-        of the start lateness), late_max (largest start lateness), rate, period.
+        Returns
+        -------
+        dict
+            ``ticks``, ``misses``, ``skipped``, ``longest_miss_run``, ``p50``,
+            ``p99``, ``p999``, ``max``, ``min``, ``mean`` (tick duration: step +
+            scratch reset), ``jitter`` (standard deviation of the start lateness),
+            ``late_max`` (largest start lateness), ``rate``, ``period``.
+
+        Notes
+        -----
+        Thread-safety: the loop runs on one thread at a time; call this from that thread, or while the loop is not running.
         """
         cdef double n = <double>self.ticks
         cdef double mean_late = self.late_sum / n if n > 0 else 0.0

@@ -380,8 +380,32 @@ cdef class NumpyHandler:
     block: :attr:`escaped` lists ``(position, nbytes)`` of the arrays still
     alive at its end, :meth:`stats` the handler's accounting.
 
-    Raises ValueError for an ``align`` that is not a power of two in
-    [16, 4096] or an arena without memory, RuntimeError when entered twice.
+    Parameters
+    ----------
+    arena : Arena
+        Where the arrays' data comes from.
+    align : int, default 64
+        Alignment of every array served: a power of two in [16, 4096].
+
+    Attributes
+    ----------
+    arena : Arena
+    escaped : list of tuple
+        ``(position, nbytes)`` of the arrays alive at the last end.
+
+    Raises
+    ------
+    ValueError
+        For an ``align`` that is not a power of two in [16, 4096], or an
+        arena without memory.
+    RuntimeError
+        When entered twice, or inside a live scope of the same arena.
+
+    Notes
+    -----
+    Thread-safety: the handler functions may be called from any thread;
+    enter and exit a block on one thread (``with`` does). The arena keeps
+    its rule (one owner at a time).
     """
 
     def __cinit__(self, Arena arena not None, *, align=64):
@@ -510,6 +534,8 @@ cdef class NumpyHandler:
         return 0
 
     def __enter__(self):
+        """Install the handler for the current context; returns the handler.
+        RuntimeError when entered twice or inside a live scope of the arena."""
         if self.entered:
             raise RuntimeError("a numpy handler block can be entered once")
         if self.arena._scopes > 0:
@@ -524,6 +550,8 @@ cdef class NumpyHandler:
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        """Restore the previous handler and rewind the arena down to the
+        highest live array (escapees are recorded in :attr:`escaped`)."""
         cdef Py_ssize_t n
         if not self.entered or self.exited:
             return False
@@ -574,13 +602,20 @@ cdef class NumpyHandler:
     def stats(self):
         """The common statistics, then this handler's own, as a dict.
 
-        capacity, available: the arena's. used: bytes numpy asked for that are
-        live (served from the arena). peak: highest ``used``. allocations:
-        requests served from the arena. failed: requests that did not fit (or
-        came outside the block) and went to the previous handler (also
-        ``fallbacks``). Extras: live (arrays), frees, reallocs, fallbacks,
-        fallback_live (previous handler's arrays not yet freed), pinned.
-        Safe to call from any thread.
+        Returns
+        -------
+        dict
+            capacity, available: the arena's. used: bytes numpy asked for that
+            are live (served from the arena). peak: highest ``used``.
+            allocations: requests served from the arena. failed: requests that did
+            not fit (or came outside the block) and went to the previous handler
+            (also ``fallbacks``). Extras: live (arrays), frees, reallocs,
+            fallbacks, fallback_live (previous handler's arrays not yet freed),
+            pinned.
+
+        Notes
+        -----
+        Thread-safety: any thread.
         """
         cdef dod_npmem* s = self.state
         dod_mutex_lock(&s.lock)
@@ -602,8 +637,17 @@ cdef class NumpyHandler:
         return d
 
     def check(self):
-        """Walk the records and the hash; raise :class:`dod.InvariantError` on the
-        first broken invariant (module .pxd). Safe to call from any thread."""
+        """Walk the records and the hash.
+
+        Raises
+        ------
+        dod.InvariantError
+            On the first broken invariant (stated in dod/numpy_memory.pxd).
+
+        Notes
+        -----
+        Thread-safety: any thread.
+        """
         cdef dod_npmem* s = self.state
         cdef size_t k, live = 0, nbytes = 0, hashed = 0, i
         problem = None
@@ -653,13 +697,40 @@ cdef extern from "numpy/arrayobject.h":
 
 
 def install_default():
-    """Install numpy's default data handler in the current context; returns the
-    one that was in force. For recovery after blocks ended out of order."""
+    """Install numpy's default data handler in the current context.
+
+    For recovery after blocks ended out of order.
+
+    Returns
+    -------
+    PyCapsule
+        The handler that was in force.
+
+    Notes
+    -----
+    Thread-safety: acts on the current context (thread / contextvar) only.
+    """
     return _set_handler_raw(NULL)
 
 
 def handler_name(arr=None):
-    """numpy's name for the handler of `arr` (or the current one): ``"dod_arena"``
-    inside a block. A thin wrapper of ``numpy._core.multiarray.get_handler_name``."""
+    """numpy's name for the handler of `arr` (or the current one).
+
+    A thin wrapper of ``numpy._core.multiarray.get_handler_name``.
+
+    Parameters
+    ----------
+    arr : numpy.ndarray, optional
+        Default: the handler in force in the current context.
+
+    Returns
+    -------
+    str or None
+        ``"dod_arena"`` inside a block.
+
+    Notes
+    -----
+    Thread-safety: any thread.
+    """
     from numpy._core.multiarray import get_handler_name
     return get_handler_name() if arr is None else get_handler_name(arr)

@@ -328,7 +328,11 @@ cdef class PageSource:
 
     Each source keeps its own statistics (``mapped``, ``peak``, ``maps``,
     ``unmaps``, ``failed``); make one per subsystem whose memory you want to
-    see, or use it as the ``resource=`` of another allocator. Thread-safe.
+    see, or use it as the ``resource=`` of another allocator.
+
+    Notes
+    -----
+    Thread-safety: safe from any thread; the counters are atomics.
     """
 
     @property
@@ -339,10 +343,29 @@ cdef class PageSource:
     def empty(self, shape, dtype=np.uint8, *, align=None):
         """A zero-filled array on fresh pages of its own (sizes round up to whole pages).
 
-        ``align`` is a power of two (default: the page size; larger values
-        over-map and trim). The pages are unmapped when the last array viewing
-        them dies. Raises MemoryError when the system refuses, ValueError or
-        TypeError for a bad request; nothing changes then.
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : numpy dtype, default numpy.uint8
+        align : int, optional
+            A power of two; default the page size (larger values over-map and
+            trim).
+
+        Returns
+        -------
+        numpy.ndarray
+            The pages are unmapped when the last array viewing them dies.
+
+        Raises
+        ------
+        MemoryError
+            When the system refuses.
+        ValueError, TypeError
+            For a bad request.
+
+        Notes
+        -----
+        Nothing changes when it raises. Thread-safety: any thread (the counters are atomics).
         """
         cdef dod_array_request req
         cdef cnp.dtype dt = as_dtype(dtype)
@@ -362,15 +385,51 @@ cdef class PageSource:
         return wrap_memory(p, &req, dt, L)
 
     def zeros(self, shape, dtype=np.uint8, *, align=None):
-        """Same as :meth:`empty`: fresh pages are already zero."""
+        """Same as :meth:`empty`: fresh pages are already zero.
+
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : numpy dtype, default numpy.uint8
+        align : int, optional
+
+        Returns
+        -------
+        numpy.ndarray
+
+        Raises
+        ------
+        MemoryError, ValueError, TypeError
+            As :meth:`empty`.
+
+        Notes
+        -----
+        Thread-safety: any thread (the counters are atomics).
+        """
         return self.empty(shape, dtype, align=align)
 
     def decommit(self, arr):
-        """Give the physical pages of `arr` (an array from :meth:`empty`) back to the system.
+        """Give the physical pages of `arr` back to the system.
 
-        The mapping stays: the array remains valid and reads as zero
-        afterwards. Raises ValueError for an array that is not one this
-        source returned (views included).
+        The mapping stays: the array remains valid and reads as zero afterwards.
+
+        Parameters
+        ----------
+        arr : numpy.ndarray
+            An array from :meth:`empty` (not a view of one).
+
+        Raises
+        ------
+        TypeError
+            For an object that is not a numpy array.
+        ValueError
+            For an array this source did not return (views included).
+        OSError
+            When the system call fails.
+
+        Notes
+        -----
+        Thread-safety: any thread (the counters are atomics).
         """
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"expected a numpy array, got {type(arr).__name__}")
@@ -382,7 +441,16 @@ cdef class PageSource:
             raise OSError("madvise(MADV_DONTNEED) failed")
 
     def resource(self):
-        """This source as a :class:`~dod.resource.Resource` (kept alive by it)."""
+        """This source as a :class:`~dod.resource.Resource` (it keeps the source alive).
+
+        Returns
+        -------
+        dod.resource.Resource
+
+        Notes
+        -----
+        Thread-safety: any thread (the counters are atomics).
+        """
         cdef dod_resource r
         r.allocate = _ps_allocate
         r.deallocate = _ps_deallocate
@@ -406,10 +474,12 @@ cdef class PageSource:
 
     @property
     def peak(self):
+        """Most bytes mapped at once."""
         return dod_atomic_load_relaxed_u64(&self.engine.peak)
 
     @property
     def maps(self):
+        """Successful maps."""
         return dod_atomic_load_relaxed_u64(&self.engine.maps)
 
     @property
@@ -419,23 +489,44 @@ cdef class PageSource:
 
     @property
     def unmaps(self):
+        """Unmaps."""
         return dod_atomic_load_relaxed_u64(&self.engine.unmaps)
 
     @property
     def failed(self):
+        """Maps the system refused."""
         return dod_atomic_load_relaxed_u64(&self.engine.failed)
 
     def stats(self):
-        """The shared statistics (bytes; ``available`` is 0: a page source holds
-        nothing it has not handed out), then ``unmaps`` and ``decommits``."""
+        """The statistics as a dict.
+
+        Returns
+        -------
+        dict
+            The shared keys (bytes; ``available`` is 0: a page source holds
+            nothing it has not handed out), then ``unmaps`` and ``decommits``.
+
+        Notes
+        -----
+        Thread-safety: any thread (the counters are atomics).
+        """
         cdef uint64_t mapped = dod_atomic_load_relaxed_u64(&self.engine.mapped)
         return {"capacity": mapped, "used": mapped, "available": 0, "peak": self.peak,
                 "allocations": self.maps, "failed": self.failed, "unmaps": self.unmaps,
                 "decommits": dod_atomic_load_relaxed_u64(&self.engine.decommits)}
 
     def check(self):
-        """Verify the counters' invariants (exact while no other thread maps or
-        unmaps); raises :class:`dod.InvariantError` naming the first broken one."""
+        """Verify the counters' invariants.
+
+        Raises
+        ------
+        dod.InvariantError
+            Naming the first broken invariant.
+
+        Notes
+        -----
+        Thread-safety: exact while no other thread maps or unmaps.
+        """
         cdef uint64_t mapped = dod_atomic_load_relaxed_u64(&self.engine.mapped)
         cdef uint64_t maps = dod_atomic_load_relaxed_u64(&self.engine.maps)
         cdef uint64_t unmaps = dod_atomic_load_relaxed_u64(&self.engine.unmaps)

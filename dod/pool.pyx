@@ -428,10 +428,31 @@ cdef class Pool:
     least 8 (the free-list link) and then to the alignment; a 12-byte block
     with the default alignment takes 16 bytes, a 20-byte block 32.
 
-    Raises TypeError for a missing or object dtype, ValueError for a count
-    out of range, an empty block, a block_size below 8, a bad alignment or
-    chunk_blocks without growable, MemoryError when the memory cannot be
-    obtained.
+    Attributes
+    ----------
+    threadsafe : bool
+        Whether the Python face takes a mutex around every engine call.
+    growable : bool
+        Whether further chunks come from the resource when the pool is full.
+    alignment : int
+        Block alignment in bytes.
+
+    Raises
+    ------
+    TypeError
+        For a missing or object dtype.
+    ValueError
+        For a count out of range, an empty block, a block_size below 8, a
+        bad alignment, or chunk_blocks without growable.
+    MemoryError
+        When the memory cannot be obtained.
+
+    Notes
+    -----
+    Thread-safety: ``threadsafe=False`` (default) is for one thread at a
+    time; ``threadsafe=True`` takes a mutex around every engine call of the
+    Python face (the module docstring says what Cython threads sharing it
+    must do).
     """
 
     def __cinit__(self, block_count, dtype=None, shape=(), *, block_size=None, align=None,
@@ -593,12 +614,25 @@ cdef class Pool:
     # -------------------------------------------------------- acquire / release
 
     def acquire(self):
-        """A live block's handle (a non-zero int). O(1).
+        """Acquire a block and return its handle. O(1).
 
-        Raises MemoryError when every block is in use and the pool cannot
-        grow (fixed, or the resource has no further chunk): counted in
-        ``failed``, nothing else changes. The block's bytes are unspecified
-        (not zeroed).
+        The block's bytes are unspecified (not zeroed).
+
+        Returns
+        -------
+        int
+            A non-zero handle.
+
+        Raises
+        ------
+        MemoryError
+            When every block is in use and the pool cannot grow (fixed, or the
+            resource has no further chunk): counted in ``failed``, nothing else
+            changes.
+
+        Notes
+        -----
+        Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
         """
         cdef Py_ssize_t i
         self._lock()
@@ -625,8 +659,21 @@ cdef class Pool:
     def acquire_array(self):
         """Acquire a block and return a typed view of it (dtype, shape of a block).
 
-        Get its handle with :meth:`handle_of`; release it with
-        :meth:`release` (the array or the handle). Raises as :meth:`acquire`.
+        Get its handle with :meth:`handle_of`; release it with :meth:`release`
+        (the array or the handle).
+
+        Returns
+        -------
+        numpy.ndarray
+
+        Raises
+        ------
+        MemoryError
+            As :meth:`acquire`.
+
+        Notes
+        -----
+        Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
         """
         cdef Py_ssize_t i
         self._lock()
@@ -647,15 +694,51 @@ cdef class Pool:
     def view(self, handle):
         """A typed numpy view of the live block `handle` (no copy).
 
-        While the array (or any view of it) is alive, :meth:`release` of the
-        handle raises BufferError. Raises ValueError for nil, stale or
-        foreign handles, TypeError for non-integers.
+        Parameters
+        ----------
+        handle : int
+            A handle from :meth:`acquire` (or :meth:`acquire_many`).
+
+        Returns
+        -------
+        numpy.ndarray
+            While it (or any view of it) is alive, :meth:`release` of the handle
+            raises BufferError.
+
+        Raises
+        ------
+        ValueError
+            For a nil, stale or foreign handle.
+        TypeError
+            For a non-integer.
+
+        Notes
+        -----
+        Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
         """
         return self._view(<size_t>slots_find(&self._table, handle))
 
     def handle_of(self, arr):
-        """The handle of the live block that array `arr` (from :meth:`view` or
-        :meth:`acquire_array`) views. ValueError if it is not one, or released."""
+        """The handle of the live block that array `arr` views.
+
+        Parameters
+        ----------
+        arr : numpy.ndarray
+            From :meth:`view` or :meth:`acquire_array`.
+
+        Returns
+        -------
+        int
+
+        Raises
+        ------
+        ValueError
+            If `arr` is not such an array, or its block was released.
+
+        Notes
+        -----
+        Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
+        """
         cdef SlotPin L = self._lease_of(arr)
         if not slots_is_live(&self._table, L.slot):
             raise ValueError("that block was released")
@@ -676,12 +759,24 @@ cdef class Pool:
     def release(self, obj):
         """Release a block: by handle, or by passing an array over it.
 
-        By handle: ValueError for nil, stale (double release) or foreign
-        handles; BufferError if an array over the block is still alive (use
-        the array form, or drop the arrays first). By array (from
-        :meth:`view`/:meth:`acquire_array`): the handle dies now, and the
-        block returns to the free list when the last array over it dies.
-        Nothing changes when it raises.
+        Parameters
+        ----------
+        obj : int or numpy.ndarray
+            A handle, or an array from :meth:`view` / :meth:`acquire_array`. By
+            array, the handle dies now and the block returns to the free list when
+            the last array over it dies.
+
+        Raises
+        ------
+        ValueError
+            For a nil, stale (double release) or foreign handle.
+        BufferError
+            By handle, if an array over the block is still alive (use the array
+            form, or drop the arrays first).
+
+        Notes
+        -----
+        Nothing changes when it raises. Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
         """
         cdef Py_ssize_t i
         cdef SlotPin L
@@ -704,13 +799,22 @@ cdef class Pool:
         self._unlock()
 
     def reset(self):
-        """Release every block at once: all handles go stale, O(touched blocks).
+        """Release every block at once: all handles go stale. O(touched blocks).
 
-        A growable pool keeps its chunks (capacity does not shrink) and
-        starts again from the first. Raises BufferError (and changes
-        nothing) while any array from :meth:`view`/:meth:`acquire_array` is
-        alive, or RuntimeError while a Resource from :meth:`resource` is
-        alive (its blocks would be lost).
+        A growable pool keeps its chunks (capacity does not shrink) and starts
+        again from the first.
+
+        Raises
+        ------
+        BufferError
+            While any array from :meth:`view` / :meth:`acquire_array` is alive.
+        RuntimeError
+            While a Resource from :meth:`resource` is alive (its blocks would be
+            lost).
+
+        Notes
+        -----
+        Nothing changes when it raises. Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
         """
         cdef size_t i, touched
         self._covered()
@@ -756,10 +860,26 @@ cdef class Pool:
     def reserve(self, n):
         """Make sure `n` more blocks can be acquired without asking the resource.
 
-        A growable pool obtains whole chunks now, as spares; a fixed pool
-        only checks. All or nothing: MemoryError when the blocks cannot be
-        had (chunks obtained by this call are given back; ``failed`` is not
-        counted, no acquire failed). ValueError for a negative `n`.
+        A growable pool obtains whole chunks now, as spares; a fixed pool only
+        checks.
+
+        Parameters
+        ----------
+        n : int
+            Blocks, >= 0.
+
+        Raises
+        ------
+        MemoryError
+            When the blocks cannot be had; all or nothing: chunks obtained by this
+            call are given back, and ``failed`` is not counted (no acquire
+            failed).
+        ValueError
+            For a negative `n`.
+
+        Notes
+        -----
+        Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
         """
         cdef object nn = PyNumber_Index(n)
         cdef int code
@@ -776,11 +896,26 @@ cdef class Pool:
             raise MemoryError(f"pool has {self.available} free blocks and cannot obtain {n}")
 
     def acquire_many(self, n):
-        """Acquire `n` blocks at once: a new uint64 array of their handles.
+        """Acquire `n` blocks at once (one call instead of `n` from Python).
 
-        All or nothing: MemoryError (and no change but ``failed``) when
-        fewer than `n` blocks are free and the pool cannot grow by enough
-        whole chunks. One call instead of `n` from Python.
+        Parameters
+        ----------
+        n : int
+
+        Returns
+        -------
+        numpy.ndarray
+            A new uint64 array of their handles.
+
+        Raises
+        ------
+        MemoryError
+            When fewer than `n` blocks are free and the pool cannot grow by
+            enough whole chunks. All or nothing: no change but ``failed``.
+
+        Notes
+        -----
+        Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
         """
         cdef object nn = PyNumber_Index(n)
         cdef Py_ssize_t k, count, i
@@ -815,10 +950,22 @@ cdef class Pool:
         return out
 
     def release_many(self, handles):
-        """Release every handle in `handles` (array-like of uint64).
+        """Release every handle in `handles`.
 
-        Validated first, as a whole: a nil, stale, foreign or repeated handle
-        raises ValueError, a pinned block BufferError, and nothing is released.
+        Parameters
+        ----------
+        handles : array_like of uint64
+
+        Raises
+        ------
+        ValueError
+            For a nil, stale, foreign or repeated handle.
+        BufferError
+            For a block pinned by a live array.
+
+        Notes
+        -----
+        Validated first, as a whole: nothing is released when it raises. Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
         """
         # A private copy: _lock() may wait without the GIL, and another thread
         # could rewrite the caller's array between the checks and the pushes.
@@ -856,7 +1003,21 @@ cdef class Pool:
         self._unlock()
 
     def is_live(self, handle):
-        """True if `handle` names a live block of this pool (never raises for ints)."""
+        """Whether `handle` names a live block of this pool.
+
+        Parameters
+        ----------
+        handle : int
+
+        Returns
+        -------
+        bool
+            Never raises for ints.
+
+        Notes
+        -----
+        Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
+        """
         try:
             slots_find(&self._table, handle)
         except ValueError:
@@ -898,9 +1059,20 @@ cdef class Pool:
         :meth:`live_mask`. Writing into free rows is harmless (see the module
         docstring). The array pins nothing: releasing blocks stays allowed.
 
-        A growable pool is one array only while it has one chunk (the array
-        then covers that chunk and not the chunks added later); with more
-        chunks this raises ValueError: use :meth:`chunks`.
+        Returns
+        -------
+        numpy.ndarray
+
+        Raises
+        ------
+        ValueError
+            For a growable pool with more than one chunk (use :meth:`chunks`);
+            with one chunk the array covers that chunk and not the chunks added
+            later.
+
+        Notes
+        -----
+        Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
         """
         if self.engine.chunks != NULL and self._chunks.n > 1:
             raise ValueError(f"this pool has {self._chunks.n} chunks, which are not one array; "
@@ -911,18 +1083,25 @@ cdef class Pool:
         """One ``(rows, live)`` pair per chunk, in slot order, no copy of the blocks.
 
         ``rows`` views the chunk's blocks, shape ``(blocks_in_chunk, *shape)``
-        (as :meth:`as_array` for a one-chunk pool); ``live`` is a new bool
-        array saying which rows are live now. Row ``j`` of chunk ``k`` is
-        slot ``first_blocks + (k - 1) * chunk_blocks + j`` (slot ``j`` for
-        ``k = 0``), so the concatenated ``live`` arrays equal
-        :meth:`live_mask`. Vectorised code over every live block::
+        (as :meth:`as_array` for a one-chunk pool); ``live`` is a new bool array
+        saying which rows are live now. Row ``j`` of chunk ``k`` is slot
+        ``first_blocks + (k - 1) * chunk_blocks + j`` (slot ``j`` for ``k = 0``),
+        so the concatenated ``live`` arrays equal :meth:`live_mask`. Vectorised
+        code over every live block::
 
             for rows, live in pool.chunks():
                 rows[live] *= 0.5
 
-        A fixed pool has one chunk. The views keep the pool (and every
-        chunk) alive and pin nothing; spare chunks (after :meth:`reset`)
-        are included, with no live rows.
+        Returns
+        -------
+        list of tuple
+            ``(rows, live)`` per chunk. A fixed pool has one chunk. The views keep
+            the pool (and every chunk) alive and pin nothing; spare chunks (after
+            :meth:`reset`) are included, with no live rows.
+
+        Notes
+        -----
+        Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
         """
         mask = self.live_mask()
         out = []
@@ -934,8 +1113,17 @@ cdef class Pool:
         return out
 
     def live_mask(self):
-        """A new bool array of shape ``(capacity,)``: True where the block of
-        that slot is live (all chunks, in slot order)."""
+        """Which slots hold a live block.
+
+        Returns
+        -------
+        numpy.ndarray
+            A new bool array of shape ``(capacity,)`` (all chunks, in slot order).
+
+        Notes
+        -----
+        Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
+        """
         return self._gen_array() & 1 == 1
 
     def _gen_array(self):
@@ -948,26 +1136,63 @@ cdef class Pool:
         return out
 
     def handles(self):
-        """A new uint64 array of the handles of all live blocks, in slot order."""
+        """The handles of all live blocks, in slot order.
+
+        Returns
+        -------
+        numpy.ndarray
+            A new uint64 array.
+
+        Notes
+        -----
+        Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
+        """
         g = self._gen_array()
         idx = np.flatnonzero(g & 1)
         return (g[idx].astype(np.uint64) << np.uint64(32)) | idx.astype(np.uint64)
 
     def index_of(self, handle):
-        """The slot index of a live handle (the row in :meth:`as_array`)."""
+        """The slot index of a live handle (the row in :meth:`as_array`).
+
+        Parameters
+        ----------
+        handle : int
+
+        Returns
+        -------
+        int
+
+        Raises
+        ------
+        ValueError
+            For a nil, stale or foreign handle, or a value that is not a 64-bit
+            handle.
+
+        Notes
+        -----
+        Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
+        """
         return slots_find(&self._table, handle)
 
     # -------------------------------------------------------- composition
 
     def resource(self):
-        """This pool as a :class:`~dod.resource.Resource` (blocks of at most
-        ``block_size`` bytes and at most ``alignment``; larger requests get NULL).
+        """This pool as a :class:`~dod.resource.Resource`.
 
-        It takes the mutex when the pool is threadsafe. Blocks handed out
-        through it are invisible to the Python face (no handles); they come
-        from and return to the same side-table free list, so writes through
-        :meth:`as_array` into free blocks cannot steer it. While such a
-        Resource is alive, :meth:`reset` raises RuntimeError.
+        It serves blocks of at most ``block_size`` bytes and at most
+        ``alignment``; larger requests get NULL. Blocks handed out through it
+        are invisible to the Python face (no handles); they come from and return
+        to the same side-table free list, so writes through :meth:`as_array` into
+        free blocks cannot steer it.
+
+        Returns
+        -------
+        dod.resource.Resource
+
+        Notes
+        -----
+        While such a Resource is alive, :meth:`reset` raises RuntimeError. The
+        resource takes the mutex when the pool is threadsafe. Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
         """
         cdef dod_resource r
         pin = export_pin(self, &self._exports)
@@ -979,8 +1204,17 @@ cdef class Pool:
     # -------------------------------------------------------- checks and statistics
 
     def check(self):
-        """Walk the free lists and the side table and verify every invariant;
-        raises :class:`dod.InvariantError` naming the first broken one."""
+        """Walk the free lists and the side table and verify every invariant.
+
+        Raises
+        ------
+        dod.InvariantError
+            Naming the first broken invariant.
+
+        Notes
+        -----
+        Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
+        """
         cdef dod_pool* p = &self.engine
         cdef dod_pool_chunks* c = p.chunks
         cdef dod_slots* t = &self._table
@@ -1063,6 +1297,7 @@ cdef class Pool:
 
     @property
     def dtype(self):
+        """The dtype of one block's elements (uint8 for raw ``block_size`` blocks)."""
         return self._dtype
 
     @property
@@ -1093,10 +1328,12 @@ cdef class Pool:
 
     @property
     def allocations(self):
+        """Successful acquires since creation."""
         return self.engine.allocations
 
     @property
     def failed(self):
+        """Acquires refused (the pool was full and could not grow)."""
         return self.engine.failed
 
     @property
@@ -1107,10 +1344,20 @@ cdef class Pool:
         return self._region_size + (self._chunks.n - 1) * self._chunks.chunk_bytes
 
     def stats(self):
-        """The shared statistics (bytes: blocks times the stride), then the
-        pool's own: ``block_size`` (the stride), block counts (``blocks``,
-        ``blocks_in_use``, ``blocks_available``, ``blocks_peak``), ``chunks``
-        and ``pending`` (released blocks still pinned by arrays)."""
+        """The statistics as a dict.
+
+        Returns
+        -------
+        dict
+            The shared keys (bytes: blocks times the stride), then the pool's
+            own: ``block_size`` (the stride), block counts (``blocks``,
+            ``blocks_in_use``, ``blocks_available``, ``blocks_peak``), ``chunks``
+            and ``pending`` (released blocks still pinned by arrays).
+
+        Notes
+        -----
+        Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
+        """
         cdef size_t cap = dod_pool_capacity(&self.engine), stride = self.engine.stride
         cdef size_t peak = self.peak
         return {
@@ -1130,6 +1377,8 @@ cdef class Pool:
         }
 
     def __len__(self):
+        """Blocks with a live handle (released blocks still pinned by arrays
+        excluded). Thread-safety: as every method of the pool."""
         return self.engine.in_use - <size_t>self._pending
 
     def __repr__(self):

@@ -61,7 +61,17 @@ CPU_SETSIZE = 1024
 
 
 def locked_kib():
-    """Kibibytes of this process's memory locked in RAM now (VmLck), or -1 if unknown."""
+    """Kibibytes of this process's memory locked in RAM now (VmLck).
+
+    Returns
+    -------
+    int
+        -1 if unknown.
+
+    Notes
+    -----
+    Thread-safety: any thread.
+    """
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -79,16 +89,25 @@ class Realtime:
 
     Parameters
     ----------
-    lock_memory
-        False, True or "onfault"
-    cpu
-        int or None (0 .. 1023; whether this process may use it is the OS's answer)
-    priority
-        int or None, SCHED_FIFO priority in sched_get_priority_min/max(SCHED_FIFO)
-    strict
-        refusal by the OS raises OSError (True) or warns (False)
+    lock_memory : False, True or "onfault", default False
+        mlockall while applied ("onfault": pages locked as first touched).
+    cpu : int, optional
+        0 .. 1023; whether this process may use it is the OS's answer.
+    priority : int, optional
+        SCHED_FIFO priority in sched_get_priority_min/max(SCHED_FIFO).
+    strict : bool, default True
+        Refusal by the OS raises OSError (True) or warns (False).
 
-    Raises ValueError or TypeError for a bad argument (nothing changes).
+    Raises
+    ------
+    ValueError, TypeError
+        For a bad argument (nothing changes).
+
+    Notes
+    -----
+    Thread-safety: apply() and undo() act on the calling thread
+    (lock_memory on the whole process); call both from the same thread,
+    one Realtime per thread.
     """
 
     def __init__(self, lock_memory=False, cpu=None, priority=None, *, strict=True):
@@ -139,11 +158,24 @@ class Realtime:
         _warnings.warn(message + " (continuing without it: strict=False)", RuntimeWarning, stacklevel=4)
 
     def apply(self):
-        """Apply the requested options to the calling thread; returns :attr:`active`.
+        """Apply the requested options to the calling thread.
 
-        OS refusal: OSError after undoing what was applied (strict), or a
-        RuntimeWarning per refused option (not strict). RuntimeError if
-        already applied.
+        Returns
+        -------
+        dict
+            :attr:`active`: what holds now.
+
+        Raises
+        ------
+        OSError
+            When the OS refuses an option (strict), after undoing what was
+            applied; not strict, a RuntimeWarning per refused option instead.
+        RuntimeError
+            If already applied.
+
+        Notes
+        -----
+        Thread-safety: acts on the calling thread; undo from the same thread.
         """
         cdef int flags, rc
         if self._applied:
@@ -193,10 +225,17 @@ class Realtime:
         return self.active
 
     def undo(self):
-        """Restore what apply() changed (idempotent): memory unlocked only if
-        this object locked it and nothing was locked before; the previous
-        scheduling policy and affinity of the calling thread. :attr:`active`
-        keeps saying what held during the last apply (see :attr:`applied`)."""
+        """Restore what apply() changed (idempotent).
+
+        Memory is unlocked only if this object locked it and nothing was locked
+        before; the previous scheduling policy and affinity of the calling thread
+        come back. :attr:`active` keeps saying what held during the last apply
+        (see :attr:`applied`).
+
+        Notes
+        -----
+        Thread-safety: call it from the thread that applied.
+        """
         if not self._applied:
             return
         self._applied = False
@@ -222,9 +261,19 @@ class Realtime:
             _warnings.warn("could not restore " + "; ".join(problems), RuntimeWarning, stacklevel=2)
 
     def report(self):
-        """{"lock_memory", "cpu", "realtime_priority", "refused", "applied"}:
-        what holds now (or held during the last apply), why anything was
-        refused, and whether it is in force now."""
+        """What holds now (or held during the last apply), and why anything was refused.
+
+        Returns
+        -------
+        dict
+            ``{"lock_memory", "cpu", "realtime_priority", "refused", "applied"}``:
+            the options in force, the OS's reason per refused option, and whether
+            they are in force now.
+
+        Notes
+        -----
+        Thread-safety: any thread (it reads this object's record).
+        """
         return dict(self.active, refused=dict(self.refused), applied=self._applied)
 
     def __repr__(self):

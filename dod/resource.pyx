@@ -130,6 +130,32 @@ cdef class Resource:
     Cython code reaches the struct as ``res.resource`` (``from dod.resource
     cimport Resource, dod_resource_allocate``); other C consumers get a
     pointer to it from :meth:`capsule`.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        Refused: Resources come from allocators, not from ``Resource(...)``.
+
+    Attributes
+    ----------
+    owner : object
+        What the Resource keeps alive (the allocator, or a pin on it).
+    name : str
+        A label for messages and ``repr``.
+    threadsafe : bool
+        Whether the allocator behind it may be called from several threads
+        at once, without the GIL.
+
+    Raises
+    ------
+    TypeError
+        Always, when called from Python.
+
+    Notes
+    -----
+    Thread-safety: the built-in resources are safe from any thread; a
+    resource presented by an allocator has that allocator's promise
+    (``threadsafe``).
     """
 
     def __init__(self, *args, **kwargs):
@@ -147,8 +173,15 @@ cdef class Resource:
     def capsule(self):
         """A PyCapsule named ``"dod_resource"`` holding ``dod_resource*``.
 
-        The pointer is valid while this Resource object is alive; keep a
-        reference to it for as long as C code uses the pointer.
+        Returns
+        -------
+        PyCapsule
+            The pointer is valid while this Resource object is alive; keep a
+            reference to it for as long as C code uses the pointer.
+
+        Notes
+        -----
+        Thread-safety: any thread.
         """
         return PyCapsule_New(&self.resource, b"dod_resource", NULL)
 
@@ -163,16 +196,46 @@ HUGE_PAGES_MIN = DOD_OS_HUGE_MIN
 
 
 def huge_pages():
-    """Whether mappings of :data:`HUGE_PAGES_MIN` bytes or more from the
-    pages resource (and from every PageSource) ask for transparent huge pages."""
+    """Whether large mappings ask for transparent huge pages.
+
+    Mappings of :data:`HUGE_PAGES_MIN` bytes or more from the pages resource
+    (and from every PageSource) ask for them while this is True.
+
+    Returns
+    -------
+    bool
+
+    Notes
+    -----
+    Thread-safety: any thread.
+    """
     return dod_atomic_load_u32(&_huge_pages) != 0
 
 
 def set_huge_pages(enabled):
-    """Turn the huge-page hint on (True) or off (False) for mappings made
-    from now on, in the whole process; returns the previous setting. Whether
-    the kernel gives huge pages is its own setting
-    (``/sys/kernel/mm/transparent_hugepage/enabled``)."""
+    """Turn the huge-page hint on or off for mappings made from now on, in the whole process.
+
+    Whether the kernel gives huge pages is its own setting
+    (``/sys/kernel/mm/transparent_hugepage/enabled``).
+
+    Parameters
+    ----------
+    enabled : bool
+
+    Returns
+    -------
+    bool
+        The previous setting.
+
+    Raises
+    ------
+    TypeError
+        For anything but True or False.
+
+    Notes
+    -----
+    Thread-safety: any thread; mappings already made keep their hint.
+    """
     if not isinstance(enabled, bool):
         raise TypeError(f"enabled must be True or False, not {enabled!r}")
     return dod_atomic_exchange_u32(&_huge_pages, 1 if enabled else 0) != 0

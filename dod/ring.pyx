@@ -211,12 +211,34 @@ cdef class Slot:
     """One slot of a :class:`Ring`, as the producer (writable) or the consumer
     (read-only) sees it while holding it.
 
-    Attributes: ``data`` (all ``rows`` rows), ``rows`` (the first ``count``
-    rows), ``count``, ``time``, ``dt``, ``tag`` (settable by the producer) and
-    ``seq`` (the slot's number in the stream, set on commit). Slot objects
-    are made once per slot and handed out again each time round; touching
-    one that is not held raises RuntimeError. Thread-safety: use a slot only
-    from the thread that acquired it.
+    Slot objects are made once per slot and handed out again each time
+    round, by :meth:`Ring.acquire_write` and :meth:`Ring.acquire_read`;
+    touching one that is not held raises RuntimeError. The properties
+    ``data`` (all ``rows`` rows), ``rows`` (the first ``count`` rows),
+    ``count``, ``time``, ``dt``, ``tag`` (settable by the producer) and
+    ``seq`` (the slot's number in the stream, set on commit) are listed
+    below.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        Refused: slots come from a ring.
+
+    Attributes
+    ----------
+    writable : bool
+        True on the producer's side.
+    index : int
+        The slot's position in the ring.
+
+    Raises
+    ------
+    TypeError
+        When called from Python.
+
+    Notes
+    -----
+    Thread-safety: use a slot only from the thread that acquired it.
     """
 
     def __init__(self, *args, **kwargs):
@@ -326,15 +348,36 @@ cdef class Slot:
         return self.header.seq
 
     def write(self, array, time=None, dt=None, tag=None):
-        """Producer: copy `array` ``(n, *row_shape)`` into the first n rows, set count = n
-        (and time, dt, tag when given).
+        """Producer: copy `array` into the first n rows and set count = n.
 
-        `array` may be any array-like of any layout and byte order (strided,
-        byte-swapped and misaligned arrays are copied element by element).
-        Raises ValueError for a wrong shape (0-d included) or n > ring.rows,
-        TypeError for None, Python objects or a dtype that does not cast
-        safely ("same_kind"); the slot is unchanged on failure. No allocation
-        when `array` is an aligned C-contiguous array of the ring's dtype.
+        Parameters
+        ----------
+        array : array_like
+            Of shape ``(n, *row_shape)``, n <= ``ring.rows``; any layout and
+            byte order (strided, byte-swapped and misaligned arrays are
+            copied element by element).
+        time, dt : float, optional
+            Set the slot's timestamp and time step when given.
+        tag : int, optional
+            Set the slot's tag when given.
+
+        Raises
+        ------
+        ValueError
+            For a wrong shape (0-d included) or n > ring.rows.
+        TypeError
+            For None, Python objects or a dtype that does not cast safely
+            ("same_kind").
+        RuntimeError
+            When the slot is not held.
+        AttributeError
+            On the consumer's (read-only) slot.
+
+        Notes
+        -----
+        The slot is unchanged when it raises. No allocation when `array` is an
+        aligned C-contiguous array of the ring's dtype. Thread-safety: the
+        thread that acquired the slot.
         """
         self._need_active()
         if not self.writable:
@@ -437,9 +480,34 @@ cdef class Ring:
         ``dod.resource.pages``: fresh zeroed pages. Memory from another
         resource is zeroed once here.
 
-    Raises ValueError for bad sizes or shapes, TypeError for an object
-    dtype, MemoryError when the block cannot be obtained. See the module
-    docstring for the hand-off, the lifetime rule and thread-safety.
+    Attributes
+    ----------
+    slots : int
+        Number of slots.
+    rows : int
+        Row capacity of each slot.
+    row_shape : tuple of int
+        Shape of one row.
+    dtype : numpy.dtype
+        Element type.
+
+    Raises
+    ------
+    ValueError
+        For bad sizes or shapes.
+    TypeError
+        For an object dtype.
+    MemoryError
+        When the block cannot be obtained.
+
+    Notes
+    -----
+    Thread-safety: one producer thread and one consumer thread at a time,
+    each on its own side, through the Python face or the engine. The Python
+    face refuses a second producer (or consumer) while one is waiting or
+    holding a slot (RuntimeError). :meth:`close`, :attr:`closed`, ``len()``
+    and :meth:`stats` may be called from any thread. The module docstring
+    describes the hand-off and the lifetime rule.
     """
 
     def __cinit__(self, slots, rows, row_shape=(), dtype=np.float64, *, Resource resource=None):
@@ -644,19 +712,39 @@ cdef class Ring:
         return rc
 
     def acquire_write(self, timeout=None, *, stall=None):
-        """Producer: the next free slot (a writable :class:`Slot`), waiting up to
-        `timeout` seconds (0: do not wait; None: while the consumer can still
-        release one, see the module docstring) with the GIL released.
+        """Producer: the next free slot, waiting with the GIL released.
 
-        `stall`: None, or a callable (no arguments) called about every 100 ms
-        of waiting: a string it returns ends the wait with StallError (the
-        string names why it cannot end).
+        Parameters
+        ----------
+        timeout : float, optional
+            Seconds to wait for a free slot (0: do not wait; None: while the
+            consumer can still release one, see the module docstring).
+        stall : callable, optional
+            Called (no arguments) about every 100 ms of waiting: a string it
+            returns ends the wait with StallError (the string names why it
+            cannot end).
 
-        Its count, time, dt and tag start at 0. Raises TimeoutError when no
-        slot frees in time, StallError (a TimeoutError) when none ever can,
-        RingClosed when the ring is closed, RuntimeError when a slot is
-        already held or another thread is waiting to produce; nothing
-        changes on failure.
+        Returns
+        -------
+        Slot
+            Writable; its count, time, dt and tag start at 0. Hand it on with
+            :meth:`commit` or give it back with :meth:`abort`.
+
+        Raises
+        ------
+        TimeoutError
+            When no slot frees in time.
+        StallError
+            (a TimeoutError) When none ever can.
+        RingClosed
+            When the ring is closed.
+        RuntimeError
+            When a slot is already held or another thread is waiting to produce.
+
+        Notes
+        -----
+        Nothing changes when it raises. Thread-safety: producer side; one
+        producer thread at a time.
         """
         cdef dod_ring_slot* s = NULL
         cdef Slot face
@@ -678,8 +766,17 @@ cdef class Ring:
     def commit(self):
         """Producer: hand the held slot to the consumer (its seq is set now).
 
-        Raises RuntimeError without a held slot, BufferError while a view of
-        the slot is alive (nothing changes: delete the views, call again).
+        Raises
+        ------
+        RuntimeError
+            Without a held slot.
+        BufferError
+            While a view of the slot is alive (nothing changes: delete the views,
+            call again).
+
+        Notes
+        -----
+        Thread-safety: producer side; one producer thread at a time.
         """
         cdef Slot face = self._held_write("commit")
         cdef size_t n
@@ -695,8 +792,16 @@ cdef class Ring:
     def abort(self):
         """Producer: give the held slot back unwritten (the stream skips nothing).
 
-        Raises RuntimeError without a held slot, BufferError while a view of
-        it is alive (nothing changes).
+        Raises
+        ------
+        RuntimeError
+            Without a held slot.
+        BufferError
+            While a view of it is alive (nothing changes).
+
+        Notes
+        -----
+        Thread-safety: producer side; one producer thread at a time.
         """
         cdef Slot face = self._held_write("abort")
         face.active = False
@@ -713,12 +818,31 @@ cdef class Ring:
         return self._wslot
 
     def write(self, timeout=None):
-        """Producer: ``with ring.write(timeout) as slot:`` acquires a slot,
-        commits it when the block ends, aborts it when the block raises.
+        """Producer: ``with ring.write(timeout) as slot:`` acquires a slot, commits
+        it when the block ends, aborts it when the block raises.
 
-        The arrays of `slot` are valid only inside the block (a view kept
-        past it makes the commit raise BufferError, slot still held).
-        The same context object is returned each time (no allocation).
+        Parameters
+        ----------
+        timeout : float, optional
+            As for :meth:`acquire_write`.
+
+        Returns
+        -------
+        context manager
+            Its ``__enter__`` returns the writable :class:`Slot`. The same
+            context object is returned each time (no allocation).
+
+        Raises
+        ------
+        TimeoutError, RingClosed, RuntimeError
+            On entering, as :meth:`acquire_write`.
+        BufferError
+            On leaving, when a view of the slot was kept past the block (the
+            commit is refused and the slot still held).
+
+        Notes
+        -----
+        The arrays of `slot` are valid only inside the block. Thread-safety: producer side; one producer thread at a time.
         """
         (<_WriteBlock>self._wctx).timeout = timeout
         return self._wctx
@@ -726,16 +850,35 @@ cdef class Ring:
     # -------------------------------------------------------- consumer
 
     def acquire_read(self, timeout=None, *, stall=None):
-        """Consumer: the oldest committed slot (a read-only :class:`Slot`),
-        waiting up to `timeout` seconds (0: do not wait; None: while the
-        producer can still commit one, see the module docstring) with the
-        GIL released; None at the end of the stream (closed and drained).
-        `stall` as in :meth:`acquire_write`.
+        """Consumer: the oldest committed slot, waiting with the GIL released.
 
-        Raises TimeoutError when nothing arrives in time, StallError (a
-        TimeoutError) when nothing ever can, RuntimeError when a slot is
-        already held or another thread is waiting to consume; nothing
-        changes on failure.
+        Parameters
+        ----------
+        timeout : float, optional
+            Seconds to wait (0: do not wait; None: while the producer can
+            still commit one, see the module docstring).
+        stall : callable, optional
+            As in :meth:`acquire_write`.
+
+        Returns
+        -------
+        Slot or None
+            Read-only; None at the end of the stream (closed and drained). Give
+            it back with :meth:`release`.
+
+        Raises
+        ------
+        TimeoutError
+            When nothing arrives in time.
+        StallError
+            (a TimeoutError) When nothing ever can.
+        RuntimeError
+            When a slot is already held or another thread is waiting to consume.
+
+        Notes
+        -----
+        Nothing changes when it raises. Thread-safety: consumer side; one
+        consumer thread at a time.
         """
         cdef dod_ring_slot* s = NULL
         cdef Slot face
@@ -757,8 +900,17 @@ cdef class Ring:
     def release(self):
         """Consumer: give the held slot back to the producer.
 
-        Raises RuntimeError without a held slot, BufferError while a view of
-        it is alive (nothing changes: delete the views, call again).
+        Raises
+        ------
+        RuntimeError
+            Without a held slot.
+        BufferError
+            While a view of it is alive (nothing changes: delete the views, call
+            again).
+
+        Notes
+        -----
+        Thread-safety: consumer side; one consumer thread at a time.
         """
         if self._rstate != _HOLDING:
             raise RuntimeError("release() without a slot from acquire_read()")
@@ -773,17 +925,49 @@ cdef class Ring:
         dod_ring_release(&self.engine)
 
     def read(self, timeout=None):
-        """Consumer: ``with ring.read(timeout) as slot:`` acquires the oldest
-        slot (None at the end of the stream) and releases it when the block
-        ends. The arrays of `slot` are valid only inside the block. The same
-        context object is returned each time (no allocation).
+        """Consumer: ``with ring.read(timeout) as slot:`` acquires the oldest slot
+        and releases it when the block ends.
+
+        Parameters
+        ----------
+        timeout : float, optional
+            As for :meth:`acquire_read`.
+
+        Returns
+        -------
+        context manager
+            Its ``__enter__`` returns the read-only :class:`Slot`, or None at the
+            end of the stream. The same context object is returned each time (no
+            allocation).
+
+        Raises
+        ------
+        TimeoutError, RuntimeError
+            On entering, as :meth:`acquire_read`.
+        BufferError
+            On leaving, when a view of the slot was kept past the block.
+
+        Notes
+        -----
+        The arrays of `slot` are valid only inside the block. Thread-safety: consumer side; one consumer thread at a time.
         """
         (<_ReadBlock>self._rctx).timeout = timeout
         return self._rctx
 
     def __iter__(self):
-        """Consumer: yield each committed slot until the end of the stream,
-        releasing each when the next is asked for (no timeout)."""
+        """Consumer: yield each committed slot until the end of the stream.
+
+        Each slot is released when the next is asked for (no timeout).
+
+        Yields
+        ------
+        Slot
+            Read-only, valid until the next iteration.
+
+        Notes
+        -----
+        Thread-safety: consumer side; one consumer thread at a time.
+        """
         while True:
             slot = self.acquire_read()
             if slot is None:
@@ -797,8 +981,13 @@ cdef class Ring:
     # -------------------------------------------------------- either side
 
     def close(self):
-        """End the stream (any thread, idempotent): writes raise RingClosed from
-        now on, waiting threads wake, the consumer drains then gets None."""
+        """End the stream: writes raise RingClosed from now on, waiting threads
+        wake, and the consumer drains what was committed, then gets None.
+
+        Notes
+        -----
+        Thread-safety: any thread; idempotent.
+        """
         dod_ring_close(&self.engine)
 
     @property
@@ -807,7 +996,16 @@ cdef class Ring:
         return dod_atomic_load_u64(&self.engine.closed) != 0
 
     def __len__(self):
-        """Slots committed and not yet released (a snapshot)."""
+        """Slots committed and not yet released (a snapshot).
+
+        Returns
+        -------
+        int
+
+        Notes
+        -----
+        Thread-safety: any thread.
+        """
         return dod_ring_size(&self.engine)
 
     @property
@@ -818,12 +1016,19 @@ cdef class Ring:
     def stats(self):
         """Statistics as a dict (a snapshot; exact when both sides are quiet).
 
-        capacity, used, available, peak (bytes of slots: all, in flight,
-        free, most in flight seen at a Python commit or a stats() call),
-        allocations (slots committed), failed (acquires that timed out or
-        found the ring closed), then slots, in_flight, committed, released,
-        write_waits / read_waits (acquires that found the ring full / empty),
-        closed.
+        Returns
+        -------
+        dict
+            ``capacity``, ``used``, ``available``, ``peak`` (bytes of slots: all,
+            in flight, free, most in flight seen at a Python commit or a stats()
+            call), ``allocations`` (slots committed), ``failed`` (acquires that
+            timed out or found the ring closed), then ``slots``, ``in_flight``,
+            ``committed``, ``released``, ``write_waits`` / ``read_waits``
+            (acquires that found the ring full / empty), ``closed``.
+
+        Notes
+        -----
+        Thread-safety: any thread.
         """
         cdef uint64_t tail = dod_atomic_load_u64(&self.engine.tail)
         cdef uint64_t head = dod_atomic_load_u64(&self.engine.head)
@@ -847,8 +1052,17 @@ cdef class Ring:
         }
 
     def check(self):
-        """Walk the ring's invariants; raise dod.InvariantError on the first
-        broken one. Call it while neither side is inside an acquire."""
+        """Walk the ring's invariants.
+
+        Raises
+        ------
+        dod.InvariantError
+            On the first broken invariant.
+
+        Notes
+        -----
+        Thread-safety: call it while neither side is inside an acquire.
+        """
         cdef dod_ring* r = &self.engine
         cdef uint64_t k
         if r.head - r.tail > r.nslots:

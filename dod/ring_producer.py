@@ -97,34 +97,46 @@ class RingProducer:
 
     Parameters
     ----------
-    rings
-        Ring or sequence of Rings (the first is what :meth:`take` reads)
-    items
-        iterable, iterated in the producer thread only
-    fill
-        callable(item), runs in the producer thread, writes the item
-    start
-        start the thread now (otherwise :meth:`start` or ``with``)
-    batched
-        on a full first ring, wait for :meth:`refill` (module docstring)
-    cpus
-        where the producer thread runs: "initial" (default), the CPUs the
-        process had when dod was first imported (``dod.initial_cpus``), so
-        that a thread pinned to one core for its deadline (``Loop(cpu=...)``,
-        or libgomp's ``OMP_PROC_BIND``) does not pass its pin on to the
-        producer, which would then compete with it there; None: inherit the
-        starting thread's; or a collection of CPU numbers. When the OS
-        refuses "initial", the thread keeps the inherited CPUs; when it
-        refuses CPUs you gave, that is the producer's error (raised by
-        :meth:`take`).
-    idle
-        run the producer thread at idle priority (module docstring);
+    rings : Ring or sequence of Ring
+        The first is what :meth:`take` reads.
+    items : iterable
+        Iterated in the producer thread only.
+    fill : callable
+        ``fill(item)`` runs in the producer thread and writes the item (with
+        :meth:`write`).
+    name : str, default "dod-ring-producer"
+        The thread's name.
+    start : bool, default False
+        Start the thread now (otherwise :meth:`start` or ``with``).
+    batched : bool, default False
+        On a full first ring, wait for :meth:`refill` (module docstring).
+    cpus : "initial", None or collection of int, default "initial"
+        Where the producer thread runs: "initial", the CPUs the process had
+        when dod was first imported (``dod.initial_cpus``), so that a thread
+        pinned to one core for its deadline (``Loop(cpu=...)``, or libgomp's
+        ``OMP_PROC_BIND``) does not pass its pin on to the producer, which
+        would then compete with it there; None: inherit the starting thread's;
+        or a collection of CPU numbers. When the OS refuses "initial", the
+        thread keeps the inherited CPUs; when it refuses CPUs you gave, that is
+        the producer's error (raised by :meth:`take`).
+    idle : bool, default False
+        Run the producer thread at idle priority (module docstring);
         :attr:`idle_applied` is True once the thread runs so.
 
-    Raises TypeError for a non-Ring, an empty sequence or a `fill` that is
-    not callable, TypeError or ValueError for `cpus` that are not CPU
-    numbers (nothing started). See the module docstring for shutdown
-    and thread-safety.
+    Raises
+    ------
+    TypeError
+        For a non-Ring, an empty sequence or a `fill` that is not callable.
+    TypeError, ValueError
+        For `cpus` that are not CPU numbers. Nothing is started.
+
+    Notes
+    -----
+    Thread-safety: one consumer thread calls :meth:`take` (and releases
+    through the ring); :meth:`close`, :meth:`check`, :attr:`error`,
+    :attr:`parked` and :attr:`produced` may be used from any thread. Not
+    re-startable: make a new one (the rings are closed for good). The module
+    docstring describes shutdown.
     """
 
     def __init__(self, rings, items, fill, *, name="dod-ring-producer", start=False, batched=False,
@@ -173,7 +185,22 @@ class RingProducer:
     # ------------------------------------------------------------ producer side
 
     def start(self):
-        """Start the producer thread (once; RuntimeError the second time)."""
+        """Start the producer thread.
+
+        Returns
+        -------
+        RingProducer
+            ``self``.
+
+        Raises
+        ------
+        RuntimeError
+            The second time (make a new producer).
+
+        Notes
+        -----
+        Thread-safety: call it once, from the thread that owns the producer.
+        """
         if self._started:
             raise RuntimeError("this RingProducer was already started (make a new one)")
         self._started = True
@@ -182,11 +209,31 @@ class RingProducer:
 
     @contextlib.contextmanager
     def write(self, ring=None, timeout=None):
-        """Producer thread, inside ``fill``: ``with p.write(ring) as slot:``
-        is ``ring.write(timeout)`` (default the first ring) and sets
-        :attr:`parked` while it waits for a free slot. `timeout` (seconds,
-        None: no bound) bounds the whole wait, a batched wait for
-        :meth:`refill` included: TimeoutError after it."""
+        """Producer thread, inside ``fill``: ``with p.write(ring) as slot:``.
+
+        Parameters
+        ----------
+        ring : Ring, optional
+            Default the first ring.
+        timeout : float, optional
+            Seconds (None: no bound) for the whole wait, a batched wait for
+            :meth:`refill` included.
+
+        Returns
+        -------
+        context manager
+            ``ring.write(timeout)``, which sets :attr:`parked` while it waits
+            for a free slot.
+
+        Raises
+        ------
+        TimeoutError, RingClosed, RuntimeError, BufferError
+            As :meth:`dod.ring.Ring.write`; TimeoutError after `timeout`.
+
+        Notes
+        -----
+        Thread-safety: the producer thread only.
+        """
         ring = self.ring if ring is None else ring
         if timeout is not None:
             timeout = float(timeout)
@@ -262,12 +309,39 @@ class RingProducer:
     # ------------------------------------------------------------ consumer side
 
     def take(self, ring=None, timeout=None):
-        """Consumer: the oldest committed slot of `ring` (default the first):
-        ``ring.acquire_read(timeout)``. None at the end of the stream, unless
-        the producer failed: then its exception is raised here. Release the
-        slot with ``ring.release()``. TimeoutError as ``acquire_read``;
-        StallError (a TimeoutError) when the wait can never end (module
-        docstring), with both sides' state; nothing changes then."""
+        """Consumer: the oldest committed slot of `ring`.
+
+        ``ring.acquire_read(timeout)``, with the producer's failure surfaced.
+        Release the slot with ``ring.release()``.
+
+        Parameters
+        ----------
+        ring : Ring, optional
+            Default the first ring.
+        timeout : float, optional
+            Seconds to wait (None: no limit while the wait can end, 0: do
+            not wait).
+
+        Returns
+        -------
+        Slot or None
+            None at the end of the stream.
+
+        Raises
+        ------
+        Exception
+            The producer's own exception, when it failed (instead of None at the
+            end of the stream).
+        TimeoutError, RuntimeError
+            As :meth:`dod.ring.Ring.acquire_read`.
+        StallError
+            (a TimeoutError) When the wait can never end (module docstring),
+            with both sides' state; nothing changes then.
+
+        Notes
+        -----
+        Thread-safety: one consumer thread.
+        """
         r = self.ring if ring is None else ring
         i = 0
         for x in self.rings:             # (no allocation per call: the demo takes a slot per tick)
@@ -304,12 +378,27 @@ class RingProducer:
         return None
 
     def refill(self):
-        """Consumer (``batched=True``): let a producer parked on the full
-        first ring fill it up again now (any thread; no effect otherwise)."""
+        """Consumer (``batched=True``): let a producer parked on the full first ring
+        fill it up again now.
+
+        Notes
+        -----
+        No effect without ``batched``. Thread-safety: any thread.
+        """
         self._go.set()
 
     def check(self):
-        """Raise the producer's exception, if it raised one (any thread)."""
+        """Raise the producer's exception, if it raised one.
+
+        Raises
+        ------
+        Exception
+            The producer's exception.
+
+        Notes
+        -----
+        Thread-safety: any thread.
+        """
         if self.error is not None:
             self._surfaced = True
             raise self.error
@@ -326,10 +415,23 @@ class RingProducer:
         return self._thread.is_alive()
 
     def close(self, timeout=5.0):
-        """Stop the producer, close every ring, join the thread (up to
-        `timeout` seconds; None: no limit). Idempotent; does not raise the
-        producer's error (see :meth:`check`). Returns True when the thread
-        has ended (or never started)."""
+        """Stop the producer, close every ring, join the thread.
+
+        Parameters
+        ----------
+        timeout : float or None, default 5.0
+            Seconds to wait for the thread to end (None: no limit).
+
+        Returns
+        -------
+        bool
+            True when the thread has ended (or never started).
+
+        Notes
+        -----
+        Idempotent; does not raise the producer's error (see :meth:`check`).
+        Thread-safety: any thread.
+        """
         self._stop = True
         for r in self.rings:
             r.close()
@@ -340,7 +442,13 @@ class RingProducer:
 
     def __enter__(self):
         """Start the thread (if not yet); ``__exit__`` closes, and raises the
-        producer's error when the block ended normally without seeing it."""
+        producer's error when the block ended normally without seeing it.
+
+        Returns
+        -------
+        RingProducer
+            ``self``.
+        """
         if not self._started:
             self.start()
         return self

@@ -52,17 +52,47 @@ cdef object _column_dtype(object dtype, str name):
 
 @cython.final
 cdef class Column:
-    """Column(dtype, shape=(), *, zero=True, finite=False, name=None)
+    """One column of a :class:`Schema`.
 
-    One column of a :class:`Schema`.
+    Parameters
+    ----------
+    dtype : numpy dtype
+        One element's dtype (no structured, subarray, object or unsized
+        dtypes; native byte order).
+    shape : int or tuple of int, default ()
+        The per-row shape (``3`` or ``(6, 6)``; every dimension positive, at
+        most 8 dimensions).
+    zero : bool, default True
+        The column's zero is meaningful, so inserts clear it when no value is
+        given; with ``zero=False`` a row inserted without a value for it holds
+        unspecified bytes (bulk inserts that always write it skip the
+        clearing).
+    finite : bool, default False
+        The Python face refuses NaN and infinities for this column.
+    name : str, optional
+        Usually given by the :class:`Schema` (its key or keyword).
 
-    ``dtype`` is one element's numpy dtype (no structured, object or unsized
-    dtypes, native byte order); ``shape`` the per-row shape (``3`` or
-    ``(6, 6)``; every dimension positive). ``zero``: the column's zero is
-    meaningful, so inserts clear it when no value is given; with
-    ``zero=False`` a row inserted without a value for it holds unspecified
-    bytes (bulk inserts that always write it skip the clearing). ``finite``:
-    the Python face refuses NaN and infinities for this column.
+    Attributes
+    ----------
+    name : str or None
+    dtype : numpy.dtype
+    shape : tuple of int
+    zero : bool
+    finite : bool
+
+    Raises
+    ------
+    TypeError
+        For a dtype that is not one, or is structured, subarray, object,
+        unsized or byte-swapped; for a shape that is not an int or a tuple of
+        ints; for a name that is not a str; and when ``__init__`` is called
+        again on a built column.
+    ValueError
+        For more than 8 dimensions, or a dimension that is not positive.
+
+    Notes
+    -----
+    Thread-safety: immutable once built; any thread may use it.
     """
 
     def __init__(self, dtype, shape=(), *, bint zero=True, bint finite=False, name=None):
@@ -154,19 +184,34 @@ cdef Column _as_column(str name, object spec):
 
 @cython.final
 cdef class Schema:
-    """Schema(columns=None, /, **named)
+    """Named columns: each a dtype and a per-row shape.
 
-    Named columns: each a dtype and a per-row shape.
+    Parameters
+    ----------
+    columns : mapping or sequence of Column, optional
+        A mapping ``{name: spec}`` or a sequence of named :class:`Column`
+        objects (positional only). A spec is a :class:`Column`, a dtype
+        (``"uint32"``, ``np.float64``), a string with a shape
+        (``"float32[3]"``, ``"float64[6,6]"``) or a ``(dtype, shape)`` tuple.
+    **named
+        More columns, ``name=spec``. Column order is the order given.
 
-    ``columns`` is a mapping ``{name: spec}`` or a sequence of named
-    :class:`Column` objects; keyword arguments add more. A spec is a
-    :class:`Column`, a dtype (``"uint32"``, ``np.float64``), a string with a
-    shape (``"float32[3]"``, ``"float64[6,6]"``) or a ``(dtype, shape)``
-    tuple. Column order is the order given.
+    Attributes
+    ----------
+    columns : tuple of Column
+        In order.
 
-    Raises TypeError for structured, object, unsized or byte-swapped dtypes
-    and for names that are not str, ValueError for duplicate or empty names,
-    bad shapes, or no columns at all.
+    Raises
+    ------
+    TypeError
+        For structured, object, unsized or byte-swapped dtypes and for names
+        that are not str.
+    ValueError
+        For duplicate or empty names, bad shapes, or no columns at all.
+
+    Notes
+    -----
+    Thread-safety: immutable once built; any thread may use it.
     """
 
     def __init__(self, columns=None, /, **named):
@@ -268,7 +313,27 @@ cdef class Schema:
 
     @staticmethod
     def from_dtype(dtype):
-        """The schema of a numpy structured dtype: one column per field (subarray fields keep their shape)."""
+        """The schema of a numpy structured dtype.
+
+        Parameters
+        ----------
+        dtype : numpy dtype
+            Structured; one column per field (subarray fields keep their shape).
+
+        Returns
+        -------
+        Schema
+
+        Raises
+        ------
+        TypeError, ValueError
+            As :class:`Schema`, for a dtype that is not structured or a field it
+            refuses.
+
+        Notes
+        -----
+        Thread-safety: immutable once built; any thread may use it.
+        """
         dt = np.dtype(dtype)
         if dt.names is None:
             raise TypeError(f"{dt} is not a structured dtype")
@@ -297,22 +362,62 @@ cdef class Schema:
         return self._row_bytes
 
     def __len__(self):
+        """The number of columns."""
         return len(self.columns)
 
     def __iter__(self):
+        """The :class:`Column` objects, in order. Thread-safety: immutable; any thread."""
         return iter(self.columns)
 
     def __contains__(self, name):
+        """``name in schema``: whether a column has that name."""
         return name in self._index
 
     def __getitem__(self, name):
+        """``schema["pos"]``: the :class:`Column` of that name.
+
+        Parameters
+        ----------
+        name : str
+
+        Returns
+        -------
+        Column
+
+        Raises
+        ------
+        KeyError
+            If absent.
+
+        Notes
+        -----
+        Thread-safety: immutable; any thread may use it.
+        """
         try:
             return self.columns[self._index[name]]
         except KeyError:
             raise KeyError(f"no column {name!r}; the schema has {', '.join(self.names)}") from None
 
     def index(self, str name):
-        """Position of column `name` (KeyError if absent)."""
+        """Position of column `name`.
+
+        Parameters
+        ----------
+        name : str
+
+        Returns
+        -------
+        int
+
+        Raises
+        ------
+        KeyError
+            If absent.
+
+        Notes
+        -----
+        Thread-safety: immutable once built; any thread may use it.
+        """
         try:
             return self._index[name]
         except KeyError:
@@ -330,7 +435,11 @@ cdef class Schema:
         return (Schema, (list(self.columns),))
 
     def __arrow_c_schema__(self):
-        """The schema as an ``arrow_schema`` PyCapsule (``pyarrow.schema(schema)``)."""
+        """The schema as an ``arrow_schema`` PyCapsule (``pyarrow.schema(schema)``).
+
+        Raises TypeError for columns Arrow cannot hold without a copy.
+        Thread-safety: immutable; any thread may call it.
+        """
         return self._arrow_schema()
 
     cdef void _desc(self, dod_arrow_desc* d) noexcept:

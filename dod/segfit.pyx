@@ -108,7 +108,32 @@ cdef void _segfit_deallocate(void* ctx, void* ptr, size_t size, size_t alignment
 # ---------------------------------------------------------------- the owner and its Python face
 
 def class_size(size, alignment=16):
-    """The bytes a request of (size, alignment) really takes: its class, or size itself when large."""
+    """The bytes a request really takes: its class, or the size itself when large.
+
+    Parameters
+    ----------
+    size : int
+        Bytes, >= 0.
+    alignment : int, default 16
+        A power of two.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    TypeError
+        For a size that is not an integer.
+    OverflowError
+        For a negative size.
+    ValueError
+        For a bad alignment.
+
+    Notes
+    -----
+    Thread-safety: a pure function.
+    """
     cdef size_t n = <size_t>PyNumber_Index(size)
     cdef size_t a = parse_alignment(alignment, 16)
     cdef size_t c = dod_segfit_class_for(n, a)
@@ -116,7 +141,16 @@ def class_size(size, alignment=16):
 
 
 def class_sizes():
-    """All class sizes, smallest first."""
+    """All class sizes, smallest first.
+
+    Returns
+    -------
+    list of int
+
+    Notes
+    -----
+    Thread-safety: a pure function.
+    """
     return [dod_segfit_class_size(i) for i in range(DOD_SEGFIT_CLASSES)]
 
 
@@ -136,6 +170,23 @@ cdef class SegFit:
     256 KiB; larger requests (or alignments above 4096) are served by the
     resource directly. Span memory returns to the resource when the
     allocator is destroyed.
+
+    Raises
+    ------
+    SystemError
+        If the object is not 16-byte aligned (the lock-free classes need
+        it).
+    MemoryError
+        When a size class's lock cannot be initialised.
+
+    Notes
+    -----
+    Thread-safety: the engine (``cimport dod.segfit``) is safe from any
+    number of threads at once without the GIL: allocate, try_allocate and
+    free are lock-free on a class that has a free block; growing a class
+    takes that class's lock. The Python face is safe from any Python
+    thread. Statistics that walk free lists are exact only while no other
+    thread is using the allocator.
     """
 
     def __cinit__(self, *, Resource resource=None):
@@ -223,22 +274,78 @@ cdef class SegFit:
         return slots_add(&self._handles, p, size, a)
 
     def allocate(self, nbytes, align=None):
-        """A handle (non-zero int) to a new block of at least `nbytes` bytes, aligned to
-        `align` (a power of two, default 16).
+        """A new block of at least `nbytes` bytes.
 
-        Raises ValueError for a negative size or a bad alignment, MemoryError
-        when the resource refuses memory; the allocator is then unchanged.
+        Parameters
+        ----------
+        nbytes : int
+            0 to 2**48.
+        align : int, optional
+            A power of two, default 16.
+
+        Returns
+        -------
+        int
+            Its handle (non-zero).
+
+        Raises
+        ------
+        ValueError
+            For a size out of range or a bad alignment.
+        MemoryError
+            When the resource refuses memory; the allocator is then unchanged.
+
+        Notes
+        -----
+        Thread-safety: any Python thread, alongside Cython threads using the engine.
         """
         return self._allocate(nbytes, align, True)
 
     def try_allocate(self, nbytes, align=None):
-        """As :meth:`allocate`, but only from a block already free in its class:
-        never grows, never locks; 0 (the nil handle) when none is free."""
+        """As :meth:`allocate`, but only from a block already free in its class.
+
+        Never grows, never locks.
+
+        Parameters
+        ----------
+        nbytes : int
+        align : int, optional
+            A power of two, default 16.
+
+        Returns
+        -------
+        int
+            Its handle, or 0 (the nil handle) when none is free.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`allocate`.
+
+        Notes
+        -----
+        Thread-safety: any Python thread, alongside Cython threads using the engine.
+        """
         return self._allocate(nbytes, align, False)
 
     def free(self, handle):
-        """Free a block. ValueError for a stale or foreign handle, BufferError while an
-        array view of it is alive; nothing changes then."""
+        """Free a block.
+
+        Parameters
+        ----------
+        handle : int
+
+        Raises
+        ------
+        ValueError
+            For a stale or foreign handle.
+        BufferError
+            While an array view of it is alive.
+
+        Notes
+        -----
+        Nothing changes when it raises. Thread-safety: any Python thread, alongside Cython threads using the engine.
+        """
         cdef Py_ssize_t slot = slots_find(&self._handles, handle)
         cdef size_t size, a
         cdef void* p
@@ -256,8 +363,21 @@ cdef class SegFit:
     def free_many(self, handles):
         """Free several blocks: one atomic push per size class involved.
 
-        Every handle is checked first (live, no live view, no duplicates); if
-        any check fails the call raises and frees nothing.
+        Parameters
+        ----------
+        handles : sequence of int
+
+        Raises
+        ------
+        ValueError
+            For a stale, foreign or repeated handle.
+        BufferError
+            For a block with a live view.
+
+        Notes
+        -----
+        Every handle is checked first; if any check fails the call frees
+        nothing. Thread-safety: any Python thread, alongside Cython threads using the engine.
         """
         cdef list slots = slots_find_many(&self._handles, handles)
         cdef Py_ssize_t slot
@@ -290,26 +410,90 @@ cdef class SegFit:
                     dod_lfpool_release_chain(&self.engine.classes[c], firsts[c], lasts[c])
 
     def view(self, handle, dtype=np.uint8, shape=None):
-        """A numpy array over a block (its requested bytes as 1-D `dtype` by default).
+        """A numpy array over a block.
 
-        The array keeps the allocator alive and blocks :meth:`free` of the
-        block (BufferError) while it lives.
+        Parameters
+        ----------
+        handle : int
+        dtype : numpy dtype, default numpy.uint8
+        shape : int or tuple of int, optional
+            Default: the requested bytes as 1-D `dtype`.
+
+        Returns
+        -------
+        numpy.ndarray
+            It keeps the allocator alive and blocks :meth:`free` of the block
+            (BufferError) while it lives.
+
+        Raises
+        ------
+        ValueError
+            For a stale handle, or a shape/dtype that does not fit the block.
+
+        Notes
+        -----
+        Thread-safety: any Python thread, alongside Cython threads using the engine.
         """
         return slots_view(&self._handles, slots_find(&self._handles, handle), self, dtype, shape)
 
     def address(self, handle):
-        """The block's address (an int)."""
+        """The block's address.
+
+        Parameters
+        ----------
+        handle : int
+
+        Returns
+        -------
+        int
+
+        Raises
+        ------
+        ValueError
+            For a nil, stale or foreign handle.
+
+        Notes
+        -----
+        Thread-safety: any Python thread, alongside Cython threads using the engine.
+        """
         return <uintptr_t>self._handles.ptrs[slots_find(&self._handles, handle)]
 
     def size(self, handle):
-        """The bytes asked for when the block was allocated."""
+        """The bytes asked for when the block was allocated.
+
+        Parameters
+        ----------
+        handle : int
+
+        Returns
+        -------
+        int
+
+        Raises
+        ------
+        ValueError
+            For a nil, stale or foreign handle.
+
+        Notes
+        -----
+        Thread-safety: any Python thread, alongside Cython threads using the engine.
+        """
         return self._handles.sizes[slots_find(&self._handles, handle)]
 
     # -------------------------------------------------------- composition
 
     def resource(self):
-        """This allocator as a :class:`~dod.resource.Resource` (safe from any thread;
-        deallocate must pass the size and alignment given to allocate). Keeps it alive."""
+        """This allocator as a :class:`~dod.resource.Resource` (it keeps the allocator alive).
+
+        Returns
+        -------
+        dod.resource.Resource
+            Its deallocate must pass the size and alignment given to allocate.
+
+        Notes
+        -----
+        Thread-safety: the resource is safe from any thread.
+        """
         cdef dod_resource r
         r.allocate = _segfit_allocate
         r.deallocate = _segfit_deallocate
@@ -319,9 +503,16 @@ cdef class SegFit:
     # -------------------------------------------------------- statistics and checks
 
     def check(self):
-        """Walk every class and verify its invariants (:class:`dod.InvariantError` on the first broken one).
+        """Walk every class and verify its invariants.
 
-        Exact only while no other thread uses the allocator.
+        Raises
+        ------
+        dod.InvariantError
+            On the first broken invariant.
+
+        Notes
+        -----
+        Thread-safety: exact only while no other thread uses the allocator.
         """
         cdef size_t i, total, n
         cdef dod_lfpool* p
@@ -440,13 +631,34 @@ cdef class SegFit:
 
     @property
     def live_handles(self):
+        """Blocks held through Python handles."""
         return self._handles.live
 
     def thread_cache(self, class_bytes=None):
-        """A :class:`dod.thread_cache.SegFitCache` for the calling thread: one bin per class
-        up to 32 KiB, each keeping at most `class_bytes` (default 16 KiB; 1 to 64 blocks),
-        exchanging whole chains with the class, one CAS each. It keeps this allocator
-        alive and flushes when collected."""
+        """A :class:`dod.thread_cache.SegFitCache` for the calling thread.
+
+        One bin per class up to 32 KiB, exchanging whole chains with the class,
+        one CAS each.
+
+        Parameters
+        ----------
+        class_bytes : int, optional
+            What each bin keeps at most (default 16 KiB; 1 to 64 blocks).
+
+        Returns
+        -------
+        dod.thread_cache.SegFitCache
+            It keeps this allocator alive and flushes when collected.
+
+        Raises
+        ------
+        ValueError
+            For class_bytes out of range.
+
+        Notes
+        -----
+        Thread-safety: the cache belongs to the calling thread.
+        """
         from dod.thread_cache import SegFitCache
         return SegFitCache(self, class_bytes)
 
@@ -471,7 +683,18 @@ cdef class SegFit:
         return total
 
     def class_stats(self):
-        """{class size: (blocks carved, blocks free)} for every class that has spans."""
+        """Blocks per size class.
+
+        Returns
+        -------
+        dict
+            ``{class size: (blocks carved, blocks free)}`` for every class that
+            has spans.
+
+        Notes
+        -----
+        Thread-safety: any Python thread, alongside Cython threads using the engine. Exact while no other thread uses the allocator.
+        """
         cdef size_t i
         cdef dod_lfpool* p
         out = {}
@@ -482,8 +705,18 @@ cdef class SegFit:
         return out
 
     def stats(self):
-        """The shared statistics (bytes), then ``requested`` (bytes asked for),
-        ``spans``, ``large``, ``cas_retries`` and ``nbytes``."""
+        """The statistics as a dict.
+
+        Returns
+        -------
+        dict
+            The shared keys (bytes), then ``requested`` (bytes asked for),
+            ``spans``, ``large``, ``cas_retries`` and ``nbytes``.
+
+        Notes
+        -----
+        Thread-safety: any Python thread, alongside Cython threads using the engine. Exact while no other thread uses the allocator.
+        """
         cdef size_t capacity = self.capacity, used = self.in_use
         return {
             "capacity": capacity,

@@ -415,6 +415,11 @@ cdef class Table:
         exactly, whose fresh pages are zero and cost nothing until touched.
         Memory from another resource is cleared once at construction.
 
+    Attributes
+    ----------
+    schema : Schema
+        The columns (immutable).
+
     Raises
     ------
     ValueError
@@ -516,8 +521,27 @@ cdef class Table:
     # -------------------------------------------------------- internals
 
     cpdef Py_ssize_t column_index(self, str name) except -1:
-        """Position of column `name` in the schema (and in ``table.columns``
-        of the C struct); KeyError if absent. Call it once, outside hot loops."""
+        """Position of column `name` in the schema (and in ``table.columns`` of the C struct).
+
+        Call it once, outside hot loops.
+
+        Parameters
+        ----------
+        name : str
+
+        Returns
+        -------
+        int
+
+        Raises
+        ------
+        KeyError
+            If the schema has no such column.
+
+        Notes
+        -----
+        Thread-safety: the schema is immutable; any thread may call it.
+        """
         try:
             return self.schema._index[name]
         except KeyError:

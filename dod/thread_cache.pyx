@@ -79,6 +79,34 @@ cdef class LockFreePoolCache:
     release that finds it full gives the older half back with one CAS.
     Bound to the calling thread (RuntimeError elsewhere); keeps the pool
     alive; flushes when closed or collected.
+
+    Parameters
+    ----------
+    pool : LockFreePool
+    limit : int, optional
+        The most free blocks the cache keeps (1 to 2**20; default 16 KiB
+        worth, 1 to 64 blocks).
+
+    Attributes
+    ----------
+    owner : LockFreePool
+        The pool (kept alive by the cache).
+    thread_id : int
+        The thread allowed to use it.
+
+    Raises
+    ------
+    ValueError
+        For a limit out of range.
+    RuntimeError
+        From methods called on another thread.
+
+    Notes
+    -----
+    Thread-safety: a cache belongs to the thread that made it: its methods
+    raise RuntimeError from any other thread (make one cache per thread).
+    Other threads may use the pool and their own caches at the same time.
+    Its collection may run on any thread (the flush is a handover).
     """
     cdef dod_lfpool_cache engine
     cdef readonly LockFreePool owner     # the pool (kept alive by the cache)
@@ -99,9 +127,26 @@ cdef class LockFreePoolCache:
         return _bound(self.thread_id, self._closed, "LockFreePoolCache")
 
     def acquire(self):
-        """A block's handle (a handle of the pool), from the cache; refills or grows the
-        pool when the cache is empty. MemoryError when the pool cannot grow (nothing
-        changes but the pool's ``failed`` counter)."""
+        """A block's handle (a handle of the pool), from the cache.
+
+        Refills from the pool, or grows it, when the cache is empty.
+
+        Returns
+        -------
+        int
+
+        Raises
+        ------
+        MemoryError
+            When the pool cannot grow (nothing changes but the pool's ``failed``
+            counter).
+        RuntimeError
+            From another thread, or after :meth:`close`.
+
+        Notes
+        -----
+        Thread-safety: the cache's own thread only (RuntimeError from any other).
+        """
         cdef LockFreePool p = self.owner
         cdef void* b
         self._mine()
@@ -119,8 +164,24 @@ cdef class LockFreePoolCache:
 
     def release(self, handle):
         """Free a block of the pool (whichever cache or call handed it out) into this cache.
-        ValueError for a stale, foreign or already released handle, BufferError while a
-        view of the block is alive; nothing changes then."""
+
+        Parameters
+        ----------
+        handle : int
+
+        Raises
+        ------
+        ValueError
+            For a stale, foreign or already released handle.
+        BufferError
+            While a view of the block is alive.
+        RuntimeError
+            From another thread, or after :meth:`close`.
+
+        Notes
+        -----
+        Nothing changes when it raises. Thread-safety: the cache's own thread only (RuntimeError from any other).
+        """
         cdef LockFreePool p = self.owner
         cdef Py_ssize_t slot
         cdef void* b
@@ -132,12 +193,27 @@ cdef class LockFreePoolCache:
         dod_lfpool_bin_publish(self.engine.pool, &self.engine.bin)
 
     def flush(self):
-        """Give every cached block back to the pool (one CAS)."""
+        """Give every cached block back to the pool (one CAS).
+
+        Raises
+        ------
+        RuntimeError
+            From another thread, or after :meth:`close`.
+
+        Notes
+        -----
+        Thread-safety: the cache's own thread only (RuntimeError from any other).
+        """
         self._mine()
         dod_lfpool_cache_flush(&self.engine)
 
     def close(self):
-        """Flush and refuse further use (RuntimeError)."""
+        """Flush and refuse further use (RuntimeError from then on).
+
+        Notes
+        -----
+        Thread-safety: the cache's own thread only (RuntimeError from any other).
+        """
         self.flush()
         self._closed = True
 
@@ -183,6 +259,33 @@ cdef class SegFitCache:
     64 to 2**30, default 16 KiB); refills and spills move half a bin with one
     CAS on the class. Bound to the calling thread (RuntimeError elsewhere);
     keeps the allocator alive; flushes when closed or collected.
+
+    Parameters
+    ----------
+    heap : SegFit
+    class_bytes : int, optional
+        What each bin keeps at most, in bytes (64 to 2**30, default 16 KiB).
+
+    Attributes
+    ----------
+    owner : SegFit
+        The allocator (kept alive by the cache).
+    thread_id : int
+        The thread allowed to use it.
+
+    Raises
+    ------
+    ValueError
+        For class_bytes out of range.
+    RuntimeError
+        From methods called on another thread.
+
+    Notes
+    -----
+    Thread-safety: a cache belongs to the thread that made it: its methods
+    raise RuntimeError from any other thread (make one cache per thread).
+    Other threads may use the allocator and their own caches at the same
+    time. Its collection may run on any thread (the flush is a handover).
     """
     cdef dod_segfit_cache engine
     cdef readonly SegFit owner          # the allocator (kept alive by the cache)
@@ -207,10 +310,33 @@ cdef class SegFitCache:
             dod_lfpool_bin_publish(&self.engine.segfit.classes[k], &self.engine.bins[k])
 
     def allocate(self, nbytes, align=None):
-        """A handle (a handle of the allocator) to a block of at least `nbytes` bytes aligned
-        to `align` (a power of two, default 16), from this thread's bin of its class.
-        ValueError for a bad size or alignment, MemoryError when memory is refused; the
-        allocator is then unchanged but for its ``failed`` counter."""
+        """A block of at least `nbytes` bytes from this thread's bin of its class.
+
+        Parameters
+        ----------
+        nbytes : int
+        align : int, optional
+            A power of two, default 16.
+
+        Returns
+        -------
+        int
+            A handle of the allocator.
+
+        Raises
+        ------
+        ValueError
+            For a bad size or alignment.
+        MemoryError
+            When memory is refused; the allocator is then unchanged but for its
+            ``failed`` counter.
+        RuntimeError
+            From another thread, or after :meth:`close`.
+
+        Notes
+        -----
+        Thread-safety: the cache's own thread only (RuntimeError from any other).
+        """
         cdef SegFit s = self.owner
         cdef object n = PyNumber_Index(nbytes)
         cdef size_t size, a, k
@@ -234,8 +360,24 @@ cdef class SegFitCache:
 
     def free(self, handle):
         """Free a block of the allocator (whichever cache or call made it) into this cache.
-        ValueError for a stale, foreign or already freed handle, BufferError while a view
-        of it is alive; nothing changes then."""
+
+        Parameters
+        ----------
+        handle : int
+
+        Raises
+        ------
+        ValueError
+            For a stale, foreign or already freed handle.
+        BufferError
+            While a view of it is alive.
+        RuntimeError
+            From another thread, or after :meth:`close`.
+
+        Notes
+        -----
+        Nothing changes when it raises. Thread-safety: the cache's own thread only (RuntimeError from any other).
+        """
         cdef SegFit s = self.owner
         cdef Py_ssize_t slot
         cdef size_t size, a
@@ -251,12 +393,27 @@ cdef class SegFitCache:
         self._publish(dod_segfit_class_for(size, a))
 
     def flush(self):
-        """Give every cached block back to its class (one CAS per non-empty bin)."""
+        """Give every cached block back to its class (one CAS per non-empty bin).
+
+        Raises
+        ------
+        RuntimeError
+            From another thread, or after :meth:`close`.
+
+        Notes
+        -----
+        Thread-safety: the cache's own thread only (RuntimeError from any other).
+        """
         self._mine()
         dod_segfit_cache_flush(&self.engine)
 
     def close(self):
-        """Flush and refuse further use (RuntimeError)."""
+        """Flush and refuse further use (RuntimeError from then on).
+
+        Notes
+        -----
+        Thread-safety: the cache's own thread only (RuntimeError from any other).
+        """
         self.flush()
         self._closed = True
 
@@ -277,7 +434,17 @@ cdef class SegFitCache:
         return total
 
     def limits(self):
-        """{class size: most blocks its bin keeps} for every cached class."""
+        """The most blocks each cached class's bin keeps.
+
+        Returns
+        -------
+        dict
+            ``{class size: most blocks its bin keeps}`` for every cached class.
+
+        Notes
+        -----
+        Thread-safety: the cache's own thread only (RuntimeError from any other).
+        """
         return {dod_segfit_class_size(k): self.engine.bins[k].limit for k in range(DOD_SEGFIT_CACHED)}
 
     @property
@@ -290,10 +457,12 @@ cdef class SegFitCache:
 
     @property
     def refills(self):
+        """Chains taken from the class pools (one CAS each) or growths, all bins."""
         return self.engine.refills
 
     @property
     def spills(self):
+        """Chains given back because a bin was full (one CAS each), all bins."""
         return self.engine.spills
 
     def __repr__(self):

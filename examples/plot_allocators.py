@@ -23,7 +23,7 @@ fig, ax = plt.subplots(figsize=(8, 4))
 ax.barh([r.name for r in rows], [r.value for r in rows], color="tab:blue")
 ax.invert_yaxis()
 ax.set_xlabel("ns per record (median; lower is better)")
-ax.set_title("1000 records of 32 bytes per frame: allocate, write, release all")
+ax.set_title("1000 x 32-byte records a frame: allocate, write, release")
 fig.tight_layout()
 
 # %%

@@ -18,6 +18,7 @@ SECTIONS = ["arena", "pool", "freelist", "table", "atomic", "concurrent", "numpy
 
 @dataclass
 class Row:
+    """One line of a benchmark table: a per-operation cost in `unit`, with a note."""
     name: str
     value: float            # per-operation cost, in `unit`
     unit: str = "ns"
@@ -26,6 +27,11 @@ class Row:
 
 @dataclass
 class Section:
+    """One benchmark table: rows compared against the `baseline` row measured in the same run.
+
+    ``per`` names what one operation is ("record", "pair", "frame"...);
+    ``goal`` states the goal the rows are measured against.
+    """
     title: str
     baseline: str           # name of the row the others are compared against
     rows: list = field(default_factory=list)
@@ -33,10 +39,12 @@ class Section:
     goal: str = ""          # the goal, as the issue states it
 
     def add(self, name, value, unit="ns", note=""):
+        """Append a Row; returns `value`."""
         self.rows.append(Row(name, value, unit, note))
         return value
 
     def value(self, name):
+        """The value of the row called `name` (KeyError if there is none)."""
         for row in self.rows:
             if row.name == name:
                 return row.value

@@ -19,6 +19,9 @@ def _python_columns(fn, frames):
 
 
 def run(quick=False):
+    """The arena section of ``python -m dod.bench``: a list of Sections (records per
+    frame, struct of arrays, from Python), each against its baseline measured in the
+    same run. ``quick``: fewer frames and repeats (noisier)."""
     repeat = 3 if quick else 9
     frames = 2000 if quick else 20000
     arena = Arena(1 << 20)

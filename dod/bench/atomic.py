@@ -69,6 +69,9 @@ def overhead(count=1_000_000, size=64):
 
 
 def run(quick=False):
+    """The atomic-arena section of ``python -m dod.bench``: Sections of allocate+free
+    timings at the thread counts of :func:`dod.bench.thread_counts`. ``quick``: fewer
+    repeats."""
     from dod.bench import _atomic_kernels as K
 
     threads = thread_counts()

@@ -113,6 +113,10 @@ def _l1d_note(row):
 
 
 def run(quick=False):
+    """The concurrent-allocators section of ``python -m dod.bench``: for the random-
+    classes and single-class patterns, the scaling of each allocator at every thread
+    count (:func:`scaling`), and the metadata overhead (:func:`overhead`). ``quick``:
+    fewer iterations."""
     threads = thread_counts()
     load = (f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores: "
             "threads beyond the idle cores are time-sliced, not concurrent")

@@ -6,6 +6,8 @@ from dod.bench import Section, median_of
 
 
 def run(quick=False):
+    """The free-list section of ``python -m dod.bench``: a list of Sections, each
+    against its baseline measured in the same run. ``quick``: fewer repeats."""
     from dod.bench import _pool_kernels as K
     from dod.freelist import FreeList
     from dod.pool import Pool

@@ -64,6 +64,7 @@ void *mmap(void *a, size_t n, int p, int f, int fd, off_t o) {
 
 
 def faults():
+    """Minor page faults of this process so far (``getrusage``)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
@@ -178,6 +179,9 @@ def with_counter(module, quick):
 
 
 def note(r, counted):
+    """The note column of a row: page faults per tick, and malloc and mmap calls per
+    tick when they were `counted`, fallbacks and served allocations when the result
+    has them."""
     parts = [f"{r['faults']:.1f} page faults/tick"]
     if counted:
         parts.append(f"{r['malloc']:.0f} malloc calls/tick, {r['mmap']:.1f} mmap/tick")
@@ -189,6 +193,9 @@ def note(r, counted):
 
 
 def run(quick=False):
+    """The numpy-memory section of ``python -m dod.bench``: a list of Sections, with
+    page faults (and malloc/mmap calls, where a counter could be loaded) in their
+    notes. ``quick``: fewer ticks."""
     res = with_counter("dod.bench.numpy_memory", quick)
     if res is None:
         res = measure(quick)

@@ -48,6 +48,8 @@ def py_churn(live0, frames, born, seed):
 
 
 def py_throughput(count, frames):
+    """Nanoseconds to create and drop `count` :class:`Particle` objects, `frames` times
+    (the plain-Python baseline)."""
     t0 = time.perf_counter_ns()
     for _ in range(frames):
         live = [Particle(k) for k in range(count)]
@@ -56,6 +58,7 @@ def py_throughput(count, frames):
 
 
 def py_face_pairs(pool, n):
+    """Nanoseconds for `n` acquire+release pairs through the pool's Python face."""
     acquire, release = pool.acquire, pool.release
     t0 = time.perf_counter_ns()
     for _ in range(n):
@@ -64,6 +67,8 @@ def py_face_pairs(pool, n):
 
 
 def run(quick=False):
+    """The pool section of ``python -m dod.bench``: a list of Sections, each against its
+    baseline measured in the same run. ``quick``: fewer repeats."""
     from dod.bench import _pool_kernels as K
     from dod.pool import Pool
 

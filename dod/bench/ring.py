@@ -166,6 +166,9 @@ def allocated_bytes_per_item(kind, n=2000):
 
 
 def run(quick=False):
+    """The ring section of ``python -m dod.bench``: the hand-off of a scan through a
+    ring against queue.Queue, on one thread and between two, and the bytes allocated
+    per item. ``quick``: fewer items."""
     rep = 3 if quick else 5
     n_py = 5_000 if quick else 20_000
     n_c = 200_000 if quick else 1_000_000

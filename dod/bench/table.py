@@ -19,6 +19,8 @@ PARTICLE_DTYPE = np.dtype([(f, np.float32) for f in FIELDS[:-1]] + [("flags", np
 
 
 def particle_schema(zero=True):
+    """The benchmark's particle Schema, one column per field of PARTICLE_DTYPE;
+    ``zero``: whether inserts clear the columns."""
     from dod.table import Column, Schema
 
     return Schema([Column(PARTICLE_DTYPE[f], zero=zero, name=f) for f in FIELDS])
@@ -97,6 +99,7 @@ def insert_structured(cols, frames):
 
 
 def scan_objects(objs, reps):
+    """Nanoseconds to sum ``p.x`` over the objects `objs`, `reps` times."""
     t0 = time.perf_counter_ns()
     for _ in range(reps):
         s = 0.0
@@ -106,6 +109,7 @@ def scan_objects(objs, reps):
 
 
 def scan_numpy(arr, reps):
+    """Nanoseconds to sum the array `arr`, `reps` times."""
     t0 = time.perf_counter_ns()
     for _ in range(reps):
         arr.sum()
@@ -113,6 +117,7 @@ def scan_numpy(arr, reps):
 
 
 def scan_table_python(table, reps):
+    """Nanoseconds to sum the table's ``x`` column from Python, `reps` times."""
     t0 = time.perf_counter_ns()
     for _ in range(reps):
         table["x"].sum()
@@ -146,6 +151,7 @@ def py_churn(live0, frames, born, seed):
 
 
 def export_capsules(table, reps):
+    """Nanoseconds for `reps` calls of ``table.__arrow_c_array__()``."""
     f = table.__arrow_c_array__
     t0 = time.perf_counter_ns()
     for _ in range(reps):
@@ -154,6 +160,7 @@ def export_capsules(table, reps):
 
 
 def export_stream(table, reps):
+    """Nanoseconds for `reps` calls of ``table.__arrow_c_stream__()``."""
     f = table.__arrow_c_stream__
     t0 = time.perf_counter_ns()
     for _ in range(reps):
@@ -162,6 +169,8 @@ def export_stream(table, reps):
 
 
 def pyarrow_from_table(pa, table, reps):
+    """Nanoseconds for `reps` calls of ``pa.record_batch(table)`` (zero copy, through
+    the PyCapsule interface)."""
     t0 = time.perf_counter_ns()
     for _ in range(reps):
         pa.record_batch(table)
@@ -169,6 +178,8 @@ def pyarrow_from_table(pa, table, reps):
 
 
 def pyarrow_from_numpy(pa, cols, reps):
+    """Nanoseconds for `reps` calls of ``pa.record_batch`` from the numpy arrays `cols`
+    (a dict name -> array)."""
     names = list(cols)
     arrays = list(cols.values())
     t0 = time.perf_counter_ns()
@@ -181,6 +192,8 @@ def pyarrow_from_numpy(pa, cols, reps):
 
 
 def run(quick=False):
+    """The table section of ``python -m dod.bench``: a list of Sections, each against
+    its baseline measured in the same run. ``quick``: fewer repeats."""
     from dod.bench import _table_kernels as K
     from dod.table import Table
 

@@ -83,6 +83,8 @@ def _over(value, floor):
 # ---------------------------------------------------------------- sections
 
 def bench_frame(quick):
+    """The GPU-frame Section: the arena frame against the allocating one (needs CuPy and
+    a GPU). ``quick``: fewer frames."""
     from dod.cuda.frame import ArenaFrame, allocating_frame, sorted_hits
 
     cp = require_device()
@@ -119,6 +121,8 @@ def bench_frame(quick):
 
 
 def bench_in_kernel(quick):
+    """The in-kernel allocation Section: arena pushes against device malloc (needs CuPy
+    and a GPU). ``quick``: fewer iterations."""
     cp = require_device()
     from dod.cuda.device_arena import DeviceArena
 
@@ -171,6 +175,8 @@ def bench_in_kernel(quick):
 
 
 def bench_columns(quick):
+    """The host-side columns Section: bump allocation over one device buffer against
+    cudaMalloc/cudaFree (needs CuPy and a GPU). ``quick``: fewer iterations."""
     cp = require_device()
     from dod.cuda.device_arena import DeviceArena
 
@@ -274,6 +280,7 @@ SECTIONS = {"frame": bench_frame, "in-kernel": bench_in_kernel, "columns": bench
 
 
 def device_line():
+    """A one-line description of the current CUDA device, for the report's header."""
     cp = require_device()
     rt = cp.cuda.runtime
     dev = rt.getDevice()
@@ -290,6 +297,8 @@ def device_line():
 
 
 def main(argv=None):
+    """``python -m dod.cuda.bench``: parse `argv`, run the sections and print their
+    tables; returns the exit status."""
     p = argparse.ArgumentParser(prog="python -m dod.cuda.bench", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="fewer repetitions (noisier)")
     p.add_argument("--only", nargs="*", choices=list(SECTIONS), help="run only these sections")

@@ -88,7 +88,19 @@ def read_pushes(buffer, dtype, push_capacity):
 
 
 class DeviceMark:
-    """A position in a :class:`DeviceArena`'s carve region, from :meth:`DeviceArena.mark`."""
+    """A position in a :class:`DeviceArena`'s carve region, from :meth:`DeviceArena.mark`.
+
+    Parameters
+    ----------
+    arena : DeviceArena
+        The arena it belongs to.
+    position : int
+        Bytes carved when it was taken.
+
+    Notes
+    -----
+    Thread-safety: a plain value.
+    """
 
     __slots__ = ("arena", "position")
 
@@ -125,10 +137,23 @@ class DeviceArena:
         Where the arena enqueues its memsets and copies; the current CuPy
         stream at each call when None.
 
-    One ``cudaMalloc`` of 256 + push_capacity + capacity bytes (rounded) on the
-    current device, made here. Raises TypeError/ValueError for bad sizes (before
-    any CUDA call), ImportError without CuPy, RuntimeError without a device,
-    CuPy's OutOfMemoryError when the device refuses the memory.
+    Raises
+    ------
+    TypeError, ValueError
+        For bad sizes (before any CUDA call).
+    ImportError
+        Without CuPy.
+    RuntimeError
+        Without a device.
+    cupy.cuda.memory.OutOfMemoryError
+        When the device refuses the memory.
+
+    Notes
+    -----
+    One ``cudaMalloc`` of 256 + push_capacity + capacity bytes (rounded) on
+    the current device, made here. Thread-safety: one host thread at a
+    time, as :class:`dod.arena.Arena`; kernels may push concurrently from
+    any number of device threads.
     """
 
     def __init__(self, capacity, *, push_capacity=0, stream=None):
@@ -174,33 +199,94 @@ class DeviceArena:
         return cuda.MemoryPointer(mem, 0)
 
     def empty(self, shape, dtype=float, *, align=None):
-        """A new uninitialised CuPy array carved from the carve region.
+        """A new uninitialised CuPy array carved from the carve region. No CUDA call is made.
 
-        ``align`` is a power of two up to 256 (default 256). Raises MemoryError
-        when the region is exhausted, TypeError for object or unsized dtypes,
-        ValueError for negative dimensions or a bad alignment; a failed call
-        changes nothing but the ``failed`` counter. No CUDA call is made.
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : numpy dtype, default float
+        align : int, optional
+            A power of two up to 256 (default 256).
+
+        Returns
+        -------
+        cupy.ndarray
+
+        Raises
+        ------
+        MemoryError
+            When the region is exhausted.
+        TypeError
+            For object or unsized dtypes.
+        ValueError
+            For negative dimensions or a bad alignment.
+
+        Notes
+        -----
+        A failed call changes nothing but the ``failed`` counter. Thread-safety: one host thread at a time (kernels may push concurrently from any number of device threads).
         """
         dims, dt, nbytes = array_request(shape, dtype)
         a = check_align(align, max(_CARVE_ALIGN, dt.alignment), _MAX_ALIGN)
         return self._cp.ndarray(dims, dtype=dt, memptr=self._memptr(nbytes, a))
 
     def zeros(self, shape, dtype=float, *, align=None, stream=None):
-        """As :meth:`empty`, zeroed by a ``cudaMemsetAsync`` on the stream."""
+        """As :meth:`empty`, zeroed by a ``cudaMemsetAsync`` on the stream.
+
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : numpy dtype, default float
+        align : int, optional
+        stream : cupy.cuda.Stream, optional
+            Default: the arena's :attr:`stream`.
+
+        Returns
+        -------
+        cupy.ndarray
+
+        Raises
+        ------
+        MemoryError, TypeError, ValueError
+            As :meth:`empty`.
+
+        Notes
+        -----
+        Thread-safety: one host thread at a time (kernels may push concurrently from any number of device threads).
+        """
         arr = self.empty(shape, dtype, align=align)
         if arr.nbytes:
             self._cp.cuda.runtime.memsetAsync(arr.data.ptr, 0, arr.nbytes, self._stream_ptr(stream))
         return arr
 
     def upload(self, host, *, stream=None, align=None):
-        """A device copy of numpy array `host`, carved here; the copy is a
-        ``cudaMemcpyAsync`` on the stream.
+        """A device copy of numpy array `host`, carved here; the copy is a ``cudaMemcpyAsync`` on the stream.
 
-        Asynchronous for page-locked `host` (a :class:`~dod.cuda.PinnedArena`
-        array): the caller keeps it alive and unchanged until the stream has
-        run the copy (the frame's one sync). Pageable memory is staged by CUDA
-        before this returns. Non-contiguous input is copied to a contiguous
-        temporary first (pageable, so that is safe).
+        Parameters
+        ----------
+        host : numpy.ndarray
+            Asynchronous for page-locked `host` (a :class:`~dod.cuda.PinnedArena`
+            array): the caller keeps it alive and unchanged until the stream has
+            run the copy (the frame's one sync). Pageable memory is staged by CUDA
+            before this returns. Non-contiguous input is copied to a contiguous
+            temporary first (pageable, so that is safe).
+        stream : cupy.cuda.Stream, optional
+            Default: the arena's :attr:`stream`.
+        align : int, optional
+
+        Returns
+        -------
+        cupy.ndarray
+
+        Raises
+        ------
+        TypeError
+            For anything but a numpy array.
+        MemoryError, ValueError
+            As :meth:`empty`.
+
+        Notes
+        -----
+        Thread-safety: one host thread at a time (kernels may push concurrently from any number of device threads).
         """
         if not isinstance(host, np.ndarray):
             raise TypeError(f"upload() takes a numpy array, got {type(host).__name__}")
@@ -213,15 +299,40 @@ class DeviceArena:
         return arr
 
     def mark(self):
-        """The carve region's current position, to :meth:`rewind` to later."""
+        """The carve region's current position, to :meth:`rewind` to later.
+
+        Returns
+        -------
+        DeviceMark
+
+        Notes
+        -----
+        Thread-safety: one host thread at a time (kernels may push concurrently from any number of device threads).
+        """
         return DeviceMark(self, self._bump.used)
 
     def rewind(self, mark, *, unchecked=False):
         """Release everything carved after `mark`.
 
-        ValueError for a mark of another arena or one beyond the current
-        position, BufferError while an array carved after it is alive (unless
-        ``unchecked``). Nothing changes when it raises.
+        Parameters
+        ----------
+        mark : DeviceMark
+            From :meth:`mark` on this arena.
+        unchecked : bool, default False
+            Rewind even while arrays carved after the mark are alive.
+
+        Raises
+        ------
+        TypeError
+            For anything but a DeviceMark.
+        ValueError
+            For a mark of another arena or one beyond the current position.
+        BufferError
+            While an array carved after it is alive (unless ``unchecked``).
+
+        Notes
+        -----
+        Nothing changes when it raises. Thread-safety: one host thread at a time (kernels may push concurrently from any number of device threads).
         """
         if not isinstance(mark, DeviceMark):
             raise TypeError(f"rewind() takes a DeviceMark from mark(), got {type(mark).__name__}")
@@ -232,7 +343,13 @@ class DeviceArena:
     def scope(self):
         """``with arena.scope() as s:`` routes CuPy's own allocations to this arena.
 
-        See :class:`AllocatorScope`.
+        Returns
+        -------
+        AllocatorScope
+
+        Notes
+        -----
+        Thread-safety: one host thread at a time (kernels may push concurrently from any number of device threads). See :class:`AllocatorScope`.
         """
         return AllocatorScope(self)
 
@@ -247,8 +364,22 @@ class DeviceArena:
     def reset_pushes(self, *, stream=None, unchecked=False):
         """Forget every push: one 8-byte ``cudaMemsetAsync`` of ``used`` on the stream.
 
-        BufferError (nothing enqueued) while a view from :meth:`push_region`
-        is alive, unless ``unchecked``.
+        Parameters
+        ----------
+        stream : cupy.cuda.Stream, optional
+            Default: the arena's :attr:`stream`.
+        unchecked : bool, default False
+            Reset even while a view from :meth:`push_region` is alive.
+
+        Raises
+        ------
+        BufferError
+            While a view from :meth:`push_region` is alive (nothing enqueued),
+            unless ``unchecked``.
+
+        Notes
+        -----
+        Thread-safety: one host thread at a time (kernels may push concurrently from any number of device threads).
         """
         if not unchecked and len(self._push_views):
             raise BufferError("views of the push region (from push_region()) are still alive; delete them "
@@ -258,8 +389,22 @@ class DeviceArena:
     def reset(self, *, stream=None, unchecked=False):
         """Release all carved arrays and forget every push (one 8-byte memset).
 
-        BufferError, and no change, while a carved array or a push_region() view is
-        alive, unless ``unchecked``.
+        Parameters
+        ----------
+        stream : cupy.cuda.Stream, optional
+            Default: the arena's :attr:`stream`.
+        unchecked : bool, default False
+            Reset even while arrays or push-region views are alive.
+
+        Raises
+        ------
+        BufferError
+            While a carved array or a push_region() view is alive (no change),
+            unless ``unchecked``.
+
+        Notes
+        -----
+        Thread-safety: one host thread at a time (kernels may push concurrently from any number of device threads).
         """
         if not unchecked:
             pinned = self._bump.pinned_above(0)
@@ -273,9 +418,22 @@ class DeviceArena:
     def pushed(self, *, stream=None):
         """Bytes kernels asked for since the last reset, failed pushes included.
 
-        Synchronises the stream and reads the header (a small blocking copy):
-        for tests and diagnostics. The frame reads it asynchronously with
+        Synchronises the stream and reads the header (a small blocking copy): for
+        tests and diagnostics. The frame reads it asynchronously with
         :meth:`download_pushes`.
+
+        Parameters
+        ----------
+        stream : cupy.cuda.Stream, optional
+            Default: the arena's :attr:`stream`.
+
+        Returns
+        -------
+        int
+
+        Notes
+        -----
+        Thread-safety: one host thread at a time (kernels may push concurrently from any number of device threads).
         """
         s = stream if stream is not None else self.stream
         s.synchronize()
@@ -283,17 +441,51 @@ class DeviceArena:
         return int(self._readback[0])
 
     def overflowed(self, *, stream=None):
-        """True when kernels asked for more than the push region holds (synchronises)."""
+        """Whether kernels asked for more than the push region holds (synchronises).
+
+        Parameters
+        ----------
+        stream : cupy.cuda.Stream, optional
+            Default: the arena's :attr:`stream`.
+
+        Returns
+        -------
+        bool
+
+        Notes
+        -----
+        Thread-safety: one host thread at a time (kernels may push concurrently from any number of device threads).
+        """
         return self.pushed(stream=stream) > self._push_capacity
 
     def pushes(self, dtype, *, stream=None):
-        """The pushed records, copied to the host as a numpy array of `dtype`
-        (synchronises; for tests and diagnostics).
+        """The pushed records, copied to the host (synchronises; for tests and diagnostics).
 
-        ``dtype``'s size must be a multiple of 16 (PUSH_GRANULE), so that
-        records lie back to back; structured dtypes are fine (the copy is a
-        plain numpy array, which CuPy arrays of structured dtypes are not
-        reliably). Only records that fit the push region are included.
+        Only records that fit the push region are included.
+
+        Parameters
+        ----------
+        dtype : numpy dtype
+            Its size must be a multiple of 16 (PUSH_GRANULE), so that records lie
+            back to back; structured dtypes are fine (the copy is a plain numpy
+            array, which CuPy arrays of structured dtypes are not reliably).
+        stream : cupy.cuda.Stream, optional
+            Default: the arena's :attr:`stream`.
+
+        Returns
+        -------
+        numpy.ndarray
+
+        Raises
+        ------
+        TypeError
+            For something that is not a dtype.
+        ValueError
+            For a dtype whose size is not a multiple of 16.
+
+        Notes
+        -----
+        Thread-safety: one host thread at a time (kernels may push concurrently from any number of device threads).
         """
         dt = record_dtype(dtype)
         count = min(self.pushed(stream=stream), self._push_capacity) // dt.itemsize
@@ -303,11 +495,24 @@ class DeviceArena:
         return out
 
     def push_region(self, *, stream=None):
-        """The pushed bytes as a CuPy ``uint8`` array over the push region (no copy;
-        synchronises to read ``used``). ``.view(dtype)`` it for plain dtypes.
+        """The pushed bytes as a CuPy ``uint8`` array over the push region (no copy).
 
-        The view keeps the arena alive and blocks a checked
-        :meth:`reset_pushes` or :meth:`reset` while it lives.
+        Synchronises to read ``used``. ``.view(dtype)`` it for plain dtypes.
+
+        Parameters
+        ----------
+        stream : cupy.cuda.Stream, optional
+            Default: the arena's :attr:`stream`.
+
+        Returns
+        -------
+        cupy.ndarray
+            It keeps the arena alive and blocks a checked :meth:`reset_pushes` or
+            :meth:`reset` while it lives.
+
+        Notes
+        -----
+        Thread-safety: one host thread at a time (kernels may push concurrently from any number of device threads).
         """
         nbytes = min(self.pushed(stream=stream), self._push_capacity)
         lease = _PushLease(self)
@@ -319,11 +524,29 @@ class DeviceArena:
     def download_pushes(self, out, *, stream=None):
         """Enqueue one async copy of the header and the push region into `out`.
 
-        `out` is a writable C-contiguous numpy array (page-locked, e.g. from a
-        :class:`~dod.cuda.PinnedArena`, for the copy to be asynchronous) of at
-        least HEADER_BYTES bytes; ``min(out.nbytes, HEADER_BYTES + push_capacity)``
-        bytes are copied. After the stream is synchronised,
-        :meth:`pushes_from` reads the records out of `out`.
+        ``min(out.nbytes, HEADER_BYTES + push_capacity)`` bytes are copied. After
+        the stream is synchronised, :meth:`pushes_from` reads the records out of
+        `out`.
+
+        Parameters
+        ----------
+        out : numpy.ndarray
+            Writable and C-contiguous (page-locked, e.g. from a
+            :class:`~dod.cuda.PinnedArena`, for the copy to be asynchronous), of at
+            least HEADER_BYTES bytes.
+        stream : cupy.cuda.Stream, optional
+            Default: the arena's :attr:`stream`.
+
+        Raises
+        ------
+        TypeError
+            For anything but a writable C-contiguous numpy array.
+        ValueError
+            For fewer than HEADER_BYTES bytes.
+
+        Notes
+        -----
+        Thread-safety: one host thread at a time (kernels may push concurrently from any number of device threads).
         """
         if not isinstance(out, np.ndarray) or not out.flags.c_contiguous or not out.flags.writeable:
             raise TypeError("download_pushes() needs a writable C-contiguous numpy array")
@@ -333,10 +556,26 @@ class DeviceArena:
         self._cp.cuda.runtime.memcpyAsync(out.ctypes.data, self._base, n, _D2H, self._stream_ptr(stream))
 
     def pushes_from(self, out, dtype):
-        """(records, asked): the records of `dtype` in a buffer filled by
-        :meth:`download_pushes` (a numpy view of `out`), and the bytes asked
-        for (more than ``push_capacity`` when the region overflowed).
-        No CUDA call: synchronise the stream first."""
+        """The records in a buffer filled by :meth:`download_pushes`. No CUDA call: synchronise the stream first.
+
+        Parameters
+        ----------
+        out : numpy.ndarray
+            The buffer given to :meth:`download_pushes`.
+        dtype : numpy dtype
+            As for :meth:`pushes`.
+
+        Returns
+        -------
+        tuple
+            ``(records, asked)``: the records of `dtype` (a numpy view of `out`),
+            and the bytes asked for (more than ``push_capacity`` when the region
+            overflowed).
+
+        Notes
+        -----
+        Thread-safety: one host thread at a time (kernels may push concurrently from any number of device threads).
+        """
         return read_pushes(out, dtype, self._push_capacity)
 
     # -------------------------------------------------------- statistics
@@ -358,6 +597,7 @@ class DeviceArena:
 
     @property
     def available(self):
+        """Bytes of the carve region not yet carved (before padding)."""
         return self._bump.capacity - self._bump.used
 
     @property
@@ -391,7 +631,16 @@ class DeviceArena:
         return HEADER_BYTES + self._push_capacity + self._bump.capacity
 
     def stats(self):
-        """The common statistics as a dict (carve region; push_capacity beside)."""
+        """The common statistics as a dict (carve region; push_capacity beside).
+
+        Returns
+        -------
+        dict
+
+        Notes
+        -----
+        Thread-safety: one host thread at a time (kernels may push concurrently from any number of device threads).
+        """
         return {
             "capacity": self.capacity,
             "used": self.used,

@@ -259,6 +259,37 @@ cdef class Tracker:
     The tracker owns its table: read it (views, handles, Arrow export), but
     do not insert, remove or write rows yourself.
 
+    Parameters
+    ----------
+    config : TrackerConfig, optional
+        The model, gating and management settings (defaults if None).
+    scratch : Arena, optional
+        Where each tick's temporaries come from; by default the tracker's
+        own arena of :func:`scratch_bytes`.
+    **overrides
+        Fields of :class:`~dod.tracker.TrackerConfig` that replace those of
+        `config`.
+
+    Attributes
+    ----------
+    table : dod.table.Table
+        The tracks, one row each.
+    singles : dod.table.Table
+        Detections waiting for a partner (two-point initiation).
+    scratch : dod.arena.Arena
+        Per-tick temporaries (mark and rewind each tick).
+    config : TrackerConfig
+        The settings in force.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For a bad config or override (as :class:`~dod.tracker.TrackerConfig`).
+    MemoryError
+        When the table or the scratch cannot be allocated.
+
+    Notes
+    -----
     Thread-safety: one thread at a time. tick() releases the GIL while it
     runs, so other Python threads run meanwhile. A second tick() of the same
     tracker from another thread raises RuntimeError; other threads must not
@@ -398,11 +429,26 @@ cdef class Tracker:
         self.engine.profile = bool(value)
 
     def read_profile(self, cnp.ndarray out not None):
-        """Write the latest tick's profile into `out` (float64, contiguous, at
-        least 2 * len(PASS_NAMES) elements): each pass's wall time in ms in
-        PASS_NAMES order, then each pass's idle ms (last_profile's numbers;
-        zeros for a tick with profile off). Reading it allocates nothing: a
-        loop can sum it every tick. TypeError/ValueError otherwise."""
+        """Write the latest tick's profile into `out`, allocating nothing.
+
+        Each pass's wall time in ms in PASS_NAMES order, then each pass's idle
+        ms (:meth:`last_profile`'s numbers; zeros for a tick with profile off).
+        A loop can sum it every tick.
+
+        Parameters
+        ----------
+        out : numpy.ndarray
+            float64, contiguous, at least ``2 * len(PASS_NAMES)`` elements.
+
+        Raises
+        ------
+        TypeError, ValueError
+            For another dtype, layout or a shorter array.
+
+        Notes
+        -----
+        Thread-safety: a reader; safe while no tick runs (during a tick the values may be mid-update).
+        """
         cdef double* o
         cdef int p
         input_array(out, np.float64, "out", -1, None, "out")    # native, aligned, contiguous, writable
@@ -414,21 +460,29 @@ cdef class Tracker:
             o[DOD_TICK_PASSES + p] = self.engine.prof.idle_ns[p] / 1e6
 
     def last_profile(self):
-        """Where the latest tick's time went: {pass: (wall_ms, idle_ms)} in
-        PASS_NAMES order, or None when that tick ran with profile off (or
-        there was none).
+        """Where the latest tick's time went.
 
-        wall_ms is the calling thread's wall-clock time in the pass (the
-        passes add up to the tick, less the call's own checks). idle_ms is
-        the sum over the workers of their time waiting inside the pass's
-        row-chunk regions: each region's wall time times its threads, less
-        each worker's time from its entry to the end of its last chunk
-        (start-up, waiting for the slowest chunk, the closing barrier, and
-        in the predict pass a worker's wait for the detection index); 0.0
-        for a serial pass. The other regions (the index's build and drop in
-        parts, union-find and the cluster solve, the births' order,
-        confirmed_first's swaps) count in wall_ms only. "sort" is 0.0 except in a
-        tick that ran the spatial sort (sort_every)."""
+        wall_ms is the calling thread's wall-clock time in the pass (the passes
+        add up to the tick, less the call's own checks). idle_ms is the sum over
+        the workers of their time waiting inside the pass's row-chunk regions:
+        each region's wall time times its threads, less each worker's time from
+        its entry to the end of its last chunk (start-up, waiting for the
+        slowest chunk, the closing barrier, and in the predict pass a worker's
+        wait for the detection index); 0.0 for a serial pass. The other regions
+        (the index's build and drop in parts, union-find and the cluster solve,
+        the births' order, confirmed_first's swaps) count in wall_ms only.
+        "sort" is 0.0 except in a tick that ran the spatial sort (sort_every).
+
+        Returns
+        -------
+        dict or None
+            ``{pass: (wall_ms, idle_ms)}`` in PASS_NAMES order, or None when that
+            tick ran with profile off (or there was none).
+
+        Notes
+        -----
+        Thread-safety: a reader; safe while no tick runs (during a tick the values may be mid-update).
+        """
         cdef int p
         cdef int64_t total = 0
         for p in range(DOD_TICK_PASSES):
@@ -439,29 +493,48 @@ cdef class Tracker:
                 for p in range(DOD_TICK_PASSES)}
 
     def prefault(self, threads=None):
-        """Fault in every page a tick can touch; returns the bytes of pages touched.
+        """Fault in every page a tick can touch.
 
-        That is the table at its full ``capacity`` (and the two-point
-        waiting table), the scratch arena (all of it: a tick's temporaries
-        at the worst case, :func:`scratch_bytes`) and each worker's arena.
-        Without it those pages are touched for the first time by whichever
-        tick first reaches them: a page fault inside the deadline, and RSS
-        that rises with the table's peak row count and the scratch's
-        high-water mark for minutes (bounded by the capacity, but not flat).
-        With it RSS is the worst case from the start and stays there. Call it
-        once, before the loop (the demo does, unless ``--no-prefault``).
-        Contents do not change. RuntimeError while a tick runs in another
-        thread (and a tick is refused while this runs); MemoryError when the
-        system cannot back the pages (part may be resident, nothing else
-        changes).
+        That is the table at its full ``capacity`` (and the two-point waiting
+        table), the scratch arena (all of it: a tick's temporaries at the worst
+        case, :func:`scratch_bytes`) and each worker's arena. Without it those
+        pages are touched for the first time by whichever tick first reaches
+        them: a page fault inside the deadline, and RSS that rises with the
+        table's peak row count and the scratch's high-water mark for minutes
+        (bounded by the capacity, but not flat). With it RSS is the worst case
+        from the start and stays there. Call it once, before the loop (the demo
+        does, unless ``--no-prefault``). Contents do not change.
 
-        `threads` (default: the tracker's ``threads``; an int in [1, 256])
-        fault the pages in over that many threads, 64 MiB at a time
-        (:func:`dod.pages.prefault`: the calling thread and threads started
-        for the call, joined before it returns): where the system backs
-        fresh pages slowly (a VM whose host must back them too: 4 GiB took
-        21-28 s on one thread there, 14-16 on two) more threads take less
-        time. The same pages and the same bytes at any count.
+        Parameters
+        ----------
+        threads : int, optional
+            Default: the tracker's ``threads``; an int in [1, 256]. The pages are
+            faulted in over that many threads, 64 MiB at a time
+            (:func:`dod.pages.prefault`: the calling thread and threads started
+            for the call, joined before it returns): where the system backs
+            fresh pages slowly (a VM whose host must back them too: 4 GiB took
+            21-28 s on one thread there, 14-16 on two) more threads take less
+            time. The same pages and the same bytes at any count.
+
+        Returns
+        -------
+        int
+            The bytes of pages touched.
+
+        Raises
+        ------
+        ValueError
+            For `threads`.
+        RuntimeError
+            While a tick runs in another thread (and a tick is refused while this
+            runs).
+        MemoryError
+            When the system cannot back the pages (part may be resident, nothing
+            else changes).
+
+        Notes
+        -----
+        Thread-safety: one thread at a time, not while a tick runs in another thread.
         """
         cdef int nt
         cdef size_t n, total = 0
@@ -494,33 +567,54 @@ cdef class Tracker:
     def tick(self, detections, double dt, sensor=None):
         """Advance all tracks by `dt` seconds and fold in one scan of detections.
 
-        `detections`: an array of shape (k, dim) (k may be 0), read in place
-        when it is native-endian, aligned, C-contiguous float64; anything
-        else numeric (another real dtype, byte-swapped, misaligned or
-        strided, an array-like) is first copied into one new float64 array
-        (dod._ndarray.input_array): Cartesian positions, or with ``sensor`` (a
-        :class:`dod.tracker.Sensor`: its position and noise for this scan)
-        range-bearing measurements (range, bearing[, elevation]) in metres
-        and radians, bearing from the x axis towards y, elevation above the
-        x-y plane; scans of several sensors may follow each other in time
-        order. Such a scan is folded in by an extended Kalman update
-        (dod/tracker/measurement.pxd), gated in measurement space, and
-        starts tracks at the converted positions with the converted
-        covariance. Rows with NaN or inf (range-bearing: also a negative
-        range or an elevation outside [-pi/2, pi/2]) are dropped and
-        counted (``invalid``). TypeError for None, Python objects or a
-        non-numeric dtype, ValueError for another shape (0-d included).
-        TypeError for a sensor that is not a Sensor;
-        ValueError for a sensor of the other dimension, non-finite position
-        or non-positive noise, or with initiation="two_point" (not
-        supported with range-bearing scans). With
-        more than ``max_detections`` rows, overflow="error" raises ValueError
-        and overflow="drop" uses the first max_detections (the rest counted
-        in ``overflow``). Raises TypeError/ValueError for wrong detections
-        (as above) or dt (not finite and > 0) before anything changes;
-        MemoryError when a caller-supplied scratch arena cannot hold the
-        tick's temporaries (nothing changed). Allocates nothing for
-        conforming input.
+        One nogil call; allocates nothing for conforming input.
+
+        Parameters
+        ----------
+        detections : array_like
+            Shape (k, dim) (k may be 0), read in place when it is
+            native-endian, aligned, C-contiguous float64; anything else
+            numeric (another real dtype, byte-swapped, misaligned or strided,
+            an array-like) is first copied into one new float64 array
+            (dod._ndarray.input_array). Cartesian positions, or with
+            ``sensor`` range-bearing measurements (range, bearing[,
+            elevation]) in metres and radians, bearing from the x axis towards
+            y, elevation above the x-y plane. Rows with NaN or inf
+            (range-bearing: also a negative range or an elevation outside
+            [-pi/2, pi/2]) are dropped and counted (``invalid``). With more than
+            ``max_detections`` rows, overflow="error" raises ValueError and
+            overflow="drop" uses the first max_detections (the rest counted in
+            ``overflow``).
+        dt : float
+            Seconds since the previous scan (finite, > 0).
+        sensor : dod.tracker.Sensor, optional
+            Its position and noise for this scan. Such a scan is folded in by an
+            extended Kalman update (dod/tracker/measurement.pxd), gated in
+            measurement space, and starts tracks at the converted positions with
+            the converted covariance; scans of several sensors may follow each
+            other in time order.
+
+        Raises
+        ------
+        TypeError
+            For None, Python objects or a non-numeric dtype, or a sensor that
+            is not a Sensor.
+        ValueError
+            For another shape (0-d included) or dt; too many rows with
+            overflow="error"; a sensor of the other dimension, with a
+            non-finite position or a non-positive noise, or with
+            initiation="two_point" (not supported with range-bearing scans).
+        MemoryError
+            When a caller-supplied scratch arena cannot hold the tick's
+            temporaries.
+        RuntimeError
+            When another thread's tick of this tracker is running.
+
+        Notes
+        -----
+        Every check runs before anything changes: the tracker is unchanged when
+        it raises. Thread-safety: one tick at a time; it releases the GIL while
+        it runs (see the class notes).
         """
         cdef size_t k, over = 0
         cdef int rc
@@ -579,38 +673,80 @@ cdef class Tracker:
         return self.engine.table.count
 
     def column(self, name):
-        """Read-only view of the live rows of a column: id, x, P, hits,
-        misses, age, history, state, score or score_max (and, with
-        motion="imm", mu, xm, Pm: see track_schema). Rows reorder when tracks die
-        (the last row moves into the hole), confirm (confirmed tracks first)
-        and when the rows are sorted: match rows by id or handle. The view
-        shows the rows live when it was made, and stays safe to read (the
-        table's memory never moves and lives as long as the view)."""
+        """Read-only view of the live rows of a column.
+
+        Rows reorder when tracks die (the last row moves into the hole), confirm
+        (confirmed tracks first) and when the rows are sorted: match rows by id
+        or handle. The view shows the rows live when it was made, and stays safe
+        to read (the table's memory never moves and lives as long as the view).
+
+        Parameters
+        ----------
+        name : str
+            id, x, P, hits, misses, age, history, state, score or score_max (and,
+            with motion="imm", mu, xm, Pm: see track_schema).
+
+        Returns
+        -------
+        numpy.ndarray
+
+        Raises
+        ------
+        KeyError
+            For another name.
+
+        Notes
+        -----
+        Thread-safety: a reader; safe while no tick runs (during a tick the values may be mid-update).
+        """
         if name not in _COLUMNS and not (self.engine.imm.models and name in _IMM_COLUMNS):
             raise KeyError(f"no column {name!r}; columns are {', '.join(_COLUMNS)}")
         return self._view(name)
 
     def columns(self):
-        """Read-only views of every column's live rows, as a dict."""
+        """Read-only views of every column's live rows.
+
+        Returns
+        -------
+        dict
+            Column name to a view, as :meth:`column`.
+
+        Notes
+        -----
+        Thread-safety: a reader; safe while no tick runs (during a tick the values may be mid-update).
+        """
         out = self.table.columns()
         for arr in out.values():
             arr.flags.writeable = False
         return out
 
     def handles(self):
-        """Stable table handles of the live rows (a new uint64 array)."""
+        """Stable table handles of the live rows.
+
+        Returns
+        -------
+        numpy.ndarray
+            A new uint64 array, in row order.
+
+        Notes
+        -----
+        Thread-safety: a reader; safe while no tick runs (during a tick the values may be mid-update).
+        """
         return self.table.handles()
 
     @property
     def ids(self):
+        """Read-only view of the live rows' track ids (uint64; 0 is no track)."""
         return self._view("id")
 
     @property
     def positions(self):
+        """Read-only (count, dim) view of the live rows' positions."""
         return self._view("x")[:, :self.engine.dim]
 
     @property
     def velocities(self):
+        """Read-only (count, dim) view of the live rows' velocities."""
         return self._view("x")[:, self.engine.dim:]
 
     @property
@@ -670,12 +806,27 @@ cdef class Tracker:
 
     @property
     def scans(self):
+        """Scans folded in so far (ticks run)."""
         return self.engine.scans
 
     def read_counts(self, cnp.ndarray out not None):
-        """Write the latest tick's counters into `out` (uint64, at least
-        len(COUNT_NAMES) elements, contiguous) in COUNT_NAMES order: reading
-        them allocates nothing. Raises TypeError/ValueError otherwise."""
+        """Write the latest tick's counters into `out`, allocating nothing.
+
+        Parameters
+        ----------
+        out : numpy.ndarray
+            uint64, native, aligned, contiguous, writable, at least
+            ``len(COUNT_NAMES)`` elements; filled in COUNT_NAMES order.
+
+        Raises
+        ------
+        TypeError, ValueError
+            For another dtype, layout or a shorter array.
+
+        Notes
+        -----
+        Thread-safety: a reader; safe while no tick runs (during a tick the values may be mid-update).
+        """
         input_array(out, np.uint64, "out", -1, None, "out")     # native, aligned, contiguous, writable
         if <size_t>cnp.PyArray_SIZE(out) < sizeof(dod_tick_counts) // sizeof(uint64_t) \
                 or not cnp.PyArray_ISWRITEABLE(out):
@@ -683,25 +834,50 @@ cdef class Tracker:
         memcpy(cnp.PyArray_DATA(out), &self.engine.last, sizeof(dod_tick_counts))
 
     def counts(self):
-        """The latest tick's counters as a dict (keys: COUNT_NAMES, in order)."""
+        """The latest tick's counters.
+
+        Returns
+        -------
+        dict
+            Keys: COUNT_NAMES, in order.
+
+        Notes
+        -----
+        Thread-safety: a reader; safe while no tick runs (during a tick the values may be mid-update).
+        """
         return self.engine.last
 
     def confirmed_tracks(self, box=None):
-        """(ids, positions) of the confirmed tracks, in row order: new arrays,
-        ids uint64 (k,) and positions float64 (k, dim).
+        """The ids and positions of the confirmed tracks, in row order.
+
+        One pass over the state and position columns, with the GIL held (no tick
+        can start meanwhile): the demo samples GOSPA over a window of a
+        100,000-track table this way, where a mask and fancy-indexed copies of
+        the views took ~7 ms.
 
         Parameters
         ----------
-        box
-            optional (lo, hi), dim numbers each (-inf / inf allowed): only
-            the tracks with lo <= position <= hi on every axis. A box with
-            lo > hi on an axis holds nothing. ValueError for a NaN or a
-            wrong length.
+        box : tuple, optional
+            ``(lo, hi)``, dim numbers each (-inf / inf allowed): only the tracks
+            with lo <= position <= hi on every axis. A box with lo > hi on an axis
+            holds nothing.
 
-        One pass over the state and position columns, with the GIL held
-        (no tick can start meanwhile): the demo samples GOSPA over a window
-        of a 100,000-track table this way, where a mask and fancy-indexed
-        copies of the views took ~7 ms."""
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``(ids, positions)``: new arrays, ids uint64 (k,) and positions
+            float64 (k, dim).
+
+        Raises
+        ------
+        ValueError
+            For a NaN in the box or a wrong length.
+
+        Notes
+        -----
+        Thread-safety: any thread; it holds the GIL, so no tick of this tracker
+        runs meanwhile.
+        """
         cdef double lo[3]
         cdef double hi[3]
         cdef const dod_tracker* e = &self.engine

@@ -117,6 +117,9 @@ def tick_cost(scenario, cfgs, warmup=50, prefault=True):
 
 
 def run(targets=1000, scans=300, seeds=3, clutters=(0.2, 1.0, 3.0), patches=0, out=print, prefault=True):
+    """Score each configuration of :func:`configs` over `seeds` seeded scenarios per
+    clutter level (and a patched-clutter level when `patches`), printing a table
+    through `out`; returns the rows."""
     rows = []
     levels = [(c, 0) for c in clutters] + ([(1.0, patches)] if patches else [])
     for c, k in levels:
@@ -166,6 +169,7 @@ def run(targets=1000, scans=300, seeds=3, clutters=(0.2, 1.0, 3.0), patches=0, o
 
 
 def main(argv=None):
+    """``python -m dod.tracker.bench --accuracy``: parse `argv` and run :func:`run`."""
     p = argparse.ArgumentParser(prog="python -m dod.tracker.bench --accuracy",
                                 description=__doc__.split("\n")[0])
     p.add_argument("--targets", type=int, default=1000)

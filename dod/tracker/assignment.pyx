@@ -105,15 +105,33 @@ cdef int dod_assignment_solve(int nr, int nc, const double* cost, int* col4row, 
 def solve_assignment(cost):
     """Exact minimum-cost assignment of a dense (rows, cols) float64 matrix.
 
-    Returns (row_ind, col_ind) as scipy.optimize.linear_sum_assignment does
-    (every row of the smaller side assigned; rows sorted). `cost` may be any
-    real array-like: one that is not native-endian, aligned, C-contiguous
-    float64 is first copied into one (dod._ndarray.input_array). Raises
-    TypeError for None, Python objects or a non-real dtype, ValueError for
-    a shape that is not 2-D (0-d included), more than 2**31 - 1 rows or
-    columns, or non-finite costs. A test and reference hook for the nogil
-    solver. Thread-safe: each call has its own scratch arena and releases
-    the GIL while it solves.
+    A test and reference hook for the nogil solver.
+
+    Parameters
+    ----------
+    cost : array_like
+        Shape (rows, cols), finite, real; one that is not native-endian,
+        aligned, C-contiguous float64 is first copied into one
+        (dod._ndarray.input_array).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(row_ind, col_ind)`` as scipy.optimize.linear_sum_assignment returns
+        them (every row of the smaller side assigned; rows sorted).
+
+    Raises
+    ------
+    TypeError
+        For None, Python objects or a non-real dtype.
+    ValueError
+        For a shape that is not 2-D (0-d included), more than 2**31 - 1 rows
+        or columns, or non-finite costs.
+
+    Notes
+    -----
+    Thread-safety: thread-safe; each call has its own scratch arena and
+    releases the GIL while it solves.
     """
     c = input_array(cost, np.float64, "cost", 2)
     if c.shape[0] > 0x7fffffff or c.shape[1] > 0x7fffffff:

@@ -352,6 +352,8 @@ def _print(rows, threads, dim, keep_gc, markdown, out, initiation="single", pref
 
 
 def main(argv=None):
+    """``python -m dod.tracker.bench``: parse `argv` (or ``sys.argv``) and run the tick
+    benchmark, or the accuracy, IMM or radar benchmarks it dispatches to."""
     import sys
 
     argv = sys.argv[1:] if argv is None else list(argv)

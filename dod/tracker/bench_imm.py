@@ -134,6 +134,7 @@ def run(sizes=(1000,), scans=300, warmup=20, seed=0, threads=1, markdown=False, 
 
 
 def main(argv=None):
+    """``python -m dod.tracker.bench --imm``: parse `argv` and run :func:`run`."""
     p = argparse.ArgumentParser(prog="python -m dod.tracker.bench --imm", description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="1000")
     p.add_argument("--scans", type=int, default=300)

@@ -49,6 +49,9 @@ def _tracker(ticks, numpy_scratch, counter):
 
 
 def measure(quick=False):
+    """Per-tick cost of the numpy reference tracker in a Loop, without and with
+    ``numpy_scratch`` (``quick``: fewer ticks); malloc counts when a counter could be
+    loaded."""
     counter = Counter()
     ticks = 20 if quick else 100
     return {"default": _tracker(ticks, False, counter), "dod": _tracker(ticks, True, counter),
@@ -56,6 +59,8 @@ def measure(quick=False):
 
 
 def run(quick=False):
+    """The numpy-reference-tracker Section: a Loop with and without
+    ``numpy_scratch=True``. ``quick``: fewer ticks."""
     res = with_counter("dod.tracker.bench_numpy", quick) or measure(quick)
     counted = res["counted"]
     sec = Section("numpy reference tracker, N = 1,000, one tick in a Loop", baseline="Loop()", per="tick",
@@ -66,6 +71,7 @@ def run(quick=False):
 
 
 def main(argv=None):
+    """``python -m dod.tracker.bench_numpy``: run :func:`run` and print its table."""
     p = argparse.ArgumentParser(prog="python -m dod.tracker.bench_numpy", description=__doc__)
     p.add_argument("--quick", action="store_true")
     a = p.parse_args(argv)

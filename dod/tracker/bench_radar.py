@@ -149,6 +149,7 @@ def run(sizes=(1000,), scans=300, warmup=50, dim=2, sensors=2, seed=0, reference
 
 
 def main(argv=None):
+    """``python -m dod.tracker.bench --radar``: parse `argv` and run :func:`run`."""
     p = argparse.ArgumentParser(prog="python -m dod.tracker.bench --radar", description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="1000")
     p.add_argument("--scans", type=int, default=None)

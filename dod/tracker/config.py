@@ -71,9 +71,27 @@ def chi2_cdf(x, df):
 
 
 def chi2_ppf(p, df):
-    """Quantile of the chi-square distribution (no scipy): bisection on chi2_cdf.
+    """Quantile of the chi-square distribution (no scipy): bisection on :func:`chi2_cdf`.
 
-    Raises ValueError unless 0 < p < 1 and df > 0.
+    Parameters
+    ----------
+    p : float
+        Probability, 0 < p < 1.
+    df : float
+        Degrees of freedom, > 0.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        Unless 0 < p < 1 and df > 0.
+
+    Notes
+    -----
+    Thread-safety: a pure function.
     """
     if not (0.0 < p < 1.0):
         raise ValueError(f"probability must be in (0, 1), not {p!r}")

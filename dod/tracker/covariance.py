@@ -22,9 +22,27 @@ def _order(m):
 
 
 def unpack_covariance(packed):
-    """Full symmetric matrices (..., n, n) from packed covariances
-    (..., n (n + 1) / 2), as the track table's P column stores them. A new
-    array."""
+    """Full symmetric matrices from packed covariances, as the track table's P column stores them.
+
+    Parameters
+    ----------
+    packed : array_like
+        Shape (..., n (n + 1) / 2): upper triangles, row by row.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array of shape (..., n, n).
+
+    Raises
+    ------
+    ValueError
+        For a scalar, or a last axis that is not a triangular number.
+
+    Notes
+    -----
+    Thread-safety: a pure function.
+    """
     p = np.asarray(packed)
     if p.ndim < 1:
         raise ValueError("a packed covariance needs at least one axis")
@@ -37,10 +55,30 @@ def unpack_covariance(packed):
 
 
 def pack_covariance(full):
-    """The packed upper triangles (..., n (n + 1) / 2) of symmetric matrices
-    (..., n, n): what the track table's P column stores, the inverse of
-    unpack_covariance (the strictly lower triangle is not read). A new
-    array."""
+    """The packed upper triangles of symmetric matrices: what the track table's P column stores.
+
+    The inverse of :func:`unpack_covariance` (the strictly lower triangle is
+    not read).
+
+    Parameters
+    ----------
+    full : array_like
+        Shape (..., n, n).
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array of shape (..., n (n + 1) / 2).
+
+    Raises
+    ------
+    ValueError
+        For arrays that are not square matrices.
+
+    Notes
+    -----
+    Thread-safety: a pure function.
+    """
     P = np.asarray(full)
     if P.ndim < 2 or P.shape[-1] != P.shape[-2]:
         raise ValueError(f"pack_covariance needs square matrices (..., n, n), got shape {P.shape}")

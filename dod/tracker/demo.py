@@ -536,6 +536,7 @@ def _fmt(v, spec):
 
 
 def plain_line(s):
+    """One progress line of the demo (``--no-live``) from a sample dict `s`."""
     return (f"t={s['time']:6.2f}s {s['ticks']:>6}/{s['total']} ticks | tick p50 {s['p50_ms']:.3f} "
             f"p99 {s['p99_ms']:.3f} max {s['max_ms']:.3f} ms | misses {_fmt(s['misses'], 'd')} | "
             f"alloc/tick {s['alloc_per_tick']:.2f} | confirmed {s['confirmed']}/{s['truth']} | "
@@ -680,6 +681,7 @@ def _run_with_view(run, a, out):
 
 
 def build_parser():
+    """The argument parser of ``python -m dod.tracker``."""
     p = argparse.ArgumentParser(prog="python -m dod.tracker",
                                 description="Run dod's tracker live at a fixed rate on a generated "
                                             "scenario and report timing, memory and accuracy.")
@@ -717,6 +719,8 @@ def build_parser():
 
 
 def main(argv=None, out=None):
+    """``python -m dod.tracker``: run the demo with `argv`, writing to `out` (default
+    stdout); returns the exit status (2 for bad arguments)."""
     out = out or sys.stdout
     a = build_parser().parse_args(argv)
     if a.targets < 1 or not a.rate > 0 or not a.duration > 0:

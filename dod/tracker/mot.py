@@ -110,10 +110,12 @@ class MotSequence:
 
     @property
     def frames(self):
+        """Number of frames (first..last, gaps included)."""
         return len(self.ids)
 
     @property
     def n_ids(self):
+        """Number of distinct ids over all frames."""
         return len(set(np.concatenate(self.ids).tolist())) if self.ids else 0
 
     def points(self, anchor="centre"):
@@ -334,6 +336,8 @@ def _format(seq, s):
 
 
 def main(argv=None):
+    """``python -m dod.tracker.mot``: track MOTChallenge ground truth (or a detector's
+    output) and print MOTA, IDF1 and GOSPA; returns the exit status."""
     p = argparse.ArgumentParser(
         prog="python -m dod.tracker.mot",
         description="Track MOTChallenge ground truth (or detections) with dod; print MOTA, IDF1, GOSPA. "

@@ -167,6 +167,23 @@ class ReferenceTracker:
 
     Same interface as the fast tracker's reading side: tick(detections, dt),
     ids, positions, velocities, covariances, states, counts().
+
+    Parameters
+    ----------
+    config : TrackerConfig, optional
+        Defaults if None.
+    **overrides
+        Fields of :class:`~dod.tracker.TrackerConfig` that replace those of
+        `config`.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For a bad config or override.
+
+    Notes
+    -----
+    Thread-safety: one thread at a time (plain numpy state).
     """
 
     def __init__(self, config=None, **overrides):
@@ -366,6 +383,34 @@ class ReferenceTracker:
     # ------------------------------------------------------------ the tick
 
     def tick(self, detections, dt, sensor=None):
+        """Advance all tracks by `dt` seconds and fold in one scan.
+
+        The same rules as :meth:`dod.tracker.Tracker.tick`, in numpy.
+
+        Parameters
+        ----------
+        detections : numpy.ndarray
+            float64, shape (k, dim): positions, or with `sensor` range-bearing
+            measurements.
+        dt : float
+            Seconds since the previous scan (finite, > 0).
+        sensor : dod.tracker.Sensor, optional
+            Its position and noise for this scan.
+
+        Raises
+        ------
+        TypeError
+            For detections that are not float64, or a sensor that is not a
+            Sensor.
+        ValueError
+            For a wrong shape, a bad dt, too many detections
+            (overflow="error"), a sensor position of the other dimension, or a
+            range-bearing scan with two-point initiation.
+
+        Notes
+        -----
+        Thread-safety: one thread at a time (plain numpy state).
+        """
         cfg, d, n = self.config, self.dim, self.n
         if sensor is not None:
             if not isinstance(sensor, _meas.Sensor):
@@ -566,33 +611,41 @@ class ReferenceTracker:
 
     @property
     def count(self):
+        """Live tracks (tentative and confirmed)."""
         return self.x.shape[0]
 
     def __len__(self):
+        """Live tracks, as :attr:`count`."""
         return self.x.shape[0]
 
     @property
     def ids(self):
+        """Track ids of the rows (uint64; the array itself, not a copy)."""
         return self.id
 
     @property
     def positions(self):
+        """(count, dim) positions of the rows (a view of the state)."""
         return self.x[:, : self.dim]
 
     @property
     def velocities(self):
+        """(count, dim) velocities of the rows (a view of the state)."""
         return self.x[:, self.dim:]
 
     @property
     def covariances(self):
+        """(count, n, n) full covariances of the rows."""
         return self.P
 
     @property
     def states(self):
+        """1 tentative, 2 confirmed, per row."""
         return self.state
 
     @property
     def scores(self):
+        """Track scores (log-likelihood ratios) of the rows; zeros unless confirmation="score"."""
         return self.score
 
     @property
@@ -607,19 +660,25 @@ class ReferenceTracker:
 
     @property
     def clutter_density(self):
+        """The clutter density the latest scan used."""
         return self.clutter
 
     @property
     def waiting(self):
+        """Detections waiting for a partner (two-point initiation), (k, dim)."""
         return self.singles
 
     @property
     def confirmed(self):
+        """Boolean mask of the confirmed rows (a new array)."""
         return self.state == CONFIRMED
 
     def counts(self):
+        """The latest tick's counters, as a dict (a copy). Thread-safety: as the tracker."""
         return dict(self.last)
 
     def confirmed_tracks(self):
+        """``(ids, positions)`` of the confirmed tracks, in row order (new arrays).
+        Thread-safety: as the tracker (one thread at a time)."""
         m = self.confirmed
         return self.id[m].copy(), self.positions[m].copy()

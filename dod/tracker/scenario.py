@@ -47,23 +47,45 @@ def _per_scan(name, v):
 
 @dataclass
 class Scenario:
-    """A seeded scenario held in memory (:func:`generate` makes one).
+    """A generated scenario: every scan's detections and the truth behind them.
 
-    dim : 2 or 3.
-    dt : seconds between scans, finite and > 0.
-    extent : side of the square (cube) region in metres, finite and > 0,
-        with a finite area (volume).
-    detections, truth_ids, truth_pos, det_truth : lists, one entry per
-        scan (those given non-empty have the same length); each detections
-        entry (k, dim) and truth_pos entry (m, dim) numbers are read through
-        dod's input gate and stored as float64 arrays, truth_ids and
-        det_truth entries as int64 (k,) arrays.
-    clutter : mean false detections per scan, finite and >= 0.
-    patch_centres : None, or (patches, dim) finite centres.
-    patch_radius : finite and >= 0.
+    Made by :func:`generate`; iterate it for ``(detections, dt)`` per scan
+    (what :meth:`dod.tracker.Tracker.tick` takes).
 
-    TypeError / ValueError in ``__post_init__`` for anything else, before
-    anything is built. Not thread-safe to mutate (a plain dataclass).
+    Parameters
+    ----------
+    dim : int
+        2 or 3 spatial dimensions.
+    dt : float
+        Seconds between scans, finite and > 0.
+    extent : float
+        Side of the square (cube) region, in metres, finite and > 0, with a
+        finite area (volume).
+    detections : list of numpy.ndarray
+        Per scan: (k, dim) numbers, read through dod's input gate and
+        stored as float64.
+    truth_ids : list of numpy.ndarray
+        Per scan: int64 (m,), the targets present.
+    truth_pos : list of numpy.ndarray
+        Per scan: float64 (m, dim), their positions.
+    det_truth : list of numpy.ndarray
+        Per scan: int64 (k,), the target each detection came from (-1:
+        clutter). The lists given non-empty have the same length.
+    clutter : float, default 0.0
+        Mean false detections per scan, finite and >= 0.
+    patch_centres : numpy.ndarray, optional
+        (patches, dim) finite centres of the dense clutter patches.
+    patch_radius : float, default 0.0
+        Radius of the clutter patches, finite and >= 0.
+
+    Raises
+    ------
+    TypeError, ValueError
+        In ``__post_init__`` for anything else, before anything is built.
+
+    Notes
+    -----
+    Thread-safety: plain data; share it read-only.
     """
     dim: int
     dt: float
@@ -127,6 +149,7 @@ class Scenario:
 
     @property
     def scans(self):
+        """Number of scans."""
         return len(self.detections)
 
     def __iter__(self):
@@ -166,8 +189,31 @@ PRESET_CONFIG = {"default": {}, "manoeuvre": dict(v0=30.0), "straight": dict(v0=
 
 
 def generate(n_targets=100, scans=200, **kwargs):
-    """A seeded scenario, every scan held in memory (the parameters are
-    :func:`iter_scans`'; use that to stream scans in bounded memory instead)."""
+    """A seeded scenario, every scan held in memory.
+
+    Use :func:`iter_scans` (same parameters, same scans) to stream scans in
+    bounded memory instead.
+
+    Parameters
+    ----------
+    n_targets : int, default 100
+    scans : int, default 200
+    **kwargs
+        As for :func:`iter_scans`.
+
+    Returns
+    -------
+    Scenario
+
+    Raises
+    ------
+    ValueError
+        For a parameter out of its range.
+
+    Notes
+    -----
+    Thread-safety: a pure function of its arguments.
+    """
     meta = {}
     stream = _scan_stream(meta, n_targets, scans, **kwargs)
     scans_ = list(stream)
@@ -188,10 +234,68 @@ def scan_extent(n_targets, *, dim=2, spacing=200.0, **_):
 def iter_scans(n_targets=100, scans=200, **kwargs):
     """A seeded scenario, one :class:`Scan` at a time (a generator).
 
-    Memory stays bounded by the targets (O(n_targets)) however many scans
-    are drawn: a producer thread can run it for any duration. The scans are
+    Memory stays bounded by the targets (O(n_targets)) however many scans are
+    drawn: a producer thread can run it for any duration. The scans are
     exactly those of :func:`generate` with the same arguments (one random
-    stream, drawn in the same order). Parameters: see :func:`_scan_stream`.
+    stream, drawn in the same order).
+
+    Parameters
+    ----------
+    n_targets : int, default 100
+        Targets over the scenario (not all alive at once when ``birth_death``
+        > 0).
+    scans : int, default 200
+        Scans to draw.
+    **kwargs
+        Keyword only, with their defaults:
+
+        * ``dim=2``: 2 or 3 spatial dimensions.
+        * ``dt=0.02``: seconds between scans (finite, > 0).
+        * ``pd=0.9``: probability that an alive target is detected in a scan.
+        * ``r=1.0``: detection noise, standard deviation per axis (m, >= 0).
+        * ``q=1.0``: the targets' white-acceleration noise (spectral density,
+          >= 0); crossing pairs fly straight.
+        * ``clutter=None``: mean false detections per scan (Poisson); default
+          0.2 * n_targets.
+        * ``clutter_density=None``: instead of ``clutter``, mean false
+          detections per unit area/volume per scan (``clutter =
+          clutter_density * extent**dim``).
+        * ``patches=0``, ``patch_fraction=0.5``, ``patch_radius=None``: number
+          of dense clutter patches (balls of ``patch_radius``, default
+          ``spacing / 2``, centres uniform in the region, fixed for the
+          scenario); each false detection falls in one of them (chosen
+          uniformly, uniform inside it) with probability ``patch_fraction``,
+          else uniformly over the region.
+        * ``speed=(5.0, 20.0)``: (min, max) initial speed, m/s.
+        * ``spacing=200.0``: the region holds one target per ``spacing**dim``:
+          its side is ``spacing * n_targets ** (1 / dim)``.
+        * ``birth_death=0.2``: fraction of targets born after the start or
+          dying before the end.
+        * ``crossing=0.1``: fraction of targets flying in pairs that cross
+          mid-scenario.
+        * ``manoeuvre=0.0``, ``turn_rate=(0.05, 0.3)``, ``leg=(2.0, 6.0)``,
+          ``turn_time=(1.0, 5.0)``: fraction of the targets (not of the
+          crossing pairs) that manoeuvre: each starts a straight leg of ``leg``
+          = (min, max) seconds (uniform), then turns for ``turn_time`` seconds
+          at a rate uniform in ``turn_rate`` = (min, max) rad/s, either sense
+          (the velocity vector rotates in the horizontal plane, axes 0 and 1;
+          speed kept), then another leg, and so on. 0 draws nothing extra: the
+          other scenarios keep their seeds' streams.
+        * ``seed=0``: the random seed.
+
+    Yields
+    ------
+    Scan
+        Detections (float64 (k, dim)), dt, and the truth behind them.
+
+    Raises
+    ------
+    ValueError
+        For a parameter out of its range (the message names it).
+
+    Notes
+    -----
+    Thread-safety: a generator; consume it from one thread at a time.
     """
     return _scan_stream({}, n_targets, scans, **kwargs)
 
@@ -444,7 +548,7 @@ def iter_radar_scans(n_targets=100, scans=200, **kwargs):
     coordinates: range uniform in [0, 1.05 x the farthest corner of the region], bearing
     over the sector the region spans from the sensor (elevation over the
     region's span in 3-D). The noise streams use ``seed + 1``.
-    Other parameters: :func:`_scan_stream`'s (dim, dt, q, speed, spacing,
+    Other parameters: :func:`iter_scans`'s (dim, dt, q, speed, spacing,
     birth_death, crossing, seed).
     """
     return _radar_stream({}, n_targets, scans, **kwargs)

@@ -45,10 +45,23 @@ class Sensor:
         elevation noise standard deviation (rad), > 0: required
         in 3-D, must be None in 2-D.
 
-    ValueError for a position of the wrong shape or not finite, or a noise
-    that is not a positive finite number. Immutable and hashable; a sensor
-    that moves is a new Sensor per scan (cheap). Thread-safety: immutable,
-    share it freely.
+    Attributes
+    ----------
+    position : tuple of float
+    range_sigma : float
+    bearing_sigma : float
+    elevation_sigma : float or None
+
+    Raises
+    ------
+    ValueError
+        For a position of the wrong shape or not finite, or a noise that is
+        not a positive finite number.
+
+    Notes
+    -----
+    Immutable and hashable; a sensor that moves is a new Sensor per scan
+    (cheap). Thread-safety: immutable, share it freely.
     """
 
     position: tuple
@@ -88,13 +101,51 @@ class Sensor:
         return np.square(np.array(s, dtype=np.float64))
 
     def measure(self, points):
-        """Noise-free measurements of Cartesian `points` (k, dim): (k, dim) float64.
-        Any real array-like of that shape; TypeError/ValueError otherwise."""
+        """Noise-free measurements of Cartesian points, seen from this sensor.
+
+        Parameters
+        ----------
+        points : array_like
+            Shape (k, dim), any real numbers.
+
+        Returns
+        -------
+        numpy.ndarray
+            (k, dim) float64: range, bearing[, elevation].
+
+        Raises
+        ------
+        TypeError, ValueError
+            For anything else.
+
+        Notes
+        -----
+        Thread-safety: a pure function of its arguments.
+        """
         return to_polar(input_array(points, np.float64, "points", 2, self.dim), self.position)
 
     def to_cartesian(self, measurements):
-        """Cartesian positions of `measurements` (k, dim): (k, dim) float64.
-        Any real array-like of that shape; TypeError/ValueError otherwise."""
+        """Cartesian positions of measurements taken by this sensor.
+
+        Parameters
+        ----------
+        measurements : array_like
+            Shape (k, dim): range, bearing[, elevation], any real numbers.
+
+        Returns
+        -------
+        numpy.ndarray
+            (k, dim) float64.
+
+        Raises
+        ------
+        TypeError, ValueError
+            For anything else.
+
+        Notes
+        -----
+        Thread-safety: a pure function of its arguments.
+        """
         return to_cartesian(input_array(measurements, np.float64, "measurements", 2, self.dim), self.position)
 
 

@@ -43,6 +43,8 @@ class ScanStream:
 
     Parameters
     ----------
+    targets, scans : int
+        The scenario's size: targets, and scans to produce.
     rows
         most detections a scan may hold (the tracker's max_detections);
         a scan with more makes the producer fail with ValueError.
@@ -56,10 +58,26 @@ class ScanStream:
     window
         None, or w > 0: a truth slot holds only the targets with
         ``|position| <= w`` on every axis.
+    dim : int, default 2
+        2 or 3 spatial dimensions.
+    radar : bool, default False
+        Range-bearing scans (``iter_radar_scans``) instead of Cartesian ones.
+    **scenario
+        Passed on to the scenario generator.
 
+    Raises
+    ------
+    ValueError
+        For rows, slots or sample_every below 1, or a window that is not
+        None or a number > 0.
+
+    Notes
+    -----
     Call :meth:`start`; the consumer calls :meth:`take` (a Slot, or None at
     the end), ``release_scan()`` after the tick, and between ticks
     :meth:`truth_of` / ``release_truth()``. :meth:`close` ends it.
+    Thread-safety: one producer thread (its own) and one consumer thread;
+    :meth:`close` and :meth:`quiet` from any thread.
     """
 
     def __init__(self, targets, scans, *, rows, slots, sample_every, dim=2, radar=False, idle=True,
@@ -91,7 +109,21 @@ class ScanStream:
         self.release_scan = self.scans.release
 
     def is_sampled(self, s):
-        """True when the truth of scan `s` is kept (every sample_every-th and the last)."""
+        """Whether the truth of scan `s` is kept (every sample_every-th and the last).
+
+        Parameters
+        ----------
+        s : int
+            A scan index.
+
+        Returns
+        -------
+        bool
+
+        Notes
+        -----
+        Thread-safety: any thread (a pure function of the settings).
+        """
         return (s + 1) % self.sample_every == 0 or s == self.total - 1
 
     def _fill(self, item):                                  # the producer thread
@@ -120,25 +152,63 @@ class ScanStream:
             self._alive[t.index] = scan.truth_ids.shape[0]
 
     def start(self):
+        """Start the producer thread; returns the stream. Thread-safety: once, from the consumer."""
         self.producer.start()
         return self
 
     def take(self, timeout=None):
-        """The next scan's slot (rows, dt, tag = scan index); None at the end
-        of the stream; raises the producer's exception if it failed.
+        """The next scan's slot: rows, dt, tag = the scan index.
 
-        `timeout`: seconds to wait at most (TimeoutError after); None waits
-        as long as the producer can deliver and raises StallError (a
-        TimeoutError, with both rings' state) when it cannot: the stream
-        was never started, or the producer is parked on a full truth ring
-        (the consumer must drain it: :meth:`truth_of` / :meth:`release_truth`
-        or :meth:`drop_truth` for every sampled scan)."""
+        Parameters
+        ----------
+        timeout : float, optional
+            Seconds to wait at most (TimeoutError after); None waits as long
+            as the producer can deliver.
+
+        Returns
+        -------
+        dod.ring.Slot or None
+            None at the end of the stream.
+
+        Raises
+        ------
+        Exception
+            The producer's exception, if it failed.
+        TimeoutError
+            After `timeout`.
+        StallError
+            (a TimeoutError, with both rings' state) When the wait cannot
+            end: the stream was never started, or the producer is parked on
+            a full truth ring (the consumer must drain it: :meth:`truth_of` /
+            :meth:`release_truth` or :meth:`drop_truth` for every sampled
+            scan).
+
+        Notes
+        -----
+        Thread-safety: the consumer thread (the one that ticks).
+        """
         return self.producer.take(timeout=timeout)
 
     def truth_of(self, s):
-        """The held truth slot of scan `s` (rows (id, x, y[, z]), count =
-        targets alive), or None when `s` is not sampled or not yet produced.
-        Older truth slots are released on the way. Never waits."""
+        """The held truth slot of scan `s`; never waits.
+
+        Older truth slots are released on the way.
+
+        Parameters
+        ----------
+        s : int
+            A scan index.
+
+        Returns
+        -------
+        dod.ring.Slot or None
+            Rows (id, x, y[, z]), count = targets alive; None when `s` is not
+            sampled or not yet produced.
+
+        Notes
+        -----
+        Thread-safety: the consumer thread (the one that ticks).
+        """
         while True:
             slot = self._truth_held
             if slot is None:
@@ -155,19 +225,56 @@ class ScanStream:
             self.release_truth()
 
     def alive_of(self, slot):
-        """Targets alive at the scan of a truth slot that :meth:`truth_of`
-        returned (all of them: with a window, more than its rows)."""
+        """Targets alive at the scan of a truth slot (all of them: with a window, more than its rows).
+
+        Parameters
+        ----------
+        slot : dod.ring.Slot
+            One that :meth:`truth_of` returned.
+
+        Returns
+        -------
+        int
+
+        Notes
+        -----
+        Thread-safety: the consumer thread (the one that ticks).
+        """
         return int(self._alive[slot.index])
 
     def release_truth(self):
-        """Release the truth slot that truth_of returned (its arrays must be gone)."""
+        """Release the truth slot that :meth:`truth_of` returned (its arrays must be gone).
+
+        Raises
+        ------
+        BufferError
+            While a view of the slot's arrays is alive.
+
+        Notes
+        -----
+        Thread-safety: the consumer thread (the one that ticks).
+        """
         if self._truth_held is not None:
             self._truth_held = None
             self.truth.release()
 
     def drop_truth(self, s):
         """Release the truth of scan `s` (and older) unread: a skipped sample.
-        Returns the targets alive at `s` (None when `s` had no truth slot)."""
+
+        Parameters
+        ----------
+        s : int
+            A scan index.
+
+        Returns
+        -------
+        int or None
+            The targets alive at `s`; None when `s` had no truth slot.
+
+        Notes
+        -----
+        Thread-safety: the consumer thread (the one that ticks).
+        """
         slot = self.truth_of(s)
         if slot is None:
             return None
@@ -177,12 +284,36 @@ class ScanStream:
         return alive
 
     def quiet(self):
-        """"parked" (waiting for a free slot, holding one drawn scan) or
-        "done" (the thread ended) when the producer holds no temporaries of
-        a scan in progress, else None: process-wide allocation counts taken
-        at two moments of the same state see the consumer's own."""
+        """Whether the producer holds no temporaries of a scan in progress.
+
+        Returns
+        -------
+        str or None
+            "parked" (waiting for a free slot, holding one drawn scan) or "done"
+            (the thread ended), else None: process-wide allocation counts taken at
+            two moments of the same state see the consumer's own.
+
+        Notes
+        -----
+        Thread-safety: any thread.
+        """
         return "done" if not self.producer.alive else "parked" if self.producer.parked else None
 
     def close(self, timeout=5.0):
-        """Stop the producer and close both rings (idempotent)."""
+        """Stop the producer and close both rings (idempotent).
+
+        Parameters
+        ----------
+        timeout : float or None, default 5.0
+            Seconds to wait for the producer thread (None: no limit).
+
+        Returns
+        -------
+        bool
+            True when the producer thread has ended.
+
+        Notes
+        -----
+        Thread-safety: any thread.
+        """
         return self.producer.close(timeout)
