@@ -628,7 +628,7 @@ cdef class Ring:
         the Python face sees it: a side used only through the cimport engine
         reads "idle"), producer_thread and consumer_thread (the name of the
         thread waiting or holding, "ended thread N" for one that has ended,
-        else None), in_flight, slots, closed."""
+        else None), in_flight, slots, closed. Thread-safety: any thread."""
         names = {0: "idle", 1: "waiting", 2: "holding"}
         def thread_name(unsigned long ident, int st):
             if st == _IDLE or ident == 0:

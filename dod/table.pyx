@@ -978,28 +978,42 @@ cdef class Table:
         dod_table_clear(&self.engine)
 
     def prefault(self, threads=1):
-        """Fault every page of the table's memory in now (all ``capacity``
-        rows of every column, and the slot map); returns the bytes of pages
-        touched.
+        """Fault every page of the table's memory in now.
 
-        Rows are dense, so a table touches pages up to its highest row
-        count: RSS creeps up as that peak rises, and the insert that first
-        reaches a page pays its fault. For a loop against a deadline, call
-        this once at start: RSS is the full capacity from then on and no
-        insert faults. Contents do not change.
+        All ``capacity`` rows of every column, and the slot map. Rows are dense,
+        so a table touches pages up to its highest row count: RSS creeps up as
+        that peak rises, and the insert that first reaches a page pays its fault.
+        For a loop against a deadline, call this once at start: RSS is the full
+        capacity from then on and no insert faults. Contents do not change.
 
-        `threads` (an int in [1, 256], default 1): the memory is faulted in
-        64 MiB pieces over that many threads (:func:`dod.pages.prefault`:
-        the calling thread and threads started for the call, joined before
-        it returns); where the system backs fresh pages slowly more threads
-        take less time. The same pages and bytes at any count.
+        Parameters
+        ----------
+        threads : int, optional
+            In [1, 256], default 1: the memory is faulted in 64 MiB pieces
+            over that many threads (:func:`dod.pages.prefault`: the calling
+            thread and threads started for the call, joined before it
+            returns); where the system backs fresh pages slowly more threads
+            take less time. The same pages and bytes at any count.
 
-        It runs as an exclusive pass (without the GIL): RuntimeError,
-        nothing done, while another thread holds one (a tracker's tick),
-        and inserts from other threads are refused until it ends.
-        ValueError for `threads` (nothing done). MemoryError when the
-        system cannot back the pages (not enough memory; contents
-        unchanged, part of the table may be resident).
+        Returns
+        -------
+        int
+            The bytes of pages touched.
+
+        Raises
+        ------
+        ValueError
+            For `threads` (nothing done).
+        RuntimeError
+            While another thread holds the exclusive pass; nothing is done.
+        MemoryError
+            When the system cannot back the pages (contents unchanged; part of
+            the table may be resident).
+
+        Notes
+        -----
+        Thread-safety: it runs as an exclusive pass without the GIL; inserts from
+        other threads are refused until it ends.
         """
         cdef int nt = dod_pages_threads(threads)
         cdef size_t n = self.page_ranges(NULL), total = 0

@@ -549,28 +549,42 @@ class TrackerConfig:
     TrackerConfig(*, filter=None, management=None, clutter=None, limits=None,
                   execution=None, **fields)
 
-    filter : :class:`FilterConfig` (dimension, motion, noise, gate)
-    management : :class:`ManagementConfig` (births, confirmation, deletion)
-    clutter : :class:`ClutterConfig` (false-detection density)
-    limits : :class:`LimitsConfig` (capacity, detections per scan, clusters)
-    execution : :class:`ExecutionConfig` (threads, row order: never the result)
+    Parameters
+    ----------
+    filter : FilterConfig, optional
+        Dimension, motion, noise, gate.
+    management : ManagementConfig, optional
+        Births, confirmation, deletion.
+    clutter : ClutterConfig, optional
+        False-detection density.
+    limits : LimitsConfig, optional
+        Capacity, detections per scan, clusters.
+    execution : ExecutionConfig, optional
+        Threads, row order: never the result.
+    **fields
+        The parts' fields by their own names (``dim=3``, ``threads=2``,
+        ...: the flat form), each set in its part; a field given this way
+        wins over the same field of a part given beside it, which is what
+        ``dataclasses.replace(config, dim=3)`` relies on.
 
-    A part not given is its defaults. ``fields`` are the parts' fields by
-    their own names (``dim=3``, ``threads=2``, ...: the flat form), each set
-    in its part; a field given this way wins over the same field of a part
-    given beside it, which is what ``dataclasses.replace(config, dim=3)``
-    relies on. Every field also reads flat (``config.threads`` is
-    ``config.execution.threads``), as do :attr:`gate`,
-    :attr:`pair_radius_factor`, :attr:`confirm_threshold` and
-    :attr:`delete_threshold`.
+    Raises
+    ------
+    ValueError
+        From a part's checks, naming the field (wrong types included),
+        before anything is built.
+    TypeError
+        For a keyword that names no field (the message lists them) and for
+        a part of the wrong type.
 
-    Each part checks its fields when made: ValueError naming the field
-    (wrong types included), before anything is built. TypeError for a
-    keyword that names no field (the message lists them) and for a part of
-    the wrong type. Frozen, hashable, compared part by part; pickles and
-    copies as a dataclass does.
-
-    The dod tracker and the numpy reference read the same configuration.
+    Notes
+    -----
+    A part not given is its defaults. Every field also reads flat
+    (``config.threads`` is ``config.execution.threads``), as do
+    :attr:`gate`, :attr:`pair_radius_factor`, :attr:`confirm_threshold` and
+    :attr:`delete_threshold`. Frozen, hashable, compared part by part;
+    pickles and copies as a dataclass does. The dod tracker and the numpy
+    reference read the same configuration. Thread-safety: immutable; share
+    it freely.
     """
 
     filter: FilterConfig = field(default_factory=FilterConfig)
