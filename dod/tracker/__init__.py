@@ -24,7 +24,7 @@ oracle and baseline), :mod:`dod.tracker.scenario` (seeded scenarios) and
 :mod:`dod.tracker.metrics` (GOSPA, OSPA, HOTA, MOTA/IDF1: numpy and dod's solver).
 
 Reading order of the engine (each file's docstring says what it reads,
-writes and how it runs over threads):
+writes and how it runs over threads)::
 
     _track.pxd      the state: track columns, parameters, counters
     kalman.pxd, imm.pxd, measurement.pxd

@@ -191,42 +191,55 @@ def _freeze(owner, name, value):
 class FilterConfig:
     """The state estimate of every track: dimension, motion model, noise and gate.
 
-    dim : 2 or 3 spatial dimensions; the state is (position, velocity).
-    q : process noise, white-acceleration spectral density (m^2/s^3), > 0.
-    r : measurement noise standard deviation per axis (m), > 0.
-    v0 : velocity standard deviation of a newborn track (m/s), > 0.
-    gate_probability : probability mass of the Mahalanobis gate, in (0, 1);
-        the gate is the chi-square quantile with `dim` degrees of freedom
-        (:attr:`gate`).
+    Parameters
+    ----------
+    dim
+        2 or 3 spatial dimensions; the state is (position, velocity).
+    q
+        process noise, white-acceleration spectral density (m^2/s^3), > 0.
+    r
+        measurement noise standard deviation per axis (m), > 0.
+    v0
+        velocity standard deviation of a newborn track (m/s), > 0.
+    gate_probability
+        probability mass of the Mahalanobis gate, in (0, 1); the gate is the
+        chi-square quantile with `dim` degrees of freedom (:attr:`gate`).
+    motion
+        "cv" (default: one constant-velocity model, process noise q) or "imm":
+        an interacting multiple model filter (Blom and Bar-Shalom) of three
+        models over the state (position, velocity, turn rate): constant velocity
+        with process noise ``imm_q[0]`` and ``imm_q[1]`` (the turn rate carried
+        unchanged) and a coordinated turn (in 3-D the turn is horizontal, the
+        vertical axis constant velocity) with white-acceleration noise
+        ``turn_q`` and turn-rate noise ``turn_rate_q`` (rad^2/s^3). Gating and
+        association use the mixture of the predictions (the ``x``/``P`` columns
+        hold it); the update runs per model and the model probabilities follow
+        the likelihoods.
+    imm_q
+        (low, high), each a positive finite number (m^2/s^3).
+    turn_q, turn_rate_q
+        positive finite numbers.
+    turn_rate_v0
+        standard deviation of a newborn track's turn rate (rad/s, > 0).
+    imm_transition
+        3 x 3 Markov matrix, row i the probabilities of the next scan's model
+        given model i (order: CV low, CV high, turn); every entry finite in [0,
+        1], every row summing to 1 (within 1e-9). It is per scan, whatever the
+        scan's dt: the default (0.9 on the diagonal) suits a scan a second; at
+        50 Hz a diagonal near 0.998 keeps the same switching rate per second
+        (with the default, the IMM's GOSPA on the 50 Hz straight-line scenario
+        is ~6 % above CV's; with 0.998, ~0.5 %).
+    imm_mu0
+        model probabilities of a newborn track (3 values >= 0, sum 1).
 
+    Notes
+    -----
     Motion (``dod/tracker/imm.pxd`` states the equations):
 
-    motion : "cv" (default: one constant-velocity model, process noise q) or
-        "imm": an interacting multiple model filter (Blom and Bar-Shalom) of
-        three models over the state (position, velocity, turn rate):
-        constant velocity with process noise ``imm_q[0]`` and ``imm_q[1]``
-        (the turn rate carried unchanged) and a coordinated turn (in 3-D the
-        turn is horizontal, the vertical axis constant velocity) with
-        white-acceleration noise ``turn_q`` and turn-rate noise
-        ``turn_rate_q`` (rad^2/s^3). Gating and association use the mixture
-        of the predictions (the ``x``/``P`` columns hold it); the update
-        runs per model and the model probabilities follow the likelihoods.
-    imm_q : (low, high), each a positive finite number (m^2/s^3).
-    turn_q, turn_rate_q : positive finite numbers.
-    turn_rate_v0 : standard deviation of a newborn track's turn rate (rad/s, > 0).
-    imm_transition : 3 x 3 Markov matrix, row i the probabilities of the
-        next scan's model given model i (order: CV low, CV high, turn); every
-        entry finite in [0, 1], every row summing to 1 (within 1e-9). It is
-        per scan, whatever the scan's dt: the default (0.9 on the diagonal)
-        suits a scan a second; at 50 Hz a diagonal near 0.998 keeps the same
-        switching rate per second (with the default, the IMM's GOSPA on the
-        50 Hz straight-line scenario is ~6 % above CV's; with 0.998, ~0.5 %).
-    imm_mu0 : model probabilities of a newborn track (3 values >= 0, sum 1).
-
-    The IMM fields are checked whatever ``motion`` says, so a configuration
-    is valid or not independently of the motion chosen. A list or array
-    given for ``imm_q``, ``imm_transition`` or ``imm_mu0`` is stored as a
-    tuple (of tuples): the configuration cannot change after its checks.
+    The IMM fields are checked whatever ``motion`` says, so a configuration is
+    valid or not independently of the motion chosen. A list or array given for
+    ``imm_q``, ``imm_transition`` or ``imm_mu0`` is stored as a tuple (of
+    tuples): the configuration cannot change after its checks.
     """
 
     dim: int = 2
@@ -279,39 +292,48 @@ class FilterConfig:
 class ManagementConfig:
     """The tracks' lives: births, confirmation and deletion.
 
-    confirmation : "m_of_n" (default: confirm_m, confirm_n, max_misses) or
-        "score": the sequential log-likelihood ratio of each track (Blackman
-        and Popoli), a column of the track table. A birth starts at
-        ``ln(new_target_density / clutter)``; each scan adds
-        ``ln(pd * N(y; 0, S) / clutter)`` for its detection (y the innovation,
-        S its covariance) or ``ln(1 - pd)`` without one. A tentative track is
-        confirmed at ``ln((1 - track_loss_probability) /
-        false_track_probability)`` and deleted at ``ln(track_loss_probability
+    Parameters
+    ----------
+    confirmation
+        "m_of_n" (default: confirm_m, confirm_n, max_misses) or "score": the
+        sequential log-likelihood ratio of each track (Blackman and Popoli), a
+        column of the track table. A birth starts at ``ln(new_target_density /
+        clutter)``; each scan adds ``ln(pd * N(y; 0, S) / clutter)`` for its
+        detection (y the innovation, S its covariance) or ``ln(1 - pd)`` without
+        one. A tentative track is confirmed at ``ln((1 - track_loss_probability)
+        / false_track_probability)`` and deleted at ``ln(track_loss_probability
         / (1 - false_track_probability))`` (Wald's thresholds); a confirmed
         track is deleted once its score is ``score_drop`` below its running
         maximum (another column). The clutter density is the
         :class:`ClutterConfig`'s.
-    initiation : "single" (default: every detection no track took starts a
-        tentative track) or "two_point": such a detection waits one scan in
-        a table of its own; a tentative track starts from a waiting detection
-        and one of the next scan that no track took, when the pair's implied
-        speed is at most ``v_max`` (plus the measurement noise: the distance
-        may exceed ``v_max * dt`` by ``sqrt(2 * gate) * r``); pairs are
-        formed cheapest (closest) first. Its state is the Kalman filter of
-        the pair (a birth at the first detection with velocity spread v0,
-        predicted by dt and updated with the second): as v0 grows it tends
-        to the two-point difference, velocity ``(z2 - z1) / dt``.
-    confirm_m, confirm_n : a tentative track is confirmed once it was
-        detected in M of its last N scans, and deleted when N scans passed
-        without that (1 <= M <= N <= 32).
-    max_misses : a confirmed track is deleted after this many consecutive
-        scans without a detection (an int in [1, 2**32 - 1]).
-    pd : detection probability the score assumes, in (0, 1).
-    new_target_density : expected new targets per unit area/volume per scan (> 0).
-    false_track_probability, track_loss_probability : Wald's alpha (a false
-        track confirmed) and beta (a true track deleted), each in (0, 0.5).
-    score_drop : > 0, see confirmation.
-    v_max : largest target speed two-point initiation pairs (> 0, m/s).
+    initiation
+        "single" (default: every detection no track took starts a tentative
+        track) or "two_point": such a detection waits one scan in a table of its
+        own; a tentative track starts from a waiting detection and one of the
+        next scan that no track took, when the pair's implied speed is at most
+        ``v_max`` (plus the measurement noise: the distance may exceed ``v_max *
+        dt`` by ``sqrt(2 * gate) * r``); pairs are formed cheapest (closest)
+        first. Its state is the Kalman filter of the pair (a birth at the first
+        detection with velocity spread v0, predicted by dt and updated with the
+        second): as v0 grows it tends to the two-point difference, velocity
+        ``(z2 - z1) / dt``.
+    confirm_m, confirm_n
+        a tentative track is confirmed once it was detected in M of its last N
+        scans, and deleted when N scans passed without that (1 <= M <= N <= 32).
+    max_misses
+        a confirmed track is deleted after this many consecutive scans without a
+        detection (an int in [1, 2**32 - 1]).
+    pd
+        detection probability the score assumes, in (0, 1).
+    new_target_density
+        expected new targets per unit area/volume per scan (> 0).
+    false_track_probability, track_loss_probability
+        Wald's alpha (a false track confirmed) and beta (a true track deleted),
+        each in (0, 0.5).
+    score_drop
+        > 0, see confirmation.
+    v_max
+        largest target speed two-point initiation pairs (> 0, m/s).
     """
 
     confirmation: str = "m_of_n"
@@ -356,17 +378,22 @@ class ManagementConfig:
 class ClutterConfig:
     """The density of false detections the track score assumes.
 
-    clutter_density : false detections per unit area (2-D) or volume (3-D)
-        per scan, > 0; None (default): estimated online, per scan, as
-        ``(1 - clutter_smoothing) * previous + clutter_smoothing * (u + 1) / V``
-        with u the valid detections no confirmed track took and V
-        ``surveillance_volume`` or, without it, the volume of the box around
-        the scan's detections (each side at least 10 r). The first estimate is
-        the first scan's value; an empty scan leaves it as it is. It is always
-        positive and at most ``(max_detections + 1) / (10 r)**dim``.
-    surveillance_volume : area/volume of the region the clutter estimator
-        divides by (> 0), or None.
-    clutter_smoothing : weight of the newest scan in the clutter estimate, in (0, 1].
+    Parameters
+    ----------
+    clutter_density
+        false detections per unit area (2-D) or volume (3-D) per scan, > 0; None
+        (default): estimated online, per scan, as ``(1 - clutter_smoothing) *
+        previous + clutter_smoothing * (u + 1) / V`` with u the valid detections
+        no confirmed track took and V ``surveillance_volume`` or, without it,
+        the volume of the box around the scan's detections (each side at least
+        10 r). The first estimate is the first scan's value; an empty scan
+        leaves it as it is. It is always positive and at most ``(max_detections
+        + 1) / (10 r)**dim``.
+    surveillance_volume
+        area/volume of the region the clutter estimator divides by (> 0), or
+        None.
+    clutter_smoothing
+        weight of the newest scan in the clutter estimate, in (0, 1].
     """
 
     clutter_density: float | None = None
@@ -383,22 +410,26 @@ class ClutterConfig:
 class LimitsConfig:
     """What a tracker holds, and how one scan's work is bounded.
 
-    capacity : most tracks held at once, in [1, 2**24]; births beyond it
-        are dropped and counted.
-    max_detections : most detections per scan, in [1, 2**24] (sizes the
-        scratch memory, and with two-point initiation the table of waiting
-        detections).
-    overflow : "error" (a scan with more detections raises ValueError before
-        any state changes) or "drop" (the first max_detections are used, the
-        rest counted in ``overflow``).
-    max_cluster : 0 (default): every cluster is solved exactly. Otherwise a
-        cluster with more than this many tracks or detections is solved
-        greedily (cheapest free pair first), bounding the worst-case tick
-        (exact assignment is cubic in the cluster size); counted in
-        ``greedy_clusters``. The numpy reference always solves exactly.
-        Whatever this says, a cluster whose cost matrix would exceed 16 MiB
-        (about 1000 x 1000) is solved greedily (and counted). An int in
-        [0, 2**31 - 1].
+    Parameters
+    ----------
+    capacity
+        most tracks held at once, in [1, 2**24]; births beyond it are dropped
+        and counted.
+    max_detections
+        most detections per scan, in [1, 2**24] (sizes the scratch memory, and
+        with two-point initiation the table of waiting detections).
+    overflow
+        "error" (a scan with more detections raises ValueError before any state
+        changes) or "drop" (the first max_detections are used, the rest counted
+        in ``overflow``).
+    max_cluster
+        0 (default): every cluster is solved exactly. Otherwise a cluster with
+        more than this many tracks or detections is solved greedily (cheapest
+        free pair first), bounding the worst-case tick (exact assignment is
+        cubic in the cluster size); counted in ``greedy_clusters``. The numpy
+        reference always solves exactly. Whatever this says, a cluster whose
+        cost matrix would exceed 16 MiB (about 1000 x 1000) is solved greedily
+        (and counted). An int in [0, 2**31 - 1].
     """
 
     capacity: int = 20000
@@ -417,99 +448,104 @@ class LimitsConfig:
 class ExecutionConfig:
     """How a tick runs: its threads and the order of the track rows.
 
-    Nothing here changes a result: the tracks, their ids and every count
-    are the same bits at every setting (row order is not part of the
-    result: match rows by id or handle).
-
-    threads : threads of one tick (1, the default: serial, no parallel
-        region). With more, predict, innovation inverses, gating and the
-        Kalman updates run over chunks of rows that the workers take as
-        they finish, the detection grid is built while the other workers
-        predict, independent clusters are solved in parallel, and deaths
-        and births (their rows, ids and slots planned serially, in one
-        order) are written in chunks (OpenMP), so the result is
-        bit-identical for every thread count. How the workers wait between
-        the tick's regions is libgomp's setting, read once when the engine
-        loads: ``dod.tracker.openmp.default_wait_policy()`` (which the bench
-        and the demo call) sets a short spin before they sleep. In a loop
-        that sleeps between ticks, pin the threads one per core, or two
-        threads can be slower than one: ``default_binding()`` (which
-        ``python -m dod.tracker`` calls; see dod.tracker.openmp).
-        1 <= threads <= MAX_THREADS (256).
-    parallel_min_rows : with threads > 1, a pass over the tracks runs in
-        parallel only when there are at least ``threads * parallel_min_rows``
-        rows (fewer: serial, cheaper than waking the workers); the drop of
-        the detections confirmed tracks took from the index, and the
-        births' spatial order, only with ``8 * parallel_min_rows``
-        detections, the row swaps of ``confirmed_first`` with
-        ``parallel_min_rows / 32`` swaps (these three whatever the thread
+    Parameters
+    ----------
+    threads
+        threads of one tick (1, the default: serial, no parallel region). With
+        more, predict, innovation inverses, gating and the Kalman updates run
+        over chunks of rows that the workers take as they finish, the detection
+        grid is built while the other workers predict, independent clusters are
+        solved in parallel, and deaths and births (their rows, ids and slots
+        planned serially, in one order) are written in chunks (OpenMP), so the
+        result is bit-identical for every thread count. How the workers wait
+        between the tick's regions is libgomp's setting, read once when the
+        engine loads: ``dod.tracker.openmp.default_wait_policy()`` (which the
+        bench and the demo call) sets a short spin before they sleep. In a loop
+        that sleeps between ticks, pin the threads one per core, or two threads
+        can be slower than one: ``default_binding()`` (which ``python -m
+        dod.tracker`` calls; see dod.tracker.openmp). 1 <= threads <=
+        MAX_THREADS (256).
+    parallel_min_rows
+        with threads > 1, a pass over the tracks runs in parallel only when
+        there are at least ``threads * parallel_min_rows`` rows (fewer: serial,
+        cheaper than waking the workers); the drop of the detections confirmed
+        tracks took from the index, and the births' spatial order, only with ``8
+        * parallel_min_rows`` detections, the row swaps of ``confirmed_first``
+        with ``parallel_min_rows / 32`` swaps (these three whatever the thread
         count), the grouping of the clustered pairs by cluster with ``16 *
-        parallel_min_rows`` pairs, the solve of the clusters (those not a
-        lone pair) with ``4 * parallel_min_rows`` of them. Speed only: the
-        result is the same either way. An int in [0, 2**31 - 1].
-    sort_every : every this many scans the track rows are sorted after the
-        tick: the confirmed tracks first, in spatial order (the detection
-        grid's own: row-major cells, x fastest), so the next ticks walk the
-        tracks and the grid's cells together; then the other tracks in
-        their row order (0, the default: never on a schedule). An int in
-        [0, 2**31 - 1].
-    sort_when_mixed : the rows are also sorted after a tick that leaves
-        more than this fraction of the leading rows (as many as the tracks
-        the previous tick confirmed) without a confirmed track (0: never;
-        default 0.1). Deaths move the last row into each hole, so clutter's
-        short-lived tracks, born among the targets' rows at a first scan and
-        dying there, leave holes that other tentative tracks keep filling:
-        at 1,000,000 targets in clutter the one-thread tick grew from ~175
-        to ~245 ms over 45 scans. After a sort the churn stays behind the
-        confirmed rows; in the bench's scenes the trigger sorts at the
-        third scan, then every ~40 (1M) to ~80-160 (100k) scans, a sort
-        costing 5-9 ms at 100k and ~110 ms at 1M on one core.
-    sort_when_displaced : the rows are also sorted after a tick that
-        leaves more than this fraction of the rows in order out of it (0:
-        never; default 0.2). In order: the confirmed rows the last sort
-        placed, or a first scan's births (born in cell order). Out of it:
-        each such row a death emptied (the table's last row fills the hole,
-        from anywhere in space; a row counts once however often it is
-        refilled) and each confirmed track in a row after them (born since).
-        Why: with few tentative tracks (``initiation="two_point"``, the
-        demo's) the leading rows never mix, yet deaths and births scatter
-        them: at 1,000,000 targets on one core the tick grew from ~140 to
-        ~190 ms over 100 scans without sorts. Over 130 of the bench's scans
-        (1M, two-point) at two threads it took p50 102.6 and p99 116.6 ms without this
-        trigger, 87.9 and 101.3 ms with it (one sort); single-point births
-        sorted as often either way (the mixing trigger fires first).
-    sort_when_drifted : the rows are also sorted once the confirmed tracks
-        have moved this many cells of the detection grid since the last
-        sort, on average (0: never; default 2; a finite number >= 0): the
-        time since the sort times their mean speed, over the cell side.
-        Motion is what scatters
-        the rows when nothing else does: a track's neighbours in memory
-        drift away from it in space, and the grid's reads with them. The
-        mean speed is measured at each sort and every 64 scans (a pass over
-        the velocities in fixed parts of the rows: the same at every thread
-        count). At 100,000 targets (the bench's scans: ~12.5 m/s at 50 Hz,
-        cells of ~19 m: a cell every ~75 scans) the two-thread tick crept
-        from ~7.2 to ~9.5 ms over 2,000 scans without sorts; a sort every
-        100 or 250 scans (1.3 or 3.3 cells) held p50 at ~8.3 ms, every 500
-        (6.7 cells) at 8.5, where none gave 8.9 (``sort_every``, one run).
-        At 1,000,000 the order decays faster (two threads: p50 ~96 ms after
-        a sort, ~111 by 120 scans later); 2 cells sorted at scan 191 of 330
-        and gave p50 99.7 ms, 3 cells at scan 266 and 105.2. A sort every
-        ~150 scans is 0.7 % of the ticks: a p99 over many ticks stays a
-        tick's own.
-    confirmed_first : keep the confirmed tracks in the leading rows between
-        sorts (default True). After each tick's management, every row below
-        the confirmed count that holds no confirmed track (a confirmed
-        track that died, or a tentative one) is swapped with a confirmed
-        track in a row at or above it (the last of the leading rows, or one
-        confirmed this tick), both lists in row order; then the dead rows,
-        all behind the confirmed ones, take the table's last rows as
-        before. So the tentative tracks' churn never reaches the leading
-        rows and they never mix (``sort_when_mixed`` finds nothing); a row
-        below the rows in order that takes a track from elsewhere counts
-        once against ``sort_when_displaced``. False: deaths move the last
-        row into each hole wherever it is (the table's own removal), and
-        the mixing trigger sorts the leading rows back.
+        parallel_min_rows`` pairs, the solve of the clusters (those not a lone
+        pair) with ``4 * parallel_min_rows`` of them. Speed only: the result is
+        the same either way. An int in [0, 2**31 - 1].
+    sort_every
+        every this many scans the track rows are sorted after the tick: the
+        confirmed tracks first, in spatial order (the detection grid's own:
+        row-major cells, x fastest), so the next ticks walk the tracks and the
+        grid's cells together; then the other tracks in their row order (0, the
+        default: never on a schedule). An int in [0, 2**31 - 1].
+    sort_when_mixed
+        the rows are also sorted after a tick that leaves more than this
+        fraction of the leading rows (as many as the tracks the previous tick
+        confirmed) without a confirmed track (0: never; default 0.1). Deaths
+        move the last row into each hole, so clutter's short-lived tracks, born
+        among the targets' rows at a first scan and dying there, leave holes
+        that other tentative tracks keep filling: at 1,000,000 targets in
+        clutter the one-thread tick grew from ~175 to ~245 ms over 45 scans.
+        After a sort the churn stays behind the confirmed rows; in the bench's
+        scenes the trigger sorts at the third scan, then every ~40 (1M) to
+        ~80-160 (100k) scans, a sort costing 5-9 ms at 100k and ~110 ms at 1M on
+        one core.
+    sort_when_displaced
+        the rows are also sorted after a tick that leaves more than this
+        fraction of the rows in order out of it (0: never; default 0.2). In
+        order: the confirmed rows the last sort placed, or a first scan's births
+        (born in cell order). Out of it: each such row a death emptied (the
+        table's last row fills the hole, from anywhere in space; a row counts
+        once however often it is refilled) and each confirmed track in a row
+        after them (born since). Why: with few tentative tracks
+        (``initiation="two_point"``, the demo's) the leading rows never mix, yet
+        deaths and births scatter them: at 1,000,000 targets on one core the
+        tick grew from ~140 to ~190 ms over 100 scans without sorts. Over 130 of
+        the bench's scans (1M, two-point) at two threads it took p50 102.6 and
+        p99 116.6 ms without this trigger, 87.9 and 101.3 ms with it (one sort);
+        single-point births sorted as often either way (the mixing trigger fires
+        first).
+    sort_when_drifted
+        the rows are also sorted once the confirmed tracks have moved this many
+        cells of the detection grid since the last sort, on average (0: never;
+        default 2; a finite number >= 0): the time since the sort times their
+        mean speed, over the cell side. Motion is what scatters the rows when
+        nothing else does: a track's neighbours in memory drift away from it in
+        space, and the grid's reads with them. The mean speed is measured at
+        each sort and every 64 scans (a pass over the velocities in fixed parts
+        of the rows: the same at every thread count). At 100,000 targets (the
+        bench's scans: ~12.5 m/s at 50 Hz, cells of ~19 m: a cell every ~75
+        scans) the two-thread tick crept from ~7.2 to ~9.5 ms over 2,000 scans
+        without sorts; a sort every 100 or 250 scans (1.3 or 3.3 cells) held p50
+        at ~8.3 ms, every 500 (6.7 cells) at 8.5, where none gave 8.9
+        (``sort_every``, one run). At 1,000,000 the order decays faster (two
+        threads: p50 ~96 ms after a sort, ~111 by 120 scans later); 2 cells
+        sorted at scan 191 of 330 and gave p50 99.7 ms, 3 cells at scan 266 and
+        105.2. A sort every ~150 scans is 0.7 % of the ticks: a p99 over many
+        ticks stays a tick's own.
+    confirmed_first
+        keep the confirmed tracks in the leading rows between sorts (default
+        True). After each tick's management, every row below the confirmed count
+        that holds no confirmed track (a confirmed track that died, or a
+        tentative one) is swapped with a confirmed track in a row at or above it
+        (the last of the leading rows, or one confirmed this tick), both lists
+        in row order; then the dead rows, all behind the confirmed ones, take
+        the table's last rows as before. So the tentative tracks' churn never
+        reaches the leading rows and they never mix (``sort_when_mixed`` finds
+        nothing); a row below the rows in order that takes a track from
+        elsewhere counts once against ``sort_when_displaced``. False: deaths
+        move the last row into each hole wherever it is (the table's own
+        removal), and the mixing trigger sorts the leading rows back.
+
+    Notes
+    -----
+    Nothing here changes a result: the tracks, their ids and every count are the
+    same bits at every setting (row order is not part of the result: match rows
+    by id or handle).
     """
 
     threads: int = 1
@@ -544,10 +580,9 @@ if len(FLAT_FIELDS) != sum(len(dataclasses.fields(cls)) for cls in PARTS.values(
 
 @dataclass(frozen=True, init=False)
 class TrackerConfig:
-    """Everything a tracker is built from: five parts.
+    """TrackerConfig(*, filter=None, management=None, clutter=None, limits=None, execution=None, **fields)
 
-    TrackerConfig(*, filter=None, management=None, clutter=None, limits=None,
-                  execution=None, **fields)
+    Everything a tracker is built from: five parts.
 
     Parameters
     ----------
