@@ -869,6 +869,8 @@ cdef class Ring:
             raise InvariantError("producer state and held slot disagree")
         if (self._rstate == _HOLDING) != (self._rslot is not None):
             raise InvariantError("consumer state and held slot disagree")
+        if (self._wstate == _IDLE) != (self._wthread == 0) or (self._rstate == _IDLE) != (self._rthread == 0):
+            raise InvariantError("a side's thread and its state disagree")
 
     def __repr__(self):
         return (f"<dod.Ring {self.slots} slots x {self.rows} rows of {self.dtype} {self.row_shape} "
