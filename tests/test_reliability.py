@@ -367,10 +367,25 @@ def test_scenario_and_radar_scenario_accept_what_generate_makes():
     swapped = [d.astype(">f8") for d in sc.detections]
     s2 = Scenario(2, 0.02, 10.0, swapped)
     assert all(a.tobytes() == b.tobytes() for a, b in zip(s2.detections, sc.detections))
+    assert all(d.dtype == np.dtype(">f8") for d in swapped)      # the caller's list is left as it was
     with pytest.raises(TypeError):
         RadarScenario(2, 0.02, 10.0, sensors=["not a sensor"])
     with pytest.raises(ValueError):
         RadarScenario(2, 0.02, 10.0, sensors=[Sensor((0.0, 0.0, 0.0), 1.0, 1e-3, 1e-3)])
+
+
+def test_mot_sequence_fields_are_validated():
+    from dod.tracker.mot import MotSequence
+    ok = MotSequence("s", 25.0, 640, 480, ids=[[1, 2]], boxes=[np.zeros((2, 4), ">f8")], conf=[[1.0, 0.5]])
+    assert ok.boxes[0].dtype == np.float64 and ok.ids[0].dtype == np.int64
+    for kwargs, exc in ((dict(fps=0.0), ValueError), (dict(width=float("inf")), ValueError),
+                        (dict(name=3), TypeError), (dict(first_frame=-1), ValueError),
+                        (dict(boxes=[np.zeros((2, 3))]), ValueError), (dict(ids=[[1], [2]], conf=[[1.0]]), ValueError),
+                        (dict(ids=[np.empty(1, object)]), TypeError)):
+        args = dict(name="s", fps=25.0, width=640, height=480)
+        args.update(kwargs)
+        with pytest.raises(exc):
+            MotSequence(**args)
 
 
 def test_scenario_generators_refuse_sizes_that_would_exhaust_memory():
