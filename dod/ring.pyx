@@ -333,12 +333,13 @@ cdef class Slot:
         byte-swapped and misaligned arrays are copied element by element).
         Raises ValueError for a wrong shape (0-d included) or n > ring.rows,
         TypeError for None, Python objects or a dtype that does not cast
-        safely ("same_kind"); the slot is unchanged on failure. No allocation
+        safely ("same_kind"), RuntimeError on the consumer's slot; the slot
+        is unchanged on failure. No allocation
         when `array` is an aligned C-contiguous array of the ring's dtype.
         """
         self._need_active()
         if not self.writable:
-            raise AttributeError("the consumer's slot is read-only")
+            raise RuntimeError("the consumer's slot is read-only: write() is the producer's")
         cdef cnp.ndarray d = <cnp.ndarray>self._data
         # the one input gate (dod._ndarray): dtype, shape; any layout (copied below)
         cdef cnp.ndarray a = input_array(array, d.dtype, "array", cnp.PyArray_NDIM(d),
