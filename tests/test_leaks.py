@@ -4,7 +4,9 @@ it found it: resident memory and tracemalloc's traced bytes stay flat.
 Each cycle makes one owner with a backing of at least BACKING bytes, touches
 all of it (so a leaked backing would be resident), takes and hands back a
 few allocations or views through its Python face, and drops it. After a
-warm-up (first-use caches, numpy's and the allocators' free lists), CYCLES
+warm-up (first-use caches, numpy's and the allocators' free lists: rounds of
+WARMUP cycles until one no longer grows the traced bytes past the bound, at
+most WARMUP_ROUNDS of them, so a leak still reaches the measure), CYCLES
 more cycles may grow the resident set by at most a quarter of what leaking
 one backing per cycle would add, and the traced bytes by at most
 TRACED_PER_CYCLE bytes per cycle: a leaked view, dict or handle tuple per
@@ -23,6 +25,7 @@ import pytest
 
 BACKING = 1 << 18            # bytes each owner's memory holds at least (256 KiB)
 WARMUP = 30
+WARMUP_ROUNDS = 25           # numpy's small-array caches took ~500 ring cycles to fill under ASan
 CYCLES = 300
 TRACED_PER_CYCLE = 64        # bytes: an ndarray object alone is over 100
 # Under AddressSanitizer (DOD_BUILD=sanitize) freed memory waits in ASan's
@@ -225,6 +228,17 @@ def _settled():
     return _rss(), tracemalloc.get_traced_memory()[0]
 
 
+def _warm_up(cycle):
+    last = _settled()[1]
+    for _ in range(WARMUP_ROUNDS):
+        for _ in range(WARMUP):
+            cycle()
+        now = _settled()[1]
+        if now - last <= TRACED_PER_CYCLE * WARMUP:
+            return
+        last = now
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"),
                     reason="reads the resident set from /proc/self/statm (Linux)")
 @pytest.mark.parametrize("cycle", OWNERS, ids=[f.__name__ for f in OWNERS])
@@ -234,8 +248,7 @@ def test_create_and_destroy_many_times_stays_flat(cycle):
     if not started:
         tracemalloc.start()
     try:
-        for _ in range(WARMUP):
-            cycle()
+        _warm_up(cycle)
         rss0, traced0 = _settled()
         for i in range(CYCLES):
             cycle()
@@ -269,7 +282,7 @@ def test_the_bounds_catch_a_leak_of_one_backing_or_one_object_per_cycle():
     tracemalloc.start()
     try:
         for f in (leaky, leaky_small):
-            for _ in range(WARMUP):
+            for _ in range(WARMUP):        # a fixed warm-up: these never settle
                 f()
             rss0, traced0 = _settled()
             for _ in range(CYCLES):
