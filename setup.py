@@ -11,10 +11,12 @@ replaces setuptools' ``-O3 -DNDEBUG``):
     DOD_BUILD=sanitize  debug + AddressSanitizer + UBSan (compile and link)
     DOD_BUILD=tsan      debug at -O1 + ThreadSanitizer, built with clang and
                         LLVM's OpenMP runtime (libomp): set CC to a clang
-                        (CC=clang-14); gcc is refused. Run it with clang's
-                        TSan runtime preloaded and LLVM's Archer tool loaded
-                        into libomp (OMP_TOOL_LIBRARIES): tools/tsan_env.sh
-                        prints the environment, tools/tsan.supp says why.
+                        (CC=clang-14); gcc is refused. Run it under a Python
+                        with TSan's runtime linked in (tools/tsan_python.c)
+                        and LLVM's Archer tool loaded into libomp
+                        (OMP_TOOL_LIBRARIES); the README's
+                        "Build variants" has the commands, .ci/run step 6
+                        runs them.
 
 OpenMP: the modules in OPENMP_MODULES compile and link with -fopenmp
 (DOD_NO_OPENMP=1 leaves it out: their prange loops then run serially).
