@@ -160,10 +160,11 @@ cdef int _wait(dod_ring* r, bint writer, int64_t timeout_ns, dod_ring_slot** out
             return DOD_RING_INTERRUPTED
 
 
-# The statistics counters: each is bumped by one side's thread while stats()
-# may read it from any other, so both go through relaxed atomics (a plain
-# += here raced with stats() and with a second consumer's refused acquire).
-# Only the slow paths count, so the locked add costs nothing that matters.
+# The statistics counters: each is bumped by one side's thread, without the
+# GIL, while stats() may read it from any other thread, so both go through
+# relaxed atomics (each read sees a value the counter had; they order
+# nothing else). Only the slow paths count, so the locked add costs nothing
+# that matters.
 cdef inline void _count(uint64_t* counter) noexcept nogil:
     dod_atomic_fetch_add_relaxed_u64(counter, 1)
 
