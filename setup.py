@@ -9,6 +9,14 @@ replaces setuptools' ``-O3 -DNDEBUG``):
     DOD_BUILD=debug     -O0 -g, boundscheck/wraparound/initializedcheck on,
                         DOD_DEBUG=1: 0xCD poison on release, ownership checks
     DOD_BUILD=sanitize  debug + AddressSanitizer + UBSan (compile and link)
+    DOD_BUILD=tsan      debug at -O1 + ThreadSanitizer, built with clang and
+                        LLVM's OpenMP runtime (libomp): set CC to a clang
+                        (CC=clang-14); gcc is refused. Run it under a Python
+                        with TSan's runtime linked in (tools/tsan_python.c)
+                        and LLVM's Archer tool loaded into libomp
+                        (OMP_TOOL_LIBRARIES); the README's
+                        "Build variants" has the commands, .ci/run step 6
+                        runs them.
 
 OpenMP: the modules in OPENMP_MODULES compile and link with -fopenmp
 (DOD_NO_OPENMP=1 leaves it out: their prange loops then run serially).
@@ -27,9 +35,9 @@ from setuptools import Command, Extension, setup
 
 HERE = Path(__file__).resolve().parent
 VARIANT = os.environ.get("DOD_BUILD", "release").strip().lower() or "release"
-if VARIANT not in ("release", "debug", "sanitize"):
-    sys.exit(f"DOD_BUILD must be release, debug or sanitize, not {VARIANT!r}")
-DEBUG = VARIANT in ("debug", "sanitize")
+if VARIANT not in ("release", "debug", "sanitize", "tsan"):
+    sys.exit(f"DOD_BUILD must be release, debug, sanitize or tsan, not {VARIANT!r}")
+DEBUG = VARIANT in ("debug", "sanitize", "tsan")
 
 compile_args = []
 link_args = []
@@ -54,6 +62,18 @@ if VARIANT == "sanitize":
            "-fno-sanitize-recover=undefined,float-cast-overflow"]
     compile_args += san
     link_args += san
+if VARIANT == "tsan":
+    # ThreadSanitizer needs clang here, not gcc: the OpenMP modules must use
+    # LLVM's runtime (libomp), whose OMPT interface lets the Archer tool tell
+    # TSan about the team's fork/join, barriers and tasks. libgomp has no such
+    # interface and is not instrumented: under TSan its own synchronisation
+    # shows up as hundreds of races in the threaded tick. -O1: TSan at -O0
+    # made the threaded tracker tests several times slower for nothing found.
+    if "clang" not in os.path.basename(os.environ.get("CC", "").split(" ")[0]):
+        sys.exit("DOD_BUILD=tsan builds with clang and LLVM's OpenMP runtime: "
+                 "set CC=clang-14 (Debian: apt-get install clang-14 libomp-14-dev)")
+    compile_args += ["-O1", "-fsanitize=thread"]
+    link_args += ["-fsanitize=thread"]
 # sqrt as one instruction: without this gcc follows each sqrt with a test and
 # a libm call that only sets errno for a negative argument (dod reads errno
 # only after system calls). No result changes: sqrt is correctly rounded both ways.

@@ -44,7 +44,7 @@ from libc.stdlib cimport abort
 
 from dod._core cimport DOD_DEBUG, dod_poison
 from dod.atomics cimport (dod_tagged_ptr, dod_tagged_load, dod_tagged_cas, dod_mutex,
-                          dod_atomic_load_ptr, dod_atomic_store_ptr,
+                          dod_atomic_load_ptr, dod_atomic_store_ptr, dod_atomic_load_speculative_ptr,
                           dod_atomic_fetch_add_relaxed_u64)
 from dod.resource cimport dod_resource, Resource
 from dod._lease cimport dod_slots
@@ -94,7 +94,7 @@ cdef inline void* dod_lfpool_try_acquire(dod_lfpool* p) noexcept nogil:
         # The link may be stale if another thread pops `old.ptr` first; the
         # block stays mapped (nothing is unmapped while the pool lives) and the
         # tag makes the CAS below fail, so a stale link is never installed.
-        new.ptr = dod_atomic_load_ptr(<void**>old.ptr)
+        new.ptr = dod_atomic_load_speculative_ptr(<void**>old.ptr)
         new.tag = old.tag + 1
         if dod_tagged_cas(&p.head, &old, new):
             return old.ptr

@@ -44,7 +44,7 @@ from cpython.number cimport PyNumber_Index
 from dod._core cimport DOD_DEBUG, dod_add_overflow, dod_mul_overflow, dod_is_pow2, dod_poison
 from dod.atomics cimport (dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod_mutex_unlock,
                           dod_atomic_load_ptr, dod_atomic_store_ptr, dod_atomic_load_u64,
-                          dod_atomic_fetch_add_relaxed_u64, dod_thread_self)
+                          dod_atomic_fetch_add_relaxed_u64, dod_thread_self, dod_atomic_load_speculative_ptr)
 from dod._types cimport dod_handle
 from dod._lease cimport (slots_init, slots_free, slots_reserve, slots_add, slots_find,
                          slots_check_unpinned, slots_find_many, slots_remove, slots_view)
@@ -735,7 +735,7 @@ cdef size_t dod_lfpool_take(dod_lfpool* p, size_t n, void** first, void** last) 
         b = old.ptr
         k = 1
         while k < n:
-            nxt = dod_atomic_load_ptr(<void**>b)      # acquire: the tag load below stays after it
+            nxt = dod_atomic_load_speculative_ptr(<void**>b)      # acquire: the tag load below stays after it
             if dod_atomic_load_u64(&p.head.tag) != old.tag:
                 break
             if nxt == NULL:
@@ -743,7 +743,7 @@ cdef size_t dod_lfpool_take(dod_lfpool* p, size_t n, void** first, void** last) 
             b = nxt
             k += 1
         else:
-            nxt = dod_atomic_load_ptr(<void**>b)
+            nxt = dod_atomic_load_speculative_ptr(<void**>b)
         if dod_atomic_load_u64(&p.head.tag) == old.tag:
             new.ptr = nxt
             new.tag = old.tag + 1

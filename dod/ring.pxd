@@ -35,6 +35,9 @@
 #     takes it down with an exchange, bumps epoch and wakes: with the fences
 #     on both sides no wake-up is lost, and a side that is already being
 #     woken costs the other side no further system call. close wakes both.
+#   * The four statistics counters (write_waits, write_failed, read_waits,
+#     read_failed) change only on the slow paths, through relaxed atomic adds,
+#     and are read with relaxed loads: stats() may read them from any thread.
 #   * All bytes zero (ZII) is a ring of no slots: every try fails cleanly.
 #
 # Engine contract (checks the caller owns on this fast path): exactly one

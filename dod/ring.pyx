@@ -71,7 +71,7 @@ from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from dod.atomics cimport (dod_atomic_load_u64, dod_atomic_store_u64, dod_atomic_load_u32,
                           dod_atomic_fetch_add_u32, dod_atomic_exchange_u32, dod_atomic_store_u32,
-                          dod_atomic_fence,
+                          dod_atomic_fence, dod_atomic_load_relaxed_u64, dod_atomic_fetch_add_relaxed_u64,
                           dod_atomic_wait_u32, dod_atomic_wake_all_u32, dod_cpu_relax)
 from dod._core cimport DOD_CACHE_LINE, dod_add_overflow, dod_mul_overflow
 from dod._lease cimport Owned, owned, ExportPin, export_pin
@@ -146,14 +146,8 @@ cdef int _wait(dod_ring* r, bint writer, int64_t timeout_ns, dod_ring_slot** out
             if s != NULL:
                 out[0] = s
                 return DOD_RING_OK
-            if writer:
-                r.write_failed += 1
             return DOD_RING_CLOSED
         if timeout_ns == 0 or (timeout_ns > 0 and _now_ns() >= deadline):
-            if writer:
-                r.write_failed += 1
-            else:
-                r.read_failed += 1
             return DOD_RING_TIMEOUT
         if spins < _SPINS:
             spins += 1
@@ -179,16 +173,41 @@ cdef int _wait(dod_ring* r, bint writer, int64_t timeout_ns, dod_ring_slot** out
             return DOD_RING_INTERRUPTED
 
 
+# The statistics counters: each is bumped by one side's thread, without the
+# GIL, while stats() may read it from any other thread, so both go through
+# relaxed atomics (each read sees a value the counter had; they order
+# nothing else). Only the slow paths count, so the locked add costs nothing
+# that matters.
+cdef inline void _count(uint64_t* counter) noexcept nogil:
+    dod_atomic_fetch_add_relaxed_u64(counter, 1)
+
+
+cdef inline void _count_write_failure(dod_ring* r, int rc) noexcept nogil:
+    if rc == DOD_RING_TIMEOUT or rc == DOD_RING_CLOSED:
+        _count(&r.write_failed)
+
+
+cdef inline void _count_read_failure(dod_ring* r, int rc) noexcept nogil:
+    if rc == DOD_RING_TIMEOUT:       # the end of the stream is not a failure
+        _count(&r.read_failed)
+
+
 cdef int dod_ring_wait_write(dod_ring* r, int64_t timeout_ns, dod_ring_slot** out) noexcept nogil:
+    cdef int rc
     out[0] = NULL
-    r.write_waits += 1
-    return _wait(r, True, timeout_ns, out)
+    _count(&r.write_waits)
+    rc = _wait(r, True, timeout_ns, out)
+    _count_write_failure(r, rc)
+    return rc
 
 
 cdef int dod_ring_wait_read(dod_ring* r, int64_t timeout_ns, dod_ring_slot** out) noexcept nogil:
+    cdef int rc
     out[0] = NULL
-    r.read_waits += 1
-    return _wait(r, False, timeout_ns, out)
+    _count(&r.read_waits)
+    rc = _wait(r, False, timeout_ns, out)
+    _count_read_failure(r, rc)
+    return rc
 
 
 # ---------------------------------------------------------------- owner
@@ -643,13 +662,12 @@ cdef class Ring:
     cdef int _acquire(self, bint writer, object timeout, object stall, dod_ring_slot** s) except -1:
         """Both acquires: try, then wait in chunks with the GIL released,
         running signal handlers and the stall tests between chunks. Returns
-        the engine's code; counts one wait and at most one failure per call."""
+        the engine's code; counts one wait and at most one failure per call
+        (the chunks call the engine's uncounted wait)."""
         cdef int rc = DOD_RING_TIMEOUT
         cdef int64_t t = _timeout_ns(timeout), left, chunk
         cdef int64_t deadline = _now_ns() + t if t > 0 else 0
         cdef dod_ring* r = &self.engine
-        cdef uint64_t failed = r.write_failed if writer else r.read_failed
-        cdef uint64_t waits = r.write_waits if writer else r.read_waits
         cdef int state = self._wstate if writer else self._rstate
         side = "writing" if writer else "reading"
         if state == _HOLDING:
@@ -666,9 +684,11 @@ cdef class Ring:
         if writer:
             self._wstate = _WAITING
             self._wthread = PyThread_get_thread_ident()
+            _count(&r.write_waits)
         else:
             self._rstate = _WAITING
             self._rthread = PyThread_get_thread_ident()
+            _count(&r.read_waits)
         try:
             first = True
             while True:
@@ -687,10 +707,7 @@ cdef class Ring:
                     if chunk < 0:
                         chunk = 0
                 with nogil:
-                    if writer:
-                        rc = dod_ring_acquire_write(r, chunk, s)
-                    else:
-                        rc = dod_ring_acquire_read(r, chunk, s)
+                    rc = _wait(r, writer, chunk, s)
                 if rc == DOD_RING_OK or rc == DOD_RING_CLOSED:
                     break
                 if rc == DOD_RING_TIMEOUT and (t == 0 or (t > 0 and _now_ns() >= deadline)):
@@ -700,13 +717,12 @@ cdef class Ring:
             if writer:
                 self._wstate = _IDLE
                 self._wthread = 0
-                r.write_waits = waits + 1
-                r.write_failed = failed + (rc != DOD_RING_OK)
+                if rc != DOD_RING_OK:         # timed out, closed, or interrupted by an exception
+                    _count(&r.write_failed)
             else:
                 self._rstate = _IDLE
                 self._rthread = 0
-                r.read_waits = waits + 1
-                r.read_failed = failed + (rc == DOD_RING_TIMEOUT)
+                _count_read_failure(r, rc)
         return rc
 
     def acquire_write(self, timeout=None, *, stall=None):
@@ -1039,13 +1055,14 @@ cdef class Ring:
             "available": (self.slots - n) * stride,
             "peak": self.peak_slots * stride,
             "allocations": head,
-            "failed": self.engine.write_failed + self.engine.read_failed,
+            "failed": (dod_atomic_load_relaxed_u64(&self.engine.write_failed)
+                       + dod_atomic_load_relaxed_u64(&self.engine.read_failed)),
             "slots": self.slots,
             "in_flight": n,
             "committed": head,
             "released": tail,
-            "write_waits": self.engine.write_waits,
-            "read_waits": self.engine.read_waits,
+            "write_waits": dod_atomic_load_relaxed_u64(&self.engine.write_waits),
+            "read_waits": dod_atomic_load_relaxed_u64(&self.engine.read_waits),
             "closed": self.closed,
         }
 

@@ -27,6 +27,10 @@ def compile_cython_module(source: str, workdir: Path, name: str | None = None):
     if os.environ.get("DOD_BUILD") == "sanitize":
         compile_args += ["-fsanitize=address,undefined,float-cast-overflow"]
         link_args += ["-fsanitize=address,undefined,float-cast-overflow"]
+    elif os.environ.get("DOD_BUILD") == "tsan":
+        # compiled by $CC, which the tsan variant requires to be clang (setup.py)
+        compile_args += ["-g", "-fsanitize=thread"]
+        link_args += ["-fsanitize=thread"]
     ext = Extension(
         name,
         [str(pyx)],
@@ -47,7 +51,14 @@ def compile_cython_module(source: str, workdir: Path, name: str | None = None):
     cmd.build_lib = str(workdir)
     cmd.build_temp = str(workdir / "tmp")
     cmd.ensure_finalized()
-    cmd.run()
+    # The compiler is not under test: under a sanitizer run (LD_PRELOAD of
+    # libasan, LeakSanitizer on) gcc itself would be sanitized, and it does
+    # not free what it allocates before exiting.
+    saved = {k: os.environ.pop(k) for k in ("LD_PRELOAD",) if k in os.environ}
+    try:
+        cmd.run()
+    finally:
+        os.environ.update(saved)
     path = next(workdir.glob(f"{name}*.so"))
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)

@@ -178,6 +178,45 @@ def test_a_second_producer_is_refused_while_one_waits():
     assert not t.is_alive()
 
 
+def test_statistics_read_from_another_thread_while_a_consumer_waits():
+    # The consumer waits in 100 ms chunks with the GIL released while this
+    # thread reads stats() and is refused as a second consumer, both of which
+    # read the wait and failure counters. Those counters were plain fields
+    # that each chunk bumped without the GIL: ThreadSanitizer (DOD_BUILD=tsan,
+    # .ci/run) reported a data race here. They are relaxed atomics now, and a
+    # call counts one wait however many chunks it takes.
+    r = Ring(1, 2)
+    got = []
+
+    def consumer():
+        with r.read(timeout=10) as slot:
+            got.append(slot.seq)
+    t = threading.Thread(target=consumer)
+    t.start()
+    deadline = time.monotonic() + 10
+    while r.stats()["read_waits"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    seen = set()
+    refused = 0
+    stop = time.monotonic() + 0.35              # several chunks of the consumer's wait
+    while time.monotonic() < stop:
+        st = r.stats()
+        seen.add((st["read_waits"], st["failed"]))
+        with pytest.raises(RuntimeError, match="single consumer"):
+            r.acquire_read(timeout=0)
+        refused += 1
+        time.sleep(0.002)
+    assert t.is_alive() and refused > 0
+    with r.write():
+        pass
+    t.join(10)
+    assert not t.is_alive() and got == [0]
+    assert seen == {(1, 0)}                      # one wait, no failure, at every look
+    st = r.stats()
+    assert (st["read_waits"], st["write_waits"], st["failed"]) == (1, 0, 0)
+    r.check()
+
+
 def test_exception_in_write_block_aborts():
     r = Ring(2, 3)
     with pytest.raises(KeyError):

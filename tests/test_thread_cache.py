@@ -697,7 +697,7 @@ def test_debug_cache_aborts_on_a_broken_contract(compile_cython):
 
 
 def test_debug_owner_aborts_when_a_cython_cache_was_not_flushed(compile_cython):
-    """Debug and sanitize builds abort on an owner whose Cython cache was never
+    """Debug, sanitize and tsan builds abort on an owner whose Cython cache was never
     flushed; a release build documents the flush as the caller's contract and
     does not check (the child must then survive)."""
     from test_pool import dies_with_abort
@@ -710,4 +710,4 @@ def test_debug_owner_aborts_when_a_cython_cache_was_not_flushed(compile_cython):
         del pool
         gc.collect()
 
-    assert dies_with_abort(lose_a_cache) == (os.environ.get("DOD_BUILD") in ("debug", "sanitize"))
+    assert dies_with_abort(lose_a_cache) == (os.environ.get("DOD_BUILD") in ("debug", "sanitize", "tsan"))

@@ -72,3 +72,31 @@ def test_the_demo_program_binds_and_an_import_of_the_demo_does_not():
     keys = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY")
     assert _settings_at_engine_load(keys, run) == repr([("spread", "cores", None)])
     assert _settings_at_engine_load(keys, "import dod.tracker.demo") == repr([(None, None, None)])
+
+
+def _mapped_libraries():
+    with open("/proc/self/maps") as f:
+        return {line.split()[-1].rsplit("/", 1)[-1] for line in f if "/" in line}
+
+
+def test_the_threaded_tick_runs_on_a_runtime_the_thread_checker_can_see():
+    # The tick's threads come from the OpenMP runtime the engine linked:
+    # libgomp in gcc builds. DOD_BUILD=tsan links LLVM's libomp instead, and
+    # .ci/run (step 6) loads its Archer tool (OMP_TOOL_LIBRARIES), which shows
+    # the team's fork/join and barriers to ThreadSanitizer: without it the
+    # threaded tracker tests reported over a thousand races inside them, with
+    # it none. So under TSan, a run without Archer must fail here, not there.
+    import os
+
+    from dod.tracker import Tracker, TrackerConfig
+    from dod.tracker.scenario import generate
+
+    t = Tracker(TrackerConfig(threads=2, parallel_min_rows=1, capacity=256, max_detections=256))
+    for z, dt in generate(60, 3, seed=2):
+        t.tick(z, dt)
+    libs = _mapped_libraries()
+    runtimes = {name for name in libs if name.startswith(("libgomp.so", "libomp.so"))}
+    assert runtimes, f"no OpenMP runtime mapped (dod built with DOD_NO_OPENMP=1?): {sorted(libs)}"
+    if os.environ.get("DOD_BUILD") == "tsan":
+        assert any(name.startswith("libomp.so") for name in runtimes), runtimes
+        assert "libarcher.so" in libs, "ThreadSanitizer run without Archer: set OMP_TOOL_LIBRARIES"
