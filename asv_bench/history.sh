@@ -17,7 +17,7 @@
 # predate what they measure. Environment: ASV (the asv command, default
 # `asv`), STEPS (sample this many commits), NO_PUBLISH=1 (skip the HTML),
 # PYTHON (runs plot_history.py, default python3), README=1 (also redraw the
-# README's "Benchmark history" figure and block from these results).
+# "Benchmark history" figure and block of docs/performance.md from these results).
 #
 # After `asv publish`, plot_history.py draws the same results into
 # html/history/ (index.html works offline: asv's own page loads its scripts
@@ -43,7 +43,7 @@ if [ -z "${NO_PUBLISH:-}" ]; then
     if [ -n "${README:-}" ]; then
         cmd="${STEPS:+STEPS=$STEPS }asv_bench/history.sh $range"
         for a in "$@"; do cmd+=" $(printf '%q' "$a")"; done
-        plot+=(--summary "$here/history.png" --readme "$here/../README.md" --command "$cmd")
+        plot+=(--summary "$here/history.png" --readme "$here/../docs/performance.md" --command "$cmd")
     fi
     ${PYTHON:-python3} "$here/plot_history.py" "${plot[@]}"
     prc=$?

@@ -8,7 +8,7 @@ README.md and CONVENTIONS.md. Files are rewritten in place (``--check``
 only lists what would change and exits 1 if anything would). It is
 idempotent: run it again over a branch merged after the rename.
 
-What it renames (the list is also in the README's changelog):
+What it renames (the list is also in CHANGELOG.md):
 
 * the atomic arena's C names: ``dod_atomic_arena*`` -> ``dod_aa*`` and
   ``dod_atomic_cache*`` -> ``dod_aa_cache*`` (so that ``dod_atomic_*`` is

@@ -128,7 +128,7 @@ def scan_table_python(table, reps):
 
 
 def py_churn(live0, frames, born, seed):
-    """The pools issue's churn with Python objects in a list (swap-remove)."""
+    """Particle churn with Python objects in a list (swap-remove)."""
     rng = random.Random(seed)
     P = Particle
     live = [P(float(k & 0xFF), 0.0, 0.0, 1.0, -1.0, 0.5, 0.0, 1) for k in range(live0)]
@@ -248,12 +248,12 @@ def run(quick=False):
     sections.append(s)
     del objs
 
-    # -- particle churn (the pools issue's workload) on a table
+    # -- particle churn on a table
     live0, born = 75_000, 1_000
     frames = 100 if quick else 400
     churn_tab = Table(particle_schema(zero=False), live0 + 4 * born + 16)
     s = Section(f"table: particle churn, {live0:,} live, {born:,} born and ~{born:,} (+-50%) killed per frame",
-                "malloc/free", per="frame", goal="(pools issue) churn faster than malloc/free")
+                "malloc/free", per="frame", goal="churn faster than malloc/free")
 
     def churn(fn):
         ns, ops, _ = fn()
