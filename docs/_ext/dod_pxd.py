@@ -49,7 +49,7 @@ def _comment_text(lines):
         else:
             out.append("")
     text = "\n".join(out).strip("\n")
-    # Development history is no part of a contract: "(issue 13)", or a
+    # Development history is no part of a contract: "(issue N)", or a
     # sentence that says when something changed, is left out of the pages.
     text = re.sub(r" *\(issue \d+\)", "", text)
     text = re.sub(r"(?<=\.)\s+[A-Z][^.]*?\bissue \d+\.", "", text, flags=re.S)
