@@ -17,11 +17,11 @@ from dod.table cimport (dod_table, dod_table_zero_rows, dod_table_reusable, dod_
                         dod_table_insert_freed)
 from dod._types cimport dod_index
 from dod.tracker.grid cimport dod_grid
-from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse, dod_kalman_packed_size,
-                                 dod_kalman_packed_index, dod_kalman_mahalanobis2, dod_kalman_update,
-                                 dod_kalman_log_likelihood)
-from dod.tracker.imm cimport dod_imm_birth
-from dod.tracker.measurement cimport dod_sensor, dod_meas_to_cartesian
+from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse, dod_kalman_packed_index,
+                                 dod_kalman_mahalanobis2, dod_kalman_update, dod_kalman_log_likelihood)
+from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
+                                 _d, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR, _motion_birth,
+                                 _meas_birth_cov)
 from dod.tracker._track cimport dod_tracker, dod_track_cols, dod_tick_counts, DOD_TRACK_TENTATIVE
 from dod.tracker._frame cimport _birth_plan, _tick, _TAIL_CHUNKS, _BIRTH_BITS, _BIRTH_BITS_3D
 from dod.tracker._executor cimport _split_detections, _run_chunks, _PASS_BIRTHS
@@ -137,39 +137,24 @@ cdef const dod_index* _births_by_cell(const _tick* k, size_t nfit, int dim, int 
     return out if r == nfit else NULL     # (every birth is in the index: r == nfit)
 
 
-cdef inline void _birth_cov(double* P, int dim, double r2, double v2) noexcept nogil:
-    """A birth's covariance diag(r2, .., v2, ..) into a zeroed packed P (a
-    constant dimension in each branch: the indices fold)."""
-    cdef int a
-    if dim == 2:
-        for a in range(2):
-            P[dod_kalman_packed_index(a, a, 4)] = r2
-            P[dod_kalman_packed_index(2 + a, 2 + a, 4)] = v2
-    else:
-        for a in range(3):
-            P[dod_kalman_packed_index(a, a, 6)] = r2
-            P[dod_kalman_packed_index(3 + a, 3 + a, 6)] = v2
+cdef inline void _birth_cov(const _dim* v, double* P, double r2, double v2) noexcept nogil:
+    """A birth's covariance diag(r2, .., v2, ..) into a zeroed packed P."""
+    cdef int d = _d(v), a
+    for a in range(d):
+        P[dod_kalman_packed_index(a, a, 2 * d)] = r2
+        P[dod_kalman_packed_index(d + a, d + a, 2 * d)] = v2
 
 
-cdef inline void _imm_birth(const dod_tracker* t, size_t i) noexcept nogil:
-    """Every IMM model of row i from its CV state (a constant dimension in
-    each call: the packed covariance's indices fold)."""
-    if t.dim == 2:
-        dod_imm_birth(&t.imm, i, t.cols.x + i * 4, t.cols.P + i * 10, 2)
-    else:
-        dod_imm_birth(&t.imm, i, t.cols.x + i * 6, t.cols.P + i * 21, 3)
-
-
-cdef void _pair_birth_rows(const dod_tracker* t, const _tick* k, size_t row0, const dod_index* order,
-                           const double* opos, const int32_t* partner, double dt, double lc,
-                           size_t r0, size_t r1) noexcept nogil:
+cdef void _pair_birth_rows(const _dim* v, const _motion* m, const dod_tracker* t, const _tick* k, size_t row0,
+                           const dod_index* order, const double* opos, const int32_t* partner, double dt,
+                           double lc, size_t r0, size_t r1) noexcept nogil:
     """Rows row0 + [r0, r1) of this scan's two-point births (inserted, not
     zeroed): row row0 + r holds birth b = order[r] (r without an order),
     the pair of single partner[b] and detection born[b] (at opos[r] with
     an order), id next_id + b: a track from the single, predicted and
     updated with the detection. Writes only these rows."""
     cdef const dod_track_cols* c = &t.cols
-    cdef int dim = t.dim, n = t.n, pn = dod_kalman_packed_size(t.n), a
+    cdef int dim = _d(v), n = 2 * _d(v), pn = _pn(v), a
     cdef size_t b, i, r, si
     cdef double r2 = t.r * t.r, d2
     cdef double Si[9]
@@ -184,7 +169,7 @@ cdef void _pair_birth_rows(const dod_tracker* t, const _tick* k, size_t row0, co
         i = row0 + r
         c.id[i] = t.next_id + b
         memcpy(c.x + i * n, t.single_z + si * dim, dim * sizeof(double))
-        _birth_cov(c.P + i * pn, dim, r2, t.v0 * t.v0)
+        _birth_cov(v, c.P + i * pn, r2, t.v0 * t.v0)
         dod_kalman_predict(c.x + i * n, c.P + i * pn, dim, dt, t.q)
         dod_kalman_innovation_inverse(c.P + i * pn, dim, r2, Si)
         for a in range(dim):
@@ -194,8 +179,7 @@ cdef void _pair_birth_rows(const dod_tracker* t, const _tick* k, size_t row0, co
             c.score[i] = (t.log_birth - lc) + (t.log_pd - lc + dod_kalman_log_likelihood(d2, Si, dim))
             c.score_max[i] = c.score[i]
         dod_kalman_update(c.x + i * n, c.P + i * pn, z, Si, dim, r2)
-        if t.imm.models:
-            _imm_birth(t, i)
+        _motion_birth(v, m, t, i)
         c.hits[i] = 2
         c.age[i] = 2
         c.history[i] = 3
@@ -205,12 +189,43 @@ cdef void _pair_birth_rows(const dod_tracker* t, const _tick* k, size_t row0, co
 cdef void _birth_part(const dod_tracker* t, const _tick* k, size_t row0, const dod_index* order,
                       const double* opos, const int32_t* partner, double dt, double lc,
                       size_t r0, size_t r1) noexcept nogil:
-    """Births [r0, r1) into rows row0 + r0 ..: two-point ones (_pair_birth_rows)
-    with `partner`, else single-point ones (_birth_rows)."""
-    if partner != NULL:
-        _pair_birth_rows(t, k, row0, order, opos, partner, dt, lc, r0, r1)
+    """Births [r0, r1) into rows row0 + r0 .., in the tracker's model
+    (_model.pxd): two-point ones (_pair_birth_rows) with `partner`, else
+    single-point ones (_birth_rows)."""
+    cdef int m = _model_of(t, k)
+    if m == 0:
+        _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_cartesian*>NULL,
+                       t, k, row0, order, opos, partner, dt, lc, r0, r1)
+    elif m == _MODEL_3D:
+        _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_cartesian*>NULL,
+                       t, k, row0, order, opos, partner, dt, lc, r0, r1)
+    elif m == _MODEL_IMM:
+        _birth_part_as(<_planar*>NULL, <_imm*>NULL, <_cartesian*>NULL,
+                       t, k, row0, order, opos, partner, dt, lc, r0, r1)
+    elif m == _MODEL_3D | _MODEL_IMM:
+        _birth_part_as(<_spatial*>NULL, <_imm*>NULL, <_cartesian*>NULL,
+                       t, k, row0, order, opos, partner, dt, lc, r0, r1)
+    elif m == _MODEL_POLAR:
+        _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_polar*>NULL,
+                       t, k, row0, order, opos, partner, dt, lc, r0, r1)
+    elif m == _MODEL_3D | _MODEL_POLAR:
+        _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_polar*>NULL,
+                       t, k, row0, order, opos, partner, dt, lc, r0, r1)
+    elif m == _MODEL_IMM | _MODEL_POLAR:
+        _birth_part_as(<_planar*>NULL, <_imm*>NULL, <_polar*>NULL,
+                       t, k, row0, order, opos, partner, dt, lc, r0, r1)
     else:
-        _birth_rows(t, k, row0, order, opos, r0, r1, lc)
+        _birth_part_as(<_spatial*>NULL, <_imm*>NULL, <_polar*>NULL,
+                       t, k, row0, order, opos, partner, dt, lc, r0, r1)
+
+
+cdef void _birth_part_as(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t, const _tick* k,
+                         size_t row0, const dod_index* order, const double* opos, const int32_t* partner,
+                         double dt, double lc, size_t r0, size_t r1) noexcept nogil:
+    if partner != NULL:
+        _pair_birth_rows(v, m, t, k, row0, order, opos, partner, dt, lc, r0, r1)
+    else:
+        _birth_rows(v, m, s, t, k, row0, order, opos, r0, r1, lc)
 
 
 cdef void _births_kernel(dod_tracker* t, _tick* k, size_t item, int w) noexcept nogil:
@@ -261,21 +276,9 @@ cdef void _insert_births(dod_tracker* t, _tick* k, size_t nfit, bint par, const 
     _run_chunks(t, k, par, _PASS_BIRTHS, parts + 1, NULL, _births_kernel, NULL)
 
 
-cdef inline void _polar_birth_cov(const double* z, const dod_sensor* s, int dim, double* P, int n) noexcept nogil:
-    """The position block of a birth's covariance (P packed): z's converted
-    covariance, its upper triangle (in 3-D C[a, b] and C[b, a] may differ
-    in the last bit: the packed P keeps one, so the track starts symmetric)."""
-    cdef double p[3]
-    cdef double C[9]
-    cdef int a, b
-    dod_meas_to_cartesian(z, s, dim, p, C)
-    for a in range(dim):
-        for b in range(a, dim):
-            P[dod_kalman_packed_index(a, b, n)] = C[a * dim + b]
-
-
-cdef void _birth_rows(const dod_tracker* t, const _tick* k, size_t row0, const dod_index* order,
-                      const double* opos, size_t r0, size_t r1, double lc) noexcept nogil:
+cdef void _birth_rows(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t, const _tick* k,
+                      size_t row0, const dod_index* order, const double* opos, size_t r0, size_t r1,
+                      double lc) noexcept nogil:
     """Rows row0 + [r0, r1) of this scan's births (inserted, not zeroed):
     row row0 + r holds birth b = order[r] (r without an order), detection
     born[b] (its position opos[r] with an order), id next_id + b. Zeroes
@@ -283,7 +286,7 @@ cdef void _birth_rows(const dod_tracker* t, const _tick* k, size_t row0, const d
     a birth sets, the covariance always (a zero covariance means
     certainty). Writes only these rows."""
     cdef const dod_track_cols* c = &t.cols
-    cdef int dim = t.dim, n = t.n, pn = dod_kalman_packed_size(t.n), a
+    cdef int dim = _d(v), n = 2 * _d(v), pn = _pn(v), a
     cdef double r2 = t.r * t.r
     cdef size_t b, i, r, q
     for r in range(r0, r1):
@@ -302,11 +305,9 @@ cdef void _birth_rows(const dod_tracker* t, const _tick* k, size_t row0, const d
         else:
             for a in range(dim):
                 c.x[i * n + a] = k.z[<size_t>k.born[b] * dim + a]
-        _birth_cov(c.P + i * pn, dim, r2, t.v0 * t.v0)
-        if k.sensor != NULL:        # the converted measurement's covariance
-            _polar_birth_cov(k.zm + <size_t>k.born[b] * dim, k.sensor, dim, c.P + i * pn, n)
-        if t.imm.models:            # after the covariance: every model starts from it
-            _imm_birth(t, i)
+        _birth_cov(v, c.P + i * pn, r2, t.v0 * t.v0)
+        _meas_birth_cov(v, s, k, k.born[b], c.P + i * pn)     # a sensor's: the converted measurement's
+        _motion_birth(v, m, t, i)   # after the covariance: every IMM model starts from it
         c.hits[i] = 1
         c.age[i] = 1
         c.history[i] = 1

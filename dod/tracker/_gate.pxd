@@ -61,4 +61,4 @@ cdef void _gate_open(const dod_tracker* t, _tick* k) noexcept nogil
 cdef void _gate_close(const dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil
 cdef void _gate(dod_tracker* t, _tick* k, uint8_t stage) noexcept nogil
 cdef double _grid_side(const _tick* k) noexcept nogil
-cdef void _keep_free(const dod_tracker* t, _tick* k, int dim) noexcept nogil
+cdef void _keep_free(const dod_tracker* t, _tick* k) noexcept nogil

@@ -20,35 +20,23 @@ from dod.tracker.grid cimport (dod_grid, dod_grid_holds, dod_grid_keep_free, dod
                                dod_grid_bucket_from, dod_grid_keep_free_part, dod_grid_walk_begin,
                                dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS)
 from dod.tracker.kalman cimport dod_kalman_mahalanobis2
-from dod.tracker.measurement cimport dod_meas_innovation
+from dod.tracker._model cimport (_dim, _meas, _planar, _spatial, _cartesian, _polar, _d, _model_of,
+                                 _MODEL_3D, _MODEL_POLAR, _meas_innovation)
 from dod.tracker._track cimport dod_tracker, DOD_TRACK_TENTATIVE
 from dod.tracker._frame cimport (_pairs_append, _pairs, _tick, _TAIL_CHUNKS, _LONE_PARTS_MIN_THREADS,
                                  _LONE_PARTS_MIN_DETECTIONS)
 from dod.tracker._executor cimport _split_detections, _run_chunks, _PASS_ASSOCIATE
 
 
-cdef inline void _try_pair(const dod_tracker* t, const _tick* k, _pairs* out, size_t ti, size_t j,
-                           const double* zj, bint free_only, int dim) noexcept nogil:
-    cdef int a
+cdef inline void _try_pair(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k, _pairs* out,
+                           size_t ti, size_t j, const double* zj, bint free_only) noexcept nogil:
     cdef double y[3]
     cdef double d2
     if free_only and k.det_track[j] >= 0:
         return
-    if k.sensor != NULL:            # range-bearing scan: innovation in measurement space
-        if dim == 2:
-            dod_meas_innovation(k.zm + j * 2, k.hp + ti * 2, 2, y)
-        else:
-            dod_meas_innovation(k.zm + j * 3, k.hp + ti * 3, 3, y)
-    else:
-        for a in range(dim):
-            y[a] = zj[a] - t.cols.x[ti * t.n + a]
-            if y[a] > k.hw[ti * dim + a] or y[a] < -k.hw[ti * dim + a]:
-                return
-    # constant dimension at each call site: gcc unrolls the inlined kernels
-    if dim == 2:
-        d2 = dod_kalman_mahalanobis2(y, k.Si + ti * 4, 2)
-    else:
-        d2 = dod_kalman_mahalanobis2(y, k.Si + ti * 9, 3)
+    if not _meas_innovation(v, s, t, k, ti, <int32_t>j, zj, y):
+        return
+    d2 = dod_kalman_mahalanobis2(y, k.Si + ti * _d(v) * _d(v), _d(v))
     if not d2 <= t.gate:
         return
     if _pairs_append(out, ti, j, d2) and out.count != NULL:
@@ -59,24 +47,29 @@ cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t
                      size_t row0, size_t row1) noexcept nogil:
     """Gated pairs of the tracks in `stage` among rows [row0, row1) (and, for
     tentative, free detections: k.grid then holds only those,
-    dod_grid_keep_free), appended to `dest` in row order."""
-    # a constant dimension in each call: gcc unrolls every per-axis loop of
-    # the inlined gate, box and walk (callgrind: 14 % fewer instructions)
-    if t.dim == 2:
-        _gate_rows_dim(t, k, dest, stage, row0, row1, 2)
+    dod_grid_keep_free), appended to `dest` in row order, in the tracker's
+    dimension and measurement (_model.pxd)."""
+    cdef int m = _model_of(t, k) & (_MODEL_3D | _MODEL_POLAR)
+    if m == 0:
+        _gate_rows_as(<_planar*>NULL, <_cartesian*>NULL, t, k, dest, stage, row0, row1)
+    elif m == _MODEL_3D:
+        _gate_rows_as(<_spatial*>NULL, <_cartesian*>NULL, t, k, dest, stage, row0, row1)
+    elif m == _MODEL_POLAR:
+        _gate_rows_as(<_planar*>NULL, <_polar*>NULL, t, k, dest, stage, row0, row1)
     else:
-        _gate_rows_dim(t, k, dest, stage, row0, row1, 3)
+        _gate_rows_as(<_spatial*>NULL, <_polar*>NULL, t, k, dest, stage, row0, row1)
 
 
-cdef inline void _gate_rows_dim(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t stage,
-                                size_t row0, size_t row1, int dim) noexcept nogil:
-    """_gate_rows in dimension dim. Works on a local copy of `dest` (the
+cdef void _gate_rows_as(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k, _pairs* dest,
+                        uint8_t stage, size_t row0, size_t row1) noexcept nogil:
+    """_gate_rows in one model. Works on a local copy of `dest` (the
     workers' segments sit side by side: counting in place would bounce
     their cache line between cores at every pair)."""
     cdef _pairs local = dest[0]
     cdef _pairs* out = &local
     cdef int a, mode
-    cdef size_t ti, j, s
+    cdef int dim = _d(v)
+    cdef size_t ti, j, q
     cdef const dod_grid* g = &k.grid
     cdef dod_grid_walk w
     cdef double blo[3]
@@ -87,20 +80,20 @@ cdef inline void _gate_rows_dim(const dod_tracker* t, const _tick* k, _pairs* de
         if t.cols.state[ti] != stage or not k.gateable[ti]:
             continue
         for a in range(dim):
-            blo[a] = t.cols.x[ti * t.n + a] - k.hw[ti * dim + a]
-            bhi[a] = t.cols.x[ti * t.n + a] + k.hw[ti * dim + a]
+            blo[a] = t.cols.x[ti * 2 * dim + a] - k.hw[ti * dim + a]
+            bhi[a] = t.cols.x[ti * 2 * dim + a] + k.hw[ti * dim + a]
         mode = dod_grid_walk_begin(g, blo, bhi, dim, k.D, &w)
         if mode == DOD_GRID_WALK_ALL:
             # A gate wider than the whole index: scanning every detection is cheaper.
             for j in range(k.D):
-                _try_pair(t, k, out, ti, j, k.z + j * dim, free_only, dim)
+                _try_pair(v, s, t, k, out, ti, j, k.z + j * dim, free_only)
         elif mode == DOD_GRID_WALK_CELLS:
             # (the tentative stage's index holds the free detections only: no test)
             while dod_grid_walk_next(g, &w):
-                for s in range(w.s0, w.s1):
+                for q in range(w.s0, w.s1):
                     # A hashed bucket may hold other cells' points: keep this cell's only.
-                    if direct or dod_grid_holds(g, s, w.cx, w.cy, w.cz):
-                        _try_pair(t, k, out, ti, g.order[s], g.spos + s * dim, False, dim)
+                    if direct or dod_grid_holds(g, q, w.cx, w.cy, w.cz):
+                        _try_pair(v, s, t, k, out, ti, g.order[q], g.spos + q * dim, False)
     dest[0] = local
 
 
@@ -216,7 +209,15 @@ cdef double _grid_side(const _tick* k) noexcept nogil:
     return h if h > 0.0 and isfinite(h) else 0.0
 
 
-cdef void _keep_free(const dod_tracker* t, _tick* k, int dim) noexcept nogil:
+cdef void _keep_free(const dod_tracker* t, _tick* k) noexcept nogil:
+    """_keep_free_as in the tracker's dimension."""
+    if t.dim == 2:
+        _keep_free_as(<_planar*>NULL, t, k)
+    else:
+        _keep_free_as(<_spatial*>NULL, t, k)
+
+
+cdef void _keep_free_as(const _dim* v, const dod_tracker* t, _tick* k) noexcept nogil:
     """The index keeps the detections no confirmed track took (same
     geometry and order: the same pairs as testing each point).
 
@@ -235,10 +236,7 @@ cdef void _keep_free(const dod_tracker* t, _tick* k, int dim) noexcept nogil:
                                             # region's body: checked, in debug builds, it takes the GIL)
     if not (nt > 1 and g.direct and k.bm.row != NULL and k.bm.pos != NULL and n > 0
             and n >= _split_detections(t)):
-        if dim == 2:
-            dod_grid_keep_free(g, k.det_track, 2)
-        else:
-            dod_grid_keep_free(g, k.det_track, 3)
+        dod_grid_keep_free(g, k.det_track, _d(v))
         return
     for ch in range(_TAIL_CHUNKS + 1):
         s_at[ch] = ch * n // _TAIL_CHUNKS
@@ -252,12 +250,8 @@ cdef void _keep_free(const dod_tracker* t, _tick* k, int dim) noexcept nogil:
         acc += c
     part_at[_TAIL_CHUNKS] = acc
     for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
-        if dim == 2:
-            dod_grid_keep_free_part(g, k.det_track, 2, s_at[ch], s_at[ch + 1], part_at[ch], part_at[ch + 1],
-                                    bucket_at[ch], bucket_at[ch + 1], k.bm.row, k.bm.pos)
-        else:
-            dod_grid_keep_free_part(g, k.det_track, 3, s_at[ch], s_at[ch + 1], part_at[ch], part_at[ch + 1],
-                                    bucket_at[ch], bucket_at[ch + 1], k.bm.row, k.bm.pos)
+        dod_grid_keep_free_part(g, k.det_track, _d(v), s_at[ch], s_at[ch + 1], part_at[ch], part_at[ch + 1],
+                                bucket_at[ch], bucket_at[ch + 1], k.bm.row, k.bm.pos)
     g.order = k.bm.row
     g.spos = k.bm.pos
     g.n = acc

@@ -183,10 +183,7 @@ cdef void _intake(const dod_tracker* t, _tick* k) noexcept nogil:
         if _all_finite(dets + j * dim, dim) and _polar_valid(dets + j * dim, dim):
             for a in range(dim):
                 k.zm[k.D * dim + a] = dets[j * dim + a]
-            if dim == 2:
-                dod_meas_to_cartesian(dets + j * 2, k.sensor, 2, k.z + k.D * 2, NULL)
-            else:
-                dod_meas_to_cartesian(dets + j * 3, k.sensor, 3, k.z + k.D * 3, NULL)
+            dod_meas_to_cartesian(dets + j * dim, k.sensor, dim, k.z + k.D * dim, NULL)
             k.D += 1
         else:
             k.invalid += 1

@@ -64,9 +64,7 @@ cdef inline uint32_t _cell_key(const double* p, int dim, const double* lo, doubl
             v = (p[a] - lo[a]) / step
             top = <double>(ncell[a] - 1)
             q[a] = <uint32_t>(v if v < top else top) if v > 0.0 else 0
-    if dim == 2:
-        return q[1] * ncell[0] + q[0]
-    return (q[2] * ncell[1] + q[1]) * ncell[0] + q[0]
+    return (q[2] * ncell[1] + q[1]) * ncell[0] + q[0]       # (2-D: q[2] is 0)
 
 
 cdef uint32_t _cell_keys(const double* x, size_t stride, const int32_t* pick, int dim, size_t i0, size_t i1,

@@ -15,11 +15,9 @@ from libc.math cimport sqrt
 from libc.stdint cimport uint32_t, int32_t, int64_t
 from libc.string cimport memset
 from dod.atomics cimport dod_atomic_load_u32, dod_atomic_store_u32, dod_atomic_exchange_u32, dod_cpu_relax
-from dod.tracker.kalman cimport (dod_kalman_noise, dod_kalman_noise_of, dod_kalman_predict_step,
-                                 dod_kalman_innovation_inverse, dod_kalman_packed_size,
-                                 dod_kalman_packed_index, dod_kalman_inverse_spd)
-from dod.tracker.imm cimport dod_imm_predict
-from dod.tracker.measurement cimport dod_meas_predict, dod_meas_innovation_cov, dod_meas_gate_box
+from dod.tracker.kalman cimport dod_kalman_noise, dod_kalman_noise_of
+from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
+                                 _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR, _motion_predict, _meas_gate_row)
 from dod.tracker._track cimport dod_tracker, dod_track_cols, DOD_TRACK_CONFIRMED
 from dod.tracker._frame cimport _pairs, _tick, _TAIL_CHUNKS
 from dod.tracker._executor cimport _clock_ns, _run_chunks, _PASS_PREDICT
@@ -40,47 +38,38 @@ cdef enum:
 
 cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, size_t row1) noexcept nogil:
     """Predict rows [row0, row1); their innovation inverses, gate half-widths
-    and widest half-width (hm: 0 for a track that cannot be gated). Writes
-    only these rows' entries."""
-    cdef const dod_track_cols* c = &t.cols
-    cdef int dim = t.dim, n = t.n, pn = dod_kalman_packed_size(t.n), a
-    cdef int diag[3]                # where P[a, a] lies in a packed row
-    cdef double r2 = t.r * t.r, hmax, v
+    and widest half-width (hm: 0 for a track that cannot be gated), in the
+    tracker's model (_model.pxd). Writes only these rows' entries."""
+    cdef int m = _model_of(t, k)
+    if m == 0:
+        _predict_rows_as(<_planar*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, dt, row0, row1)
+    elif m == _MODEL_3D:
+        _predict_rows_as(<_spatial*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, dt, row0, row1)
+    elif m == _MODEL_IMM:
+        _predict_rows_as(<_planar*>NULL, <_imm*>NULL, <_cartesian*>NULL, t, k, dt, row0, row1)
+    elif m == _MODEL_3D | _MODEL_IMM:
+        _predict_rows_as(<_spatial*>NULL, <_imm*>NULL, <_cartesian*>NULL, t, k, dt, row0, row1)
+    elif m == _MODEL_POLAR:
+        _predict_rows_as(<_planar*>NULL, <_cv*>NULL, <_polar*>NULL, t, k, dt, row0, row1)
+    elif m == _MODEL_3D | _MODEL_POLAR:
+        _predict_rows_as(<_spatial*>NULL, <_cv*>NULL, <_polar*>NULL, t, k, dt, row0, row1)
+    elif m == _MODEL_IMM | _MODEL_POLAR:
+        _predict_rows_as(<_planar*>NULL, <_imm*>NULL, <_polar*>NULL, t, k, dt, row0, row1)
+    else:
+        _predict_rows_as(<_spatial*>NULL, <_imm*>NULL, <_polar*>NULL, t, k, dt, row0, row1)
+
+
+cdef void _predict_rows_as(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t, _tick* k,
+                           double dt, size_t row0, size_t row1) noexcept nogil:
     cdef size_t ti
+    cdef double r2 = t.r * t.r
     cdef dod_kalman_noise w = dod_kalman_noise_of(dt, t.q)     # once, not per row
-    for a in range(dim):
-        diag[a] = dod_kalman_packed_index(a, a, n)
     for ti in range(row0, row1):
-        if t.imm.models:            # mix, predict each model, combine into x, P (constant d: unrolled)
-            if dim == 2:
-                dod_imm_predict(&t.imm, ti, c.x + ti * 4, c.P + ti * 10, 2, dt)
-            else:
-                dod_imm_predict(&t.imm, ti, c.x + ti * 6, c.P + ti * 21, 3, dt)
-        elif dim == 2:
-            dod_kalman_predict_step(c.x + ti * 4, c.P + ti * 10, 2, &w)
-        else:
-            dod_kalman_predict_step(c.x + ti * 6, c.P + ti * 21, 3, &w)
-        c.age[ti] += 1
+        _motion_predict(v, m, t, ti, &w, dt)
+        t.cols.age[ti] += 1
         k.track_det[ti] = -1
         k.loc_t[ti] = -1
-        if k.sensor != NULL:        # constant dimensions: gcc unrolls the inlined kernels
-            if dim == 2:
-                _polar_gate_row(t, k, ti, 2)
-            else:
-                _polar_gate_row(t, k, ti, 3)
-            continue
-        if dim == 2:
-            k.gateable[ti] = dod_kalman_innovation_inverse(c.P + ti * 10, 2, r2, k.Si + ti * 4)
-        else:
-            k.gateable[ti] = dod_kalman_innovation_inverse(c.P + ti * 21, 3, r2, k.Si + ti * 9)
-        hmax = 0.0
-        for a in range(dim):
-            # |y_a| <= sqrt(gate * S_aa) bounds the ellipse d2 <= gate.
-            v = sqrt(t.gate * (c.P[ti * pn + diag[a]] + r2))
-            k.hw[ti * dim + a] = v
-            if v > hmax:
-                hmax = v
-        k.hm[ti] = hmax if k.gateable[ti] else 0.0
+        _meas_gate_row(v, s, t, k, ti, r2)
 
 
 cdef void _predict_gate_rows(const dod_tracker* t, _tick* k, double dt, _pairs* dest,
@@ -150,34 +139,6 @@ cdef void _gate_late(dod_tracker* t, _tick* k, int w) noexcept nogil:
                     and dod_atomic_exchange_u32(&k.gate_taken[ch], 1) == 0):
                 _gate_chunk(t, k, &k.seg[w], DOD_TRACK_CONFIRMED, ch)
                 k.gated_by[ch] = w
-
-
-cdef inline void _polar_gate_row(const dod_tracker* t, _tick* k, size_t ti, int dim) noexcept nogil:
-    """Range-bearing scan: predicted measurement, Jacobian, innovation
-    inverse of row ti, and the half-widths of a Cartesian box holding its
-    gate (the grid's box: dod_meas_gate_box). A track in the
-    sensor's singular zone, or with S not positive definite, is not gated."""
-    cdef int n = 2 * dim, a, b
-    cdef double S[9]
-    cdef double Ppos[9]
-    cdef const double* P = t.cols.P + ti * dod_kalman_packed_size(n)
-    cdef double rad = 0.0
-    cdef bint ok
-    ok = dod_meas_predict(t.cols.x + ti * n, k.sensor, dim, k.hp + ti * dim, k.J + ti * dim * dim)
-    if ok:
-        for a in range(dim):        # the position block, full (the EKF's kernels read P full)
-            for b in range(dim):
-                Ppos[a * dim + b] = P[dod_kalman_packed_index(a, b, n)]
-        dod_meas_innovation_cov(Ppos, dim, dim, k.J + ti * dim * dim, k.sensor.var, S)
-        ok = dod_kalman_inverse_spd(S, dim, k.Si + ti * dim * dim)
-    if ok:
-        rad = dod_meas_gate_box(k.hp + ti * dim, k.J + ti * dim * dim, S, dim, t.gate, k.sensor,
-                                k.hw + ti * dim)
-    else:
-        for a in range(dim):
-            k.hw[ti * dim + a] = 0.0
-    k.gateable[ti] = ok
-    k.hm[ti] = rad
 
 
 cdef void _predict_enter(dod_tracker* t, _tick* k, int w) noexcept nogil:

@@ -101,7 +101,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         k.grid_built = True
         _associate(t, &k, &cnt, DOD_TRACK_CONFIRMED, scratch, k.index_early)
     if k.grid_built:
-        _keep_free(t, &k, t.dim)
+        _keep_free(t, &k)
     _estimate_clutter(t, &k, &cnt, k.grid_built)
     if k.grid_built:
         _associate(t, &k, &cnt, DOD_TRACK_TENTATIVE, scratch, False)

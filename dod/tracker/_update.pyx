@@ -15,11 +15,10 @@ from libc.string cimport memset
 from dod.table cimport dod_table_removal_list
 from dod._core cimport dod_prefetch
 from dod._types cimport dod_index
-from dod.tracker.kalman cimport (dod_kalman_packed_size, dod_kalman_pack, dod_kalman_unpack,
-                                 dod_kalman_mahalanobis2, dod_kalman_update, dod_kalman_log_likelihood)
-from dod.tracker.imm cimport DOD_IMM_MODELS, dod_imm_update, dod_imm_model_x, dod_imm_model_P, dod_imm_weigh
-from dod.tracker.measurement cimport (dod_meas_innovation, dod_meas_update, dod_meas_log_jacobian,
-                                      dod_ekf_position_update)
+from dod.tracker.kalman cimport dod_kalman_mahalanobis2, dod_kalman_log_likelihood
+from dod.tracker.measurement cimport dod_meas_innovation, dod_meas_log_jacobian
+from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
+                                 _d, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR, _meas_update)
 from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, DOD_TRACK_NONE,
                                  DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED)
 from dod.tracker._frame cimport _sums, _tick, _TAIL_CHUNKS
@@ -41,41 +40,15 @@ cdef inline uint32_t _popcount(uint32_t v) noexcept nogil:
     return (v * 0x01010101u) >> 24
 
 
-cdef inline void _imm_sensor_update(const dod_tracker* t, const _tick* k, size_t ti, const double* zm,
-                                   int d) noexcept nogil:
-    """IMM with a range-bearing scan: each model's EKF update (measurement.pxd,
-    the per-model contract of imm.pxd), then the probabilities and the
-    combination."""
-    cdef double ll[DOD_IMM_MODELS]
-    cdef int m
-    for m in range(DOD_IMM_MODELS):
-        ll[m] = dod_ekf_position_update(dod_imm_model_x(&t.imm, ti, m, d), dod_imm_model_P(&t.imm, ti, m, d),
-                                        2 * d + 1, zm, d, k.sensor)
-    dod_imm_weigh(&t.imm, ti, ll, t.cols.x + ti * 2 * d, t.cols.P + ti * dod_kalman_packed_size(2 * d), d)
-
-
-cdef inline void _sensor_update(const dod_tracker* t, const _tick* k, size_t ti, int32_t j, int dim) noexcept nogil:
-    """Extended Kalman update of row ti with range-bearing measurement j
-    (measurement.pxd, whose kernels take P full: unpacked and packed
-    again around it)."""
-    cdef int n = 2 * dim
-    cdef double y[3]
-    cdef double P[36]
-    cdef double* Pp = t.cols.P + ti * dod_kalman_packed_size(n)
-    dod_meas_innovation(k.zm + j * dim, k.hp + ti * dim, dim, y)
-    dod_kalman_unpack(Pp, n, P)
-    dod_meas_update(t.cols.x + ti * n, P, n, dim, y, k.J + ti * dim * dim, k.Si + ti * dim * dim, k.sensor.var)
-    dod_kalman_pack(P, n, Pp)
-
-
-cdef void _score_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1) noexcept nogil:
+cdef void _score_rows(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k,
+                      size_t row0, size_t row1) noexcept nogil:
     """Score confirmation: add to each assigned track among rows [row0,
     row1) the log density of its detection's innovation against the
     predicted track (before its update: call ahead of _update_rows). Each
     row writes only its own score: any split over workers gives the serial
     result."""
     cdef const dod_track_cols* c = &t.cols
-    cdef int dim = t.dim, n = t.n, a
+    cdef int d = _d(v), a
     cdef size_t ti
     cdef int32_t j
     cdef double y[3]
@@ -84,55 +57,48 @@ cdef void _score_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t 
         j = k.track_det[ti]
         if j < 0:
             continue
-        for a in range(dim):
-            y[a] = k.z[j * dim + a] - c.x[ti * n + a]
-        if k.sensor != NULL:        # measurement-space density, per unit area/volume
-            dod_meas_innovation(k.zm + j * dim, k.hp + ti * dim, dim, y)
-            c.score[ti] -= dod_meas_log_jacobian(k.zm + j * dim, dim)
-        d2 = dod_kalman_mahalanobis2(y, k.Si + ti * dim * dim, dim)
-        c.score[ti] += t.log_pd - k.log_clutter + dod_kalman_log_likelihood(d2, k.Si + ti * dim * dim, dim)
+        if _meas is _polar:         # measurement-space density, per unit area/volume
+            dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
+            c.score[ti] -= dod_meas_log_jacobian(k.zm + j * d, d)
+        else:
+            for a in range(d):
+                y[a] = k.z[j * d + a] - c.x[ti * 2 * d + a]
+        d2 = dod_kalman_mahalanobis2(y, k.Si + ti * d * d, d)
+        c.score[ti] += t.log_pd - k.log_clutter + dod_kalman_log_likelihood(d2, k.Si + ti * d * d, d)
 
 
-cdef void _update_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1) noexcept nogil:
-    """Kalman update of the assigned tracks among rows [row0, row1)."""
+cdef void _update_rows(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t, const _tick* k,
+                       size_t row0, size_t row1) noexcept nogil:
+    """The update of the assigned tracks among rows [row0, row1) (Kalman,
+    IMM or extended: _model.pxd)."""
     cdef const dod_track_cols* c = &t.cols
+    cdef int d = _d(v)
     cdef double r2 = t.r * t.r
     cdef size_t ti, tp
     cdef int32_t j
-    cdef int pn = dod_kalman_packed_size(t.n)
     for ti in range(row0, row1):
         # Fetch the state, covariance, inverse and detection of the
         # assigned track _UPDATE_AHEAD rows on: the rows were last touched
         # by predict, long out of cache at 100,000 targets, and the
-        # assigned ones are too sparse a stream for the hardware prefetcher
-        # (perf: two thirds of this pass waited on those loads).
+        # assigned ones are too sparse a stream for the hardware prefetcher.
         tp = ti + _UPDATE_AHEAD
         if tp < row1 and k.track_det[tp] >= 0:
-            dod_prefetch(c.P + tp * pn)
-            dod_prefetch(c.P + tp * pn + 8)
-            dod_prefetch(c.x + tp * t.n)
-            dod_prefetch(k.Si + tp * t.dim * t.dim)
-            dod_prefetch(k.z + k.track_det[tp] * t.dim)
+            dod_prefetch(c.P + tp * _pn(v))
+            dod_prefetch(c.P + tp * _pn(v) + 8)
+            dod_prefetch(c.x + tp * 2 * d)
+            dod_prefetch(k.Si + tp * d * d)
+            dod_prefetch(k.z + k.track_det[tp] * d)
         j = k.track_det[ti]
-        if j >= 0 and t.imm.models and k.sensor != NULL:   # every model through the EKF
-            if t.dim == 2:
-                _imm_sensor_update(t, k, ti, k.zm + j * 2, 2)
-            else:
-                _imm_sensor_update(t, k, ti, k.zm + j * 3, 3)
-        elif j >= 0 and t.imm.models:   # every model, the probabilities, the combination
-            if t.dim == 2:
-                dod_imm_update(&t.imm, ti, k.z + j * 2, r2, c.x + ti * 4, c.P + ti * 10, 2)
-            else:
-                dod_imm_update(&t.imm, ti, k.z + j * 3, r2, c.x + ti * 6, c.P + ti * 21, 3)
-        elif j >= 0 and k.sensor != NULL and t.dim == 2:  # extended Kalman update (measurement.pxd)
-            _sensor_update(t, k, ti, j, 2)
-        elif j >= 0 and k.sensor != NULL:
-            _sensor_update(t, k, ti, j, 3)
-        elif j >= 0:
-            if t.dim == 2:
-                dod_kalman_update(c.x + ti * 4, c.P + ti * 10, k.z + j * 2, k.Si + ti * 4, 2, r2)
-            else:
-                dod_kalman_update(c.x + ti * 6, c.P + ti * 21, k.z + j * 3, k.Si + ti * 9, 3, r2)
+        if j >= 0:
+            _meas_update(v, m, s, t, k, ti, j, r2)
+
+
+cdef void _filter_rows(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t, const _tick* k,
+                       size_t row0, size_t row1) noexcept nogil:
+    """Score (score confirmation), then update, rows [row0, row1)."""
+    if t.score_logic:
+        _score_rows(v, s, t, k, row0, row1)
+    _update_rows(v, m, s, t, k, row0, row1)
 
 
 cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1,
@@ -196,9 +162,23 @@ cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, _sums*
     confirmed rows at or past the front (k.conf_n[ch], at k.rm.hole + its
     first row)."""
     cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), conf, mix, unpl
-    if t.score_logic:
-        _score_rows(t, k, r0, r1)
-    _update_rows(t, k, r0, r1)
+    cdef int m = _model_of(t, k)
+    if m == 0:
+        _filter_rows(<_planar*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)
+    elif m == _MODEL_3D:
+        _filter_rows(<_spatial*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)
+    elif m == _MODEL_IMM:
+        _filter_rows(<_planar*>NULL, <_imm*>NULL, <_cartesian*>NULL, t, k, r0, r1)
+    elif m == _MODEL_3D | _MODEL_IMM:
+        _filter_rows(<_spatial*>NULL, <_imm*>NULL, <_cartesian*>NULL, t, k, r0, r1)
+    elif m == _MODEL_POLAR:
+        _filter_rows(<_planar*>NULL, <_cv*>NULL, <_polar*>NULL, t, k, r0, r1)
+    elif m == _MODEL_3D | _MODEL_POLAR:
+        _filter_rows(<_spatial*>NULL, <_cv*>NULL, <_polar*>NULL, t, k, r0, r1)
+    elif m == _MODEL_IMM | _MODEL_POLAR:
+        _filter_rows(<_planar*>NULL, <_imm*>NULL, <_polar*>NULL, t, k, r0, r1)
+    else:
+        _filter_rows(<_spatial*>NULL, <_imm*>NULL, <_polar*>NULL, t, k, r0, r1)
     sums.associations += _manage_rows(t, k, r0, r1, &conf, &mix, &unpl)
     sums.confirmed += conf
     sums.mixed += mix

@@ -12,7 +12,9 @@
 # with independent Gaussian noise of variances var[0:d]. The state x has n
 # entries (the position first: any motion model that keeps x[0:d] the
 # position, so the IMM's models too) and covariance P[n * n], row-major and
-# symmetric; H = [J 0] with J = dh/dp (d x d) at the predicted position.
+# symmetric (_dod_meas_update also takes the constant-velocity state's packed
+# P, kalman.pxd's shapes); H = [J 0] with J = dh/dp (d x d) at the predicted
+# position.
 #
 # Why an EKF and not unbiased converted measurements: the tick gates every
 # track against many candidate detections. With the EKF the innovation
@@ -40,7 +42,8 @@
 
 from libc.math cimport sqrt, atan2, cos, sin, fmod, log, M_PI, INFINITY
 
-from dod.tracker.kalman cimport dod_kalman_inverse_spd, dod_kalman_log_likelihood
+from dod.tracker.kalman cimport (dod_kalman_inverse_spd, dod_kalman_log_likelihood, dod_kalman_shape,
+                                 dod_kalman_shaped, dod_kalman_cv2, dod_kalman_cv3, _dod_kalman_at)
 
 cdef enum:
     DOD_MEAS_MAXN = 8           # largest state dimension an update takes (IMM's coordinated turn: 7 in 3-D)
@@ -181,18 +184,40 @@ cdef inline void dod_meas_update(double* x, double* P, int n, int d, const doubl
                                  const double* J, const double* Si, const double* var) noexcept nogil:
     """EKF update with innovation y (dod_meas_innovation), Jacobian J and
     Si = S^-1 of the same prediction: K = P H' Si, x += K y, Joseph form
-    P = (I - K H) P (I - K H)' + K R K', H = [J 0]; symmetric on return."""
+    P = (I - K H) P (I - K H)' + K R K', H = [J 0]; P full, symmetric on
+    return."""
+    cdef dod_kalman_shape shape
+    shape.n = n
+    shape.d = d
+    _dod_meas_update(&shape, x, P, y, J, Si, var)
+
+
+cdef inline void _dod_meas_update(const dod_kalman_shaped* shape, double* x, double* P, const double* y,
+                                  const double* J, const double* Si, const double* var) noexcept nogil:
+    """dod_meas_update with n and d from `shape` (kalman.pxd: constants for
+    the constant-velocity shapes, whose P is packed, as the tracker's rows)
+    and P in the shape's layout. Every read of P comes before the first
+    write."""
     cdef double PH[DOD_MEAS_MAXN * 3]
     cdef double K[DOD_MEAS_MAXN * 3]
     cdef double G[DOD_MEAS_MAXN * 3]
     cdef double M[DOD_MEAS_MAXN * DOD_MEAS_MAXN]
-    cdef int i, j, k
+    cdef int i, j, k, n, d
     cdef double acc
+    if dod_kalman_shaped is dod_kalman_cv2:
+        n = 4
+        d = 2
+    elif dod_kalman_shaped is dod_kalman_cv3:
+        n = 6
+        d = 3
+    else:
+        n = shape.n
+        d = shape.d
     for i in range(n):                  # PH = P[:, :d] J'
         for j in range(d):
             acc = 0.0
             for k in range(d):
-                acc += P[i * n + k] * J[j * d + k]
+                acc += P[_dod_kalman_at(shape, i, k, n)] * J[j * d + k]
             PH[i * d + j] = acc
     for i in range(n):                  # K = PH Si
         for j in range(d):
@@ -215,19 +240,20 @@ cdef inline void dod_meas_update(double* x, double* P, int n, int d, const doubl
     # A P = P - G P[:d, :] and M A' = M - M[:, :d] G'.
     for i in range(n):                  # M = A P
         for j in range(n):
-            acc = P[i * n + j]
+            acc = P[_dod_kalman_at(shape, i, j, n)]
             for k in range(d):
-                acc -= G[i * d + k] * P[k * n + j]
+                acc -= G[i * d + k] * P[_dod_kalman_at(shape, k, j, n)]
             M[i * n + j] = acc
     for i in range(n):                  # P = M A' + K R K' (upper triangle)
         for j in range(i, n):
             acc = M[i * n + j]
             for k in range(d):
                 acc += var[k] * K[i * d + k] * K[j * d + k] - M[i * n + k] * G[j * d + k]
-            P[i * n + j] = acc
-    for i in range(n):                  # the lower triangle mirrors the upper one
-        for j in range(i):
-            P[i * n + j] = P[j * n + i]
+            P[_dod_kalman_at(shape, i, j, n)] = acc
+    if dod_kalman_shaped is dod_kalman_shape:
+        for i in range(n):              # the lower triangle mirrors the upper one
+            for j in range(i):
+                P[i * n + j] = P[j * n + i]
 
 
 cdef inline double dod_ekf_update(double* x, double* P, int n, int d, const double* z,

@@ -1,0 +1,236 @@
+# dod/tracker/_model.pxd: the tracker's model variants, resolved at compile
+# time, and the kernel set each model implements on one track's row.
+#
+# A tracker has three model axes, fixed when it is built:
+#   dimension     _planar (2-D), _spatial (3-D)
+#   motion        _cv (constant velocity: kalman.pxd), _imm (imm.pxd)
+#   measurement   _cartesian (positions), _polar (range-bearing[-elevation]
+#                 of a sensor: measurement.pxd)
+# A pass writes its row loop once as a Cython fused function over the axes it
+# depends on (its first arguments: NULL pointers of the tag types below), and
+# each specialisation compiles to the straight-line code of one model:
+# `if _motion is _imm` is decided by Cython, the dimension is a constant, so
+# gcc unrolls every per-axis loop and folds the packed covariance's indices.
+# The pass picks the specialisation from the tracker once per call over a
+# range of rows (_model_of), never inside the loop. (Cython cannot pass a fused
+# function as an argument, so each pass lists its own specialisations in one
+# `if` over _model_of: that list is the only place a pass names the models.)
+#
+# The kernel set (the functions below; each a compile-time `if` over a model
+# axis that calls the model's own .pxd):
+#   motion       _motion_predict    one step ahead of a row's x, P (and the
+#                                   model's own columns)
+#                _motion_update     update with a Cartesian position
+#                _motion_ekf_update update with a sensor's measurement
+#                _motion_birth      a new row's model state from its x, P
+#   measurement  _meas_gate_row     a predicted row's innovation inverse (k.Si)
+#                                   and gate half-widths (k.hw, k.hm)
+#                _meas_innovation   y of a (row, detection) pair; False when
+#                                   the detection lies outside the row's box
+#                _meas_update       the row's update with its detection
+#                _meas_birth_cov    a single-point birth's position covariance
+# A new model is its .pxd with these kernels on one row, a tag struct and a
+# line in its axis' fused type here, an arm in each kernel of its axis, and a
+# case in _model_of: nothing in the passes changes.
+#
+# Contract: as the model .pxd files' (rows in range, P packed and symmetric).
+# Thread-safety: each kernel writes only its row's entries.
+from libc.math cimport sqrt
+from libc.stdint cimport int32_t
+from dod.tracker.kalman cimport (dod_kalman_noise, dod_kalman_predict_step, dod_kalman_update,
+                                 dod_kalman_innovation_inverse, dod_kalman_packed_index,
+                                 dod_kalman_inverse_spd, dod_kalman_cv2, dod_kalman_cv3)
+from dod.tracker.imm cimport (DOD_IMM_MODELS, dod_imm_predict, dod_imm_update, dod_imm_birth,
+                              dod_imm_model_x, dod_imm_model_P, dod_imm_weigh)
+from dod.tracker.measurement cimport (dod_meas_predict, dod_meas_innovation_cov, dod_meas_gate_box,
+                                      dod_meas_innovation, _dod_meas_update,
+                                      dod_ekf_position_update, dod_meas_to_cartesian)
+from dod.tracker._track cimport dod_tracker, dod_track_cols
+from dod.tracker._frame cimport _tick
+
+
+cdef struct _planar:
+    char unused
+cdef struct _spatial:
+    char unused
+ctypedef fused _dim:
+    _planar
+    _spatial
+
+cdef struct _cv:
+    char unused
+cdef struct _imm:
+    char unused
+ctypedef fused _motion:
+    _cv
+    _imm
+
+cdef struct _cartesian:
+    char unused
+cdef struct _polar:
+    char unused
+ctypedef fused _meas:
+    _cartesian
+    _polar
+
+
+cdef enum:                          # _model_of: dimension, motion and measurement in bits
+    _MODEL_3D = 1
+    _MODEL_IMM = 2
+    _MODEL_POLAR = 4
+
+
+cdef inline int _model_of(const dod_tracker* t, const _tick* k) noexcept nogil:
+    return ((_MODEL_3D if t.dim == 3 else 0) | (_MODEL_IMM if t.imm.models else 0)
+            | (_MODEL_POLAR if k.sensor != NULL else 0))
+
+
+cdef inline int _d(const _dim* v) noexcept nogil:
+    """The dimension, a compile-time constant of each specialisation."""
+    if _dim is _planar:
+        return 2
+    else:
+        return 3
+
+
+cdef inline int _pn(const _dim* v) noexcept nogil:
+    """Values of a packed covariance of the 2d-entry state (2d(2d+1)/2)."""
+    if _dim is _planar:
+        return 10
+    else:
+        return 21
+
+
+# --- motion ---------------------------------------------------------------
+
+cdef inline void _motion_predict(const _dim* v, const _motion* m, const dod_tracker* t, size_t ti,
+                                 const dod_kalman_noise* w, double dt) noexcept nogil:
+    cdef int d = _d(v)
+    if _motion is _imm:         # mix, predict each model, combine into x, P
+        dod_imm_predict(&t.imm, ti, t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), d, dt)
+    else:
+        dod_kalman_predict_step(t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), d, w)
+
+
+cdef inline void _motion_update(const _dim* v, const _motion* m, const dod_tracker* t, size_t ti,
+                                const double* z, const double* Si, double r2) noexcept nogil:
+    cdef int d = _d(v)
+    if _motion is _imm:         # every model, the probabilities, the combination
+        dod_imm_update(&t.imm, ti, z, r2, t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), d)
+    else:
+        dod_kalman_update(t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), z, Si, d, r2)
+
+
+cdef inline void _motion_ekf_update(const _dim* v, const _motion* m, const dod_tracker* t, const _tick* k,
+                                    size_t ti, int32_t j) noexcept nogil:
+    """Row ti's update with sensor measurement j. CV: the extended Kalman
+    update with the innovation inverse and Jacobian of _meas_gate_row. IMM:
+    each model's own EKF update (its prediction differs), then the
+    probabilities and the combination."""
+    cdef int d = _d(v), n = 2 * d, a
+    cdef double y[3]
+    cdef double ll[DOD_IMM_MODELS]
+    if _motion is _imm:
+        for a in range(DOD_IMM_MODELS):
+            ll[a] = dod_ekf_position_update(dod_imm_model_x(&t.imm, ti, a, d), dod_imm_model_P(&t.imm, ti, a, d),
+                                            n + 1, k.zm + j * d, d, k.sensor)
+        dod_imm_weigh(&t.imm, ti, ll, t.cols.x + ti * n, t.cols.P + ti * _pn(v), d)
+    else:
+        dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
+        if _dim is _planar:     # the packed P of the CV state: kalman.pxd's shape
+            _dod_meas_update(<dod_kalman_cv2*>NULL, t.cols.x + ti * n, t.cols.P + ti * _pn(v), y,
+                             k.J + ti * d * d, k.Si + ti * d * d, k.sensor.var)
+        else:
+            _dod_meas_update(<dod_kalman_cv3*>NULL, t.cols.x + ti * n, t.cols.P + ti * _pn(v), y,
+                             k.J + ti * d * d, k.Si + ti * d * d, k.sensor.var)
+
+
+cdef inline void _motion_birth(const _dim* v, const _motion* m, const dod_tracker* t, size_t i) noexcept nogil:
+    """After the row's x and P are set: every IMM model starts from them."""
+    cdef int d = _d(v)
+    if _motion is _imm:
+        dod_imm_birth(&t.imm, i, t.cols.x + i * 2 * d, t.cols.P + i * _pn(v), d)
+
+
+# --- measurement ----------------------------------------------------------
+
+cdef inline void _meas_gate_row(const _dim* v, const _meas* s, const dod_tracker* t, _tick* k,
+                                size_t ti, double r2) noexcept nogil:
+    """Row ti's innovation inverse (k.Si), the half-widths of a Cartesian box
+    holding its gate (k.hw) and the widest (k.hm: 0 for a row that cannot
+    be gated, k.gateable). Range-bearing: also the predicted measurement
+    (k.hp) and its Jacobian (k.J); a track in the sensor's singular zone, or
+    with S not positive definite, is not gated."""
+    cdef int d = _d(v), n = 2 * d, a, b
+    cdef const double* P = t.cols.P + ti * _pn(v)
+    cdef double S[9]
+    cdef double Ppos[9]
+    cdef double hmax = 0.0, w
+    cdef bint ok
+    if _meas is _polar:
+        ok = dod_meas_predict(t.cols.x + ti * n, k.sensor, d, k.hp + ti * d, k.J + ti * d * d)
+        if ok:
+            for a in range(d):      # the position block, full
+                for b in range(d):
+                    Ppos[a * d + b] = P[dod_kalman_packed_index(a, b, n)]
+            dod_meas_innovation_cov(Ppos, d, d, k.J + ti * d * d, k.sensor.var, S)
+            ok = dod_kalman_inverse_spd(S, d, k.Si + ti * d * d)
+        if ok:
+            hmax = dod_meas_gate_box(k.hp + ti * d, k.J + ti * d * d, S, d, t.gate, k.sensor, k.hw + ti * d)
+        else:
+            for a in range(d):
+                k.hw[ti * d + a] = 0.0
+    else:
+        ok = dod_kalman_innovation_inverse(P, d, r2, k.Si + ti * d * d)
+        for a in range(d):
+            # |y_a| <= sqrt(gate * S_aa) bounds the ellipse d2 <= gate.
+            w = sqrt(t.gate * (P[dod_kalman_packed_index(a, a, n)] + r2))
+            k.hw[ti * d + a] = w
+            if w > hmax:
+                hmax = w
+        if not ok:
+            hmax = 0.0
+    k.gateable[ti] = ok
+    k.hm[ti] = hmax
+
+
+cdef inline bint _meas_innovation(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k,
+                                  size_t ti, int32_t j, const double* zj, double* y) noexcept nogil:
+    """y = the innovation of row ti's prediction by detection j (Cartesian: at
+    zj). Cartesian: False as soon as an axis leaves the row's box (y then
+    partial)."""
+    cdef int d = _d(v), a
+    if _meas is _polar:             # in measurement space, the bearing wrapped
+        dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
+    else:
+        for a in range(d):
+            y[a] = zj[a] - t.cols.x[ti * 2 * d + a]
+            if y[a] > k.hw[ti * d + a] or y[a] < -k.hw[ti * d + a]:
+                return False
+    return True
+
+
+cdef inline void _meas_update(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t,
+                              const _tick* k, size_t ti, int32_t j, double r2) noexcept nogil:
+    cdef int d = _d(v)
+    if _meas is _polar:
+        _motion_ekf_update(v, m, t, k, ti, j)
+    else:
+        _motion_update(v, m, t, ti, k.z + j * d, k.Si + ti * d * d, r2)
+
+
+cdef inline void _meas_birth_cov(const _dim* v, const _meas* s, const _tick* k, int32_t j,
+                                 double* P) noexcept nogil:
+    """Range-bearing: the position block of a birth's packed covariance P
+    from detection j's converted covariance, its upper triangle (in 3-D
+    C[a, b] and C[b, a] may differ in the last bit: the packed P keeps one,
+    so the track starts symmetric). Cartesian: nothing (the birth's
+    diagonal stays)."""
+    cdef int d = _d(v), a, b
+    cdef double p[3]
+    cdef double C[9]
+    if _meas is _polar:
+        dod_meas_to_cartesian(k.zm + <size_t>j * d, k.sensor, d, p, C)
+        for a in range(d):
+            for b in range(a, d):
+                P[dod_kalman_packed_index(a, b, 2 * d)] = C[a * d + b]
