@@ -186,46 +186,37 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const dod_tracker* t
         c.state[i] = DOD_TRACK_TENTATIVE
 
 
-cdef void _birth_part(const dod_tracker* t, const _tick* k, size_t row0, const dod_index* order,
-                      const double* opos, const int32_t* partner, double dt, double lc,
-                      size_t r0, size_t r1) noexcept nogil:
-    """Births [r0, r1) into rows row0 + r0 .., in the tracker's model
-    (_model.pxd): two-point ones (_pair_birth_rows) with `partner`, else
-    single-point ones (_birth_rows)."""
+cdef void _birth_part(const dod_tracker* t, const _tick* k, size_t r0, size_t r1) noexcept nogil:
+    """Births [r0, r1) of the plan k.births, in the tracker's model
+    (_model.pxd)."""
     cdef int m = _model_of(t, k)
     if m == 0:
-        _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_cartesian*>NULL,
-                       t, k, row0, order, opos, partner, dt, lc, r0, r1)
+        _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)
     elif m == _MODEL_3D:
-        _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_cartesian*>NULL,
-                       t, k, row0, order, opos, partner, dt, lc, r0, r1)
+        _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)
     elif m == _MODEL_IMM:
-        _birth_part_as(<_planar*>NULL, <_imm*>NULL, <_cartesian*>NULL,
-                       t, k, row0, order, opos, partner, dt, lc, r0, r1)
+        _birth_part_as(<_planar*>NULL, <_imm*>NULL, <_cartesian*>NULL, t, k, r0, r1)
     elif m == _MODEL_3D | _MODEL_IMM:
-        _birth_part_as(<_spatial*>NULL, <_imm*>NULL, <_cartesian*>NULL,
-                       t, k, row0, order, opos, partner, dt, lc, r0, r1)
+        _birth_part_as(<_spatial*>NULL, <_imm*>NULL, <_cartesian*>NULL, t, k, r0, r1)
     elif m == _MODEL_POLAR:
-        _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_polar*>NULL,
-                       t, k, row0, order, opos, partner, dt, lc, r0, r1)
+        _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_polar*>NULL, t, k, r0, r1)
     elif m == _MODEL_3D | _MODEL_POLAR:
-        _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_polar*>NULL,
-                       t, k, row0, order, opos, partner, dt, lc, r0, r1)
+        _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_polar*>NULL, t, k, r0, r1)
     elif m == _MODEL_IMM | _MODEL_POLAR:
-        _birth_part_as(<_planar*>NULL, <_imm*>NULL, <_polar*>NULL,
-                       t, k, row0, order, opos, partner, dt, lc, r0, r1)
+        _birth_part_as(<_planar*>NULL, <_imm*>NULL, <_polar*>NULL, t, k, r0, r1)
     else:
-        _birth_part_as(<_spatial*>NULL, <_imm*>NULL, <_polar*>NULL,
-                       t, k, row0, order, opos, partner, dt, lc, r0, r1)
+        _birth_part_as(<_spatial*>NULL, <_imm*>NULL, <_polar*>NULL, t, k, r0, r1)
 
 
 cdef void _birth_part_as(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t, const _tick* k,
-                         size_t row0, const dod_index* order, const double* opos, const int32_t* partner,
-                         double dt, double lc, size_t r0, size_t r1) noexcept nogil:
-    if partner != NULL:
-        _pair_birth_rows(v, m, t, k, row0, order, opos, partner, dt, lc, r0, r1)
+                         size_t r0, size_t r1) noexcept nogil:
+    """Two-point births (_pair_birth_rows) with a partner, else single-point
+    ones (_birth_rows)."""
+    cdef const _birth_plan* b = &k.births
+    if b.partner != NULL:
+        _pair_birth_rows(v, m, t, k, b.row0, b.order, b.opos, b.partner, k.dt, b.lc, r0, r1)
     else:
-        _birth_rows(v, m, s, t, k, row0, order, opos, r0, r1, lc)
+        _birth_rows(v, m, s, t, k, b.row0, b.order, b.opos, r0, r1, b.lc)
 
 
 cdef void _births_kernel(dod_tracker* t, _tick* k, size_t item, int w) noexcept nogil:
@@ -239,7 +230,7 @@ cdef void _births_kernel(dod_tracker* t, _tick* k, size_t item, int w) noexcept 
     r0 = min(b.n, (item - 1) * b.step)
     r1 = min(b.n, item * b.step)
     dod_table_insert_freed(t.table, &k.rm, b.row0, min(b.reused, r0), min(b.reused, r1))
-    _birth_part(t, k, b.row0, b.order, b.opos, b.partner, k.dt, b.lc, r0, r1)
+    _birth_part(t, k, r0, r1)
 
 
 cdef void _insert_births(dod_tracker* t, _tick* k, size_t nfit, bint par, const dod_index* order,

@@ -39,6 +39,13 @@
 # equations; the tests check them against filterpy's IMMEstimator and a
 # hand-written coordinated-turn filter.
 #
+# The tracker's kernel set (dod/tracker/_model.pxd) for motion _imm: predict
+# dod_imm_predict, update dod_imm_update (a sensor's: each model's
+# dod_ekf_position_update, then dod_imm_weigh), birth dod_imm_birth. Each
+# writes the track's x and P (packed) from the models, whose own columns
+# (xm, Pm: full N x N, the turn's prediction forms the unsymmetric F P in
+# place) only these kernels read.
+#
 # Contract (checks the caller owns): d is 2 or 3, N = 2d + 1; rows are in
 # range; the covariances are symmetric (every kernel keeps them so, exactly).
 # Thread-safety: each kernel writes only its row: different rows may run on

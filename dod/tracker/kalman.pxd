@@ -19,6 +19,12 @@
 # measurement is the position (H = [I 0]) with noise r2 * I. Si is the
 # d x d inverse of the innovation covariance S = H P H' + R, row-major.
 #
+# The tracker's kernel set (dod/tracker/_model.pxd) for motion _cv and
+# measurement _cartesian: predict dod_kalman_predict_step, update
+# dod_kalman_update, gate row dod_kalman_innovation_inverse (and the
+# half-widths sqrt(gate * (P[a, a] + r2))), pair test dod_kalman_mahalanobis2,
+# birth: nothing beyond the row's x and P.
+#
 # Contract (checks the caller owns): d is 2 or 3; a full P is symmetric
 # (every kernel keeps it so, exactly); the arrays do not overlap. The
 # tracker's passes (dod/tracker/_predict.pyx, _update.pyx) call each kernel with a
@@ -215,6 +221,20 @@ ctypedef fused dod_kalman_shaped:
     dod_kalman_cv3
 
 
+cdef inline void _dod_kalman_dims(const dod_kalman_shaped* shape, int* n, int* d) noexcept nogil:
+    """The state's size n and the position's d: constants for the
+    constant-velocity shapes."""
+    if dod_kalman_shaped is dod_kalman_cv2:
+        n[0] = 4
+        d[0] = 2
+    elif dod_kalman_shaped is dod_kalman_cv3:
+        n[0] = 6
+        d[0] = 3
+    else:
+        n[0] = shape.n
+        d[0] = shape.d
+
+
 cdef inline int _dod_kalman_at(const dod_kalman_shaped* shape, int i, int j, int n) noexcept nogil:
     """Where P[i, j] lies for this shape: row-major (generic) or packed."""
     if dod_kalman_shaped is dod_kalman_shape:
@@ -245,15 +265,7 @@ cdef inline void _dod_kalman_position_update(const dod_kalman_shaped* shape, dou
     cdef double M[DOD_KALMAN_MAXN * DOD_KALMAN_MAXN]
     cdef double y[3]
     cdef double s
-    if dod_kalman_shaped is dod_kalman_cv2:
-        n = 4
-        d = 2
-    elif dod_kalman_shaped is dod_kalman_cv3:
-        n = 6
-        d = 3
-    else:
-        n = shape.n
-        d = shape.d
+    _dod_kalman_dims(shape, &n, &d)
     for i in range(d):
         y[i] = z[i] - x[i]
     # K = P H' Si: the first d columns of P times Si.

@@ -36,6 +36,12 @@
 # range r gets cross-range standard deviations max(r sigma_angle, sigma_range)
 # so its covariance stays positive definite at any range, zero included.
 #
+# The tracker's kernel set (dod/tracker/_model.pxd) for measurement _polar:
+# gate row dod_meas_predict, dod_meas_innovation_cov, dod_kalman_inverse_spd
+# and dod_meas_gate_box; pair innovation dod_meas_innovation; update
+# _dod_meas_update on the track's packed P (IMM: dod_ekf_position_update per
+# model); birth covariance dod_meas_to_cartesian.
+#
 # Contract (checks the caller owns): d is 2 or 3; d <= n <= DOD_MEAS_MAXN;
 # P is symmetric (the update keeps it so, exactly); var > 0; the arrays do
 # not overlap. Thread-safety: pure functions of their arguments.
@@ -43,7 +49,7 @@
 from libc.math cimport sqrt, atan2, cos, sin, fmod, log, M_PI, INFINITY
 
 from dod.tracker.kalman cimport (dod_kalman_inverse_spd, dod_kalman_log_likelihood, dod_kalman_shape,
-                                 dod_kalman_shaped, dod_kalman_cv2, dod_kalman_cv3, _dod_kalman_at)
+                                 dod_kalman_shaped, _dod_kalman_at, _dod_kalman_dims)
 
 cdef enum:
     DOD_MEAS_MAXN = 8           # largest state dimension an update takes (IMM's coordinated turn: 7 in 3-D)
@@ -204,15 +210,7 @@ cdef inline void _dod_meas_update(const dod_kalman_shaped* shape, double* x, dou
     cdef double M[DOD_MEAS_MAXN * DOD_MEAS_MAXN]
     cdef int i, j, k, n, d
     cdef double acc
-    if dod_kalman_shaped is dod_kalman_cv2:
-        n = 4
-        d = 2
-    elif dod_kalman_shaped is dod_kalman_cv3:
-        n = 6
-        d = 3
-    else:
-        n = shape.n
-        d = shape.d
+    _dod_kalman_dims(shape, &n, &d)
     for i in range(n):                  # PH = P[:, :d] J'
         for j in range(d):
             acc = 0.0
