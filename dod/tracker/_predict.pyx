@@ -23,7 +23,7 @@ from dod.tracker.measurement cimport dod_meas_predict, dod_meas_innovation_cov, 
 from dod.tracker._track cimport dod_tracker, dod_track_cols, DOD_TRACK_CONFIRMED
 from dod.tracker._frame cimport _pairs, _tick, _TAIL_CHUNKS
 from dod.tracker._executor cimport _clock_ns, _run_chunks, _PASS_PREDICT
-from dod.tracker._intake cimport _take_dets, _take_dets_parts, _index_if, _index_parts
+from dod.tracker._intake cimport _take_dets, _index_if, _index_parts
 from dod.tracker._gate cimport (_count_open, _gate_width_cuts, _gate_width_part, _gate_rows, _gate_chunk,
                                 _gate_open, _grid_side)
 
@@ -187,7 +187,7 @@ cdef void _predict_enter(dod_tracker* t, _tick* k, int w) noexcept nogil:
     _count_open(k, w)
     if w == 0:
         if k.scan_late:
-            _take_dets(k, k.scan, k.n_scan, t.dim)
+            _take_dets(k, k.scan, k.n_scan, t.dim, 1)
         _index_if(k, t.dim, k.index_early and not k.grid_first)
         dod_atomic_store_u32(&k.grid_ready, 1)
 
@@ -233,7 +233,7 @@ cdef void _predict_pass(dod_tracker* t, _tick* k) noexcept nogil:
         # region's longest path. From _GRID_PARTS_MIN_THREADS the workers
         # build it together first (_index_parts: the same index).
         if k.scan_late:
-            _take_dets_parts(k, k.scan, k.n_scan, t.dim, t.threads)
+            _take_dets(k, k.scan, k.n_scan, t.dim, t.threads)
             k.scan_late = False
         _index_parts(k, t.dim, t.threads)
         k.grid_ready = 1
