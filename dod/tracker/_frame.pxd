@@ -25,7 +25,7 @@ cdef enum:
     # 32, ~180-275)
     _GATE_CHUNKS_PER_THREAD = 32
     _TAIL_CHUNKS = 32               # chunks of parallel deaths (moves, and freed slots) and births
-    _GRID_PARTS = 32                # most parts of the index's parallel build (_index_parts)
+    _GRID_PARTS = 32                # most parts of the index's parallel build (_intake.pyx: _index)
     # The association's lone-pair pass runs on all workers from this many
     # threads, or with this many detections (_lone_pairs_parts). At 2
     # threads, ticks of builds alternating: 1,000,000 targets (~1.1 M
