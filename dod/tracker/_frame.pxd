@@ -27,7 +27,7 @@ cdef enum:
     _TAIL_CHUNKS = 32               # chunks of parallel deaths (moves, and freed slots) and births
     _GRID_PARTS = 32                # most parts of the index's parallel build (_intake.pyx: _index)
     # The association's lone-pair pass runs on all workers from this many
-    # threads, or with this many detections (_lone_pairs_parts). At 2
+    # threads, or with this many detections (_lone_pairs). At 2
     # threads, ticks of builds alternating: 1,000,000 targets (~1.1 M
     # detections) 222-225 against 240-264 ms a tick, 100,000 19-20 against
     # 16-19 ms; the detections' bound sits between the two, not tuned.
@@ -145,7 +145,7 @@ ctypedef struct _tick:
     uint32_t taken[_GATE_CHUNKS + _TAIL_CHUNKS]     # claimed in this pass (atomic)
     size_t move_at[_GATE_CHUNKS + 1]                # deaths: the first move whose hole is in row chunk c
     size_t free_parts                               # deaths: parts of the freed slots
-    bint cluster_runs       # a cluster's pairs may sit in runs out of row order (_group_parts)
+    bint cluster_runs       # a cluster's pairs may sit in runs out of row order (_clusters.pyx: _group)
     size_t dead_n[_GATE_CHUNKS]                     # deaths: rows of chunk c to go (listed at k.rm.fill + its first row)
     size_t conf_n[_GATE_CHUNKS]                     # confirmed_first: confirmed rows of chunk c at or past front (at k.rm.hole + its first row)
     size_t front            # rows [0, front) should hold confirmed tracks: the previous tick's confirmed count
