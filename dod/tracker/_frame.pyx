@@ -19,7 +19,8 @@ cdef void _frame_carve(_tick* k, _carver* c, size_t T, size_t n_dets, size_t ns,
     of n_dets rows, with ns detections waiting (two-point initiation) and a
     range-bearing scan's arrays when `polar`. Sets k's pointers and pair_cap.
     Carving, c's arena is the frame's own (_frame_open: the scopes rewind it)."""
-    cdef size_t nb = 1, high = 0, tick, stage      # buckets for the whole scan (the index takes the valid ones': _dets_ready)
+    cdef size_t nb = 1      # buckets for the whole scan (the index takes the valid ones': _dets_ready)
+    cdef size_t high = 0, tick, stage       # the scopes' furthest reach; their marks
     while nb < 2 * n_dets:
         nb <<= 1
     k.pair_cap = _PAIRS_PER_NODE * (T + n_dets) + 64
