@@ -182,10 +182,10 @@ def build_in_parts(const double[:, ::1] pts, double h, size_t nb, cuts, orders):
             for p in orders[2]:
                 dod_grid_route_part(&g[1], cuts[p], cuts[p + 1], mul, P, hist + p * P)
             for p in orders[3]:
-                crowd += dod_grid_count_part(&g[1], p, mul, cells, at[p], at[p + 1])
+                crowd += dod_grid_count_part(&g[1], p, mul, cells, at[p], at[p + 1], <uint32_t*>g[1].scell)
             if dod_grid_uncrowded(crowd, n):
                 for p in orders[4]:
-                    dod_grid_fill_part(&g[1], &pts[0, 0], dim, p, mul, cells, at[p], at[p + 1])
+                    dod_grid_fill_part(&g[1], &pts[0, 0], dim, p, mul, cells, at[p], at[p + 1], <uint32_t*>g[1].scell)
                 dod_grid_direct_done(&g[1], cells)
             else:
                 g[1].h = h

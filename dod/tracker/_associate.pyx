@@ -19,11 +19,10 @@ from dod.arena cimport dod_arena, dod_arena_mark, dod_arena_rewind
 from dod._core cimport dod_prefetch
 from dod.tracker.assignment cimport dod_assignment_solve
 from dod.tracker._track cimport dod_tracker, dod_tick_counts
-from dod.tracker._frame cimport (_carve, _tick, _carver, _TAIL_CHUNKS, _LONE_PARTS_MIN_THREADS,
-                                 _LONE_PARTS_MIN_DETECTIONS, _PAIRS_AHEAD, _CLUSTER_BYTES)
+from dod.tracker._frame cimport (_carve, _tick, _carver, _LONE_PARTS_MIN_THREADS, _LONE_PARTS_MIN_DETECTIONS,
+                                 _CLUSTER_BYTES)
 from dod.tracker._gate cimport _gate
-from dod.tracker._clusters cimport (_find, _unite_part, _roots_part, _order_cluster, _group_parts,
-                                    _lone_pairs, _lone_pairs_parts)
+from dod.tracker._clusters cimport _order_cluster, _lone_pairs, _clusters
 
 
 cdef enum:
@@ -178,16 +177,13 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
 
     Lone pairs are assigned at once; union-find of the other pairs runs
     over the workers where the lone pass does (many threads or
-    detections), their grouping is serial (a few passes over the pairs);
-    with threads the clusters, which share no track and no detection, are
+    detections), and so does their grouping when they are many; with
+    threads the clusters, which share no track and no detection, are
     solved in parallel, each worker with its own arena."""
-    cdef size_t T = k.T, greedy = 0, chunks, ch, lone = 0, m = 0, i, ncl = 0, csize
-    cdef int32_t a, b, r, acc, c
-    cdef int32_t* nl = k.glob_t         # the pairs not lone (glob_t/glob_d are the solver's, after this)
-    cdef int32_t* cl = k.glob_d         # their cluster roots, then cluster ids
+    cdef size_t T = k.T, greedy = 0, chunks, ch, lone = 0, m = 0, ncl = 0, csize
+    cdef int32_t acc, c
     cdef int nt = t.threads
     cdef bint wide
-    cdef size_t i_at[_TAIL_CHUNKS + 1]
     if not gated:
         _gate(t, k, stage)
     cnt.pairs += k.npairs
@@ -200,13 +196,10 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
     # of union-find and the grouping, which then find the same clusters as
     # over all pairs. A track's pairs are consecutive (gated row by row);
     # the detections' pair counts take one pass (_lone_pairs; with many
-    # threads or detections over the workers, _lone_pairs_parts).
+    # threads or detections over the workers).
     wide = nt > 1 and (nt >= _LONE_PARTS_MIN_THREADS or k.D >= _LONE_PARTS_MIN_DETECTIONS) \
         and T >= <size_t>nt * t.min_rows
-    if wide:
-        lone = _lone_pairs_parts(k, nl, &m, nt)
-    else:
-        lone = _lone_pairs(k, nl, &m, nt)
+    lone = _lone_pairs(k, &m, nt, wide)
     cnt.clusters += lone
     if lone > 0 and cnt.largest_cluster < 1:
         cnt.largest_cluster = 1
@@ -214,58 +207,13 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
         return
     # The root of a cluster is its smallest node (the larger root goes
     # under the smaller), whatever the order of the unions: a track row.
-    # Where the lone pass ran in parts, so do the unions and the roots
-    # (_unite_part: serially they took ~5 ms of a two-thread tick at
-    # 1,000,000 targets).
-    if wide:
-        for ch in range(_TAIL_CHUNKS + 1):      # (no division in a region's body: see _keep_free)
-            i_at[ch] = ch * m // _TAIL_CHUNKS
-        for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
-            _unite_part(k, nl, i_at[ch], i_at[ch + 1])
-        for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
-            _roots_part(k, nl, cl, i_at[ch], i_at[ch + 1])
-    else:
-        for i in range(m):
-            if i + _PAIRS_AHEAD < m:        # (the detections' nodes are random)
-                dod_prefetch(k.parent + T + k.pd[nl[i + _PAIRS_AHEAD]])
-            a = _find(k.parent, k.pt[nl[i]])
-            b = _find(k.parent, <int32_t>(T + k.pd[nl[i]]))
-            if a != b:
-                if a < b:
-                    k.parent[b] = a
-                else:
-                    k.parent[a] = b
-        for i in range(m):
-            cl[i] = _find(k.parent, k.pt[nl[i]])
-    # Group them by cluster (counting sort), pairs in row order within a
-    # cluster: cluster ids in order of first pair, through loc_t (all -1
-    # between clusters; the roots are noted in parent, free now, to reset it).
-    # With many clustered pairs, where union-find ran in parts, so does this
-    # (_group_parts: the same clusters). (~18 % of the pairs are clustered
-    # in the bench's scenes: ~1,600 at 10,000 targets, where the parts'
-    # regions would cost more than they save, ~18,000 at 100,000.)
-    k.cluster_runs = False
-    if wide and m >= <size_t>_GROUP_PARTS_MIN * t.min_rows:
-        ncl = _group_parts(k, nl, cl, m, i_at, nt)
-    else:
-        for i in range(m):
-            r = cl[i]
-            c = k.loc_t[r]
-            if c < 0:
-                c = <int32_t>ncl
-                k.loc_t[r] = c
-                k.parent[ncl] = r
-                k.start[ncl + 1] = 0
-                ncl += 1
-            cl[i] = c
-            k.start[c + 1] += 1
-        k.start[0] = 0
-        for c in range(<int32_t>ncl):
-            k.start[c + 1] += k.start[c]
-            k.loc_t[k.parent[c]] = -1
-        for i in range(m):          # start[c] as the cursor: it ends at cluster c's end
-            k.porder[k.start[cl[i]]] = nl[i]
-            k.start[cl[i]] += 1
+    # Where the lone pass ran over the workers, so do the unions and the
+    # roots (serially they took ~5 ms of a two-thread tick at 1,000,000
+    # targets), and with many clustered pairs the grouping too (~18 % of
+    # the pairs are clustered in the bench's scenes: ~1,600 at 10,000
+    # targets, where the parts' regions would cost more than they save,
+    # ~18,000 at 100,000).
+    ncl = _clusters(k, m, nt, wide, m >= <size_t>_GROUP_PARTS_MIN * t.min_rows)
     acc = 0
     for c in range(<int32_t>ncl):
         if <size_t>(k.start[c] - acc) > cnt.largest_cluster:

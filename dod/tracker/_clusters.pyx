@@ -6,10 +6,13 @@ tracks and detections, then a counting sort that groups the pairs by
 cluster in row order (k.porder, k.start). Writes k.track_det and
 k.det_track for lone pairs, and k.parent, k.loc_t, k.start, k.porder.
 
-Threads: with many workers or detections the passes run in parts: exact
-counts by atomic adds, a union-find whose roots are always the smallest
-node (a CAS links a root under a smaller one), so the clusters, their
-numbers and their pairs' order are those of the serial passes.
+Threads: each pass is one body over a part of the pairs, specialised by
+the sharing policy (_executor.pxd): serially one part with plain memory
+operations (pair counts in bytes that stop at two, plain union-find);
+over the workers, parts with exact counts by atomic adds and a union-find
+whose roots are always the smallest node (a CAS links a root under a
+smaller one), so the clusters, their numbers and their pairs' order are
+those of the serial passes.
 """
 from cython.parallel cimport prange
 from libc.stdint cimport uint8_t, uint32_t, int32_t
@@ -18,31 +21,42 @@ from dod.atomics cimport (dod_atomic_fetch_add_u32, dod_atomic_load_relaxed_i32,
                           dod_atomic_store_relaxed_i32, dod_atomic_cas_i32)
 from dod._core cimport dod_prefetch
 from dod.tracker._frame cimport _tick, _GATE_CHUNKS, _TAIL_CHUNKS, _GRID_PARTS, _PAIRS_AHEAD
+from dod.tracker._executor cimport _private, _shared, _sharing, _parts_of, _offsets
 
 
-# Union-find over the workers (_associate, with the lone pass's parts). A
-# root is linked only under a smaller node, by a CAS that fails if another
-# worker linked it first (then both ends are found again), so every path
-# descends and each cluster's root is its smallest node, as serially,
-# whatever the order of the unions. A node that is not a root only ever
-# points to one of its ancestors, so path halving may write with a plain
-# (atomic, relaxed) store: a stale write is still a path to the root.
+# ---------------------------------------------------------------- union-find
 
-cdef inline int32_t _find_shared(int32_t* parent, int32_t i) noexcept nogil:
-    """_find while other workers link roots."""
+# Over the pairs not lone (k.rest), each track node T-side, each detection
+# node T + d. Serially (_private), plain path halving and links. Over the
+# workers (_shared), a root is linked only under a smaller node, by a CAS
+# that fails if another worker linked it first (then both ends are found
+# again), so every path descends and each cluster's root is its smallest
+# node, as serially, whatever the order of the unions. A node that is not
+# a root only ever points to one of its ancestors, so path halving may
+# write with a plain (atomic, relaxed) store: a stale write is still a
+# path to the root.
+
+cdef inline int32_t _find(_sharing s, int32_t* parent, int32_t i) noexcept nogil:
     cdef int32_t p, g
-    while True:
-        p = dod_atomic_load_relaxed_i32(parent + i)
-        if p == i:
-            return i
-        g = dod_atomic_load_relaxed_i32(parent + p)
-        if g != p:
-            dod_atomic_store_relaxed_i32(parent + i, g)
-        i = g
+    if _sharing is _private:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+    else:
+        while True:
+            p = dod_atomic_load_relaxed_i32(parent + i)
+            if p == i:
+                return i
+            g = dod_atomic_load_relaxed_i32(parent + p)
+            if g != p:
+                dod_atomic_store_relaxed_i32(parent + i, g)
+            i = g
 
 
-cdef void _unite_part(_tick* k, const int32_t* nl, size_t i0, size_t i1) noexcept nogil:
-    """Union of the pairs nl[i0:i1] (track node, detection node T + d)."""
+cdef void _unite_part(_sharing s, _tick* k, size_t i0, size_t i1) noexcept nogil:
+    """Union of the pairs rest[i0:i1]."""
+    cdef const int32_t* nl = k.rest
     cdef size_t i
     cdef int32_t a, b
     for i in range(i0, i1):
@@ -51,83 +65,183 @@ cdef void _unite_part(_tick* k, const int32_t* nl, size_t i0, size_t i1) noexcep
         a = k.pt[nl[i]]
         b = <int32_t>(k.T + k.pd[nl[i]])
         while True:
-            a = _find_shared(k.parent, a)
-            b = _find_shared(k.parent, b)
+            a = _find(s, k.parent, a)
+            b = _find(s, k.parent, b)
             if a == b:
                 break
-            if a < b:
-                if dod_atomic_cas_i32(k.parent + b, b, a):
-                    break
-            elif dod_atomic_cas_i32(k.parent + a, a, b):
+            if _sharing is _private:
+                if a < b:
+                    k.parent[b] = a
+                else:
+                    k.parent[a] = b
                 break
+            else:
+                if a < b:
+                    if dod_atomic_cas_i32(k.parent + b, b, a):
+                        break
+                elif dod_atomic_cas_i32(k.parent + a, a, b):
+                    break
 
 
-cdef void _roots_part(_tick* k, const int32_t* nl, int32_t* cl, size_t i0, size_t i1) noexcept nogil:
-    """The cluster root of each pair nl[i0:i1] into cl[i0:i1], once every union is done."""
+cdef void _roots_part(_sharing s, _tick* k, size_t i0, size_t i1) noexcept nogil:
+    """The cluster root of each pair rest[i0:i1] into roots[i0:i1], once every union is done."""
     cdef size_t i
     for i in range(i0, i1):
-        cl[i] = _find_shared(k.parent, k.pt[nl[i]])
+        k.roots[i] = _find(s, k.parent, k.pt[k.rest[i]])
 
 
-# Grouping the clustered pairs by cluster in parts (_group_parts): the same
-# cluster numbers and bounds as the serial counting sort in _associate, and
-# each cluster's pairs in the same order once _solve_clusters has put them
-# back into row order (_order_cluster). Serially, at 1,000,000 targets,
-# the grouping took ~2.5 ms of the calling thread a tick (its reads of
-# loc_t at the roots are random) while the workers waited.
+cdef void _unite(_sharing s, _tick* k, size_t m, int nt) noexcept nogil:
+    """Union-find over the m pairs not lone, then each one's root (k.roots)."""
+    cdef Py_ssize_t ch
+    cdef size_t i_at[_TAIL_CHUNKS + 1]
+    if _sharing is _shared:
+        _parts_of(m, _TAIL_CHUNKS, i_at)
+        for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+            _unite_part(s, k, i_at[ch], i_at[ch + 1])
+        for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+            _roots_part(s, k, i_at[ch], i_at[ch + 1])
+    else:
+        _unite_part(s, k, 0, m)
+        _roots_part(s, k, 0, m)
 
-cdef inline bint _opens_cluster(const _tick* k, const int32_t* nl, const int32_t* cl, size_t i) noexcept nogil:
-    """Pair nl[i] is its cluster's first in row order: its track is the
+
+# ---------------------------------------------------------------- grouping
+
+# The clustered pairs grouped by cluster (counting sort): cluster numbers
+# in order of first pair, each cluster's pairs in row order. Serially one
+# part, in row order, numbers each cluster as its first pair comes (loc_t
+# at the root, -1 between clusters). Over the workers the clusters are
+# numbered first (a count, a prefix, then each part its own), the pairs
+# placed at cursors taken atomically, and _solve_clusters puts each
+# cluster's pairs back into row order (_order_cluster): the same numbers
+# and bounds. (Serially, at 1,000,000 targets, the grouping took ~2.5 ms
+# of the calling thread a tick, its reads of loc_t at the roots random,
+# while the workers waited.)
+
+cdef inline bint _opens_cluster(const _tick* k, size_t i) noexcept nogil:
+    """Pair rest[i] is its cluster's first in row order: its track is the
     root (the cluster's smallest node: its first row) and this is that
     track's first pair (a track's pairs are consecutive)."""
-    cdef int32_t tr = k.pt[nl[i]]
-    return tr == cl[i] and (i == 0 or k.pt[nl[i - 1]] != tr)
+    cdef int32_t tr = k.pt[k.rest[i]]
+    return tr == k.roots[i] and (i == 0 or k.pt[k.rest[i - 1]] != tr)
 
 
-cdef size_t _opened_in(const _tick* k, const int32_t* nl, const int32_t* cl, size_t i0, size_t i1) noexcept nogil:
-    """The clusters whose first pair is among nl[i0:i1]."""
+cdef size_t _opened_in(const _tick* k, size_t i0, size_t i1) noexcept nogil:
+    """The clusters whose first pair is among rest[i0:i1]."""
     cdef size_t i, n = 0
     for i in range(i0, i1):
-        n += _opens_cluster(k, nl, cl, i)
+        n += _opens_cluster(k, i)
     return n
 
 
-cdef void _name_part(_tick* k, const int32_t* nl, const int32_t* cl, size_t i0, size_t i1,
-                     size_t c) noexcept nogil:
-    """Number the clusters opened among nl[i0:i1] from c on (their order of
-    first pair): the number at the root (loc_t), the root at the number
-    (parent, free now), the number's pair count 0."""
+cdef inline void _name(_tick* k, int32_t r, size_t c) noexcept nogil:
+    """Cluster c has root r: the number at the root (loc_t), the root at
+    the number (parent, free now), the number's pair count 0."""
+    k.loc_t[r] = <int32_t>c
+    k.parent[c] = r
+    k.start[c + 1] = 0
+
+
+cdef void _name_part(_tick* k, size_t i0, size_t i1, size_t c) noexcept nogil:
+    """Number the clusters opened among rest[i0:i1] from c on."""
     cdef size_t i
     for i in range(i0, i1):
-        if _opens_cluster(k, nl, cl, i):
-            k.loc_t[cl[i]] = <int32_t>c
-            k.parent[c] = cl[i]
-            k.start[c + 1] = 0
+        if _opens_cluster(k, i):
+            _name(k, k.roots[i], c)
             c += 1
 
 
-cdef void _count_part(_tick* k, int32_t* cl, size_t i0, size_t i1) noexcept nogil:
-    """Each pair's cluster number over its root in cl[i0:i1], counted in
-    start[number + 1] (atomic adds: the counts are the same in any order)."""
+cdef size_t _count_part(_sharing s, _tick* k, size_t i0, size_t i1, size_t ncl) noexcept nogil:
+    """Each pair's cluster number over its root in roots[i0:i1], counted in
+    start[number + 1] (shared: atomic adds, the same counts in any order).
+    Serially the clusters not numbered yet are numbered here from ncl, as
+    their first pair comes; returns the clusters numbered then."""
     cdef size_t i
-    cdef int32_t c
+    cdef int32_t c, r
     for i in range(i0, i1):
-        if i + _PAIRS_AHEAD < i1:        # (the roots are random rows)
-            dod_prefetch(k.loc_t + cl[i + _PAIRS_AHEAD])
-        c = k.loc_t[cl[i]]
-        cl[i] = c
-        dod_atomic_fetch_add_u32(<uint32_t*>(k.start + c + 1), 1)
+        r = k.roots[i]
+        if _sharing is _shared:
+            if i + _PAIRS_AHEAD < i1:        # (the roots are random rows)
+                dod_prefetch(k.loc_t + k.roots[i + _PAIRS_AHEAD])
+            c = k.loc_t[r]
+            k.roots[i] = c
+            dod_atomic_fetch_add_u32(<uint32_t*>(k.start + c + 1), 1)
+        else:
+            c = k.loc_t[r]
+            if c < 0:
+                c = <int32_t>ncl
+                _name(k, r, ncl)
+                ncl += 1
+            k.roots[i] = c
+            k.start[c + 1] += 1
+    return ncl
 
 
-cdef void _place_part(_tick* k, const int32_t* nl, const int32_t* cl, size_t i0, size_t i1) noexcept nogil:
-    """Pairs nl[i0:i1] to the next places of their clusters (start[c] the
-    cursor, taken atomically: which part's run comes first in a cluster
-    varies, _order_cluster restores the row order)."""
-    cdef size_t i
-    cdef uint32_t s
+cdef void _place_part(_sharing s, _tick* k, size_t i0, size_t i1, size_t c0, size_t c1) noexcept nogil:
+    """Pairs rest[i0:i1] to the next places of their clusters (start[c]
+    the cursor, ending at cluster c's end; shared: taken atomically, so
+    which part's run comes first in a cluster varies), and loc_t reset at
+    the roots of clusters [c0, c1)."""
+    cdef size_t i, c
+    cdef uint32_t at
     for i in range(i0, i1):
-        s = dod_atomic_fetch_add_u32(<uint32_t*>(k.start + cl[i]), 1)
-        k.porder[s] = nl[i]
+        if _sharing is _shared:
+            at = dod_atomic_fetch_add_u32(<uint32_t*>(k.start + k.roots[i]), 1)
+        else:
+            at = <uint32_t>k.start[k.roots[i]]
+            k.start[k.roots[i]] = <int32_t>(at + 1)
+        k.porder[at] = k.rest[i]
+    for c in range(c0, c1):
+        k.loc_t[k.parent[c]] = -1
+
+
+cdef size_t _group(_sharing s, _tick* k, size_t m, int nt) noexcept nogil:
+    """Group the m clustered pairs (roots in k.roots) into k.porder by
+    cluster, cluster c's pairs at porder[start[c - 1] : start[c]]
+    (start[-1] = 0). Returns the clusters."""
+    cdef Py_ssize_t ch
+    cdef size_t ncl = 0, c
+    cdef size_t i_at[_TAIL_CHUNKS + 1]
+    cdef size_t opened[_TAIL_CHUNKS]
+    cdef size_t c_at[_TAIL_CHUNKS + 1]
+    k.start[0] = 0
+    if _sharing is _shared:
+        _parts_of(m, _TAIL_CHUNKS, i_at)
+        for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+            opened[ch] = _opened_in(k, i_at[ch], i_at[ch + 1])
+        ncl = _offsets(opened, _TAIL_CHUNKS)
+        for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+            _name_part(k, i_at[ch], i_at[ch + 1], opened[ch])
+        for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+            _count_part(s, k, i_at[ch], i_at[ch + 1], 0)
+    else:
+        ncl = _count_part(s, k, 0, m, 0)
+    for c in range(ncl):
+        k.start[c + 1] += k.start[c]
+    if _sharing is _shared:
+        _parts_of(ncl, _TAIL_CHUNKS, c_at)
+        for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
+            _place_part(s, k, i_at[ch], i_at[ch + 1], c_at[ch], c_at[ch + 1])
+        k.cluster_runs = True
+    else:
+        _place_part(s, k, 0, m, 0, ncl)
+        k.cluster_runs = False
+    return ncl
+
+
+cdef size_t _clusters(_tick* k, size_t m, int nt, bint wide, bint group_wide) noexcept nogil:
+    """The clusters of the m pairs not lone (k.rest, from _lone_pairs):
+    union-find, over the workers when `wide`, then their grouping, over
+    the workers when `group_wide` too. Returns the clusters."""
+    cdef _private one
+    cdef _shared many
+    if wide:
+        _unite(many, k, m, nt)
+    else:
+        _unite(one, k, m, nt)
+    if wide and group_wide:
+        return _group(many, k, m, nt)
+    return _group(one, k, m, nt)
 
 
 cdef inline bint _pair_after(const _tick* k, int32_t a, int32_t b) noexcept nogil:
@@ -179,39 +293,6 @@ cdef void _order_cluster(_tick* k, int32_t s0, int32_t s1) noexcept nogil:
         _sift_down(k, v, 0, s)
 
 
-cdef size_t _group_parts(_tick* k, const int32_t* nl, int32_t* cl, size_t m, const size_t* i_at,
-                         int nt) noexcept nogil:
-    """The grouping of _associate over the workers, in the _TAIL_CHUNKS
-    parts i_at of the m clustered pairs: number the clusters (a count, a
-    prefix, then each part its own), count each one's pairs, prefix the
-    counts (serially: one pass over the clusters), place the pairs and
-    reset loc_t. Returns the clusters."""
-    cdef size_t ch, ncl = 0, c
-    cdef size_t opened[_TAIL_CHUNKS]
-    cdef size_t c_at[_TAIL_CHUNKS + 1]
-    for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
-        opened[ch] = _opened_in(k, nl, cl, i_at[ch], i_at[ch + 1])
-    for ch in range(_TAIL_CHUNKS):      # counts to first numbers
-        c = opened[ch]
-        opened[ch] = ncl
-        ncl += c
-    k.start[0] = 0
-    for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
-        _name_part(k, nl, cl, i_at[ch], i_at[ch + 1], opened[ch])
-    for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
-        _count_part(k, cl, i_at[ch], i_at[ch + 1])
-    for c in range(ncl):
-        k.start[c + 1] += k.start[c]
-    for ch in range(_TAIL_CHUNKS + 1):
-        c_at[ch] = ch * ncl // _TAIL_CHUNKS
-    for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
-        _place_part(k, nl, cl, i_at[ch], i_at[ch + 1])
-        for c in range(c_at[ch], c_at[ch + 1]):
-            k.loc_t[k.parent[c]] = -1
-    k.cluster_runs = True
-    return ncl
-
-
 ctypedef fused _pair_count:       # a detection's pairs: bytes that stop at two, or exact (atomic)
     uint8_t
     uint32_t
@@ -252,17 +333,30 @@ cdef void _add_counts(uint8_t* acc, const uint8_t* more, size_t n) noexcept nogi
         acc[i] = c if c < 2 else 2
 
 
-cdef size_t _lone_pairs(_tick* k, int32_t* nl, size_t* m_out, int nt) noexcept nogil:
-    """Assign the lone pairs (_associate); list the others in row order in
-    nl (their number in m_out) with their tracks' union-find nodes made
-    roots, and every detection's node a root. Returns the lone pairs."""
-    cdef size_t p, ch, i, T = k.T, lone = 0, m = 0, run_m
+cdef void _detections_part(_sharing s, _tick* k, size_t d0, size_t d1) noexcept nogil:
+    """Detections [d0, d1): their union-find nodes made roots (in order,
+    not the nodes of the pairs not lone, one random write each) and,
+    shared, their exact pair counts zeroed."""
+    cdef size_t i, T = k.T
+    if _sharing is _shared:
+        memset(<uint32_t*>k.det_pairs + d0, 0, (d1 - d0) * sizeof(uint32_t))
+    for i in range(d0, d1):
+        k.parent[T + i] = <int32_t>(T + i)
+
+
+cdef void _count_run(_tick* k, size_t ch) noexcept nogil:
+    """The exact pair counts of run ch's detections (atomic adds)."""
+    cdef size_t p
+    for p in range(k.chunk_at[ch], k.chunk_at[ch] + k.chunk_n[ch]):
+        dod_atomic_fetch_add_u32(<uint32_t*>k.det_pairs + k.pd[p], 1)
+
+
+cdef void _byte_counts(_tick* k, int nt) noexcept nogil:
+    """The pair counts in bytes that stop at two (a quarter of the memory
+    of exact counts): counted here unless the gating pass counted them
+    (k.counted), with workers in their own quarters, added up here."""
+    cdef size_t p, ch
     cdef int w
-    # The counts stop at two (a byte each, a quarter of the memory of int32
-    # counts), and every detection's node is made a root in order (not the
-    # nodes of the pairs not lone, one random write each): at 1,000,000
-    # targets the two passes took ~17 against ~21-23 ms (2 threads, ticks
-    # alternating in one process), at 100,000 0-19 % less (~0.8-1.0 ms).
     if not k.counted:
         memset(k.det_pairs, 0, k.D)
         for ch in range(k.chunks):
@@ -271,54 +365,63 @@ cdef size_t _lone_pairs(_tick* k, int32_t* nl, size_t* m_out, int nt) noexcept n
     elif k.gate_parallel:           # the workers' counts (_gate_open) added up, stopping at two
         for w in range(1, nt):
             _add_counts(k.det_pairs, k.det_pairs + <size_t>w * k.count_stride, k.D)
-    for i in range(k.D):
-        k.parent[T + i] = <int32_t>(T + i)
-    # The other pairs (in row order) into nl: union-find and the grouping
-    # walk these alone, not every pair (at 100,000 targets at most 27 % of
-    # the pairs: 98,650 pairs in 85,426 clusters, and every cluster that
-    # is not a lone pair has two or more).
-    for ch in range(k.chunks):
-        lone += _lone_run(k, <const uint8_t*>k.det_pairs, ch, nl + m, &run_m)
-        m += run_m
+
+
+cdef size_t _lone_pairs_as(_sharing s, _tick* k, size_t* m_out, int nt) noexcept nogil:
+    """Assign the lone pairs; list the others in row order in k.rest
+    (their number in m_out) with their tracks' union-find nodes made
+    roots, and every detection's node a root. Returns the lone pairs.
+
+    Serially the counts are bytes that stop at two and each run lists its
+    pairs right after the runs before it: at 1,000,000 targets the two
+    passes took ~17 against ~21-23 ms with int32 counts and the roots of
+    the pairs' detections alone (2 threads, ticks alternating in one
+    process), at 100,000 0-19 % less (~0.8-1.0 ms). Shared, the counts are
+    exact (atomic adds to int32: det_pairs holds D of them); each run
+    assigns its lone pairs (no other pair shares their track or
+    detection, so no two workers write one entry) and lists its other
+    pairs in k.listed at its own place, and the lists are packed in run
+    order (count, prefix, scatter). Serially, at 1,000,000 targets, these
+    passes took ~18 ms of a two-thread tick, most of its serial part: 16
+    workers would wait on them. (At 100,000 targets on two cores the split
+    costs more than it saves: docs/threads-and-locality.md.)"""
+    cdef size_t P, D = k.D, ch, lone = 0, m = 0, run
+    cdef Py_ssize_t part, c
+    cdef size_t d_at[_GRID_PARTS + 1]
+    cdef size_t run_m[_GATE_CHUNKS + 1]
+    cdef size_t run_lone[_GATE_CHUNKS]
+    if _sharing is _shared:
+        P = _parts_of(D, min(<size_t>nt, <size_t>_GRID_PARTS), d_at)
+        for part in prange(<Py_ssize_t>P, num_threads=nt, schedule="static"):
+            _detections_part(s, k, d_at[part], d_at[part + 1])
+        for c in prange(<Py_ssize_t>k.chunks, num_threads=nt, schedule="dynamic"):
+            _count_run(k, c)
+        for c in prange(<Py_ssize_t>k.chunks, num_threads=nt, schedule="dynamic"):
+            run_lone[c] = _lone_run(k, <const uint32_t*>k.det_pairs, c, k.listed + k.chunk_at[c], &run_m[c])
+        for ch in range(k.chunks):
+            lone += run_lone[ch]
+        m = _offsets(run_m, k.chunks)
+        run_m[k.chunks] = m
+        for c in prange(<Py_ssize_t>k.chunks, num_threads=nt, schedule="dynamic"):
+            memcpy(k.rest + run_m[c], k.listed + k.chunk_at[c], (run_m[c + 1] - run_m[c]) * sizeof(int32_t))
+    else:
+        _byte_counts(k, nt)
+        _detections_part(s, k, 0, D)
+        # The other pairs (in row order) into rest: union-find and the
+        # grouping walk these alone, not every pair (at 100,000 targets at
+        # most 27 % of the pairs: 98,650 pairs in 85,426 clusters, and every
+        # cluster that is not a lone pair has two or more).
+        for ch in range(k.chunks):
+            lone += _lone_run(k, <const uint8_t*>k.det_pairs, ch, k.rest + m, &run)
+            m += run
     m_out[0] = m
     return lone
 
 
-cdef size_t _lone_pairs_parts(_tick* k, int32_t* nl, size_t* m_out, int nt) noexcept nogil:
-    """_lone_pairs over the workers (from _LONE_PARTS_MIN_THREADS threads or
-    _LONE_PARTS_MIN_DETECTIONS detections): the same assignments, the same
-    nl in the same order, the same roots. The detections' counts are exact
-    (atomic adds to int32: det_pairs' memory holds D of them); each run of
-    pairs then assigns its lone pairs (no other pair shares their track or
-    detection, so no two workers write one entry) and lists its other
-    pairs at its own place in porder (free until the grouping), and the
-    lists are packed in run order. Serially, at 1,000,000 targets, these passes took ~18 ms of a
-    two-thread tick, most of its serial part: 16 workers would wait on
-    them. (At 100,000 targets on two cores the split costs more than it
-    saves: docs/threads-and-locality.md.)"""
-    cdef uint32_t* count = <uint32_t*>k.det_pairs
-    cdef size_t P = min(<size_t>nt, <size_t>_GRID_PARTS), T = k.T, D = k.D, part, i, ch, p
-    cdef size_t lone = 0
-    cdef size_t d_at[_GRID_PARTS + 1]
-    cdef size_t run_m[_GATE_CHUNKS]
-    cdef size_t run_lone[_GATE_CHUNKS]
-    cdef size_t run_at[_GATE_CHUNKS + 1]
-    for part in range(P + 1):       # (no division in a region's body: see _keep_free)
-        d_at[part] = D * part // P
-    for part in prange(P, num_threads=nt, schedule="static"):
-        memset(count + d_at[part], 0, (d_at[part + 1] - d_at[part]) * sizeof(uint32_t))
-        for i in range(d_at[part], d_at[part + 1]):
-            k.parent[T + i] = <int32_t>(T + i)
-    for ch in prange(k.chunks, num_threads=nt, schedule="dynamic"):
-        for p in range(k.chunk_at[ch], k.chunk_at[ch] + k.chunk_n[ch]):
-            dod_atomic_fetch_add_u32(count + k.pd[p], 1)
-    for ch in prange(k.chunks, num_threads=nt, schedule="dynamic"):
-        run_lone[ch] = _lone_run(k, <const uint32_t*>count, ch, k.porder + k.chunk_at[ch], &run_m[ch])
-    run_at[0] = 0
-    for ch in range(k.chunks):
-        run_at[ch + 1] = run_at[ch] + run_m[ch]
-        lone += run_lone[ch]
-    for ch in prange(k.chunks, num_threads=nt, schedule="dynamic"):
-        memcpy(nl + run_at[ch], k.porder + k.chunk_at[ch], run_m[ch] * sizeof(int32_t))
-    m_out[0] = run_at[k.chunks]
-    return lone
+cdef size_t _lone_pairs(_tick* k, size_t* m_out, int nt, bint wide) noexcept nogil:
+    """_lone_pairs_as, over the workers when `wide`."""
+    cdef _private one
+    cdef _shared many
+    if wide:
+        return _lone_pairs_as(many, k, m_out, nt)
+    return _lone_pairs_as(one, k, m_out, nt)

@@ -17,6 +17,45 @@ from dod.tracker._track cimport dod_tracker
 from dod.tracker._frame cimport _tick, _GATE_CHUNKS, _GATE_CHUNKS_PER_THREAD
 
 
+# ---------------------------------------------------------------- one body, serial or shared
+
+# A pass that splits a range into parts is written once, over a part
+# [i0, i1), and specialised at compile time by a sharing policy: _private
+# runs it as one part on the calling thread (no region opens) with plain
+# memory operations, _shared as parts over the workers with the atomics
+# that sharing needs. In a body, `if _sharing is _shared:` picks the
+# shared form; the private specialisation compiles to the serial code
+# alone. (Tags: only their type is read.)
+ctypedef struct _private:
+    char tag
+ctypedef struct _shared:
+    char tag
+ctypedef fused _sharing:
+    _private
+    _shared
+
+
+cdef inline size_t _parts_of(size_t n, size_t P, size_t* at) noexcept nogil:
+    """Cut [0, n) into P parts: part p is [at[p], at[p + 1]). Outside any
+    region (a checked division, in debug builds, takes the GIL)."""
+    cdef size_t p
+    for p in range(P + 1):
+        at[p] = n * p // P
+    return P
+
+
+cdef inline size_t _offsets(size_t* n_of, size_t P) noexcept nogil:
+    """Counts n_of[0:P] into their prefix (n_of[p]: where part p's items
+    go in a packed list); returns the total. The middle step of every
+    count, prefix, scatter compaction over parts."""
+    cdef size_t p, acc = 0, c
+    for p in range(P):
+        c = n_of[p]
+        n_of[p] = acc
+        acc += c
+    return acc
+
+
 cdef enum:
     # detections, times _split_rows, for a parallel _keep_free (and the
     # births' order in parts): at 10,000 targets (~11,000 detections) on two

@@ -2,9 +2,12 @@
 # pair buffer's segments (_pairs), a spatial sort's work arrays
 # (_cell_sort), the constants the passes share, and the carver that lays the
 # temporaries out of the scratch arena (_frame_carve in _frame.pyx states
-# the layout once: the tick carves it, scratch_bytes counts it).
+# the layout once: the tick carves it, scratch_bytes counts it). Memory
+# that two phases use in turn is shared through scopes (_scope_open,
+# _scope_close): each phase carves its own named fields after the same
+# mark.
 from libc.stdint cimport uint8_t, uint32_t, int32_t
-from dod.arena cimport dod_arena, dod_arena_push
+from dod.arena cimport dod_arena, dod_arena_push, dod_arena_mark, dod_arena_rewind
 from dod.table cimport dod_table_removal
 from dod._types cimport dod_index
 from dod.tracker.grid cimport dod_grid
@@ -22,9 +25,9 @@ cdef enum:
     # 32, ~180-275)
     _GATE_CHUNKS_PER_THREAD = 32
     _TAIL_CHUNKS = 32               # chunks of parallel deaths (moves, and freed slots) and births
-    _GRID_PARTS = 32                # most parts of the index's parallel build (_index_parts)
+    _GRID_PARTS = 32                # most parts of the index's parallel build (_intake.pyx: _index)
     # The association's lone-pair pass runs on all workers from this many
-    # threads, or with this many detections (_lone_pairs_parts). At 2
+    # threads, or with this many detections (_lone_pairs). At 2
     # threads, ticks of builds alternating: 1,000,000 targets (~1.1 M
     # detections) 222-225 against 240-264 ms a tick, 100,000 19-20 against
     # 16-19 ms; the detections' bound sits between the two, not tuned.
@@ -107,10 +110,13 @@ ctypedef struct _tick:
     int32_t* track_det      # [T] assigned detection or -1
     int32_t* parent         # [T + D] union-find
     int32_t* start          # [T + D + 1] cluster starts
-    uint8_t* det_pairs      # [D] pairs of each detection in one stage: 0, 1, or 2 for two or more
+    uint8_t* det_pairs      # [4 D] pairs of each detection in one stage: 0, 1, or 2 for two or more (D int32: exact)
     size_t count_stride     # det_pairs' bytes for one worker's pair counts: the scan's rows (it holds 4 such)
     bint counted            # the gating pass counted its pairs (_gate_open)
     int32_t* porder         # [pair_cap] pairs grouped by cluster
+    int32_t* rest           # [pair_cap] the pairs not lone, in row order (_lone_pairs)
+    int32_t* roots          # [pair_cap] their cluster roots, then their cluster numbers
+    int32_t* listed         # [pair_cap] over the workers, each run's pairs not lone at the run's place, then packed
     int32_t* loc_t          # [T] local index in the current cluster, or -1
     int32_t* loc_d          # [D]
     int32_t* glob_t         # [pair_cap] cluster's tracks (local -> global), at the cluster's first pair
@@ -139,7 +145,7 @@ ctypedef struct _tick:
     uint32_t taken[_GATE_CHUNKS + _TAIL_CHUNKS]     # claimed in this pass (atomic)
     size_t move_at[_GATE_CHUNKS + 1]                # deaths: the first move whose hole is in row chunk c
     size_t free_parts                               # deaths: parts of the freed slots
-    bint cluster_runs       # a cluster's pairs may sit in runs out of row order (_group_parts)
+    bint cluster_runs       # a cluster's pairs may sit in runs out of row order (_clusters.pyx: _group)
     size_t dead_n[_GATE_CHUNKS]                     # deaths: rows of chunk c to go (listed at k.rm.fill + its first row)
     size_t conf_n[_GATE_CHUNKS]                     # confirmed_first: confirmed rows of chunk c at or past front (at k.rm.hole + its first row)
     size_t front            # rows [0, front) should hold confirmed tracks: the previous tick's confirmed count
@@ -162,7 +168,9 @@ ctypedef struct _tick:
     dod_table_removal rm    # hole, fill, slot: [T] each (dod.table's batch removal)
     int32_t* born           # [D] free detections in scan order (births of single-scan initiation)
     size_t nborn            # how many
-    int32_t* birth_rank     # [D] a free detection's place in born (det_pairs' memory, D int32: dead by then)
+    int32_t* birth_rank     # [D] a free detection's place in born
+    int32_t* partner        # [D] two-point: birth b's waiting detection (its single)
+    int32_t* wait           # [D] two-point: the detections left to wait for a partner next scan
     _cell_sort bm           # the births' spatial order (single-scan initiation)
     # the tick's plan, set before its passes
     const double* scan      # the scan as given: n_scan rows, read by intake
@@ -249,6 +257,44 @@ cdef inline void* _carve(_carver* c, size_t n, size_t size) noexcept nogil:
     return p
 
 
+# A phase's scope. The frame carves what lives the whole tick, then each
+# phase whose temporaries are dead before another's begin carves them
+# after one mark and closes its scope at the end of its declarations: the
+# next phase's fields take the same bytes. The frame's bytes run to the
+# furthest any scope reached (`high`: _scopes_end), so that the count
+# (scratch_bytes) is the largest phase's, not their sum. A scope rewinds
+# the carver's arena: the frame carves from an arena of its own over the
+# scratch's free bytes (_frame_open), never from the tick's scratch, whose
+# later pushes (the clusters' matrices) must not land on a scope's bytes.
+
+cdef inline size_t _scope_open(const _carver* c) noexcept nogil:
+    """The mark a scope's fields are carved after."""
+    return dod_arena_mark(c.arena) if c.arena != NULL else c.bytes
+
+
+cdef inline void _scope_close(_carver* c, size_t mark, size_t* high) noexcept nogil:
+    """Close the scope opened at `mark`: the next carve takes its bytes
+    again; high: the furthest position a scope has reached."""
+    cdef size_t at = _scope_open(c)
+    if at > high[0]:
+        high[0] = at
+    if c.arena != NULL:
+        dod_arena_rewind(c.arena, mark)
+    else:
+        c.bytes = mark
+
+
+cdef inline void _scopes_end(_carver* c, size_t high) noexcept nogil:
+    """After the frame's last scope: the frame runs to the furthest one."""
+    cdef size_t at = _scope_open(c)
+    if at >= high:
+        return
+    if c.arena == NULL:
+        c.bytes = high
+    elif dod_arena_push(c.arena, high - at, 1) == NULL:      # (positions are whole grains)
+        c.ok = False
+
+
 cdef inline void _cell_sort_carve(_carver* c, size_t n, int carry, _cell_sort* m) noexcept nogil:
     """The work arrays of one spatial ordering of n points (the chunk arrays
     for _SORT_CHUNKS whatever the thread count: a scratch that fits one fits
@@ -269,3 +315,5 @@ cdef inline void _cell_sort_carve(_carver* c, size_t n, int carry, _cell_sort* m
 
 cdef void _frame_carve(_tick* k, _carver* c, size_t T, size_t n_dets, size_t ns, int dim, bint two_point,
                        bint polar) noexcept nogil
+cdef bint _frame_open(_tick* k, dod_arena* scratch, size_t T, size_t n_dets, size_t ns, int dim, bint two_point,
+                      bint polar) noexcept nogil

@@ -12,8 +12,6 @@ cdef inline bint _polar_valid(const double* z, int dim) noexcept nogil:
     return dim == 2 or (z[2] >= -1.5707963267948966 and z[2] <= 1.5707963267948966)
 
 cdef void _dets_ready(_tick* k) noexcept nogil
-cdef void _take_dets(_tick* k, const double* dets, size_t n_dets, int dim) noexcept nogil
-cdef void _take_dets_parts(_tick* k, const double* dets, size_t n_dets, int dim, int nt) noexcept nogil
-cdef void _index_if(_tick* k, int dim, bint build) noexcept nogil
-cdef void _index_parts(_tick* k, int dim, int nt) noexcept nogil
+cdef void _take_dets(_tick* k, const double* dets, size_t n_dets, int dim, int nt) noexcept nogil
+cdef void _index(_tick* k, int dim, int nt) noexcept nogil
 cdef void _intake(const dod_tracker* t, _tick* k) noexcept nogil

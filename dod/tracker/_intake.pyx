@@ -7,12 +7,13 @@ elevation outside [-pi/2, pi/2], counted in k.invalid), k.zm (the valid
 measurements), and resets the detections' assignment (det_track, loc_d).
 The index (grid.pxd) over k.z is built here too, serially or in parts.
 
-Threads: _take_dets_parts and _index_parts split the rows into parts over
-the workers (counts, a prefix, then each part writes its own place): the
-same k.z and the same index, slot for slot, as the serial functions.
+Threads: _take_dets (one body, serial or in parts: _executor.pxd's
+sharing policy) and _index split the rows into parts over the
+workers (counts, a prefix, then each part writes its own place): the same
+k.z and the same index, slot for slot, as serially.
 """
 from cython.parallel cimport prange
-from libc.stdint cimport uint64_t, int32_t
+from libc.stdint cimport uint32_t, uint64_t, int32_t
 from libc.string cimport memset, memcpy
 from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_bounds, dod_grid_plan, dod_grid_parts,
                                dod_grid_cells_part, dod_grid_route_offsets, dod_grid_route_part,
@@ -21,6 +22,7 @@ from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_bounds, dod_gr
 from dod.tracker.measurement cimport dod_meas_to_cartesian
 from dod.tracker._track cimport dod_tracker
 from dod.tracker._frame cimport _all_finite, _tick, _GRID_PARTS
+from dod.tracker._executor cimport _private, _shared, _sharing, _parts_of, _offsets
 
 
 # ---------------------------------------------------------------- row passes of the tick (chunks over the workers)
@@ -62,94 +64,102 @@ cdef size_t _finite_rows(const double* dets, int dim, size_t j0, size_t j1, doub
     return n
 
 
-cdef void _take_dets(_tick* k, const double* dets, size_t n_dets, int dim) noexcept nogil:
-    """A Cartesian scan into k.z and k.D: one copy when every value is
-    finite (the common case), else its finite rows in order, the others
-    counted in k.invalid; then no detection assigned yet (_dets_ready)."""
-    k.D = _finite_rows(dets, dim, 0, n_dets, k.z)
-    k.invalid += n_dets - k.D
-    _dets_ready(k)
+cdef size_t _take_part(_tick* k, const double* dets, int dim, size_t j0, size_t j1, size_t at,
+                       size_t valid) noexcept nogil:
+    """Rows [j0, j1) of a Cartesian scan into k.z from row `at`: one copy
+    when `valid` says all are finite (counted already), else their finite
+    rows, checked here; those detections unassigned yet (det_track, loc_d:
+    -1, all bytes 0xff). Returns how many."""
+    if valid == j1 - j0:
+        memcpy(k.z + at * dim, dets + j0 * dim, valid * dim * sizeof(double))
+    else:
+        valid = _finite_rows(dets, dim, j0, j1, k.z + at * dim)
+    memset(k.det_track + at, 0xff, valid * sizeof(int32_t))
+    memset(k.loc_d + at, 0xff, valid * sizeof(int32_t))
+    return valid
 
 
-cdef void _take_dets_parts(_tick* k, const double* dets, size_t n_dets, int dim, int nt) noexcept nogil:
-    """_take_dets over the workers, before the index is built in parts
-    (_index_parts): P row parts count their finite rows, then copy them to
-    their place (the counts' prefix) and mark them unassigned. The same
-    k.z, k.D and k.invalid as _take_dets: at a million targets the scan
-    (~16 MB read and written) would take one core several ms while the
-    others wait."""
-    cdef size_t P = min(<size_t>nt, <size_t>_GRID_PARTS), p
+cdef void _take_dets_as(_sharing s, _tick* k, const double* dets, size_t n_dets, int dim, int nt) noexcept nogil:
+    """A Cartesian scan into k.z and k.D: its finite rows in order (one
+    copy when every value is finite, the common case), the others counted
+    in k.invalid, no detection assigned yet. Serially one part, checked as
+    it is copied. Shared, in P row parts (before the index is built in
+    parts: _index): each counts its finite rows, then copies them to
+    its place (the counts' prefix): at a million targets the scan (~16 MB
+    read and written) would take one core several ms while the others
+    wait."""
+    cdef size_t P, p
     cdef size_t j_at[_GRID_PARTS + 1]
     cdef size_t at[_GRID_PARTS + 1]
     cdef size_t valid[_GRID_PARTS]
-    if n_dets < P:
-        _take_dets(k, dets, n_dets, dim)
-        return
-    for p in range(P + 1):          # (no division in a region's body: see _keep_free)
-        j_at[p] = n_dets * p // P
-    for p in prange(P, num_threads=nt, schedule="static"):
-        valid[p] = _finite_rows(dets, dim, j_at[p], j_at[p + 1], NULL)
-    at[0] = 0
-    for p in range(P):
-        at[p + 1] = at[p] + valid[p]
-    k.D = at[P]
-    k.invalid = n_dets - k.D
-    for p in prange(P, num_threads=nt, schedule="static"):
-        if valid[p] == j_at[p + 1] - j_at[p]:       # all finite: checked already
-            memcpy(k.z + at[p] * dim, dets + j_at[p] * dim, valid[p] * dim * sizeof(double))
-        else:
-            _finite_rows(dets, dim, j_at[p], j_at[p + 1], k.z + at[p] * dim)
-        memset(k.det_track + at[p], 0xff, valid[p] * sizeof(int32_t))
-        memset(k.loc_d + at[p], 0xff, valid[p] * sizeof(int32_t))
+    if _sharing is _shared:
+        P = _parts_of(n_dets, min(<size_t>nt, <size_t>_GRID_PARTS), j_at)
+        for p in prange(P, num_threads=nt, schedule="static"):
+            valid[p] = _finite_rows(dets, dim, j_at[p], j_at[p + 1], NULL)
+        for p in range(P):
+            at[p] = valid[p]
+        k.D = _offsets(at, P)
+        for p in prange(P, num_threads=nt, schedule="static"):
+            _take_part(k, dets, dim, j_at[p], j_at[p + 1], at[p], valid[p])
+    else:
+        k.D = _take_part(k, dets, dim, 0, n_dets, 0, <size_t>-1)
+    k.invalid += n_dets - k.D
     _index_buckets(k)
 
 
-cdef void _index_if(_tick* k, int dim, bint build) noexcept nogil:
-    """Build the detection grid (k.grid.h set) when `build`."""
-    if build:
-        dod_grid_build(&k.grid, k.z, k.D, dim)
+cdef void _take_dets(_tick* k, const double* dets, size_t n_dets, int dim, int nt) noexcept nogil:
+    """_take_dets_as, in parts over nt workers when nt > 1 (else on the calling thread)."""
+    cdef _private one
+    cdef _shared many
+    if nt > 1:
+        _take_dets_as(many, k, dets, n_dets, dim, nt)
+    else:
+        _take_dets_as(one, k, dets, n_dets, dim, 1)
 
 
-cdef void _index_parts(_tick* k, int dim, int nt) noexcept nogil:
-    """Build the detection grid (k.grid.h set) over the workers, in
-    P = min(nt, _GRID_PARTS) parts (grid.pxd: the direct build in parts):
-    the index of dod_grid_build, slot for slot. A hashed or crowded grid is
-    built serially."""
+cdef void _index(_tick* k, int dim, int nt) noexcept nogil:
+    """Build the detection grid (k.grid.h set): with nt > 1 over the
+    workers, in P = min(nt, _GRID_PARTS) parts of the points and of the
+    buckets (grid.pxd: the direct build in parts), the index of
+    dod_grid_build, its one-part build, slot for slot. A hashed or crowded
+    grid is built serially."""
     cdef dod_grid* g = &k.grid
     cdef size_t P = min(<size_t>nt, <size_t>_GRID_PARTS), n = k.D, p, cells, r
     cdef double h0 = g.h
     cdef uint64_t mul, crowd = 0
     cdef int a
+    cdef const uint32_t* routed
     cdef size_t j_at[_GRID_PARTS + 1]
     cdef size_t at[_GRID_PARTS + 1]
     cdef size_t hist[_GRID_PARTS * _GRID_PARTS]   # points of each point part in each bucket range
     cdef uint64_t crowd_of[_GRID_PARTS]
     cdef double lo[_GRID_PARTS][3]
     cdef double hi[_GRID_PARTS][3]
-    if n < P:
+    if nt <= 1 or n < P:
         dod_grid_build(g, k.z, n, dim)
         return
-    for p in range(P + 1):          # (no division in a region's body: see _keep_free)
-        j_at[p] = n * p // P
+    _parts_of(n, P, j_at)
     for p in prange(P, num_threads=nt, schedule="static"):
         dod_grid_bounds(k.z, dim, j_at[p], j_at[p + 1], lo[p], hi[p])
     for p in range(1, P):
         for a in range(dim):
             lo[0][a] = min(lo[0][a], lo[p][a])
             hi[0][a] = max(hi[0][a], hi[p][a])
+    g.n = n
     g.direct = False
     cells = dod_grid_plan(g, lo[0], hi[0], n, dim)
     if cells == 0:
         dod_grid_build_hashed(g, k.z, n, dim)
         return
     mul = dod_grid_parts(cells, P)
+    routed = <uint32_t*>g.scell
     for p in prange(P, num_threads=nt, schedule="static"):
         dod_grid_cells_part(g, k.z, dim, j_at[p], j_at[p + 1], mul, P, hist + p * P)
     dod_grid_route_offsets(hist, P, at)
     for p in prange(P, num_threads=nt, schedule="static"):
         dod_grid_route_part(g, j_at[p], j_at[p + 1], mul, P, hist + p * P)
     for r in prange(P, num_threads=nt, schedule="static"):
-        crowd_of[r] = dod_grid_count_part(g, r, mul, cells, at[r], at[r + 1])
+        crowd_of[r] = dod_grid_count_part(g, r, mul, cells, at[r], at[r + 1], routed)
     for r in range(P):
         crowd += crowd_of[r]
     if not dod_grid_uncrowded(crowd, n):
@@ -157,7 +167,7 @@ cdef void _index_parts(_tick* k, int dim, int nt) noexcept nogil:
         dod_grid_build_hashed(g, k.z, n, dim)
         return
     for r in prange(P, num_threads=nt, schedule="static"):
-        dod_grid_fill_part(g, k.z, dim, r, mul, cells, at[r], at[r + 1])
+        dod_grid_fill_part(g, k.z, dim, r, mul, cells, at[r], at[r + 1], routed)
     dod_grid_direct_done(g, cells)
 
 
@@ -177,7 +187,7 @@ cdef void _intake(const dod_tracker* t, _tick* k) noexcept nogil:
         if k.par:
             k.scan_late = True
         else:
-            _take_dets(k, dets, k.n_scan, dim)
+            _take_dets(k, dets, k.n_scan, dim, 1)
         return
     for j in range(k.n_scan):
         if _all_finite(dets + j * dim, dim) and _polar_valid(dets + j * dim, dim):

@@ -21,7 +21,7 @@ from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _
 from dod.tracker._track cimport dod_tracker, dod_track_cols, DOD_TRACK_CONFIRMED
 from dod.tracker._frame cimport _pairs, _tick, _TAIL_CHUNKS
 from dod.tracker._executor cimport _clock_ns, _run_chunks, _PASS_PREDICT
-from dod.tracker._intake cimport _take_dets, _take_dets_parts, _index_if, _index_parts
+from dod.tracker._intake cimport _take_dets, _index
 from dod.tracker._gate cimport (_count_open, _gate_width_cuts, _gate_width_part, _gate_rows, _gate_chunk,
                                 _gate_open, _grid_side)
 
@@ -148,8 +148,9 @@ cdef void _predict_enter(dod_tracker* t, _tick* k, int w) noexcept nogil:
     _count_open(k, w)
     if w == 0:
         if k.scan_late:
-            _take_dets(k, k.scan, k.n_scan, t.dim)
-        _index_if(k, t.dim, k.index_early and not k.grid_first)
+            _take_dets(k, k.scan, k.n_scan, t.dim, 1)
+        if k.index_early and not k.grid_first:
+            _index(k, t.dim, 1)
         dod_atomic_store_u32(&k.grid_ready, 1)
 
 
@@ -192,11 +193,11 @@ cdef void _predict_pass(dod_tracker* t, _tick* k) noexcept nogil:
         # others: the index takes a fifth to a quarter of predict, index and
         # confirmed gating, so from about five workers the builder is the
         # region's longest path. From _GRID_PARTS_MIN_THREADS the workers
-        # build it together first (_index_parts: the same index).
+        # build it together first (_index: the same index).
         if k.scan_late:
-            _take_dets_parts(k, k.scan, k.n_scan, t.dim, t.threads)
+            _take_dets(k, k.scan, k.n_scan, t.dim, t.threads)
             k.scan_late = False
-        _index_parts(k, t.dim, t.threads)
+        _index(k, t.dim, t.threads)
         k.grid_ready = 1
     memset(k.predicted, 0, k.row_chunks * sizeof(uint32_t))
     memset(k.gate_taken, 0, k.row_chunks * sizeof(uint32_t))

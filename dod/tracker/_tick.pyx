@@ -31,7 +31,7 @@ from dod.table cimport dod_table
 from dod.tracker.grid cimport dod_grid_build
 from dod.tracker.measurement cimport dod_sensor
 from dod.tracker._track cimport dod_tracker, dod_tick_counts, DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED
-from dod.tracker._frame cimport _frame_carve, _tick, _carver
+from dod.tracker._frame cimport _frame_open, _tick
 from dod.tracker._executor cimport (_clock_ns, _pass_done, _chunk_rows, _PASS_SETUP, _PASS_PREDICT,
                                     _PASS_ASSOCIATE, _PASS_UPDATE, _PASS_DEATHS, _PASS_BIRTHS, _PASS_SORT)
 from dod.tracker._intake cimport _intake
@@ -55,7 +55,6 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
                                  const dod_sensor* sensor, dod_arena* scratch) noexcept nogil:
     cdef _tick k
     cdef dod_tick_counts cnt
-    cdef _carver carver
     cdef size_t mark = dod_arena_mark(scratch)
     cdef dod_table* tab = t.table
     cdef size_t T = tab.count, rows_before
@@ -76,12 +75,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     k.dt = dt
     k.par = t.threads > 1 and T >= <size_t>t.threads * t.min_rows
     _chunk_rows(&k, T, t.threads, t.min_rows, k.par)
-    carver.arena = scratch
-    carver.bytes = 0
-    carver.ok = True
-    _frame_carve(&k, &carver, T, n_dets, t.singles.count if t.two_point else 0, t.dim, t.two_point,
-                 sensor != NULL)
-    if not carver.ok:
+    if not _frame_open(&k, scratch, T, n_dets, t.singles.count if t.two_point else 0, t.dim, t.two_point,
+                       sensor != NULL):
         dod_arena_rewind(scratch, mark)
         return -1
     _intake(t, &k)

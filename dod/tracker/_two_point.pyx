@@ -202,8 +202,8 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
     cdef double lc = _log_clutter(t)
     cdef const dod_index* order = NULL
     cdef const dod_grid* g = &k.grid
-    cdef int32_t* wait = k.dbest        # the next singles' detections (free once _pair_singles is done)
-    cdef int32_t* partner = k.birth_rank    # birth b's single (single-point births' ranks: unused here)
+    cdef int32_t* wait = k.wait         # the next singles' detections
+    cdef int32_t* partner = k.partner   # birth b's single
     cdef const double* opos = NULL
     cdef size_t nwait = 0, nfree = 0, n = g.n
     cdef size_t s_at[_TAIL_CHUNKS + 1]

@@ -520,10 +520,11 @@ cdef inline void dod_grid_build_hashed(dod_grid* g, const double* points, size_t
 cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int dim) noexcept nogil:
     """Index n points (counting sort into the buckets); g.h (the smallest
     cell side wanted), g.nb and the arrays are set by the caller. Chooses
-    the mode (see the header) and may widen g.h."""
-    cdef size_t j, b, cells = 0
-    cdef uint64_t crowd = 0
-    cdef uint32_t c
+    the mode (see the header) and may widen g.h. The direct build in one
+    part (below): its points need no routing, each range's pass reads them
+    in order."""
+    cdef size_t cells = 0
+    cdef uint64_t mul
     cdef double h0 = g.h
     cdef double lo[3]
     cdef double hi[3]
@@ -533,46 +534,18 @@ cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int
         dod_grid_bounds(points, dim, 0, n, lo, hi)
         cells = dod_grid_plan(g, lo, hi, n, dim)
     if cells > 0:
-        memset(g.bucket, 0, (cells + 1) * sizeof(uint32_t))
-        # cell[j], then the counts. The counts, cursors, `order` and the
-        # gather's points are hit at random: with a million points (8 MB of
-        # buckets, out of the caches) each miss stalled the pass. Fetched
-        # _DOD_GRID_AHEAD points ahead, the build in a 1,000,000-target tick
-        # took 53-57 against 84-109 ms (100,000: 2.5-3.1 against 3.0-3.7).
-        # The crowding (the squared counts' sum) grows by 2c + 1 as a count
-        # goes from c to c + 1: summed here, point by point, not in the pass
-        # over the (about three times as many) buckets (~11,000 points:
-        # ~78.6 against ~84.7 us a build).
+        mul = dod_grid_parts(cells, 1)
         dod_grid_cells(g, points, dim, 0, n)
-        for j in range(n):
-            if j + _DOD_GRID_AHEAD < n:
-                dod_prefetch_w(g.bucket + g.cell[j + _DOD_GRID_AHEAD] + 1)
-            b = <size_t>g.cell[j] + 1
-            c = g.bucket[b]
-            g.bucket[b] = c + 1
-            crowd += 2 * <uint64_t>c + 1
-        if dod_grid_uncrowded(crowd, n):        # too crowded: the hashed mode instead
-            g.direct = True
-            g.nb = cells            # the buckets in use (bucket[nb] ends the last)
-            _dod_grid_counts_to_cursors(g, cells)
-            for j in range(n):
-                # (two steps ahead: the cursor, then where it points in `order`;
-                # a cursor read early may have moved on by then: only a fetch)
-                if j + 2 * _DOD_GRID_AHEAD < n:
-                    dod_prefetch_w(g.bucket + g.cell[j + 2 * _DOD_GRID_AHEAD] + 1)
-                if j + _DOD_GRID_AHEAD < n:
-                    dod_prefetch_w(g.order + g.bucket[g.cell[j + _DOD_GRID_AHEAD] + 1])
-                b = <size_t>g.cell[j] + 1
-                g.order[g.bucket[b]] = <uint32_t>j
-                g.bucket[b] += 1
-            _dod_grid_gather(g, points, dim, 0, n)
+        if dod_grid_uncrowded(dod_grid_count_part(g, 0, mul, cells, 0, n, NULL), n):
+            dod_grid_fill_part(g, points, dim, 0, mul, cells, 0, n, NULL)
+            dod_grid_direct_done(g, cells)
             return
-        g.h = h0
+        g.h = h0        # too crowded: the hashed mode instead
     dod_grid_build_hashed(g, points, n, dim)
 
 
 # The direct build in P parts, for workers (the threaded tick; the serial
-# build above is the same steps in one piece). The buckets are cut into P
+# build above is the same steps in one part, its points read in order). The buckets are cut into P
 # contiguous ranges (part_of: a multiply and a shift per bucket), and the
 # points routed to their bucket's range, in point order (a stable counting
 # sort of their range numbers, by point parts); then each range counts,
@@ -588,9 +561,10 @@ cdef inline void dod_grid_build(dod_grid* g, const double* points, size_t n, int
 #     dod_grid_cells_part(&g, points, dim, j0, j1, mul, P, hist + p * P)    # each point part p
 #     dod_grid_route_offsets(hist, P, at)                      # at[r]: range r's first slot; at[P] = n
 #     dod_grid_route_part(&g, j0, j1, mul, P, hist + p * P)    # each point part p
-#     crowd_r = dod_grid_count_part(&g, r, mul, cells, at[r], at[r + 1])    # each bucket range r
+#     routed = <uint32_t*>g.scell
+#     crowd_r = dod_grid_count_part(&g, r, mul, cells, at[r], at[r + 1], routed)    # each bucket range r
 #     if dod_grid_uncrowded(sum of crowd_r, n):                # else g.h = the side asked, hashed build
-#         dod_grid_fill_part(&g, points, dim, r, mul, cells, at[r], at[r + 1])  # each range r
+#         dod_grid_fill_part(&g, points, dim, r, mul, cells, at[r], at[r + 1], routed)  # each range r
 #         dod_grid_direct_done(&g, cells)
 
 cdef inline bint dod_grid_uncrowded(uint64_t crowd, size_t n) noexcept nogil:
@@ -651,21 +625,35 @@ cdef inline void dod_grid_route_part(dod_grid* g, size_t j0, size_t j1, uint64_t
         cursor[r] += 1
 
 
+cdef inline size_t _dod_grid_point(const uint32_t* routed, size_t s) noexcept nogil:
+    """The point at routed slot s (routed NULL, one part: point s)."""
+    return <size_t>routed[s] if routed != NULL else s
+
+
 cdef inline uint64_t dod_grid_count_part(dod_grid* g, size_t r, uint64_t mul, size_t cells,
-                                         size_t s0, size_t s1) noexcept nogil:
-    """Count range r's points (routed slots [s0, s1)) into its buckets.
-    Returns their crowding (the sum of the squared counts)."""
-    cdef const uint32_t* routed = <uint32_t*>g.scell
+                                         size_t s0, size_t s1, const uint32_t* routed) noexcept nogil:
+    """Count range r's points (routed slots [s0, s1); routed NULL: points
+    [s0, s1), the whole build in one part) into its buckets. Returns their
+    crowding (the sum of the squared counts). (A constant NULL folds the
+    test away where the call is inlined.)"""
     cdef size_t s, b, b0, b1
     cdef uint64_t crowd = 0
     cdef uint32_t c
     b0 = _dod_grid_range_start(r, mul, cells)
     b1 = _dod_grid_range_start(r + 1, mul, cells)
     memset(g.bucket + b0, 0, (b1 - b0) * sizeof(uint32_t))
-    for s in range(s0, s1):     # (the crowding as the serial build sums it)
-        if s + _DOD_GRID_AHEAD < s1:        # (as the serial build: the counts are random)
-            dod_prefetch_w(g.bucket + g.cell[routed[s + _DOD_GRID_AHEAD]])
-        b = <size_t>g.cell[routed[s]]
+    # The counts, cursors, `order` and the gather's points are hit at
+    # random: with a million points (8 MB of buckets, out of the caches)
+    # each miss stalled the pass. Fetched _DOD_GRID_AHEAD points ahead, the
+    # build in a 1,000,000-target tick took 53-57 against 84-109 ms
+    # (100,000: 2.5-3.1 against 3.0-3.7). The crowding grows by 2c + 1 as a
+    # count goes from c to c + 1: summed here, point by point, not in a
+    # pass over the (about three times as many) buckets (~11,000 points:
+    # ~78.6 against ~84.7 us a build).
+    for s in range(s0, s1):
+        if s + _DOD_GRID_AHEAD < s1:
+            dod_prefetch_w(g.bucket + g.cell[_dod_grid_point(routed, s + _DOD_GRID_AHEAD)])
+        b = <size_t>g.cell[_dod_grid_point(routed, s)]
         c = g.bucket[b]
         g.bucket[b] = c + 1
         crowd += 2 * <uint64_t>c + 1
@@ -673,11 +661,10 @@ cdef inline uint64_t dod_grid_count_part(dod_grid* g, size_t r, uint64_t mul, si
 
 
 cdef inline void dod_grid_fill_part(dod_grid* g, const double* points, int dim, size_t r, uint64_t mul,
-                                    size_t cells, size_t s0, size_t s1) noexcept nogil:
-    """Place range r's points (counted by dod_grid_count_part) at `order`
-    and `spos` slots [s0, s1), in point order, and leave bucket[b] = b's
-    start for each of its buckets."""
-    cdef const uint32_t* routed = <uint32_t*>g.scell
+                                    size_t cells, size_t s0, size_t s1, const uint32_t* routed) noexcept nogil:
+    """Place range r's points (counted by dod_grid_count_part, routed as
+    there) at `order` and `spos` slots [s0, s1), in point order, and leave
+    bucket[b] = b's start for each of its buckets."""
     cdef size_t s, b, b0, b1, acc = s0, c
     cdef uint32_t j
     b0 = _dod_grid_range_start(r, mul, cells)
@@ -687,11 +674,13 @@ cdef inline void dod_grid_fill_part(dod_grid* g, const double* points, int dim, 
         g.bucket[b] = <uint32_t>acc
         acc += c
     for s in range(s0, s1):
-        if s + 2 * _DOD_GRID_AHEAD < s1:    # (as the serial build)
-            dod_prefetch_w(g.bucket + g.cell[routed[s + 2 * _DOD_GRID_AHEAD]])
+        # (two steps ahead: the cursor, then where it points in `order`;
+        # a cursor read early may have moved on by then: only a fetch)
+        if s + 2 * _DOD_GRID_AHEAD < s1:
+            dod_prefetch_w(g.bucket + g.cell[_dod_grid_point(routed, s + 2 * _DOD_GRID_AHEAD)])
         if s + _DOD_GRID_AHEAD < s1:
-            dod_prefetch_w(g.order + g.bucket[g.cell[routed[s + _DOD_GRID_AHEAD]]])
-        j = routed[s]
+            dod_prefetch_w(g.order + g.bucket[g.cell[_dod_grid_point(routed, s + _DOD_GRID_AHEAD)]])
+        j = <uint32_t>_dod_grid_point(routed, s)
         b = <size_t>g.cell[j]
         g.order[g.bucket[b]] = j
         g.bucket[b] += 1
