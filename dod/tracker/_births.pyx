@@ -24,7 +24,7 @@ from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _
                                  _meas_birth_cov)
 from dod.tracker._track cimport dod_tracker, dod_track_cols, dod_tick_counts, DOD_TRACK_TENTATIVE
 from dod.tracker._frame cimport _birth_plan, _tick, _TAIL_CHUNKS, _BIRTH_BITS, _BIRTH_BITS_3D
-from dod.tracker._executor cimport _split_detections, _run_chunks, _PASS_BIRTHS
+from dod.tracker._executor cimport _split_detections, _run_chunks, _parts_of, _offsets, _PASS_BIRTHS
 from dod.tracker._order cimport _cell_order
 
 
@@ -100,41 +100,32 @@ cdef const dod_index* _births_by_cell(const _tick* k, size_t nfit, int dim, int 
     With `parts` (threads, and as many detections as a parallel _keep_free
     takes) the pass runs in _TAIL_CHUNKS parts of the index over the
     workers: each lists its births (k.bm.key, key2, unused until a sort),
-    then each copies them to its place in order, the same arrays.
+    then each copies them to its place in order, the same arrays;
+    serially the same as one part.
     (Serially, its random reads of the detections' tracks and ranks took
     ~8 ms of a two-thread tick at 1,000,000 targets, ~2 % of its samples
     and a quarter of a 16-core tick's budget.)"""
     cdef const dod_grid* g = &k.grid
-    cdef dod_index* out = k.bm.row2
-    cdef double* pos = k.bm.pos2
-    cdef size_t s, r = 0, ch, n = g.n
+    cdef size_t r, ch, n = g.n, P = _TAIL_CHUNKS if parts else 1
     cdef size_t s_at[_TAIL_CHUNKS + 1]
     cdef size_t r_at[_TAIL_CHUNKS + 1]
-    cdef int32_t j
-    cdef int a
-    if not g.direct or out == NULL or pos == NULL:
+    if not g.direct or k.bm.row2 == NULL or k.bm.pos2 == NULL:
         return NULL
-    if parts and k.bm.key != NULL and k.bm.key2 != NULL:
-        for ch in range(_TAIL_CHUNKS + 1):      # (no division in a region's body: see _keep_free)
-            s_at[ch] = ch * n // _TAIL_CHUNKS
-        for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
-            r_at[ch + 1] = _born_in_part(k, nfit, s_at[ch], s_at[ch + 1])
-        r_at[0] = 0
-        for ch in range(_TAIL_CHUNKS):          # counts to offsets
-            r_at[ch + 1] += r_at[ch]
-        r = r_at[_TAIL_CHUNKS]
-        if r == nfit:
-            for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
-                _born_copy_part(k, s_at[ch], r_at[ch + 1] - r_at[ch], r_at[ch], dim)
-        return out if r == nfit else NULL
-    for s in range(n):
-        j = <int32_t>g.order[s]
-        if _born_here(k, j, nfit):
-            out[r] = <dod_index>k.birth_rank[j]
-            for a in range(dim):
-                pos[r * dim + a] = g.spos[s * dim + a]
-            r += 1
-    return out if r == nfit else NULL     # (every birth is in the index: r == nfit)
+    _parts_of(n, P, s_at)
+    if parts:
+        for ch in prange(P, num_threads=nt, schedule="static"):
+            r_at[ch] = _born_in_part(k, nfit, s_at[ch], s_at[ch + 1])
+    else:
+        r_at[0] = _born_in_part(k, nfit, 0, n)
+    r = r_at[P] = _offsets(r_at, P)
+    if r != nfit:                   # (every birth is in the index: r == nfit)
+        return NULL
+    if parts:
+        for ch in prange(P, num_threads=nt, schedule="static"):
+            _born_copy_part(k, s_at[ch], r_at[ch + 1] - r_at[ch], r_at[ch], dim)
+    else:
+        _born_copy_part(k, 0, r, 0, dim)
+    return k.bm.row2
 
 
 cdef inline void _birth_cov(const _dim* v, double* P, double r2, double v2) noexcept nogil:

@@ -25,7 +25,7 @@ from dod.tracker._model cimport (_dim, _meas, _planar, _spatial, _cartesian, _po
 from dod.tracker._track cimport dod_tracker, DOD_TRACK_TENTATIVE
 from dod.tracker._frame cimport (_pairs_append, _pairs, _tick, _TAIL_CHUNKS, _LONE_PARTS_MIN_THREADS,
                                  _LONE_PARTS_MIN_DETECTIONS)
-from dod.tracker._executor cimport _split_detections, _run_chunks, _PASS_ASSOCIATE
+from dod.tracker._executor cimport _split_detections, _run_chunks, _parts_of, _offsets, _PASS_ASSOCIATE
 
 
 cdef inline void _try_pair(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k, _pairs* out,
@@ -127,7 +127,7 @@ cdef void _gate_open(const dod_tracker* t, _tick* k) noexcept nogil:
     if k.gate_parallel:
         _pairs_segments(k, nt)
     # Not from _LONE_PARTS_MIN_DETECTIONS rows (where the lone pass may run
-    # in parts, _lone_pairs_parts counts exactly, with atomics): at
+    # in parts, _lone_pairs counts exactly, with atomics): at
     # 1,000,000 targets on one thread the counts (~1 MB written at random
     # as the pairs come) raised predict and gating from 92-96 to 100-104
     # ms a tick, more than the lone pass saved (a scan with fewer valid
@@ -222,32 +222,26 @@ cdef void _keep_free_as(const _dim* v, const dod_tracker* t, _tick* k) noexcept 
     geometry and order: the same pairs as testing each point).
 
     With workers, a direct-mode index and _split_detections detections or
-    more, the drop runs in _TAIL_CHUNKS parts over
-    the workers (grid.pxd: counts and bucket bounds, then each part out of
-    place), into the births' order arrays: the index is dead before the
-    births use them. (Serially, at 100,000 targets, it took ~0.7 ms of the
-    calling thread's own time in a two-thread tick.)"""
+    more, the drop runs in _TAIL_CHUNKS parts over the workers (grid.pxd:
+    counts and bucket bounds, then each part out of place), into the
+    births' order arrays: the index is dead before the births use them.
+    Else the same body runs as one part, in place."""
     cdef dod_grid* g = &k.grid
     cdef int nt = t.threads
-    cdef size_t n = g.n, ch, acc = 0, c
+    cdef size_t n = g.n, ch, acc
     cdef size_t part_at[_TAIL_CHUNKS + 1]
     cdef size_t bucket_at[_TAIL_CHUNKS + 1]
-    cdef size_t s_at[_TAIL_CHUNKS + 1]      # the parts' first sorted positions (no division in a
-                                            # region's body: checked, in debug builds, it takes the GIL)
+    cdef size_t s_at[_TAIL_CHUNKS + 1]      # the parts' first sorted positions
     if not (nt > 1 and g.direct and k.bm.row != NULL and k.bm.pos != NULL and n > 0
             and n >= _split_detections(t)):
         dod_grid_keep_free(g, k.det_track, _d(v))
         return
-    for ch in range(_TAIL_CHUNKS + 1):
-        s_at[ch] = ch * n // _TAIL_CHUNKS
+    _parts_of(n, _TAIL_CHUNKS, s_at)
     for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
         part_at[ch] = dod_grid_kept_in(g, k.det_track, s_at[ch], s_at[ch + 1])
         bucket_at[ch] = dod_grid_bucket_from(g, s_at[ch])
     bucket_at[_TAIL_CHUNKS] = g.nb + 1
-    for ch in range(_TAIL_CHUNKS):      # counts to offsets
-        c = part_at[ch]
-        part_at[ch] = acc
-        acc += c
+    acc = _offsets(part_at, _TAIL_CHUNKS)
     part_at[_TAIL_CHUNKS] = acc
     for ch in prange(_TAIL_CHUNKS, num_threads=nt, schedule="static"):
         dod_grid_keep_free_part(g, k.det_track, _d(v), s_at[ch], s_at[ch + 1], part_at[ch], part_at[ch + 1],

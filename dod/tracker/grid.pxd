@@ -251,31 +251,15 @@ cdef inline void dod_grid_keep_free(dod_grid* g, const int32_t* owner, int dim) 
     sparser index and never read owner[] at random.) g.n becomes the
     points kept; g.cell (used by the build only) is overwritten.
 
-    Two flat passes without a data-dependent branch: the points, each
-    written at the kept count so far (the count then steps by whether it
-    is kept; m <= s, so nothing not yet read is overwritten), with that
-    count noted per sorted position; then each bucket start becomes the
-    count at its old start."""
-    cdef size_t s, m = 0, j, n = g.n, b
-    cdef uint32_t* kept = <uint32_t*>g.cell     # [n + 1] points kept before sorted position s
-    cdef int a
-    cdef bint direct = g.direct
-    if n == 0:                  # nothing to drop (and cell may hold no word for kept[0])
+    Two flat passes (_dod_grid_keep_run over the whole index as one part):
+    the points, each written at the kept count so far (the count then
+    steps by whether it is kept; m <= s, so nothing not yet read is
+    overwritten), with that count noted per sorted position; then each
+    bucket start becomes the count at its old start."""
+    if g.n == 0:                # nothing to drop (and cell may hold no word for kept[0])
         return
-    for s in range(n):
-        kept[s] = <uint32_t>m
-        j = g.order[s]
-        g.order[m] = <uint32_t>j
-        for a in range(dim):
-            g.spos[m * dim + a] = g.spos[s * dim + a]
-        if not direct:
-            for a in range(3):
-                g.scell[m * 3 + a] = g.scell[s * 3 + a]
-        m += <size_t>(owner[j] < 0)
-    kept[n] = <uint32_t>m
-    for b in range(g.nb + 1):
-        g.bucket[b] = kept[g.bucket[b]]
-    g.n = m
+    g.n = _dod_grid_keep_run(g, owner, dim, 0, g.n, 0, g.n, 0, g.nb + 1, g.order, g.spos,
+                             NULL if g.direct else g.scell)
 
 
 # The same drop over a direct-mode index in parts that threads can share,
@@ -317,11 +301,22 @@ cdef inline void dod_grid_keep_free_part(dod_grid* g, const int32_t* owner, int 
     [s0, s1), m1 - m0 of them (dod_grid_kept_in), into order_out / spos_out
     [m0, m1), each position's kept count so far into g.cell (as
     dod_grid_keep_free; kept[n] by the last part), then buckets [b0, b1)
-    remapped. Each point is written at the count so far, kept by stepping
-    it, but never at m1: the dropped points after the part's last kept one
-    would land on the next part's first (one branch, taken until then)."""
+    remapped."""
+    _dod_grid_keep_run(g, owner, dim, s0, s1, m0, m1, b0, b1, order_out, spos_out, NULL)
+
+
+cdef inline size_t _dod_grid_keep_run(dod_grid* g, const int32_t* owner, int dim, size_t s0, size_t s1,
+                                      size_t m0, size_t m1, size_t b0, size_t b1, uint32_t* order_out,
+                                      double* spos_out, int64_t* scell_out) noexcept nogil:
+    """The drop of sorted positions [s0, s1), its kept points written from
+    m0 (and their cells into scell_out, hashed mode, unless NULL); returns
+    the count after them. Each point is written at the count so far, kept by
+    stepping it, but never at m1: the dropped points after a part's last
+    kept one would land on the next part's first (one branch, taken until
+    then). In place (the whole index as one part, m1 = n) m <= s, so nothing
+    not yet read is overwritten."""
     cdef size_t s, m = m0, j, b
-    cdef uint32_t* kept = <uint32_t*>g.cell
+    cdef uint32_t* kept = <uint32_t*>g.cell     # [n + 1] points kept before sorted position s
     cdef int a
     for s in range(s0, s1):
         kept[s] = <uint32_t>m
@@ -330,11 +325,15 @@ cdef inline void dod_grid_keep_free_part(dod_grid* g, const int32_t* owner, int 
             order_out[m] = <uint32_t>j
             for a in range(dim):
                 spos_out[m * dim + a] = g.spos[s * dim + a]
+            if scell_out != NULL:
+                for a in range(3):
+                    scell_out[m * 3 + a] = g.scell[s * 3 + a]
         m += <size_t>(owner[j] < 0)
     if s1 == g.n:
         kept[g.n] = <uint32_t>m
     for b in range(b0, b1):
         g.bucket[b] = kept[g.bucket[b]]
+    return m
 
 
 cdef inline double _dod_grid_box_cells(dod_grid* g, const double* lo, const double* hi, int dim) noexcept nogil:
