@@ -30,14 +30,9 @@ cdef enum:
     _CLUSTER_CHUNKS_PER_THREAD = 8  # its chunks per worker when there are fewer clusters
     _GROUP_PARTS_MIN = 16           # clustered pairs, times parallel_min_rows, for their grouping in parts
     # Clusters (those left after the lone pairs), times parallel_min_rows,
-    # for their solve over the workers. On a 2-core Intel VM (2 MiB L2 a
-    # core), 2 threads, sub-pass timers on a copied tree: at 10,000 targets
-    # (~65 such clusters a tick) the solve took ~15 us in parts against ~7
-    # serially, at 100,000 (~1,950) ~200 against 170-190: the clusters'
-    # lists, written by the calling thread, and their rows and detections,
-    # at random, cost the other core more than its half saves (on the AMD
-    # EPYC VMs of the thirty-seventh session serial below 2,048 clusters
-    # made no difference either way).
+    # for their solve over the workers: below, the clusters' lists, written
+    # by the calling thread, and their random rows and detections cost the
+    # other cores more than their share saves.
     _SOLVE_PARTS_MIN = 4
     _CLUSTERS_AHEAD = 12            # clusters between a prefetch and the solve that uses it
 
@@ -153,9 +148,7 @@ cdef size_t _solve_clusters(const dod_tracker* t, _tick* k, size_t c0, size_t c1
     for c in range(c0, c1):
         # A cluster's tracks and detections are random rows of the
         # per-track and per-detection arrays: a few misses, one after
-        # the other, per cluster. Fetched _CLUSTERS_AHEAD clusters ahead,
-        # the solve of 100,000 targets' confirmed clusters took ~0.8
-        # against ~1.5 ms (1 thread), as at 10,000 otherwise.
+        # the other, per cluster: fetched _CLUSTERS_AHEAD clusters ahead.
         if c + _CLUSTERS_AHEAD < c1:
             for s in range(k.start[c + _CLUSTERS_AHEAD - 1], k.start[c + _CLUSTERS_AHEAD]):
                 p = k.porder[s]
@@ -208,11 +201,8 @@ cdef void _associate(dod_tracker* t, _tick* k, dod_tick_counts* cnt, uint8_t sta
     # The root of a cluster is its smallest node (the larger root goes
     # under the smaller), whatever the order of the unions: a track row.
     # Where the lone pass ran over the workers, so do the unions and the
-    # roots (serially they took ~5 ms of a two-thread tick at 1,000,000
-    # targets), and with many clustered pairs the grouping too (~18 % of
-    # the pairs are clustered in the bench's scenes: ~1,600 at 10,000
-    # targets, where the parts' regions would cost more than they save,
-    # ~18,000 at 100,000).
+    # roots, and with many clustered pairs the grouping too (with few, the
+    # parts' regions would cost more than they save).
     ncl = _clusters(k, m, nt, wide, m >= <size_t>_GROUP_PARTS_MIN * t.min_rows)
     acc = 0
     for c in range(<int32_t>ncl):

@@ -93,18 +93,14 @@ cdef const dod_index* _births_by_cell(const _tick* k, size_t nfit, int dim, int 
     after _keep_free holds every free detection: k.bm.row2 lists their
     ranks and k.bm.pos2 their positions. NULL without a direct-mode index
     (then _cell_order sorts them). One pass over the index instead of a
-    sort (bounds, keys, two radix passes): at 100,000 targets, ~20,000
-    births a scan, the births took ~1.3 against ~1.9 ms of a one-thread
-    tick and ~1.0 against ~1.3 ms at two threads.
+    sort (bounds, keys, two radix passes).
 
     With `parts` (threads, and as many detections as a parallel _keep_free
     takes) the pass runs in _TAIL_CHUNKS parts of the index over the
     workers: each lists its births (k.bm.key, key2, unused until a sort),
     then each copies them to its place in order, the same arrays;
-    serially the same as one part.
-    (Serially, its random reads of the detections' tracks and ranks took
-    ~8 ms of a two-thread tick at 1,000,000 targets, ~2 % of its samples
-    and a quarter of a 16-core tick's budget.)"""
+    serially the same as one part (its random reads of the detections'
+    tracks and ranks would hold the other workers at many threads)."""
     cdef const dod_grid* g = &k.grid
     cdef size_t r, ch, n = g.n, P = _TAIL_CHUNKS if parts else 1
     cdef size_t s_at[_TAIL_CHUNKS + 1]
@@ -231,8 +227,7 @@ cdef void _insert_births(dod_tracker* t, _tick* k, size_t nfit, bint par, const 
     _TAIL_CHUNKS parts (else one). The births first take the slots the
     deaths just freed, whose order in the free list is known: each part
     writes the slot maps of its rows among those, and item 0 only the rest
-    (chasing the free list, ~200,000 slots a scan at 1,000,000 targets,
-    took ~1.4 ms: the region's longest item with many workers). Item 0 is
+    (chasing the free list would be the region's longest item). Item 0 is
     worker 0's first; each part goes first to the worker that ran the row
     chunk its first row falls in (_claim_next): those rows, the table's
     last before the deaths, are in that core's cache (the tentative tracks
@@ -327,8 +322,7 @@ cdef void _births_pass(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double dt
         border = _births_by_cell(k, nfit, dim, nt, par and k.grid.n >= _split_detections(t))
         bpos = k.bm.pos2
     if not t.two_point and border == NULL and nfit >= _BIRTH_ORDER_MIN:
-        # (over the workers with enough births: serially, the sort of
-        # ~20,000 births took ~1.4 ms of a two-thread tick at 100,000 targets)
+        # (over the workers with enough births)
         border = _cell_order(k.z, dim, k.born, dim, nfit, _BIRTH_BITS if dim == 2 else _BIRTH_BITS_3D,
                              t.grid_h, nt, par, &k.bm, NULL)
         bpos = k.bm.pos

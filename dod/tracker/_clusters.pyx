@@ -114,9 +114,8 @@ cdef void _unite(_sharing s, _tick* k, size_t m, int nt) noexcept nogil:
 # numbered first (a count, a prefix, then each part its own), the pairs
 # placed at cursors taken atomically, and _solve_clusters puts each
 # cluster's pairs back into row order (_order_cluster): the same numbers
-# and bounds. (Serially, at 1,000,000 targets, the grouping took ~2.5 ms
-# of the calling thread a tick, its reads of loc_t at the roots random,
-# while the workers waited.)
+# and bounds. (Serially, its random reads of loc_t at the roots would hold
+# the other workers at many threads.)
 
 cdef inline bint _opens_cluster(const _tick* k, size_t i) noexcept nogil:
     """Pair rest[i] is its cluster's first in row order: its track is the
@@ -306,8 +305,7 @@ cdef size_t _lone_run(_tick* k, const _pair_count* count, size_t ch, int32_t* ou
     tracks' union-find nodes made roots. Returns the lone pairs."""
     cdef size_t p, p0 = k.chunk_at[ch], p1 = p0 + k.chunk_n[ch], lone = 0, m = 0
     for p in range(p0, p1):
-        # (the pairs' detections are random: fetched _PAIRS_AHEAD pairs
-        # ahead, the pass took ~20 % less at 100,000 targets, ~0.2 ms)
+        # (the pairs' detections are random: fetched _PAIRS_AHEAD pairs ahead)
         if p + _PAIRS_AHEAD < p1:
             dod_prefetch(count + k.pd[p + _PAIRS_AHEAD])
             dod_prefetch(k.det_track + k.pd[p + _PAIRS_AHEAD])
@@ -372,19 +370,17 @@ cdef size_t _lone_pairs_as(_sharing s, _tick* k, size_t* m_out, int nt) noexcept
     (their number in m_out) with their tracks' union-find nodes made
     roots, and every detection's node a root. Returns the lone pairs.
 
-    Serially the counts are bytes that stop at two and each run lists its
-    pairs right after the runs before it: at 1,000,000 targets the two
-    passes took ~17 against ~21-23 ms with int32 counts and the roots of
-    the pairs' detections alone (2 threads, ticks alternating in one
-    process), at 100,000 0-19 % less (~0.8-1.0 ms). Shared, the counts are
+    Serially the counts are bytes that stop at two (a quarter of int32
+    counts' memory) and each run lists its pairs right after the runs
+    before it. Shared, the counts are
     exact (atomic adds to int32: det_pairs holds D of them); each run
     assigns its lone pairs (no other pair shares their track or
     detection, so no two workers write one entry) and lists its other
     pairs in k.listed at its own place, and the lists are packed in run
-    order (count, prefix, scatter). Serially, at 1,000,000 targets, these
-    passes took ~18 ms of a two-thread tick, most of its serial part: 16
-    workers would wait on them. (At 100,000 targets on two cores the split
-    costs more than it saves: docs/threads-and-locality.md.)"""
+    order (count, prefix, scatter): serially, at a million targets, these
+    passes would be most of the tick's serial part, which many workers
+    wait on (at 100,000 targets on two cores the split costs more than it
+    saves: docs/design/threads-and-locality.md)."""
     cdef size_t P, D = k.D, ch, lone = 0, m = 0, run
     cdef Py_ssize_t part, c
     cdef size_t d_at[_GRID_PARTS + 1]
@@ -408,9 +404,8 @@ cdef size_t _lone_pairs_as(_sharing s, _tick* k, size_t* m_out, int nt) noexcept
         _byte_counts(k, nt)
         _detections_part(s, k, 0, D)
         # The other pairs (in row order) into rest: union-find and the
-        # grouping walk these alone, not every pair (at 100,000 targets at
-        # most 27 % of the pairs: 98,650 pairs in 85,426 clusters, and every
-        # cluster that is not a lone pair has two or more).
+        # grouping walk these alone, not every pair (most clusters are lone
+        # pairs).
         for ch in range(k.chunks):
             lone += _lone_run(k, <const uint8_t*>k.det_pairs, ch, k.rest + m, &run)
             m += run

@@ -20,17 +20,14 @@ cdef enum:
     _PAIRS_PER_NODE = 16
     _GATE_CHUNKS = 256              # most chunks of a parallel gating pass
     # chunks per worker when the rows allow: a region's last chunk is its
-    # tail, one worker's alone (100,000 targets, two threads: 16 a worker
-    # left the predict region's workers ~290-340 us idle a tick, summed;
-    # 32, ~180-275)
+    # tail, one worker's alone (smaller chunks, shorter tails)
     _GATE_CHUNKS_PER_THREAD = 32
     _TAIL_CHUNKS = 32               # chunks of parallel deaths (moves, and freed slots) and births
     _GRID_PARTS = 32                # most parts of the index's parallel build (_intake.pyx: _index)
     # The association's lone-pair pass runs on all workers from this many
-    # threads, or with this many detections (_lone_pairs). At 2
-    # threads, ticks of builds alternating: 1,000,000 targets (~1.1 M
-    # detections) 222-225 against 240-264 ms a tick, 100,000 19-20 against
-    # 16-19 ms; the detections' bound sits between the two, not tuned.
+    # threads, or with this many detections (_lone_pairs): at two threads
+    # it pays at a million targets, not at 100,000; the detections' bound
+    # sits between the two, not tuned.
     _LONE_PARTS_MIN_THREADS = 6
     _LONE_PARTS_MIN_DETECTIONS = 1 << 19
     _PAIRS_AHEAD = 16               # pairs between a prefetch and the association test that uses it

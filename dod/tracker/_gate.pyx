@@ -114,10 +114,7 @@ cdef void _gate_open(const dod_tracker* t, _tick* k) noexcept nogil:
     pass also counts each detection's pairs as it writes them (stopping at
     two), each segment in its own quarter of det_pairs (a worker zeroes
     its own: _count_open), and the lone pass adds the quarters up instead
-    of reading every pair again (Tracker.profile's association, builds
-    alternating: 10,000 targets 161 against 166-172 us a tick at one
-    thread, 112 against 117 at two; 100,000 2.34-2.46 against 2.63-2.66
-    ms, 1.61-1.63 against 1.76-1.79)."""
+    of reading every pair again."""
     cdef int nt = t.threads, w
     k.npairs = 0
     k.pairs_dropped = 0

@@ -177,9 +177,8 @@ cdef void _intake(const dod_tracker* t, _tick* k) noexcept nogil:
     [-pi/2, pi/2]) into k.z, and for a range-bearing scan the measurements
     into k.zm. A Cartesian scan with workers is only noted (k.scan_late):
     the worker that builds the index reads, checks and copies it inside the
-    predict region while the others start predicting (at 100,000 targets
-    the check alone, the scan's first read, was ~0.35 ms of the calling
-    thread's own time)."""
+    predict region while the others start predicting (the check is the
+    scan's first read from memory)."""
     cdef size_t j
     cdef int a, dim = t.dim
     cdef const double* dets = k.scan

@@ -112,11 +112,8 @@ cdef void _gate_late(dod_tracker* t, _tick* k, int w) noexcept nogil:
     index was ready, those w predicted first, then the others', each
     claimed once (k.gate_taken) and only once its prediction is done
     (k.predicted: the worker that predicted a chunk looks at it after, so
-    none is left out). In a second region instead (the first one's last
-    chunk kept the other worker waiting, then both started the second), at
-    10,000 targets on two threads, ~24 of 35 chunks predicted early, the
-    pass took 299-301 against 294 us a tick, the workers idle in it ~36
-    against ~25 us (100,000: 215-266 against ~100 us idle)."""
+    none is left out). In the same region, not a second one: a second
+    region waits for the first one's last chunk."""
     cdef size_t ch, i
     cdef int round
     cdef int64_t spun = _clock_ns() if t.profile else 0
@@ -127,8 +124,7 @@ cdef void _gate_late(dod_tracker* t, _tick* k, int w) noexcept nogil:
     for round in range(2):
         for i in range(k.row_chunks):
             # its own in order, the others' from the far end (as _claim_next:
-            # both ascending, the workers took every other chunk, and at
-            # 1,000,000 targets the pass took ~54 against ~48-50 ms)
+            # both ascending, the workers would take every other chunk)
             ch = i if round == 0 else k.row_chunks - 1 - i
             # (ran and chunk_gated read once the chunk is predicted: written before)
             if not dod_atomic_load_u32(&k.predicted[ch]) or k.chunk_gated[ch]:

@@ -88,10 +88,8 @@ cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double d
     _gate_open cuts it), the segments then moved end to end. The pairs'
     order then depends on which worker took which chunk; the matching does
     not depend on it. If a segment fills, the serial walk runs instead: the
-    same pairs kept and dropped at every thread count. (At 1,000,000
-    targets, ~200,000 singles a scan, the serial walk was most of the
-    association pass, ~35 ms of a ~200 ms one-thread tick, and scaled not
-    at all at two threads: 35 -> 33 ms.)"""
+    same pairs kept and dropped at every thread count (serially, the walk
+    is most of the association pass at a million targets)."""
     cdef size_t ns = t.singles.count, i, j, p, per, ch, m
     cdef int nt = t.threads, w
     cdef double R = t.v_max * dt + t.pair_noise
@@ -189,11 +187,8 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
     with id next_id + b (while rows last; the rest are dropped, as one
     insert per birth would); its row is in spatial (cell) order of that
     detection, as single-point births are (_cell_order into k.bm). In scan
-    order, which the scenarios shuffle, the rows reached the detection
-    index at random: at 1,000,000 targets one thread's predict and
-    confirmed gating took 250-270 ms a tick with two-point births against
-    140 with single-point ones, for half the rows (Tracker.profile, the
-    same scans). Right after the deaths (k.rm), with workers and enough
+    order, which the scenarios shuffle, the rows would reach the detection
+    index at random. Right after the deaths (k.rm), with workers and enough
     births, the rows are written in parts over them, as _birth_rows'."""
     cdef dod_table* tab = t.table
     cdef int dim = t.dim
@@ -217,10 +212,8 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
         nfree += k.det_track[j] == -1
     # The detections left free wait for a partner in the index's cell order
     # too (its last use, before _cell_order reuses arrays it may live in):
-    # _pair_singles walks the index from each of them next scan (at
-    # 1,000,000 targets, ~200,000 waiting detections a scan, the one-thread
-    # association pass took ~50 ms with them in scan order, ~37 in cell
-    # order: Tracker.profile, the same scans). The index holds every
+    # _pair_singles walks the index from each of them next scan, and
+    # neighbours walk the same cells. The index holds every
     # detection no confirmed track took (built this scan, direct mode);
     # otherwise, or if it misses any, scan order. Their reads are random:
     # with workers and many detections, in parts over them (as _keep_free).

@@ -12,7 +12,7 @@
 # order of numpy's np.triu_indices(2d)), n (n + 1) / 2 values for n = 2d
 # (dod_kalman_packed_index; dod_kalman_pack and dod_kalman_unpack convert).
 # A symmetric matrix stored once is symmetric by construction, and the
-# tracker's rows are 40 % smaller for it: at 100,000 targets predict and
+# tracker's rows are 40 % smaller for it: with many targets predict and
 # update stream those rows from memory. The *_position_* kernels take any
 # state of n <= DOD_KALMAN_MAXN values with the position first and a full
 # row-major n x n P (the IMM's models carry a turn rate: n = 2d + 1). The
@@ -204,9 +204,8 @@ cdef inline double dod_kalman_mahalanobis2(const double* y, const double* Si, in
 # The update's shape as a type. Its body is too large for gcc to inline at
 # each call, so a constant d at the call site stays a variable in it, and
 # the loops run generic; a fused argument makes Cython emit one C function
-# per shape, in which n and d are constants that gcc unrolls (the tick's
-# update kernel at 100,000 2-D targets: 12 % of the samples generic, 6 %
-# specialised; the same operations in the same order: the same bits). The
+# per shape, in which n and d are constants that gcc unrolls (the same
+# operations in the same order: the same bits). The
 # generic shape reads and writes a full P (the IMM's models), the
 # constant-velocity shapes the tracker's packed P.
 ctypedef struct dod_kalman_shape:       # n and d at run time, P full
