@@ -45,7 +45,7 @@ from dod.tracker.imm cimport (DOD_IMM_MODELS, dod_imm_predict, dod_imm_update, d
 from dod.tracker.measurement cimport (dod_meas_predict, dod_meas_innovation_cov, dod_meas_gate_box,
                                       dod_meas_innovation, _dod_meas_update,
                                       dod_ekf_position_update, dod_meas_to_cartesian)
-from dod.tracker._track cimport dod_tracker, dod_track_cols
+from dod.tracker._track cimport dod_tracker
 from dod.tracker._frame cimport _tick
 
 

@@ -11,14 +11,13 @@ Threads: the rows are cut into chunks (_executor.pxd) that the workers
 claim by affinity; a row writes only its own entries, so any split gives
 the serial result.
 """
-from libc.math cimport sqrt
 from libc.stdint cimport uint32_t, int32_t, int64_t
 from libc.string cimport memset
 from dod.atomics cimport dod_atomic_load_u32, dod_atomic_store_u32, dod_atomic_exchange_u32, dod_cpu_relax
 from dod.tracker.kalman cimport dod_kalman_noise, dod_kalman_noise_of
 from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
                                  _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR, _motion_predict, _meas_gate_row)
-from dod.tracker._track cimport dod_tracker, dod_track_cols, DOD_TRACK_CONFIRMED
+from dod.tracker._track cimport dod_tracker, DOD_TRACK_CONFIRMED
 from dod.tracker._frame cimport _pairs, _tick, _TAIL_CHUNKS
 from dod.tracker._executor cimport _clock_ns, _run_chunks, _PASS_PREDICT
 from dod.tracker._intake cimport _take_dets, _index
