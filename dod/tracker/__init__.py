@@ -45,6 +45,7 @@ writes and how it runs over threads)::
     _births.pyx       births from the free detections
     _two_point.pyx    two-point initiation: pairs across two scans
     _order.pyx        rows back into spatial order
+    _configure.pyx  the configuration and a scan's sensor read into the state; the scratch size
     _engine.pyx     the owner, Tracker: validation, the Python face
 """
 from dod.tracker.config import (ClutterConfig, ExecutionConfig, FilterConfig, LimitsConfig, ManagementConfig,
