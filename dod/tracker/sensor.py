@@ -7,12 +7,17 @@ the x axis towards y (``atan2``), elevation above the x-y plane. Each scan
 names its own sensor, so several sensors at different places (or one that
 moves) feed one track picture, scan by scan in time order:
 
-    from dod.tracker import Sensor, Tracker
-    north = Sensor((0.0, 5000.0), range_sigma=5.0, bearing_sigma=1e-3)
-    south = Sensor((0.0, -5000.0), range_sigma=5.0, bearing_sigma=2e-3)
-    t = Tracker(r=5.0)
-    t.tick(z_north, 0.5, sensor=north)
-    t.tick(z_south, 0.5, sensor=south)
+>>> import numpy as np
+>>> from dod.tracker import Sensor, Tracker
+>>> from dod.tracker.sensor import to_polar
+>>> north = Sensor((0.0, 5000.0), range_sigma=5.0, bearing_sigma=1e-3)
+>>> south = Sensor((0.0, -5000.0), range_sigma=5.0, bearing_sigma=2e-3)
+>>> t = Tracker(r=5.0)
+>>> target = np.array([[100.0, 200.0]])             # one target, seen by both sensors
+>>> t.tick(to_polar(target, north.position), 0.5, sensor=north)
+>>> t.tick(to_polar(target, south.position), 0.5, sensor=south)
+>>> len(t), bool(np.allclose(t.positions, target))
+(1, True)
 
 The conversions here (numpy, vectorised) are the ones the tick's kernels
 compute (dod/tracker/measurement.pxd), for scenarios, the reference
