@@ -50,12 +50,45 @@ cdef size_t _scratch_bytes(size_t cap, size_t dmax, int dim) noexcept:
 
 
 def scratch_bytes(config):
-    """Bytes of scratch arena a tick may need at this config's capacity and
-    max_detections (worst case, with 16 MiB for cluster cost matrices).
+    """Bytes of scratch arena a tick may need at this configuration.
 
-    Size a shared arena with it, e.g. ``Loop(step, scratch_bytes=...)`` when
-    the tracker borrows the loop's scratch. Anonymous pages cost nothing
-    until a tick touches them. TypeError for anything but a TrackerConfig."""
+    The worst case at the config's ``capacity`` and ``max_detections`` (every
+    option's temporaries, 16 MiB for cluster cost matrices, or the spatial
+    sort's work arrays when larger). A :class:`Tracker` makes its own scratch
+    arena of this size; size a shared one with it, e.g.
+    ``Loop(step, scratch_bytes=scratch_bytes(cfg))`` when the tracker borrows
+    the loop's scratch (``Tracker(cfg, scratch=loop.scratch)``). Anonymous
+    pages cost nothing until a tick touches them.
+
+    Parameters
+    ----------
+    config : TrackerConfig
+        The configuration the tracker will run.
+
+    Returns
+    -------
+    int
+        Bytes. A smaller arena still works for scans below the worst case; a
+        tick that does not fit raises MemoryError and changes nothing, and a
+        large cluster may go greedy where the full size would have solved it
+        exactly (Tracker's notes).
+
+    Raises
+    ------
+    TypeError
+        For anything but a TrackerConfig.
+
+    Notes
+    -----
+    Thread-safety: any thread (a pure function of `config`).
+
+    Examples
+    --------
+    >>> from dod.tracker import TrackerConfig, scratch_bytes
+    >>> small, large = scratch_bytes(TrackerConfig(capacity=1_000)), scratch_bytes(TrackerConfig(capacity=100_000))
+    >>> small < large
+    True
+    """
     from dod.tracker.config import TrackerConfig
     if not isinstance(config, TrackerConfig):
         raise TypeError(f"config must be a TrackerConfig, got {type(config).__name__}")
@@ -152,19 +185,50 @@ cdef void _init_imm(dod_imm* m, config, Table table) except *:
 
 
 def track_schema(int dim, str motion="cv"):
-    """The track table's Schema for `dim` (2 or 3) spatial dimensions.
+    """The track table's Schema: the columns of :attr:`Tracker.table`.
 
-    id uint64 (0: no track; ids are never reused), x float64[2*dim]
-    (position then velocity), P float64[dim*(2*dim+1)] (the covariance,
-    packed: its upper triangle row by row, dod.tracker.unpack_covariance), hits,
-    misses (consecutive), age (scans since birth), history (detection bits,
-    latest in bit 0) as uint32, state uint8 (0 none, 1 tentative, 2
-    confirmed), score and score_max float64 (the track score and its
-    running maximum; 0 unless confirmation="score"). With motion="imm"
-    also mu float64[3] (model probabilities: CV low, CV high, turn), xm
-    float64[3, 2*dim+1] and Pm float64[3, 2*dim+1, 2*dim+1] (each model's
-    state, position, velocity and turn rate, and covariance); x and P then
-    hold the models' combination. Every column is zeroed on insert (ZII).
+    ``id`` uint64 (0: no track; ids are never reused), ``x`` float64[2*dim]
+    (position then velocity), ``P`` float64[dim*(2*dim+1)] (the covariance,
+    packed: its upper triangle row by row, :func:`unpack_covariance`),
+    ``hits``, ``misses`` (consecutive), ``age`` (scans since birth),
+    ``history`` (detection bits, latest in bit 0) as uint32, ``state`` uint8
+    (0 none, 1 tentative, 2 confirmed), ``score`` and ``score_max`` float64
+    (the track score and its running maximum; 0 unless
+    ``confirmation="score"``). With ``motion="imm"`` also ``mu`` float64[3]
+    (model probabilities: CV low, CV high, turn), ``xm`` float64[3, 2*dim+1]
+    and ``Pm`` float64[3, 2*dim+1, 2*dim+1] (each model's state, position,
+    velocity and turn rate, and covariance); ``x`` and ``P`` then hold the
+    models' combination. Every column is zeroed on insert (ZII).
+
+    Parameters
+    ----------
+    dim : int
+        Spatial dimensions, 2 or 3.
+    motion : str, default "cv"
+        ``"cv"`` (constant velocity) or ``"imm"`` (adds the IMM's columns).
+
+    Returns
+    -------
+    dod.table.Schema
+
+    Raises
+    ------
+    ValueError
+        For another dim or motion.
+    TypeError
+        For a dim that is not an int or a motion that is not a str.
+
+    Notes
+    -----
+    Thread-safety: any thread (a new Schema each call).
+
+    Examples
+    --------
+    >>> from dod.tracker import track_schema
+    >>> track_schema(2).names
+    ('id', 'x', 'P', 'hits', 'misses', 'age', 'history', 'state', 'score', 'score_max')
+    >>> track_schema(3, "imm")["Pm"].shape
+    (3, 7, 7)
     """
     from dod.table import Schema
     if dim not in (2, 3):

@@ -99,9 +99,26 @@ _TRIP_ROUNDS = 500              # round trips a block (~0.2 ms between two cores
 
 
 def loop_buffer(n):
-    """The bare loop's buffer for `n` targets: 256 bytes each, at most 64 MiB
-    (``sweep(loop_buffer(n), threads, LOOP_PASSES)`` is one timed call; asv
-    times the same)."""
+    """The bare loop's buffer for `n` targets: 256 bytes each, at most 64 MiB.
+
+    ``sweep(loop_buffer(n), threads, LOOP_PASSES)`` (dod/tracker/_bare_loop.pyx)
+    is one timed call: the floor under a tick of `n` targets, a loop over as
+    many bytes with nothing else to do; asv times the same.
+
+    Parameters
+    ----------
+    n : int
+        Targets.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, filled with ones.
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
     return np.ones(min(_LOOP_MAX_BYTES, _LOOP_ROW_BYTES * n) // 8)
 
 
@@ -223,14 +240,59 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
         initiation="single", prefault=True):
     """Time the tick at each size and thread count; print the table with `out`; return the rows.
 
-    Each row: ``n``, ``confirmed``, ``dod`` (the first thread count's stats,
-    as before threads existed), ``threads`` {count: stats}, ``sorts``
-    {count: timed ticks that sorted the rows} and ``reference`` when it
-    ran. Stats: (p50, p99, max, ticks, cpu p99, cpu p50, ns/track), ms.
-    With `passes`, ``passes`` {count: (ms per pass (PASS_NAMES order), idle
-    ms, idle share)}, medians over the timed ticks, and a second table.
-    With `prefault` (the default), ``prefault`` {count: bytes}: each dod
-    tracker's ``Tracker.prefault()`` before its first tick."""
+    Parameters
+    ----------
+    sizes : sequence of int, default (10, 100, 1000, 10000)
+        Targets of each row.
+    scans : int, optional
+        Timed ticks per tracker; default by size (300 up to 1,000 targets, 150
+        up to 100,000, fewer with `quick` and above).
+    quick : bool, default False
+        Fewer ticks and a shorter time budget (a smoke run).
+    reference : bool, default True
+        Also time the numpy reference tracker (up to `reference_max` targets).
+    keep_gc : bool, default False
+        Leave the cyclic GC enabled while timing.
+    seed : int, default 0
+        The scenarios' seed.
+    dim : int, default 2
+        2 or 3.
+    out : callable, default print
+        Where the tables go, a line at a time.
+    threads : sequence of int, default (1,)
+        Thread counts to time, each >= 1.
+    markdown : bool, default False
+        Print Markdown tables.
+    reference_max : int, default 20000
+        The largest size the reference runs at.
+    passes : bool, default False
+        Also time each pass (:attr:`Tracker.profile <dod.tracker.Tracker.profile>`) and print a second table.
+    initiation : str, default "single"
+        How dod's trackers start tracks (the demo uses ``"two_point"``).
+    prefault : bool, default True
+        Call each dod tracker's :meth:`~dod.tracker.Tracker.prefault` before its first tick.
+
+    Returns
+    -------
+    list of dict
+        One per size: ``n``, ``confirmed``, ``dod`` (the first thread count's
+        stats), ``threads`` ``{count: stats}``, ``sorts`` ``{count: timed ticks
+        that sorted the rows}``, ``reference`` when it ran, with `passes`
+        ``passes`` ``{count: (ms per pass in PASS_NAMES order, idle ms, idle
+        share)}`` (medians over the timed ticks), with `prefault` ``prefault``
+        ``{count: bytes}``. Stats: ``(p50, p99, max, ticks, cpu p99, cpu p50,
+        ns per track)``, times in ms.
+
+    Raises
+    ------
+    ValueError
+        For a thread count below 1, or a size or dim the tracker refuses.
+
+    Notes
+    -----
+    Thread-safety: one call at a time (it times threads of its own; another
+    busy thread skews every number). Timings are for comparing within one run.
+    """
     threads = tuple(threads)
     if not threads or any(int(t) < 1 for t in threads):
         raise ValueError(f"thread counts must be >= 1, got {threads!r}")
@@ -352,8 +414,32 @@ def _print(rows, threads, dim, keep_gc, markdown, out, initiation="single", pref
 
 
 def main(argv=None):
-    """``python -m dod.tracker.bench``: parse `argv` (or ``sys.argv``) and run the tick
-    benchmark, or the accuracy, IMM or radar benchmarks it dispatches to."""
+    """The command line ``python -m dod.tracker.bench`` (``--help`` lists its options).
+
+    Runs :func:`run` with the options given, or with ``--accuracy``, ``--imm``
+    or ``--radar`` the accuracy, IMM or radar benchmark
+    (:mod:`dod.tracker.accuracy`, :mod:`dod.tracker.bench_imm`,
+    :mod:`dod.tracker.bench_radar`).
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int or None
+        The dispatched benchmark's exit status; None after the tick benchmark.
+
+    Raises
+    ------
+    SystemExit
+        For bad arguments (argparse's usage error, status 2).
+
+    Notes
+    -----
+    Thread-safety: the main thread (it prints).
+    """
     import sys
 
     argv = sys.argv[1:] if argv is None else list(argv)

@@ -98,13 +98,33 @@ WINDOW_TARGETS = 2000   # above this many targets, GOSPA and the plot look at a 
 
 
 class SampleStore:
-    """The latest `samples` (scan, ids, positions) in blocks allocated and
-    touched once, so that the demo's memory is flat from its first seconds
-    (a deque of arrays would grow for MAX_SAMPLES samples: +60 MB over 5 min
-    at 1,000 targets). A sample keeps at most `points` rows (the rest are
-    counted in ``truncated``). Iterating yields (scan, ids, positions)
-    views, oldest first; they are overwritten by later appends.
-    Thread-safety: one thread (the demo's) appends and reads."""
+    """The latest samples (scan, ids, positions), in memory allocated and touched once.
+
+    The demo's memory stays flat from its first seconds (a deque of arrays
+    would grow with every sample until MAX_SAMPLES). A sample keeps at most
+    `points` rows; the rest are counted in ``truncated``. Iterating yields
+    ``(scan, ids, positions)`` views, oldest first; later appends overwrite them.
+
+    Parameters
+    ----------
+    samples : int
+        Samples kept (the oldest is overwritten after that many).
+    points : int
+        Rows kept per sample.
+    dim : int, default 2
+        Coordinates per position.
+
+    Raises
+    ------
+    ValueError
+        For a negative size (numpy's).
+    MemoryError
+        When the blocks cannot be allocated.
+
+    Notes
+    -----
+    Thread-safety: one thread (the demo's) appends and reads.
+    """
 
     def __init__(self, samples, points, dim=2):
         self.capacity, self.points = int(samples), int(points)
@@ -118,6 +138,21 @@ class SampleStore:
         self.truncated = 0
 
     def append(self, scan, ids, pos):
+        """Store one sample, overwriting the oldest when full.
+
+        Parameters
+        ----------
+        scan : int
+            The scan the sample was taken after.
+        ids : numpy.ndarray
+            (k,) track (or truth) ids.
+        pos : numpy.ndarray
+            (k, dim) positions; rows past `points` are dropped and counted in ``truncated``.
+
+        Notes
+        -----
+        Thread-safety: the store's one thread.
+        """
         i = self.appended % self.capacity
         k = min(len(ids), self.points)
         self.truncated += len(ids) - k
@@ -130,6 +165,7 @@ class SampleStore:
         return min(self.appended, self.capacity)
 
     def __iter__(self):
+        """The samples kept, oldest first: (scan, ids, positions) views. Thread-safety: the store's one thread."""
         n = len(self)
         for j in range(self.appended - n, self.appended):
             i = j % self.capacity
@@ -142,8 +178,52 @@ class SampleStore:
 class DemoRun:
     """One demo run: scenario, tracker, loop and what the view shows.
 
-    Build it, call :meth:`run` (optionally with a callback per chunk), then
-    read :meth:`summary`. Used by the CLI and the tests."""
+    Build it, call :meth:`run` (optionally with a callback per chunk), then read
+    :meth:`summary`. ``python -m dod.tracker`` (:func:`main`) does that with the
+    command line's options; the tests do it directly.
+
+    Parameters
+    ----------
+    targets : int, default 1000
+        Targets in the scenario (>= 1).
+    rate : float, default 50.0
+        Ticks per second (> 0).
+    duration : float, default 10.0
+        Scenario seconds (> 0).
+    seed : int, default 0
+        The scenario's seed.
+    fast : bool, default False
+        Run as fast as possible (no sleeping between ticks).
+    keep_tracks : bool, default False
+        Keep the samples a plot needs (:func:`write_plot`).
+    threads : int, default 1
+        Threads of one tick (``TrackerConfig.threads``).
+    scenario : str, default "default"
+        One of :data:`SCENARIOS`.
+    motion : str, optional
+        ``"cv"`` or ``"imm"``; default ``"imm"`` for the manoeuvre scenario, else ``"cv"``.
+    lock_memory, cpu, realtime_priority, rt_strict
+        The real-time options (:class:`dod.realtime.Realtime`'s `lock_memory`,
+        `cpu`, `realtime_priority` and `strict`), applied around :meth:`run`.
+    prefault : bool, default True
+        Fault in every page a tick can touch before the run (:meth:`Tracker.prefault <dod.tracker.Tracker.prefault>`).
+    initiation : str, optional
+        ``"single"`` or ``"two_point"``; default two-point, single for the radar scenario.
+    profile : bool, default False
+        Time each tick's passes (:attr:`Tracker.profile <dod.tracker.Tracker.profile>`) and report them.
+
+    Raises
+    ------
+    ValueError, TypeError
+        For a bad option (before anything runs).
+    MemoryError
+        When the tracker's memory cannot be allocated or faulted in.
+
+    Notes
+    -----
+    Thread-safety: one thread builds and runs it; the scans come from a
+    producer thread of its own (:class:`dod.tracker.stream.ScanStream`).
+    """
 
     def __init__(self, targets=1000, rate=50.0, duration=10.0, seed=0, fast=False,
                  keep_tracks=False, threads=1, scenario="default", motion=None, lock_memory=False,
@@ -302,12 +382,42 @@ class DemoRun:
         return True
 
     def slack_ns(self):
-        """Nanoseconds until the next chunk starts (negative: late); between chunks."""
+        """Nanoseconds until the next chunk starts (negative: late).
+
+        Returns
+        -------
+        int
+
+        Notes
+        -----
+        Thread-safety: call it from :meth:`run`'s callback, between chunks.
+        """
         return self._next_start - monotonic_ns()
 
     def run(self, on_chunk=None):
-        """Run every scan; call ``on_chunk(self)`` between chunks (it may
-        read :meth:`slack_ns`)."""
+        """Run every scan.
+
+        Parameters
+        ----------
+        on_chunk : callable, optional
+            Called as ``on_chunk(self)`` between chunks of ticks (a view redraws
+            there; it may read :meth:`slack_ns` and :meth:`snapshot`).
+
+        Returns
+        -------
+        DemoRun
+            Itself.
+
+        Raises
+        ------
+        Exception
+            The scan producer's error, re-raised here; whatever `on_chunk` raises.
+
+        Notes
+        -----
+        Thread-safety: the thread that built it. The real-time options are
+        applied to this thread for the run and undone after it.
+        """
         # Calibrate the measurement: two back-to-back reads differ by the int
         # object holding the first one.
         b0 = sys.getallocatedblocks()
@@ -385,17 +495,34 @@ class DemoRun:
     @property
     def allocations_per_tick(self):
         # rounded, and + 0.0 so that a tiny negative prints 0.00, not -0.00
+        """Python memory blocks allocated per tick in steady state (0.00 expected)."""
         return round(self.alloc_blocks / self.alloc_ticks, 2) + 0.0 if self.alloc_ticks else 0.0
 
     @property
     def mean_gospa(self):
+        """Mean GOSPA (m) over the samples taken so far (NaN before the first)."""
         return self.gospa_sum / self.gospa_n if self.gospa_n else math.nan
 
     def mot_scores(self, match=5.0):
-        """MOTA, IDF1 (:func:`~dod.tracker.metrics.clear_mot`) and HOTA over
-        the latest MOT_SAMPLES sampled scans (the GOSPA samples: identities
-        are followed from one sample to the next), truth and tracks matched
-        within `match` m. Computed after the run, never inside a tick."""
+        """MOTA, IDF1 and HOTA over the latest MOT_SAMPLES sampled scans.
+
+        The samples are the GOSPA samples: identities are followed from one sample
+        to the next. Computed after the run, never inside a tick.
+
+        Parameters
+        ----------
+        match : float, default 5.0
+            Truth and tracks match within this distance (m).
+
+        Returns
+        -------
+        dict or None
+            ``scans``, ``mota``, ``idf1``, ``hota``; None before the first sample.
+
+        Notes
+        -----
+        Thread-safety: the run's thread, between or after chunks.
+        """
         from dod.tracker.metrics import clear_mot, hota
 
         if not self.samples:
@@ -409,6 +536,20 @@ class DemoRun:
                 "hota": hota(*args)["hota"]}
 
     def snapshot(self):
+        """What the live view shows now: timing, allocations, tracks and GOSPA.
+
+        Returns
+        -------
+        dict
+            ``ticks``, ``total``, ``time``, ``p50_ms``, ``p99_ms``, ``max_ms``,
+            ``mean_ms``, ``misses``, ``skipped`` (None in fast mode),
+            ``alloc_per_tick``, ``confirmed``, ``tentative``, ``truth``,
+            ``detections``, ``gospa``, ``gospa_mean``, ``missed``, ``false``.
+
+        Notes
+        -----
+        Thread-safety: the run's thread, between or after chunks.
+        """
         s = self.loop.stats()
         c = self.tracker.counts()
         scan = max(self.done - 1, 0)
@@ -427,6 +568,19 @@ class DemoRun:
         }
 
     def summary(self):
+        """The report printed at the end of a run.
+
+        Returns
+        -------
+        str
+            Several lines: scenario, mode, tick times, deadline misses, allocations
+            per tick, memory, accuracy (GOSPA, MOTA, IDF1, HOTA) and, with
+            ``profile``, where the tick's time went.
+
+        Notes
+        -----
+        Thread-safety: the run's thread, after :meth:`run`.
+        """
         s = self.snapshot()
         st = self.loop.stats()
         lines = [
@@ -498,8 +652,24 @@ class DemoRun:
 # ----------------------------------------------------------------- views
 
 def realtime_line(rt, before=False):
-    """What a :class:`dod.realtime.Realtime` holds (or held), and what the OS
-    refused; `before`: what is requested (not applied yet)."""
+    """What a :class:`dod.realtime.Realtime` holds (or held), and what the OS refused.
+
+    Parameters
+    ----------
+    rt : dod.realtime.Realtime
+        The options.
+    before : bool, default False
+        Say what is requested (nothing applied yet) instead of what was applied.
+
+    Returns
+    -------
+    str
+        One line of the demo's header or summary.
+
+    Notes
+    -----
+    Thread-safety: a reader (any thread).
+    """
     if not rt.requested:
         return "none requested (--lock-memory, --cpu, --realtime-priority)"
     if before:
@@ -524,7 +694,21 @@ def realtime_line(rt, before=False):
 
 
 def prefault_line(nbytes):
-    """What the tracker's prefault at start touched (0: --no-prefault)."""
+    """What the tracker's prefault at start touched, as a line of the summary.
+
+    Parameters
+    ----------
+    nbytes : int
+        Bytes faulted in (0: ``--no-prefault``).
+
+    Returns
+    -------
+    str
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
     if not nbytes:
         return "off (--no-prefault): pages are faulted by the first tick that touches them"
     return (f"{nbytes / 2**20:.1f} MiB faulted in at start (table at capacity, scratch, worker "
@@ -536,7 +720,26 @@ def _fmt(v, spec):
 
 
 def plain_line(s):
-    """One progress line of the demo (``--no-live``) from a sample dict `s`."""
+    """One progress line of the demo (``--no-live``).
+
+    Parameters
+    ----------
+    s : dict
+        A :meth:`DemoRun.snapshot`.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    KeyError
+        For a dict without a snapshot's keys.
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
     return (f"t={s['time']:6.2f}s {s['ticks']:>6}/{s['total']} ticks | tick p50 {s['p50_ms']:.3f} "
             f"p99 {s['p99_ms']:.3f} max {s['max_ms']:.3f} ms | misses {_fmt(s['misses'], 'd')} | "
             f"alloc/tick {s['alloc_per_tick']:.2f} | confirmed {s['confirmed']}/{s['truth']} | "
@@ -574,7 +777,23 @@ def _rich_view(run):
 
 
 def want_live(no_live, stream):
-    """Rich live view only on a real terminal, outside CI, with rich installed."""
+    """Whether to show the rich live view: on a real terminal, outside CI, with rich installed.
+
+    Parameters
+    ----------
+    no_live : bool
+        ``--no-live`` was given.
+    stream : file
+        Where the demo writes (its ``isatty()`` decides).
+
+    Returns
+    -------
+    bool
+
+    Notes
+    -----
+    Thread-safety: any thread.
+    """
     if no_live or os.environ.get("CI") or os.environ.get("TERM") == "dumb":
         return False
     try:
@@ -590,7 +809,26 @@ def want_live(no_live, stream):
 
 
 def write_plot(run, path):
-    """Tracks against ground truth, and the tick-time histogram, to a PNG."""
+    """Tracks against ground truth, and the tick-time histogram, to a PNG.
+
+    Parameters
+    ----------
+    run : DemoRun
+        A finished run made with ``keep_tracks=True``.
+    path : str or path-like
+        The PNG file to write.
+
+    Raises
+    ------
+    RuntimeError
+        Without matplotlib (``pip install 'dod[demo]'``).
+    OSError
+        When the file cannot be written.
+
+    Notes
+    -----
+    Thread-safety: one thread (matplotlib's Agg backend, set here).
+    """
     try:
         import matplotlib
 
@@ -681,7 +919,16 @@ def _run_with_view(run, a, out):
 
 
 def build_parser():
-    """The argument parser of ``python -m dod.tracker``."""
+    """The argument parser of ``python -m dod.tracker`` (``--help`` lists its options).
+
+    Returns
+    -------
+    argparse.ArgumentParser
+
+    Notes
+    -----
+    Thread-safety: any thread (a new parser each call).
+    """
     p = argparse.ArgumentParser(prog="python -m dod.tracker",
                                 description="Run dod's tracker live at a fixed rate on a generated "
                                             "scenario and report timing, memory and accuracy.")
@@ -719,8 +966,24 @@ def build_parser():
 
 
 def main(argv=None, out=None):
-    """``python -m dod.tracker``: run the demo with `argv`, writing to `out` (default
-    stdout); returns the exit status (2 for bad arguments)."""
+    """The command line ``python -m dod.tracker``: run the demo and print its summary.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default ``sys.argv[1:]``).
+    out : file, optional
+        Where the progress and the summary go (default stdout).
+
+    Returns
+    -------
+    int
+        The exit status: 0 done, 2 for bad arguments (the error printed).
+
+    Notes
+    -----
+    Thread-safety: the main thread (it may set real-time options on it).
+    """
     out = out or sys.stdout
     a = build_parser().parse_args(argv)
     if a.targets < 1 or not a.rate > 0 or not a.duration > 0:
