@@ -323,6 +323,11 @@ NUMPYDOC_COMPLETE_FUNCTIONS = [
     "dod.cuda.frame.reference_hits",
     "dod.cuda.frame.allocating_frame",
     "dod.cuda.frame.sorted_hits",
+    "dod.tracker.sensor.to_polar",
+    "dod.tracker.sensor.to_cartesian",
+    "dod.tracker.sensor.converted_covariance",
+    "dod.tracker.sensor.wrap_angle",
+    "dod.tracker.sensor.valid",
 ]
 
 
