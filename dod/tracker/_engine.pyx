@@ -326,9 +326,9 @@ cdef class Tracker:
             faulted in over that many threads, 64 MiB at a time
             (:func:`dod.pages.prefault`: the calling thread and threads started
             for the call, joined before it returns): where the system backs
-            fresh pages slowly (a VM whose host must back them too: 4 GiB took
-            21-28 s on one thread there, 14-16 on two) more threads take less
-            time. The same pages and the same bytes at any count.
+            fresh pages slowly (a VM whose host must back them too) more
+            threads take less time. The same pages and the same bytes at any
+            count.
 
         Returns
         -------
@@ -666,8 +666,8 @@ cdef class Tracker:
 
         One pass over the state and position columns, with the GIL held (no tick
         can start meanwhile): the demo samples GOSPA over a window of a
-        100,000-track table this way, where a mask and fancy-indexed copies of
-        the views took ~7 ms.
+        100,000-track table this way, several times faster than a mask and
+        fancy-indexed copies of the views.
 
         Parameters
         ----------

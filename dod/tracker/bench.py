@@ -10,11 +10,11 @@ per tick (the work, without preemption by other processes: on a loaded
 machine wall-clock p99 is mostly time slices lost to others), and the
 reference-over-dod ratio of medians.
 
-Goals (issue 5): N = 1,000 median <= 0.5 ms, p99 <= 1 ms, >= 5x the
+Goals: N = 1,000 median <= 0.5 ms, p99 <= 1 ms, >= 5x the
 reference; N = 10,000 p99 <= 10 ms. Shared machines are noisy: read the
 median first, and rerun before trusting a p99.
 
-Threads (issue 12): ``--threads 1,2`` runs one dod tracker per thread count
+Threads: ``--threads 1,2`` runs one dod tracker per thread count
 on the same scans (streamed in blocks of 10 scans that every tracker ticks
 in turn, so a ratio compares ticks timed seconds apart, not minutes);
 the table adds the speedup over
@@ -25,10 +25,9 @@ speedup, in the same blocks, of a loop with no serial part over 256 bytes
 per target (at most 64 MiB; :mod:`dod.tracker._bare_loop`): what the
 machine gives at that moment, to read the tick's speedup against; the
 1 -> 2 goal lines add a cache line's round trip between two threads, once
-a block (``round_trip_ns``: on the 2-core AMD VMs ~80-90 ns, or ~350-380
-when the two vCPUs ran far apart on the host, and then the tick at 10,000
-targets gained nothing from a second thread; on a 2-core Intel VM 115-140
-ns in every round). Goals:
+a block (``round_trip_ns``: when the two vCPUs run far apart on the host
+it is several times longer, and then the tick at 10,000 targets gains
+nothing from a second thread). Goals:
 N = 100,000 at threads = 2 p99 <= 20 ms; threads 1 -> 2 at N >= 10,000
 >= 1.7x; per-track time at 100k within 1.3x of 10k. Scans are generated
 one at a time (``scenario.iter_scans``), so memory stays bounded at any N;
@@ -49,9 +48,9 @@ Before its first tick each dod tracker faults in every page a tick can
 touch (``Tracker.prefault``, as the demo does before its loop, here over
 every core), so the
 timed window holds no first-touch page faults; ``--no-prefault`` leaves
-them to the ticks (on the 2-core VMs a fresh 2 MiB huge page cost ~13 ms
-when the host had to back it anew: the 100k 2-thread p99 was 12.9-14.6
-ms prefaulted against 32.2-46.7 without). At 1M a tracker prefaults ~4 GiB.
+them to the ticks (on a VM a fresh huge page the host must back anew
+costs milliseconds: enough to double a p99). At 1M a tracker prefaults
+~4 GiB.
 
 ``--passes``: a second table, where each dod tick's time goes
 (``Tracker.profile``): the median wall time of each pass, and the workers'
@@ -153,10 +152,9 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
         prof[name] = []
     # As the demo does before its loop: without it, the first tick to reach
     # a page of the table's capacity or of the scratch pays its fault inside
-    # the timed window (a 2 MiB huge page: ~13 ms on the 2-core VMs when the
-    # host has to back it anew, the stalls that split the 100k p99 runs).
-    # Over every core: a fresh VM backs the pages at ~6 ms a MiB a core
-    # (~4 GiB a tracker at 1M: 24-28 s on one thread, 14-16 on two).
+    # the timed window (milliseconds for a huge page the host backs anew).
+    # Over every core: a fresh VM backs pages slowly, and more threads fault
+    # the ~4 GiB of a 1M-target tracker in less time.
     cores = min(len(dod.initial_cpus) if dod.initial_cpus else os.cpu_count() or 1, MAX_THREADS)   # ours (taskset)
     faulted = {nt: trackers[f"t{nt}"].prefault(threads=cores) for nt in threads} if prefault else None
     if reference:

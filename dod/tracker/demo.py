@@ -251,12 +251,10 @@ class DemoRun:
         if motion is None:
             motion = "imm" if scenario == "manoeuvre" else "cv"
         # Two-point initiation (TrackerConfig.initiation) unless the scans are
-        # range-bearing (the tracker does not pair those): on these scenarios
-        # it is as accurate as single-point births (GOSPA, MOTA, IDF1, HOTA
-        # within noise at 1,000 and 100,000 targets) and the ~0.2 N clutter
-        # detections a scan no longer start tentative tracks: at 100,000
-        # targets the table holds ~91,000 rows instead of ~171,000 and the
-        # tick takes ~15 % less.
+        # range-bearing (the tracker does not pair those): as accurate as
+        # single-point births here, and the clutter detections no longer start
+        # tentative tracks, so the table holds fewer rows and the tick is
+        # faster (docs/design/threads-and-locality.md).
         if initiation is None:
             initiation = "single" if scenario == "radar" else "two_point"
         self.config = TrackerConfig(capacity=max(64, 4 * targets),
@@ -277,9 +275,8 @@ class DemoRun:
                           if per_s % d == 0 and d <= max(1.0, rate / REFRESH_HZ)])
         # The producer runs up to two chunks ahead; the truth of each chunk's last scan is kept.
         # With a window, the producer cuts the truth down to it and the
-        # tracks come through Tracker.confirmed_tracks(box=...): a sample at
-        # 100,000 targets took 15-25 ms of the loop thread when both sides
-        # were masked in numpy, more than a tick's slack.
+        # tracks come through Tracker.confirmed_tracks(box=...): masking both
+        # sides in numpy cost the loop thread more than a tick's slack.
         windowed = self.window * 2.0 < self.extent
         self.box = ([-self.window] * self.config.dim, [self.window] * self.config.dim) if windowed else None
         self.stream = ScanStream(targets, self.total, rows=self.config.max_detections,
@@ -763,9 +760,9 @@ def _view_rows(run):
 
 
 def _rich_view(run):
-    """The live view: a title and aligned rows as one styled rich Text. (A
-    rich Table of the same rows took ~3 ms to lay out and draw, the Text
-    ~0.3: at 100,000 targets a tick's slack is a few ms.)"""
+    """The live view: a title and aligned rows as one styled rich Text (a
+    rich Table of the same rows costs ten times as much to lay out and draw,
+    and at 100,000 targets a tick's slack is a few ms)."""
     from rich.text import Text
 
     t = Text(f"dod.tracker  {run.targets} targets @ {run.rate:g} Hz{'  (fast)' if run.fast else ''}\n",

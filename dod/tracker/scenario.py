@@ -436,9 +436,9 @@ def _scan_stream(meta, n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.
     meta.update(dim=dim, dt=dt, extent=extent, clutter=lam, patch_centres=centres, patch_radius=patch_r)
     # The passes over every target and detection of a scan (detection and
     # its noise, the rows' shuffle, the motion) run in _scenario, on a
-    # xoshiro256** stream seeded from rng: in numpy they cost ~20 ms of CPU
-    # a scan at 100,000 targets, which the demo's producer thread could
-    # not spend beside a two-thread tick on two cores.
+    # xoshiro256** stream seeded from rng: in numpy they cost the demo's
+    # producer thread more CPU than it can spend beside a two-thread tick
+    # on two cores (dod/tracker/_scenario.pyx).
     fast = Random(rng)
     sq = np.sqrt(q * dt)
     steady = crossing_mask.view(np.uint8)       # crossing pairs fly straight (no acceleration)
