@@ -328,6 +328,8 @@ NUMPYDOC_COMPLETE_FUNCTIONS = [
     "dod.tracker.sensor.converted_covariance",
     "dod.tracker.sensor.wrap_angle",
     "dod.tracker.sensor.valid",
+    "dod.tracker.scenario.generate_radar",
+    "dod.tracker.scenario.iter_radar_scans",
 ]
 
 
