@@ -174,6 +174,35 @@ def test_every_pxd_declaration_states_its_contract(pxd):
                               f"or describe them on docs/cython/{_pxd_pages()[rel][0].name}): {undocumented}")
 
 
+def _header_cimports(header):
+    """The ``from dod... cimport ...`` statements a .pxd header shows (a
+    trailing ``, ...`` dropped: it stands for the rest of the file)."""
+    out, lines, i = [], header.splitlines(), 0
+    while i < len(lines):
+        if re.match(r"\s+from dod[\w.]* cimport", lines[i]):
+            stmt = lines[i].strip()
+            while "(" in stmt and ")" not in stmt and i + 1 < len(lines):
+                i += 1
+                stmt += " " + lines[i].strip()
+            out.append(re.sub(r",\s*\.\.\.\s*$", "", stmt))
+        i += 1
+    return out
+
+
+def test_the_cimport_lines_the_pages_show_compile(tmp_path):
+    """The 'what to cimport' line at the top of every Cython API page names
+    what the .pxd declares: all of them, compiled together as a user would."""
+    from cython_build import compile_cython_module
+
+    statements = []
+    for pxd in dod_pxd.public_pxd_files(ROOT):
+        header, _ = dod_pxd.parse_pxd(pxd)
+        statements += _header_cimports(header)
+    assert len(statements) >= 15
+    module = compile_cython_module("\n".join(statements) + "\n\nOK = True\n", tmp_path, "docs_cimports")
+    assert module.OK
+
+
 def test_the_pages_say_nothing_about_development_history():
     for pxd in dod_pxd.public_pxd_files(ROOT):
         header, decls = dod_pxd.parse_pxd(pxd)
