@@ -4,8 +4,7 @@
 # Public cimport API (``from dod.atomics cimport dod_atomic_fetch_add_u64``):
 # the atomics and the small mutex every dod engine is built on, for Cython
 # code that shares counters or state across nogil threads (dod's own
-# benchmark kernels use it this way). It was private (an underscore module)
-# until issue 11.
+# benchmark kernels use it this way).
 from libc.stdint cimport int32_t, uint32_t, uint64_t, int64_t, uintptr_t
 
 cdef extern from "atomics.h" nogil:

@@ -145,7 +145,7 @@ cdef class LockFreePool:
     cdef object _acquire(self, bint grow)
 
 
-# ================================================================ thread caches (issue 13)
+# ================================================================ thread caches
 #
 # A thread cache is a private LIFO chain of free blocks (a "bin") that ONE
 # thread allocates from and frees into with plain loads and stores: no

@@ -703,7 +703,7 @@ cdef class LockFreePool:
                 f"failed={self.failed} grows={self.grows} cas_retries={self.cas_retries}>")
 
 
-# ================================================================ thread caches: slow paths (issue 13)
+# ================================================================ thread caches: slow paths
 # The bins and caches are described at the end of lfpool.pxd; these are the
 # exchanges with the shared stack (one CAS each) and the debug checks.
 

@@ -1086,11 +1086,7 @@ cdef class Pool:
         (as :meth:`as_array` for a one-chunk pool); ``live`` is a new bool array
         saying which rows are live now. Row ``j`` of chunk ``k`` is slot
         ``first_blocks + (k - 1) * chunk_blocks + j`` (slot ``j`` for ``k = 0``),
-        so the concatenated ``live`` arrays equal :meth:`live_mask`. Vectorised
-        code over every live block::
-
-            for rows, live in pool.chunks():
-                rows[live] *= 0.5
+        so the concatenated ``live`` arrays equal :meth:`live_mask`.
 
         Returns
         -------
@@ -1102,6 +1098,21 @@ cdef class Pool:
         Notes
         -----
         Thread-safety: one thread at a time, unless the pool was made with ``threadsafe=True`` (a mutex around every engine call).
+
+        Examples
+        --------
+        Vectorised code over every live block of a pool that grew a second chunk:
+
+        >>> import numpy as np
+        >>> from dod.pool import Pool
+        >>> pool = Pool(2, np.float64, (2,), growable=True, chunk_blocks=2)
+        >>> handles = [pool.acquire() for _ in range(3)]     # the third block is in a second chunk
+        >>> for h in handles:
+        ...     pool.view(h)[:] = 1.0
+        >>> for rows, live in pool.chunks():
+        ...     rows[live] *= 0.5
+        >>> len(pool.chunks()), pool.view(handles[2])
+        (2, array([0.5, 0.5]))
         """
         mask = self.live_mask()
         out = []

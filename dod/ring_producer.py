@@ -9,10 +9,21 @@ GIL, inside ``Ring.acquire_write``) until the consumer releases one
 (back-pressure). The hand-off itself allocates nothing and takes no lock: it
 is the ring's two atomic counters (see :mod:`dod.ring`).
 
-    with RingProducer(ring, items, fill) as p:     # starts the thread
-        while (slot := p.take()) is not None:      # None: end of the stream
-            use(slot.rows)
-            ring.release()
+>>> import numpy as np
+>>> from dod.ring import Ring
+>>> from dod.ring_producer import RingProducer
+>>> ring = Ring(slots=4, rows=100, row_shape=2, dtype=np.float64)
+>>> def fill(k):                                   # runs in the producer thread
+...     with producer.write(ring) as slot:
+...         slot.write(np.full((k, 2), float(k)))
+>>> producer = RingProducer(ring, range(1, 21), fill)
+>>> rows = 0
+>>> with producer:                                 # starts the thread
+...     while (slot := producer.take()) is not None:   # None: end of the stream
+...         rows += slot.count                     # use slot.rows here
+...         ring.release()
+>>> rows, producer.produced
+(210, 20)
 
 ``fill(item)`` runs in the producer thread for each item and writes it into
 the ring(s) it feeds (``with ring.write() as slot: slot.write(...)``; use

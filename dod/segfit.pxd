@@ -188,7 +188,7 @@ cdef class SegFit:
     cdef size_t _cached_blocks(self) noexcept nogil
 
 
-# ================================================================ thread caches (issue 13)
+# ================================================================ thread caches
 #
 # A SegFit thread cache is one lfpool bin per size class up to 32 KiB (see
 # "thread caches" at the end of lfpool.pxd: the bin, its refill and spill,

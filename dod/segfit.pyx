@@ -740,7 +740,7 @@ cdef class SegFit:
                 f"failed={self.failed} spans={self.spans} large={self.large}>")
 
 
-# ================================================================ thread caches: slow paths (issue 13)
+# ================================================================ thread caches: slow paths
 # The cache is described at the end of segfit.pxd; each bin's exchanges are
 # the lfpool bin functions run on the class's pool.
 

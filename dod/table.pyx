@@ -1175,10 +1175,9 @@ cdef class Table:
     def exclusive(self, str what="an exclusive pass"):
         """A context manager that holds the table's exclusive pass.
 
-        Use it as::
-
-            with table.exclusive("my batch"):
-                ...   # e.g. a nogil loop of a Cython helper over the engine
+        Inside, code may write rows through the cimport engine without the
+        GIL (e.g. a nogil loop of a Cython helper); writers from Python are
+        refused until it ends (see Examples).
 
         Parameters
         ----------
@@ -1204,6 +1203,20 @@ cdef class Table:
         the cimport engine without the GIL. Not reentrant. Cython code uses
         ``begin_exclusive(what)`` / ``end_exclusive()`` directly (declared in
         dod/table.pxd).
+
+        Examples
+        --------
+        >>> from dod.table import Schema, Table
+        >>> table = Table(Schema(x="float64"), capacity=4)
+        >>> h = table.insert(x=1.0)
+        >>> with table.exclusive("a scaling pass"):
+        ...     table["x"][:] *= 2.0              # here a Cython helper's nogil loop would run
+        ...     table.insert(x=5.0)               # refused: the pass is held
+        Traceback (most recent call last):
+            ...
+        RuntimeError: insert refused: ... (a scaling pass); wait for it to end
+        >>> float(table.get(h)["x"]), len(table)
+        (2.0, 1)
         """
         return _ExclusivePass(self, what)
 

@@ -8,6 +8,7 @@ The engines, their invariants and the cost of a free that crosses threads
 are described at the end of ``dod/lfpool.pxd`` (the one place the fast path
 lives); this module is their Python face.
 
+    >>> from dod.lfpool import LockFreePool
     >>> pool = LockFreePool(64)
     >>> cache = pool.thread_cache()        # LockFreePoolCache, for this thread
     >>> h = cache.acquire()                # a handle of the pool: pool.view(h) works

@@ -91,9 +91,9 @@ def test_every_public_name_has_a_docstring(module):
     mod = importlib.import_module(module)
     assert (mod.__doc__ or "").strip(), f"{module} has no module docstring"
     code, _ = dod_public.public_names(module)
-    # A dataclass without a docstring gets its signature as __doc__: that is no docstring.
+    # A dataclass without a docstring gets its signature as __doc__ (one line): that is no docstring.
     bare = [n for n in code if not (getattr(mod, n).__doc__ or "").strip()
-            or re.fullmatch(r"\w+\(.*\)", (getattr(mod, n).__doc__ or "").strip(), re.S)]
+            or re.fullmatch(r"\w+\([^\n]*\)", (getattr(mod, n).__doc__ or "").strip())]
     assert not bare, f"{module}: public classes and functions without a docstring: {bare}"
 
 
@@ -172,6 +172,35 @@ def test_every_pxd_declaration_states_its_contract(pxd):
         undocumented.append(d.name or f"(enum at line {d.line})")
     assert not undocumented, (f"{rel}: declarations with no contract (comment them in the .pxd, "
                               f"or describe them on docs/cython/{_pxd_pages()[rel][0].name}): {undocumented}")
+
+
+def _header_cimports(header):
+    """The ``from dod... cimport ...`` statements a .pxd header shows (a
+    trailing ``, ...`` dropped: it stands for the rest of the file)."""
+    out, lines, i = [], header.splitlines(), 0
+    while i < len(lines):
+        if re.match(r"\s+from dod[\w.]* cimport", lines[i]):
+            stmt = lines[i].strip()
+            while "(" in stmt and ")" not in stmt and i + 1 < len(lines):
+                i += 1
+                stmt += " " + lines[i].strip()
+            out.append(re.sub(r",\s*\.\.\.\s*$", "", stmt))
+        i += 1
+    return out
+
+
+def test_the_cimport_lines_the_pages_show_compile(tmp_path):
+    """The 'what to cimport' line at the top of every Cython API page names
+    what the .pxd declares: all of them, compiled together as a user would."""
+    from cython_build import compile_cython_module
+
+    statements = []
+    for pxd in dod_pxd.public_pxd_files(ROOT):
+        header, _ = dod_pxd.parse_pxd(pxd)
+        statements += _header_cimports(header)
+    assert len(statements) >= 15
+    module = compile_cython_module("\n".join(statements) + "\n\nOK = True\n", tmp_path, "docs_cimports")
+    assert module.OK
 
 
 def test_the_pages_say_nothing_about_development_history():
@@ -267,6 +296,11 @@ NUMPYDOC_COMPLETE = [
     "dod.tracker.TrackerConfig",
     "dod.tracker.stream.ScanStream",
     "dod.cuda.device_arena.DeviceArena",
+    "dod.cuda.pinned_arena.PinnedArena",
+    "dod.cuda.frame.ArenaFrame",
+    "dod.tracker.mot.MotSequence",
+    "dod.tracker.demo.SampleStore",
+    "dod.tracker.demo.DemoRun",
 ]
 
 NUMPYDOC_COMPLETE_FUNCTIONS = [
@@ -285,6 +319,46 @@ NUMPYDOC_COMPLETE_FUNCTIONS = [
     "dod.numpy_memory.handler_name",
     "dod.tracker.scenario.generate",
     "dod.tracker.scenario.iter_scans",
+    "dod.tracker.track_schema",
+    "dod.tracker.scratch_bytes",
+    "dod.tracker.metrics.gospa",
+    "dod.tracker.metrics.sparse_gospa",
+    "dod.tracker.metrics.ospa",
+    "dod.tracker.metrics.hota",
+    "dod.tracker.metrics.clear_mot",
+    "dod.tracker.metrics.scenario_hota",
+    "dod.tracker.metrics.scenario_gospa",
+    "dod.tracker.metrics.mot_metrics",
+    "dod.tracker.metrics.run_tracker",
+    "dod.tracker.mot.anchor_points",
+    "dod.tracker.mot.builtin_sequences",
+    "dod.tracker.mot.read_mot",
+    "dod.tracker.mot.detections_from_truth",
+    "dod.tracker.mot.make_config",
+    "dod.tracker.mot.track",
+    "dod.tracker.mot.score",
+    "dod.tracker.mot.evaluate",
+    "dod.tracker.mot.main",
+    "dod.tracker.demo_view.realtime_line",
+    "dod.tracker.demo_view.prefault_line",
+    "dod.tracker.demo_view.plain_line",
+    "dod.tracker.demo_view.want_live",
+    "dod.tracker.demo.build_parser",
+    "dod.tracker.demo.main",
+    "dod.tracker.bench.loop_buffer",
+    "dod.tracker.bench.run",
+    "dod.tracker.bench.main",
+    "dod.cuda.frame.detections",
+    "dod.cuda.frame.reference_hits",
+    "dod.cuda.frame.allocating_frame",
+    "dod.cuda.frame.sorted_hits",
+    "dod.tracker.sensor.to_polar",
+    "dod.tracker.sensor.to_cartesian",
+    "dod.tracker.sensor.converted_covariance",
+    "dod.tracker.sensor.wrap_angle",
+    "dod.tracker.sensor.valid",
+    "dod.tracker.scenario.generate_radar",
+    "dod.tracker.scenario.iter_radar_scans",
 ]
 
 

@@ -23,7 +23,12 @@ convention their authors follow:
 
 A block that is neither claimed nor marked fails
 ``test_every_block_is_run_or_marked``; a check whose block is gone fails
-``test_every_check_has_a_block``. MyST directives (```{toctree}``,
+``test_every_check_has_a_block``.
+
+The docstrings the API reference shows follow the same rule in
+reStructuredText (the last part of this file): a ``>>>`` example runs
+through doctest and must print what it shows; any other code block carries
+``.. not run: REASON`` before its paragraph. MyST directives (```{toctree}``,
 ```{include}``, ```{math}``) are not code blocks.
 """
 import math
@@ -569,3 +574,132 @@ def _config_parts(ns, out, block):
     assert (faster.threads, cfg.threads) == (4, 2) and faster.management == cfg.management
     with pytest.raises(TypeError):                    # "a keyword that names no field raises TypeError"
         TrackerConfig(no_such_field=1)
+
+
+# ---------------------------------------------------------------- docstrings
+# The API reference shows the docstrings of every public name
+# (docs/_ext/dod_public.py says which) and of their classes' own members.
+# The same convention holds there, in reStructuredText: a ``>>>`` example
+# runs here, through doctest, and prints what it shows; any other code block
+# (a paragraph ending in ``::`` with its indented block, a ``.. code-block::``
+# or ``.. code::`` directive) is preceded by the comment line
+# ``.. not run: REASON`` (invisible in the built page) before its paragraph.
+
+import doctest
+import importlib
+import inspect
+
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+import dod_public  # noqa: E402
+
+NOT_RUN_RST = re.compile(r"^\s*\.\. not run: (.{10,}?)\s*$")
+LITERAL = re.compile(r"(^|[^:])::\s*$|^\s*\.\. (code-block|code|sourcecode)::")
+
+
+def _own_doc(value):
+    """A member's own docstring: None for a value whose __doc__ is its type's."""
+    func = value.__func__ if isinstance(value, (classmethod, staticmethod)) else value
+    doc = getattr(func, "__doc__", None)
+    if not isinstance(doc, str) or not doc.strip():
+        return None
+    if not (inspect.isroutine(func) or inspect.isclass(func) or inspect.isdatadescriptor(func)
+            or isinstance(func, property)) and doc == type(func).__doc__:
+        return None
+    return doc
+
+
+def public_docstrings():
+    """(name, module, docstring) of every public module, public class and
+    function, and each class's own public members, once per docstring."""
+    out, seen = [], set()
+
+    def add(name, module, doc):
+        if doc is not None and (module.__name__, doc) not in seen:
+            seen.add((module.__name__, doc))
+            out.append((name, module, doc))
+
+    for modname in dod_public.public_modules():
+        module = importlib.import_module(modname)
+        add(modname, module, module.__doc__)
+        code, _ = dod_public.public_names(modname)
+        for n in code:
+            obj = getattr(module, n)
+            add(f"{modname}.{n}", module, _own_doc(obj))
+            if inspect.isclass(obj):
+                for attr, value in vars(obj).items():
+                    if not attr.startswith("_"):
+                        add(f"{modname}.{n}.{attr}", module, _own_doc(value))
+    return out
+
+
+DOCSTRINGS = public_docstrings()
+DOC_EXAMPLES = [(name, module, doc) for name, module, doc in DOCSTRINGS if ">>>" in doc]
+
+
+def _indent(line):
+    return len(line) - len(line.lstrip())
+
+
+def _paragraph_start(lines, i):
+    while i > 0 and lines[i - 1].strip():
+        i -= 1
+    return i
+
+
+def test_docstrings_were_found():
+    names = {name for name, _, _ in DOCSTRINGS}
+    assert {"dod.arena", "dod.table.Table.exclusive", "dod.pool.Pool.chunks", "dod.tracker.Tracker.tick"} <= names
+    assert len(DOC_EXAMPLES) >= 4
+
+
+def test_every_docstring_block_is_run_or_marked():
+    problems = []
+    for name, _, doc in DOCSTRINGS:
+        lines = inspect.cleandoc(doc).splitlines()
+        for i, line in enumerate(lines):
+            if line.lstrip().startswith("```"):
+                problems.append(f"{name}: a Markdown fence in a docstring (reStructuredText shows it as text)")
+            if not LITERAL.search(line) or NOT_RUN_RST.match(line):
+                continue
+            start = _paragraph_start(lines, i)
+            prev = next((lines[j] for j in range(start - 1, -1, -1) if lines[j].strip()), "")
+            if not NOT_RUN_RST.match(prev):
+                problems.append(f"{name}: code block at {line.strip()!r} is neither a >>> example nor "
+                                "preceded by '.. not run: REASON' before its paragraph")
+        for i, line in enumerate(lines):
+            if NOT_RUN_RST.match(line):           # a marker excuses the block right after it, nothing else
+                j = next((j for j in range(i + 1, len(lines)) if lines[j].strip()), None)
+                end = j
+                while end is not None and end + 1 < len(lines) and lines[end + 1].strip():
+                    end += 1
+                if j is None or not any(LITERAL.search(ln) for ln in lines[j:end + 1]):
+                    problems.append(f"{name}: '.. not run:' marker on no code block")
+        for i, line in enumerate(lines):
+            # An indented block after a paragraph that does not end in "::"
+            # renders as a quotation, code or not: make it a >>> example or a
+            # (marked) literal block.
+            if i == 0 or not line.strip() or lines[i - 1].strip() or line.lstrip().startswith(">>>"):
+                continue
+            prev = next(lines[j] for j in range(i - 1, -1, -1) if lines[j].strip())
+            if _indent(line) > _indent(prev) and not LITERAL.search(prev) and not prev.lstrip().startswith(".."):
+                problems.append(f"{name}: {line.strip()!r} is indented under a paragraph without '::' "
+                                "(the page shows it as a quotation)")
+        if re.search(r"^Examples\n-{8}", "\n".join(lines), re.M) and ">>>" not in doc:
+            problems.append(f"{name}: an Examples section without a >>> example")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("name, module, doc", DOC_EXAMPLES, ids=[n for n, _, _ in DOC_EXAMPLES])
+def test_docstring_example_does_what_it_says(name, module, doc):
+    test = doctest.DocTestParser().get_doctest(inspect.cleandoc(doc), dict(vars(module)), name,
+                                               getattr(module, "__file__", None), 0)
+    assert test.examples
+    report = []
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    environ = dict(os.environ)
+    try:
+        runner.run(test, out=report.append, clear_globs=True)
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+    assert runner.failures == 0, "".join(report)

@@ -1,5 +1,7 @@
 """Device arena: one device allocation, carved by the host and pushed into by kernels.
 
+.. not run: a picture of the allocation's layout, not code
+
 Layout of the one ``cudaMalloc`` (made once, freed when the arena and every
 array carved from it are gone)::
 

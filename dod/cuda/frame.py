@@ -34,11 +34,42 @@ DEFAULT_THRESHOLD = 0.5
 
 
 def detections(frame, idx, out=(None, None, None)):
-    """(score, x, y) float32 columns of frame `frame` for detections ``idx``
-    (``np.arange(n, dtype=np.float32)``), written into `out` when given.
+    """The (score, x, y) float32 columns of frame `frame` for the detections `idx`.
 
-    Deterministic and the same bits either way (the allocating and the arena
-    frame share it): score in [0, 1], x and y in [-100, 100].
+    Deterministic, and the same bits whether written into `out` or into new
+    arrays (the allocating and the arena frame share it): score in [0, 1], x
+    and y in [-100, 100].
+
+    Parameters
+    ----------
+    frame : int
+        The frame number.
+    idx : numpy.ndarray
+        float32 detection indices, ``np.arange(n, dtype=np.float32)``.
+    out : tuple of numpy.ndarray, optional
+        Three float32 arrays of ``idx``'s shape to write into (None: new arrays).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(score, x, y)``: `out`'s arrays, or new ones.
+
+    Raises
+    ------
+    ValueError, TypeError
+        For `out` arrays of another shape or dtype (numpy's).
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread); runs on the CPU, without CuPy.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dod.cuda.frame import detections
+    >>> score, x, y = detections(0, np.arange(4, dtype=np.float32))
+    >>> bool(((score >= 0) & (score <= 1)).all()), x.dtype
+    (True, dtype('float32'))
     """
     f = np.float32(frame)
     score, x, y = out
@@ -59,7 +90,33 @@ def detections(frame, idx, out=(None, None, None)):
 
 
 def reference_hits(frame, n, threshold=DEFAULT_THRESHOLD):
-    """The hits computed on the CPU alone, sorted by index (the oracle)."""
+    """The frame's hits computed on the CPU alone, sorted by index (the oracle).
+
+    Parameters
+    ----------
+    frame : int
+        The frame number.
+    n : int
+        Detections in the frame.
+    threshold : float, default 0.5
+        A detection is a hit when its score is above this.
+
+    Returns
+    -------
+    numpy.ndarray
+        Structured, dtype :data:`HIT` (index, score, x, y), one row per hit.
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread); runs without CuPy.
+
+    Examples
+    --------
+    >>> from dod.cuda.frame import reference_hits
+    >>> hits = reference_hits(0, 1000)
+    >>> hits.dtype.names, bool((hits["score"] > 0.5).all())
+    (('index', 'score', 'x', 'y'), True)
+    """
     idx = np.arange(n, dtype=np.float32)
     score, x, y = detections(frame, idx)
     keep = np.nonzero(score > np.float32(threshold))[0]
@@ -90,6 +147,28 @@ class ArenaFrame:
     pinned readback buffer, valid until the next :meth:`run` (copy it to keep
     it). Nothing is allocated per frame on the device, and on the host only
     the small numpy/CuPy array objects over arena memory.
+
+    Parameters
+    ----------
+    n : int, default 1000
+        Detections per frame, in [1, 2**26].
+    threshold : float, default 0.5
+        A detection is a hit when its score is above this.
+    stream : cupy.cuda.Stream, optional
+        The stream the frame runs on (default: a new non-blocking stream).
+
+    Raises
+    ------
+    TypeError, ValueError
+        For `n`.
+    ImportError
+        Without CuPy.
+    RuntimeError
+        Without a usable CUDA device (CUDA's reason).
+
+    Notes
+    -----
+    Thread-safety: one thread at a time (one frame in flight).
     """
 
     def __init__(self, n=1000, *, threshold=DEFAULT_THRESHOLD, stream=None):
@@ -114,7 +193,28 @@ class ArenaFrame:
         self.frames = 0
 
     def run(self, frame):
-        """One frame; hits in device order (a view valid until the next run)."""
+        """One frame: upload, threshold on the device, read the hits back.
+
+        Parameters
+        ----------
+        frame : int
+            The frame number (:func:`detections`).
+
+        Returns
+        -------
+        numpy.ndarray
+            Hits (dtype :data:`HIT`) in device order (:func:`sorted_hits` to
+            compare): a view valid until the next run.
+
+        Raises
+        ------
+        BufferError
+            When an array of the previous frame is still alive (the arenas' checked rewind).
+
+        Notes
+        -----
+        Thread-safety: one thread at a time.
+        """
         host, dev, s = self.host, self.device, self.stream
         n = self.n
         # 1. CPU writes the SoA columns straight into pinned memory.
@@ -148,8 +248,35 @@ def allocating_frame(frame, n=1000, threshold=DEFAULT_THRESHOLD, idx=None):
     """The same frame, allocating everything per frame and syncing per copy.
 
     Uses CuPy's current allocator (wrap it in ``cupy.cuda.using_allocator(None)``
-    for raw cudaMalloc/cudaFree) and the current stream. Returns a new numpy
-    array of hits in device order.
+    for raw cudaMalloc/cudaFree) and the current stream: the baseline
+    :class:`ArenaFrame` is compared with.
+
+    Parameters
+    ----------
+    frame : int
+        The frame number.
+    n : int, default 1000
+        Detections, in [1, 2**26].
+    threshold : float, default 0.5
+        A detection is a hit when its score is above this.
+    idx : numpy.ndarray, optional
+        ``np.arange(n, dtype=np.float32)``, made here when None.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array of hits (dtype :data:`HIT`) in device order.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For `n`.
+    ImportError, RuntimeError
+        Without CuPy, or without a CUDA device.
+
+    Notes
+    -----
+    Thread-safety: any thread (nothing shared but CuPy's current stream).
     """
     n = _check_n(n)
     cp = require_device()
@@ -168,5 +295,24 @@ def allocating_frame(frame, n=1000, threshold=DEFAULT_THRESHOLD, idx=None):
 
 
 def sorted_hits(hits):
-    """`hits` sorted by index (a copy), to compare frames whose kernels push in any order."""
+    """`hits` sorted by index (a copy), to compare frames whose kernels push in any order.
+
+    Parameters
+    ----------
+    hits : array_like
+        Structured, dtype :data:`HIT`.
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Raises
+    ------
+    ValueError
+        For an array without an ``index`` field (numpy's).
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
     return np.sort(np.asarray(hits), order="index")

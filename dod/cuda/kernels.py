@@ -4,6 +4,8 @@ The sources are plain strings, importable without CuPy; :func:`get_function`
 compiles a module the first time one of its kernels is asked for (NVRTC, with
 nvcc as a fallback) and caches it.
 
+.. not run: CUDA C declarations; tests/gpu/test_cuda_gpu.py compiles ARENA_SOURCE and runs its push on a GPU
+
 Device-side arena API (:data:`ARENA_SOURCE`; prepend it to your own kernels)::
 
     struct dod_gpu_arena {            // HEADER_BYTES bytes at the start of the allocation

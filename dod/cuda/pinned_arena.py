@@ -29,9 +29,26 @@ class PinnedArena(Arena):
     ``capacity`` bytes come from ``cupy.cuda.alloc_pinned_memory`` (CuPy's
     pinned pool by default). Everything else is :class:`dod.arena.Arena`:
     ``empty``, ``zeros``, ``array``, ``mark``/``rewind``/``reset``/``scope``,
-    the statistics. Raises TypeError/ValueError for a bad capacity (before
-    any CUDA call), ImportError without CuPy, and CuPy's error when CUDA
-    refuses the memory.
+    the statistics. Copies between its arrays and the device are asynchronous
+    on a stream (pageable memory would make them synchronous).
+
+    Parameters
+    ----------
+    capacity : int
+        Bytes, > 0.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For a bad capacity (before any CUDA call).
+    ImportError
+        Without CuPy.
+    cupy.cuda.runtime.CUDARuntimeError
+        When CUDA refuses the memory.
+
+    Notes
+    -----
+    Thread-safety: as :class:`dod.arena.Arena` (one thread at a time).
     """
 
     def __new__(cls, capacity):
@@ -59,7 +76,7 @@ class PinnedArena(Arena):
 
     @property
     def ptr(self):
-        """Host address of the pinned block."""
+        """Host address of the pinned block (an int), for CUDA calls that take a pointer."""
         return self._ptr
 
     def __repr__(self):

@@ -9,11 +9,15 @@ manoeuvring targets an IMM of two constant-velocity models and a
 coordinated turn (``TrackerConfig(motion="imm")``). One call per scan
 crosses into nogil Cython and allocates nothing.
 
-    from dod.tracker import Tracker, TrackerConfig
-    t = Tracker(TrackerConfig(dim=2, r=1.0, q=1.0))   # or in parts: TrackerConfig(filter=FilterConfig(...), ...)
-    t.tick(detections, dt=0.02)          # detections: float64 (k, 2)
-    t.ids, t.positions, t.states         # read-only views of the live rows
-    t.table                              # the tracks: a dod.table.Table (handles, Arrow)
+>>> import numpy as np
+>>> from dod.tracker import Tracker, TrackerConfig
+>>> t = Tracker(TrackerConfig(dim=2, r=1.0, q=1.0))   # or in parts: TrackerConfig(filter=FilterConfig(...), ...)
+>>> for scan in range(3):                             # two targets moving at 1 m/s, a scan every 0.02 s
+...     t.tick(np.array([[0.0, 0.0], [50.0, 10.0]]) + 0.02 * scan, dt=0.02)   # detections: float64 (k, 2)
+>>> len(t), t.positions.shape          # t.ids, t.positions, t.states: read-only views of the live rows
+(2, (2, 2))
+>>> t.table                            # the tracks: a dod.table.Table (handles, Arrow)
+<dod.Table 10 columns (id, x, P, ...) rows=2/20000 ...>
 
 Radar: ``t.tick(measurements, dt, sensor=Sensor(position, range_sigma,
 bearing_sigma[, elevation_sigma]))`` folds in a range-bearing(-elevation)
@@ -22,6 +26,8 @@ scan of that sensor (extended Kalman update; :mod:`dod.tracker.sensor`).
 Also here: :mod:`dod.tracker.reference` (the same tracker in numpy: the
 oracle and baseline), :mod:`dod.tracker.scenario` (seeded scenarios) and
 :mod:`dod.tracker.metrics` (GOSPA, OSPA, HOTA, MOTA/IDF1: numpy and dod's solver).
+
+.. not run: a list of the engine's source files, not code
 
 Reading order of the engine (each file's docstring says what it reads,
 writes and how it runs over threads)::
@@ -45,6 +51,7 @@ writes and how it runs over threads)::
     _births.pyx       births from the free detections
     _two_point.pyx    two-point initiation: pairs across two scans
     _order.pyx        rows back into spatial order
+    _configure.pyx  the configuration and a scan's sensor read into the state; the scratch size
     _engine.pyx     the owner, Tracker: validation, the Python face
 """
 from dod.tracker.config import (ClutterConfig, ExecutionConfig, FilterConfig, LimitsConfig, ManagementConfig,

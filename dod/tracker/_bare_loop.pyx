@@ -3,17 +3,17 @@ parallel loop (the machine's own speedup) and a cache line's round trip
 between two threads.
 
 On a shared machine a thread count's speedup moves with the moment (the
-other tenants' use of the caches and of memory): on the 2-core VMs of issue
-12 this loop, which has no serial part, no shared write and no imbalance
-(each thread rewrites its own contiguous part of a buffer), gave 0.93x to
-1.91x over one thread at 10,000 targets' size in six runs of the bench. So ``python -m
+other tenants' use of the caches and of memory): even this loop, which has
+no serial part, no shared write and no imbalance (each thread rewrites its
+own contiguous part of a buffer), scales anywhere from below 1x to nearly
+2x on two vCPUs from one run to the next. So ``python -m
 dod.tracker.bench`` times :func:`sweep` over a buffer sized to the
 tracker's rows, in the same blocks as the ticks, and prints its speedup
 beside the tick's. It is a yardstick for the machine at that moment, not a
 ceiling: the loop is all memory traffic, so once its buffer outgrows the
 caches it is bound by the memory's bandwidth, which the tick, with more
-arithmetic per byte, is less (100,000 targets: the tick 1.67x, the loop
-1.37x in one run; 10,000: 1.74x and 1.72x).
+arithmetic per byte, is less. The measurements are in
+docs/design/threads-and-locality.md.
 
 The loop runs on the same OpenMP runtime as the tick (libgomp's persistent
 pool, the same wait policy), one parallel region per pass, like the tick's
@@ -23,12 +23,10 @@ same bit for bit for every thread count.
 The loop does not show how far apart the machine's two threads run. A
 tick hands data between its workers (each pass's rows, the index, the
 claims), and :func:`round_trip_ns` times that hand-off: one cache line
-passed back and forth between two threads. On a 2-core VM of issue 12,
-in 12 rounds a few seconds apart, the round trip was either ~80-90 ns,
-and the tick at 10,000 targets 1.45-1.74x faster on two threads than on
-one, or ~350-380 ns (the two vCPUs far apart on the host), and the tick
-0.88-0.93x: slower on two threads. The bare loop gave 1.88x in such a
-minute.
+passed back and forth between two threads. When the two vCPUs sit far
+apart on the host, the round trip is several times longer and a tick of
+10,000 targets can be slower on two threads than on one, while the bare
+loop still scales.
 """
 import numpy as np
 

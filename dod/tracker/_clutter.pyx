@@ -17,9 +17,9 @@ cdef void _estimate_clutter(dod_tracker* t, _tick* k, dod_tick_counts* cnt, bint
     clutter density estimate (TrackerConfig.clutter_density documents it).
     With `grid_built` (the index built over all of them this tick, by the
     workers), after _keep_free: the index's count is the free detections'
-    (counted there in parts; a pass here over the detections took ~0.5 ms
-    of the calling thread at 1,000,000 targets) and its box theirs;
-    without, no track took any, and the box takes one pass here."""
+    (counted there in parts: no serial pass over the detections here) and
+    its box theirs; without, no track took any, and the box takes one pass
+    here."""
     cdef size_t j, u = k.grid.n if grid_built else k.D
     cdef int a, dim = t.dim
     cdef double v, V, side = 10.0 * t.r, est

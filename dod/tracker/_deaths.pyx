@@ -23,13 +23,9 @@ from dod.tracker._executor cimport _split_rows, _run_chunks, _PASS_DEATHS
 
 cdef enum:
     # Rows of a row pass that one row swap of confirmed_first weighs against
-    # _split_rows: two random rows, every column, ~0.7 us a swap at 100,000
-    # targets (~90 swaps a tick once the tracks settle; ~7,500 at
-    # 1,000,000). Counted as rows, and against every worker's
-    # parallel_min_rows, they stayed serial at 16 threads: ~2.4 ms of the
-    # calling thread's time a tick at 1,000,000 targets, ~0.06 ms at
-    # 100,000, with 15 workers waiting (perf, 16 threads on the 2-core VM).
-    # At 2 threads 8 or 64 made no difference at 10,000 or 100,000.
+    # _split_rows: a swap moves two random rows, every column, so it costs
+    # tens of rows' streaming work; counted as one row the swaps stayed
+    # serial where they mattered (docs/design/threads-and-locality.md).
     _SWAP_ROWS = 64
 
 

@@ -3,32 +3,35 @@
 Tracker holds the track table, the table of detections waiting for a
 partner (two-point initiation), the per-tick scratch arena and the workers'
 arenas, validates every argument, and calls the tick (dod/tracker/_tick.pyx)
-once per scan with the GIL released. Reading order of the tick's passes:
-the package docstring (dod/tracker/__init__.py).
+once per scan with the GIL released. What it reads from the configuration
+and from a scan's sensor, the track table's schema and the scratch size are
+in _configure.pyx (track_schema and scratch_bytes are re-exported here).
+Reading order of the tick's passes: the package docstring
+(dod/tracker/__init__.py).
 """
 cimport cython
 cimport numpy as cnp
-from libc.math cimport isfinite, log, INFINITY
-from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t, uintptr_t
-from libc.string cimport memset, memcpy, strerror
+from libc.math cimport isfinite, INFINITY
+from libc.stdint cimport uint8_t, uint64_t, int64_t
+from libc.string cimport memcpy, strerror
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cython.parallel cimport prange
 
 from dod.arena cimport dod_arena, Arena
 from dod.table cimport dod_table, Table
 from dod._ndarray cimport input_array          # the one input gate for caller arrays
-from dod.tracker.imm cimport dod_imm, DOD_IMM_MODELS
 from dod.tracker.measurement cimport dod_sensor
 from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, dod_tick_profile,
                                  DOD_TRACKER_MAX_THREADS, DOD_TICK_PASSES,
                                  DOD_TRACK_NONE, DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED)
-from dod.tracker._frame cimport (_tick, _cell_sort, _carver, _carve, _cell_sort_carve, _frame_carve, _in_box,
-                                 _CLUSTER_BYTES)
+from dod.tracker._frame cimport _in_box, _CLUSTER_BYTES
 from dod.tracker._tick cimport dod_tracker_tick, dod_tracker_tick_sensor
+from dod.tracker._configure cimport _tracker_scratch_bytes, _read_config, _read_sensor
 
 import numpy as np
 
 from dod.tracker.covariance import unpack_covariance
+from dod.tracker._configure import track_schema, scratch_bytes, _COLUMNS, _IMM_COLUMNS
 # The Kalman kernels' test hooks (tests/test_tracker_kernels.py, test_tracker_radar.py)
 from dod.tracker._kernel_hooks import _kernel_predict, _kernel_update, _kernel_ekf_update
 
@@ -38,113 +41,6 @@ cnp.import_array()
 PASS_NAMES = ("setup", "predict_gate", "associate", "update", "deaths", "births", "sort")
 if len(PASS_NAMES) != DOD_TICK_PASSES:
     raise ImportError("PASS_NAMES and DOD_TICK_PASSES disagree")
-
-
-
-
-# ---------------------------------------------------------------- the owner
-
-cdef size_t _sort_bytes(size_t rows, size_t row_bytes) noexcept:
-    """The spatial sort's scratch over `rows` rows whose widest column takes
-    row_bytes a row (_spatial_sort: its work arrays and one gathered column)."""
-    cdef _carver c
-    cdef _cell_sort m
-    c.arena = NULL
-    c.bytes = 0
-    c.ok = True
-    _cell_sort_carve(&c, rows, 0, &m)
-    _carve(&c, rows * row_bytes, 1)
-    return c.bytes
-
-
-cdef size_t _scratch_bytes(size_t cap, size_t dmax, int dim) noexcept:
-    """Worst-case temporaries of one tick (the frame with every option on),
-    plus room for cluster matrices; or the spatial sort's, when larger (it
-    reuses the same bytes after the tick)."""
-    cdef _tick k
-    cdef _carver c
-    c.arena = NULL
-    c.bytes = 0
-    c.ok = True
-    _frame_carve(&k, &c, cap, dmax, dmax, dim, True, True)
-    # The covariance is the widest column: dim (2 dim + 1) values packed.
-    return max(c.bytes + _CLUSTER_BYTES + (1 << 16), _sort_bytes(cap, dim * (2 * dim + 1) * 8))
-
-
-def scratch_bytes(config):
-    """Bytes of scratch arena a tick may need at this config's capacity and
-    max_detections (worst case, with 16 MiB for cluster cost matrices).
-
-    Size a shared arena with it, e.g. ``Loop(step, scratch_bytes=...)`` when
-    the tracker borrows the loop's scratch. Anonymous pages cost nothing
-    until a tick touches them. TypeError for anything but a TrackerConfig."""
-    from dod.tracker.config import TrackerConfig
-    if not isinstance(config, TrackerConfig):
-        raise TypeError(f"config must be a TrackerConfig, got {type(config).__name__}")
-    return max(_scratch_bytes(config.capacity, config.max_detections, config.dim),
-               _imm_sort_bytes(config))
-
-
-cdef size_t _imm_sort_bytes(config):
-    """The spatial sort's scratch when the IMM's Pm column is the widest row."""
-    cdef size_t N = 2 * config.dim + 1
-    if config.motion != "imm":
-        return 0
-    return _sort_bytes(config.capacity, DOD_IMM_MODELS * N * N * 8)
-
-
-cdef void _init_imm(dod_imm* m, config, Table table) except *:
-    """The IMM's parameters (validated by TrackerConfig) and column pointers."""
-    cdef int i
-    m.models = DOD_IMM_MODELS
-    m.N = 2 * config.dim + 1
-    m.q[0] = config.imm_q[0]
-    m.q[1] = config.imm_q[1]
-    m.q[2] = config.turn_q
-    m.qw = config.turn_rate_q
-    m.w0var = config.turn_rate_v0 * config.turn_rate_v0
-    tr = np.asarray(config.imm_transition, dtype=np.float64).ravel()
-    for i in range(DOD_IMM_MODELS * DOD_IMM_MODELS):
-        m.trans[i] = tr[i]
-    for i in range(DOD_IMM_MODELS):
-        m.mu0[i] = float(config.imm_mu0[i])
-    m.mu = <double*>table.engine.columns[table.column_index("mu")]
-    m.xm = <double*>table.engine.columns[table.column_index("xm")]
-    m.Pm = <double*>table.engine.columns[table.column_index("Pm")]
-
-
-def track_schema(int dim, str motion="cv"):
-    """The track table's Schema for `dim` (2 or 3) spatial dimensions.
-
-    id uint64 (0: no track; ids are never reused), x float64[2*dim]
-    (position then velocity), P float64[dim*(2*dim+1)] (the covariance,
-    packed: its upper triangle row by row, dod.tracker.unpack_covariance), hits,
-    misses (consecutive), age (scans since birth), history (detection bits,
-    latest in bit 0) as uint32, state uint8 (0 none, 1 tentative, 2
-    confirmed), score and score_max float64 (the track score and its
-    running maximum; 0 unless confirmation="score"). With motion="imm"
-    also mu float64[3] (model probabilities: CV low, CV high, turn), xm
-    float64[3, 2*dim+1] and Pm float64[3, 2*dim+1, 2*dim+1] (each model's
-    state, position, velocity and turn rate, and covariance); x and P then
-    hold the models' combination. Every column is zeroed on insert (ZII).
-    """
-    from dod.table import Schema
-    if dim not in (2, 3):
-        raise ValueError("dim must be 2 or 3")
-    if motion not in ("cv", "imm"):
-        raise ValueError("motion must be 'cv' or 'imm'")
-    n = 2 * dim
-    imm = {}
-    if motion == "imm":
-        imm = dict(mu=(np.float64, (DOD_IMM_MODELS,)), xm=(np.float64, (DOD_IMM_MODELS, n + 1)),
-                   Pm=(np.float64, (DOD_IMM_MODELS, n + 1, n + 1)))
-    return Schema(id=np.uint64, x=(np.float64, (n,)), P=(np.float64, (n * (n + 1) // 2,)), hits=np.uint32,
-                  misses=np.uint32, age=np.uint32, history=np.uint32, state=np.uint8,
-                  score=np.float64, score_max=np.float64, **imm)
-
-
-_COLUMNS = ("id", "x", "P", "hits", "misses", "age", "history", "state", "score", "score_max")
-_IMM_COLUMNS = ("mu", "xm", "Pm")
 
 
 cdef dod_tick_counts _zero_counts
@@ -158,40 +54,6 @@ COUNT_NAMES = tuple(_zero_counts)
 # read_counts copies the struct as an array of uint64: every field is a size_t.
 if sizeof(dod_tick_counts) != len(COUNT_NAMES) * sizeof(uint64_t) or sizeof(size_t) != sizeof(uint64_t):
     raise ImportError("dod_tick_counts must hold only 64-bit size_t fields")
-
-
-cdef object _Sensor = None
-
-
-cdef void _read_sensor(object sensor, int dim, bint two_point, dod_sensor* out) except *:
-    """Fill `out` from a dod.tracker.Sensor, re-checking its values (a frozen
-    dataclass can still be written through object.__setattr__). Allocates
-    nothing for a valid sensor."""
-    global _Sensor
-    cdef int a
-    cdef double v
-    if _Sensor is None:
-        from dod.tracker.sensor import Sensor
-        _Sensor = Sensor
-    if not isinstance(sensor, _Sensor):
-        raise TypeError(f"sensor must be a dod.tracker.Sensor, not {type(sensor).__name__}")
-    if two_point:
-        raise ValueError("range-bearing scans (sensor=...) need initiation='single'")
-    pos = sensor.position
-    if not isinstance(pos, tuple) or len(pos) != dim:
-        raise ValueError(f"sensor position must have {dim} coordinates for this {dim}-D tracker, "
-                         f"not {pos!r}")
-    memset(out, 0, sizeof(dod_sensor))
-    for a in range(dim):
-        v = pos[a]
-        if not isfinite(v):
-            raise ValueError(f"sensor position must be finite, not {pos!r}")
-        out.pos[a] = v
-    for a in range(dim):
-        v = sensor.range_sigma if a == 0 else (sensor.bearing_sigma if a == 1 else sensor.elevation_sigma)
-        if not (isfinite(v) and v > 0.0):
-            raise ValueError(f"sensor noise must be positive and finite, not {v!r}")
-        out.var[a] = v * v
 
 
 # ---------------------------------------------------------------- prefault over threads
@@ -320,58 +182,13 @@ cdef class Tracker:
         cdef Table table = Table(track_schema(dim, config.motion), config.capacity)
         cdef dod_tracker* e = &self.engine
         self.table = table
-        e.table = &table.engine
-        e.cols.id = <uint64_t*>table.engine.columns[table.column_index("id")]
-        e.cols.x = <double*>table.engine.columns[table.column_index("x")]
-        e.cols.P = <double*>table.engine.columns[table.column_index("P")]
-        e.cols.hits = <uint32_t*>table.engine.columns[table.column_index("hits")]
-        e.cols.misses = <uint32_t*>table.engine.columns[table.column_index("misses")]
-        e.cols.age = <uint32_t*>table.engine.columns[table.column_index("age")]
-        e.cols.history = <uint32_t*>table.engine.columns[table.column_index("history")]
-        e.cols.state = <uint8_t*>table.engine.columns[table.column_index("state")]
-        e.cols.score = <double*>table.engine.columns[table.column_index("score")]
-        e.cols.score_max = <double*>table.engine.columns[table.column_index("score_max")]
-        if config.motion == "imm":
-            _init_imm(&e.imm, config, table)
         # Waiting detections of two-point initiation: a ZII table of their own,
         # sized once (one scan's detections at most).
         from dod.table import Schema
         cdef Table singles = Table(Schema(z=(np.float64, (dim,))),
                                    config.max_detections if config.initiation == "two_point" else 1)
         self.singles = singles
-        e.singles = &singles.engine
-        e.single_z = <double*>singles.engine.columns[0]
-        e.score_logic = config.confirmation == "score"
-        e.two_point = config.initiation == "two_point"
-        e.log_pd = log(config.pd)
-        e.log_miss = log(1.0 - config.pd)
-        e.log_birth = log(config.new_target_density)
-        e.score_confirm = config.confirm_threshold
-        e.score_delete = config.delete_threshold
-        e.score_drop = config.score_drop
-        e.v_max = config.v_max
-        e.pair_noise = config.pair_radius_factor * config.r
-        e.clutter_fixed = config.clutter_density is not None
-        e.clutter = config.clutter_density if e.clutter_fixed else 0.0
-        e.volume = config.surveillance_volume or 0.0
-        e.clutter_w = config.clutter_smoothing
-        e.max_detections = config.max_detections
-        e.dim = dim
-        e.n = 2 * dim
-        e.q = config.q
-        e.r = config.r
-        e.v0 = config.v0
-        e.gate = config.gate
-        e.confirm_m = config.confirm_m
-        e.confirm_n = config.confirm_n
-        e.max_misses = config.max_misses
-        e.max_cluster = config.max_cluster
-        e.next_id = 1
-        e.sort_every = config.sort_every
-        e.sort_when_mixed = config.sort_when_mixed
-        e.sort_when_displaced = config.sort_when_displaced
-        e.sort_when_drifted = config.sort_when_drifted
-        e.confirmed_first = config.confirmed_first
+        _read_config(e, config, table, singles)
         if config.sort_when_displaced > 0:
             # A byte a row (set on the calling thread alone), in pages of
             # its own: zero from the start, and the same pages for prefault
@@ -393,11 +210,8 @@ cdef class Tracker:
                 self._worker_arenas.append(wa)
                 self._workers[w] = &(<Arena>wa).engine
             e.workers = self._workers
-        e.threads = config.threads
-        e.min_rows = config.parallel_min_rows
         self._overflow_drop = config.overflow == "drop"
-        self.scratch = scratch if scratch is not None else Arena(max(
-            _scratch_bytes(config.capacity, config.max_detections, dim), _imm_sort_bytes(config)))
+        self.scratch = scratch if scratch is not None else Arena(_tracker_scratch_bytes(config))
 
     def __dealloc__(self):
         PyMem_Free(self._workers)
@@ -512,9 +326,9 @@ cdef class Tracker:
             faulted in over that many threads, 64 MiB at a time
             (:func:`dod.pages.prefault`: the calling thread and threads started
             for the call, joined before it returns): where the system backs
-            fresh pages slowly (a VM whose host must back them too: 4 GiB took
-            21-28 s on one thread there, 14-16 on two) more threads take less
-            time. The same pages and the same bytes at any count.
+            fresh pages slowly (a VM whose host must back them too) more
+            threads take less time. The same pages and the same bytes at any
+            count.
 
         Returns
         -------
@@ -852,8 +666,8 @@ cdef class Tracker:
 
         One pass over the state and position columns, with the GIL held (no tick
         can start meanwhile): the demo samples GOSPA over a window of a
-        100,000-track table this way, where a mask and fancy-indexed copies of
-        the views took ~7 ms.
+        100,000-track table this way, several times faster than a mask and
+        fancy-indexed copies of the views.
 
         Parameters
         ----------

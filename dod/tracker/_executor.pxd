@@ -58,9 +58,8 @@ cdef inline size_t _offsets(size_t* n_of, size_t P) noexcept nogil:
 
 cdef enum:
     # detections, times _split_rows, for a parallel _keep_free (and the
-    # births' order in parts): at 10,000 targets (~11,000 detections) on two
-    # threads the drop took ~24 us in parts against ~30 serially
-    # (Tracker.profile's association pass 128 against 133 us)
+    # births' order in parts): below it the parts' hand-off costs more than
+    # the serial drop saves (docs/design/threads-and-locality.md, tuning constants)
     _FREE_INDEX_MIN = 4
 
 
@@ -136,10 +135,8 @@ cdef inline size_t _split_rows(const dod_tracker* t) noexcept nogil:
     swaps) run over the workers: two workers' parallel_min_rows, whatever
     the thread count. They split into _TAIL_CHUNKS parts, not chunks of
     parallel_min_rows rows as the row passes, and with more workers a
-    serial pass keeps more of them waiting: counted against every worker's
-    rows, at 100,000 targets on 16 threads (perf on the 2-core VM) the
-    births' order and the swaps stayed serial, ~0.2 ms of the calling
-    thread's time a tick, with 15 workers waiting."""
+    serial pass keeps more of them waiting, so the threshold does not grow
+    with the thread count (docs/design/threads-and-locality.md)."""
     return 2 * t.min_rows
 
 
@@ -184,10 +181,10 @@ cdef inline void _chunk_rows(_tick* k, size_t T, int nt, size_t min_rows, bint p
 # the far end, as dynamic scheduling would (a slow or preempted worker
 # does not hold the pass up). Before the first pass of a tick, worker w
 # "ran" the w-th of nt contiguous ranges of chunks (_chunk_rows).
-# Scheduled dynamically, a chunk landed on whichever core was free: at
-# 10,000 targets on two cores a two-thread tick took ~6 % longer (paired
-# runs, builds alternating; issue 12). Which worker runs a chunk never
-# changes a result: every pass writes by chunk, or sums integers.
+# Plain dynamic scheduling lands a chunk on whichever core is free, away
+# from its rows' cache, and measured slower (docs/design/threads-and-locality.md).
+# Which worker runs a chunk never changes a result: every pass writes by
+# chunk, or sums integers.
 
 cdef inline void _claims_again(_tick* k, size_t n) noexcept nogil:
     """Open a pass of n chunks, each owned by the worker that ran it last."""

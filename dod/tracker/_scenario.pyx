@@ -6,10 +6,9 @@
 switches) with numpy; the three passes that touch every target or
 detection every scan run here: detect and perturb (`observe`), shuffle the
 scan's rows (`shuffle`) and move the targets (`move`). With numpy those
-passes drew ~380,000 Gaussian numbers and a permutation per scan at
-100,000 targets, ~20 ms of CPU a scan (numpy's normals cost ~20 ns each on
-the 2-core VMs): as much as the two-thread tick itself, so the demo's
-producer could not keep 50 Hz beside it.
+passes cost as much CPU a scan as the two-thread tick itself at 100,000
+targets, so the demo's producer could not keep 50 Hz beside it
+(docs/design/threads-and-locality.md).
 
 Random numbers: xoshiro256** (Blackman and Vigna), seeded with four words
 drawn from the scenario's numpy Generator, so a seed still names a
@@ -129,7 +128,7 @@ cdef class Random:
     words; the all-zero state, which would stay zero, is replaced). Each
     method draws from a local copy of the state and stores it back at the
     end: kept in registers, not stored and reloaded at every draw, which
-    is the draws' dependency chain (a normal in ~4.4 against ~8.3 ns).
+    is the draws' dependency chain (about twice as fast).
     The methods release the GIL: use one Random from one thread at a time
     (two at once would draw the same numbers, not crash).
 

@@ -125,7 +125,7 @@ ctypedef struct dod_tracker:
     uint64_t next_id        # id of the next birth (starts at 1)
     dod_tick_counts last    # counters of the latest tick
     uint64_t scans          # ticks run
-    # Threads and locality (issue 12). ZII: 0 threads runs serially; sort_every, sort_when_mixed and
+    # Threads and locality. ZII: 0 threads runs serially; sort_every, sort_when_mixed and
     # sort_when_displaced 0 never sort; displaced NULL does not count displaced rows.
     int threads             # OpenMP threads of one tick (0 or 1: serial, no parallel region)
     dod_arena** workers     # [threads] per-worker arenas for cluster matrices (NULL when serial)

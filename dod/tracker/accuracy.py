@@ -29,7 +29,7 @@ trackers are prefaulted (``Tracker.prefault``, as ``python -m
 dod.tracker.bench`` and the demo do) before their first tick;
 ``--no-prefault`` leaves their pages to the ticks.
 
-Goals (issue 14; reported, not asserted): clutter 1: MOTA >= 0.90, HOTA
+Goals (reported, not asserted): clutter 1: MOTA >= 0.90, HOTA
 within 0.05 of clutter 0.2, false confirmed <= 1 % of the targets per scan;
 clutter 0.2: score+2pt not worse than m_of_n (MOTA within 0.005).
 

@@ -10,11 +10,11 @@ per tick (the work, without preemption by other processes: on a loaded
 machine wall-clock p99 is mostly time slices lost to others), and the
 reference-over-dod ratio of medians.
 
-Goals (issue 5): N = 1,000 median <= 0.5 ms, p99 <= 1 ms, >= 5x the
+Goals: N = 1,000 median <= 0.5 ms, p99 <= 1 ms, >= 5x the
 reference; N = 10,000 p99 <= 10 ms. Shared machines are noisy: read the
 median first, and rerun before trusting a p99.
 
-Threads (issue 12): ``--threads 1,2`` runs one dod tracker per thread count
+Threads: ``--threads 1,2`` runs one dod tracker per thread count
 on the same scans (streamed in blocks of 10 scans that every tracker ticks
 in turn, so a ratio compares ticks timed seconds apart, not minutes);
 the table adds the speedup over
@@ -25,10 +25,9 @@ speedup, in the same blocks, of a loop with no serial part over 256 bytes
 per target (at most 64 MiB; :mod:`dod.tracker._bare_loop`): what the
 machine gives at that moment, to read the tick's speedup against; the
 1 -> 2 goal lines add a cache line's round trip between two threads, once
-a block (``round_trip_ns``: on the 2-core AMD VMs ~80-90 ns, or ~350-380
-when the two vCPUs ran far apart on the host, and then the tick at 10,000
-targets gained nothing from a second thread; on a 2-core Intel VM 115-140
-ns in every round). Goals:
+a block (``round_trip_ns``: when the two vCPUs run far apart on the host
+it is several times longer, and then the tick at 10,000 targets gains
+nothing from a second thread). Goals:
 N = 100,000 at threads = 2 p99 <= 20 ms; threads 1 -> 2 at N >= 10,000
 >= 1.7x; per-track time at 100k within 1.3x of 10k. Scans are generated
 one at a time (``scenario.iter_scans``), so memory stays bounded at any N;
@@ -49,9 +48,9 @@ Before its first tick each dod tracker faults in every page a tick can
 touch (``Tracker.prefault``, as the demo does before its loop, here over
 every core), so the
 timed window holds no first-touch page faults; ``--no-prefault`` leaves
-them to the ticks (on the 2-core VMs a fresh 2 MiB huge page cost ~13 ms
-when the host had to back it anew: the 100k 2-thread p99 was 12.9-14.6
-ms prefaulted against 32.2-46.7 without). At 1M a tracker prefaults ~4 GiB.
+them to the ticks (on a VM a fresh huge page the host must back anew
+costs milliseconds: enough to double a p99). At 1M a tracker prefaults
+~4 GiB.
 
 ``--passes``: a second table, where each dod tick's time goes
 (``Tracker.profile``): the median wall time of each pass, and the workers'
@@ -99,9 +98,26 @@ _TRIP_ROUNDS = 500              # round trips a block (~0.2 ms between two cores
 
 
 def loop_buffer(n):
-    """The bare loop's buffer for `n` targets: 256 bytes each, at most 64 MiB
-    (``sweep(loop_buffer(n), threads, LOOP_PASSES)`` is one timed call; asv
-    times the same)."""
+    """The bare loop's buffer for `n` targets: 256 bytes each, at most 64 MiB.
+
+    ``sweep(loop_buffer(n), threads, LOOP_PASSES)`` (dod/tracker/_bare_loop.pyx)
+    is one timed call: the floor under a tick of `n` targets, a loop over as
+    many bytes with nothing else to do; asv times the same.
+
+    Parameters
+    ----------
+    n : int
+        Targets.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, filled with ones.
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
     return np.ones(min(_LOOP_MAX_BYTES, _LOOP_ROW_BYTES * n) // 8)
 
 
@@ -136,10 +152,9 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
         prof[name] = []
     # As the demo does before its loop: without it, the first tick to reach
     # a page of the table's capacity or of the scratch pays its fault inside
-    # the timed window (a 2 MiB huge page: ~13 ms on the 2-core VMs when the
-    # host has to back it anew, the stalls that split the 100k p99 runs).
-    # Over every core: a fresh VM backs the pages at ~6 ms a MiB a core
-    # (~4 GiB a tracker at 1M: 24-28 s on one thread, 14-16 on two).
+    # the timed window (milliseconds for a huge page the host backs anew).
+    # Over every core: a fresh VM backs pages slowly, and more threads fault
+    # the ~4 GiB of a 1M-target tracker in less time.
     cores = min(len(dod.initial_cpus) if dod.initial_cpus else os.cpu_count() or 1, MAX_THREADS)   # ours (taskset)
     faulted = {nt: trackers[f"t{nt}"].prefault(threads=cores) for nt in threads} if prefault else None
     if reference:
@@ -223,14 +238,59 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
         initiation="single", prefault=True):
     """Time the tick at each size and thread count; print the table with `out`; return the rows.
 
-    Each row: ``n``, ``confirmed``, ``dod`` (the first thread count's stats,
-    as before threads existed), ``threads`` {count: stats}, ``sorts``
-    {count: timed ticks that sorted the rows} and ``reference`` when it
-    ran. Stats: (p50, p99, max, ticks, cpu p99, cpu p50, ns/track), ms.
-    With `passes`, ``passes`` {count: (ms per pass (PASS_NAMES order), idle
-    ms, idle share)}, medians over the timed ticks, and a second table.
-    With `prefault` (the default), ``prefault`` {count: bytes}: each dod
-    tracker's ``Tracker.prefault()`` before its first tick."""
+    Parameters
+    ----------
+    sizes : sequence of int, default (10, 100, 1000, 10000)
+        Targets of each row.
+    scans : int, optional
+        Timed ticks per tracker; default by size (300 up to 1,000 targets, 150
+        up to 100,000, fewer with `quick` and above).
+    quick : bool, default False
+        Fewer ticks and a shorter time budget (a smoke run).
+    reference : bool, default True
+        Also time the numpy reference tracker (up to `reference_max` targets).
+    keep_gc : bool, default False
+        Leave the cyclic GC enabled while timing.
+    seed : int, default 0
+        The scenarios' seed.
+    dim : int, default 2
+        2 or 3.
+    out : callable, default print
+        Where the tables go, a line at a time.
+    threads : sequence of int, default (1,)
+        Thread counts to time, each >= 1.
+    markdown : bool, default False
+        Print Markdown tables.
+    reference_max : int, default 20000
+        The largest size the reference runs at.
+    passes : bool, default False
+        Also time each pass (:attr:`Tracker.profile <dod.tracker.Tracker.profile>`) and print a second table.
+    initiation : str, default "single"
+        How dod's trackers start tracks (the demo uses ``"two_point"``).
+    prefault : bool, default True
+        Call each dod tracker's :meth:`~dod.tracker.Tracker.prefault` before its first tick.
+
+    Returns
+    -------
+    list of dict
+        One per size: ``n``, ``confirmed``, ``dod`` (the first thread count's
+        stats), ``threads`` ``{count: stats}``, ``sorts`` ``{count: timed ticks
+        that sorted the rows}``, ``reference`` when it ran, with `passes`
+        ``passes`` ``{count: (ms per pass in PASS_NAMES order, idle ms, idle
+        share)}`` (medians over the timed ticks), with `prefault` ``prefault``
+        ``{count: bytes}``. Stats: ``(p50, p99, max, ticks, cpu p99, cpu p50,
+        ns per track)``, times in ms.
+
+    Raises
+    ------
+    ValueError
+        For a thread count below 1, or a size or dim the tracker refuses.
+
+    Notes
+    -----
+    Thread-safety: one call at a time (it times threads of its own; another
+    busy thread skews every number). Timings are for comparing within one run.
+    """
     threads = tuple(threads)
     if not threads or any(int(t) < 1 for t in threads):
         raise ValueError(f"thread counts must be >= 1, got {threads!r}")
@@ -352,8 +412,32 @@ def _print(rows, threads, dim, keep_gc, markdown, out, initiation="single", pref
 
 
 def main(argv=None):
-    """``python -m dod.tracker.bench``: parse `argv` (or ``sys.argv``) and run the tick
-    benchmark, or the accuracy, IMM or radar benchmarks it dispatches to."""
+    """The command line ``python -m dod.tracker.bench`` (``--help`` lists its options).
+
+    Runs :func:`run` with the options given, or with ``--accuracy``, ``--imm``
+    or ``--radar`` the accuracy, IMM or radar benchmark
+    (:mod:`dod.tracker.accuracy`, :mod:`dod.tracker.bench_imm`,
+    :mod:`dod.tracker.bench_radar`).
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int or None
+        The dispatched benchmark's exit status; None after the tick benchmark.
+
+    Raises
+    ------
+    SystemExit
+        For bad arguments (argparse's usage error, status 2).
+
+    Notes
+    -----
+    Thread-safety: the main thread (it prints).
+    """
     import sys
 
     argv = sys.argv[1:] if argv is None else list(argv)

@@ -17,7 +17,7 @@ dod.tracker.bench`` and the demo do) before its first tick, so no timed
 tick takes a first-touch page fault; ``--no-prefault`` leaves them to the
 ticks.
 
-Goals (issue 18, N = 1,000): manoeuvre GOSPA of the IMM >= 25 % lower than
+Goals (N = 1,000): manoeuvre GOSPA of the IMM >= 25 % lower than
 CV and its ID switches at most half of CV's; the IMM (3 models) tick <= 3x
 the CV tick; straight-line GOSPA within 3 % of CV; zero allocations per tick.
 

@@ -7,7 +7,7 @@ tick counted by the LD_PRELOAD counter of :mod:`dod.bench.numpy_memory`;
 with ``numpy_scratch=True`` also the numpy arrays served from scratch per
 tick and the requests that fell back to numpy's default handler.
 
-Goal (issue 15): 0 allocations per tick inside ``Loop(numpy_scratch=True)``.
+Goal: 0 allocations per tick inside ``Loop(numpy_scratch=True)``.
 A NEP 49 handler sees numpy's data allocations only; numpy's other
 allocations (iterators, ufunc buffers, shape arrays) and Python's own
 objects still reach malloc, and the counter shows them.

@@ -19,7 +19,7 @@ the same range-bearing scans. Both dod trackers are prefaulted
 before their first tick, so no timed tick takes a first-touch page fault;
 ``--no-prefault`` leaves them to the ticks.
 
-Goal (issue 18): N = 1,000: polar tick <= 1.3x the Cartesian tick, zero
+Goal: N = 1,000: polar tick <= 1.3x the Cartesian tick, zero
 allocations per tick.
 
 Options: ``--sizes 1000``, ``--scans K``, ``--dim 2|3``, ``--sensors 1|2``,

@@ -227,8 +227,9 @@ class FilterConfig:
         1], every row summing to 1 (within 1e-9). It is per scan, whatever the
         scan's dt: the default (0.9 on the diagonal) suits a scan a second; at
         50 Hz a diagonal near 0.998 keeps the same switching rate per second
-        (with the default, the IMM's GOSPA on the 50 Hz straight-line scenario
-        is ~6 % above CV's; with 0.998, ~0.5 %).
+        (with the default at 50 Hz the IMM switches models too often and its
+        GOSPA on straight-line targets is measurably worse than CV's; with
+        0.998 the two are nearly equal).
     imm_mu0
         model probabilities of a newborn track (3 values >= 0, sum 1).
 
@@ -488,12 +489,10 @@ class ExecutionConfig:
         confirmed) without a confirmed track (0: never; default 0.1). Deaths
         move the last row into each hole, so clutter's short-lived tracks, born
         among the targets' rows at a first scan and dying there, leave holes
-        that other tentative tracks keep filling: at 1,000,000 targets in
-        clutter the one-thread tick grew from ~175 to ~245 ms over 45 scans.
-        After a sort the churn stays behind the confirmed rows; in the bench's
-        scenes the trigger sorts at the third scan, then every ~40 (1M) to
-        ~80-160 (100k) scans, a sort costing 5-9 ms at 100k and ~110 ms at 1M on
-        one core.
+        that other tentative tracks keep filling, and the tick slows as the
+        rows mix. After a sort the churn stays behind the confirmed rows; in
+        the bench's scenes the trigger fires at the third scan, then every
+        tens to a hundred-odd scans (the costs: docs/design/threads-and-locality.md).
     sort_when_displaced
         the rows are also sorted after a tick that leaves more than this
         fraction of the rows in order out of it (0: never; default 0.2). In
@@ -503,12 +502,9 @@ class ExecutionConfig:
         once however often it is refilled) and each confirmed track in a row
         after them (born since). Why: with few tentative tracks
         (``initiation="two_point"``, the demo's) the leading rows never mix, yet
-        deaths and births scatter them: at 1,000,000 targets on one core the
-        tick grew from ~140 to ~190 ms over 100 scans without sorts. Over 130 of
-        the bench's scans (1M, two-point) at two threads it took p50 102.6 and
-        p99 116.6 ms without this trigger, 87.9 and 101.3 ms with it (one sort);
-        single-point births sorted as often either way (the mixing trigger fires
-        first).
+        deaths and births scatter them and the tick slows; with this trigger
+        one sort brings p50 and p99 back down. Single-point births sort as
+        often either way (the mixing trigger fires first).
     sort_when_drifted
         the rows are also sorted once the confirmed tracks have moved this many
         cells of the detection grid since the last sort, on average (0: never;
@@ -517,16 +513,11 @@ class ExecutionConfig:
         nothing else does: a track's neighbours in memory drift away from it in
         space, and the grid's reads with them. The mean speed is measured at
         each sort and every 64 scans (a pass over the velocities in fixed parts
-        of the rows: the same at every thread count). At 100,000 targets (the
-        bench's scans: ~12.5 m/s at 50 Hz, cells of ~19 m: a cell every ~75
-        scans) the two-thread tick crept from ~7.2 to ~9.5 ms over 2,000 scans
-        without sorts; a sort every 100 or 250 scans (1.3 or 3.3 cells) held p50
-        at ~8.3 ms, every 500 (6.7 cells) at 8.5, where none gave 8.9
-        (``sort_every``, one run). At 1,000,000 the order decays faster (two
-        threads: p50 ~96 ms after a sort, ~111 by 120 scans later); 2 cells
-        sorted at scan 191 of 330 and gave p50 99.7 ms, 3 cells at scan 266 and
-        105.2. A sort every ~150 scans is 0.7 % of the ticks: a p99 over many
-        ticks stays a tick's own.
+        of the rows: the same at every thread count). The default, 2 cells,
+        sorts before the order decays measurably and rarely enough (every
+        ~150 scans in the bench's scenes) that a p99 over many ticks stays a
+        tick's own; the measurements that set it are in
+        docs/design/threads-and-locality.md.
     confirmed_first
         keep the confirmed tracks in the leading rows between sorts (default
         True). After each tick's management, every row below the confirmed count

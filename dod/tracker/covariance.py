@@ -3,8 +3,9 @@
 The track table's P column stores each covariance once: the upper triangle
 of the symmetric n x n matrix, row by row (the order of np.triu_indices(n)),
 n (n + 1) / 2 values (10 in 2-D, 21 in 3-D). A matrix stored once is
-symmetric by construction, and the rows are 40 % smaller: at 100,000
-targets the tick streams them from memory (dod/tracker/kalman.pxd).
+symmetric by construction, and the rows are smaller (10 values instead of
+16 in 2-D): at 100,000 targets the tick streams them from memory
+(dod/tracker/kalman.pxd).
 """
 import math
 

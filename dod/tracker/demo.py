@@ -48,18 +48,9 @@ Real-time options (``--lock-memory``, ``--cpu``, ``--realtime-priority``)
 Without a terminal (a pipe, CI, ``--no-live``, or rich not installed) the
 view is a plain line per second of scenario time.
 
-Options: --targets N, --rate HZ, --duration S, --seed K, --fast (no sleeping:
-as fast as possible; deadlines are then meaningless and not reported),
---scenario default|manoeuvre|straight|radar (``scenario.PRESETS``; manoeuvre:
-one scan a second of turning targets, tracked with --motion imm by default;
-radar: range-bearing scans of two sensors taking turns,
-``scenario.iter_radar_scans``, through the tracker's EKF update),
---motion cv|imm, --initiation single|two_point (default two_point: a
-detection no track took starts a track only with a partner in the next
-scan; single, the library's default, for --scenario radar),
---plot FILE.png (needs matplotlib: ``pip install 'dod[demo]'``), --no-live,
---threads N, --lock-memory [onfault], --cpu K, --realtime-priority P, --rt-strict,
---no-prefault.
+Options: ``python -m dod.tracker --help`` lists them (scenario, motion and
+initiation, threads, real-time options, ``--plot``); the tracker guide
+explains them.
 
 Prefault: before the first tick the demo faults in every page a tick can
     touch (:meth:`Tracker.prefault`: the table at its capacity, the scratch
@@ -69,7 +60,6 @@ Prefault: before the first tick the demo faults in every page a tick can
 """
 import argparse
 import math
-import os
 import sys
 import time
 
@@ -86,6 +76,8 @@ from dod.tracker._engine import PASS_NAMES
 from dod.tracker.metrics import sparse_gospa
 from dod.tracker.scenario import PRESET_CONFIG, PRESETS, scan_extent
 from dod.tracker.stream import ScanStream
+from dod.tracker.demo_view import (_rich_view, plain_line, prefault_line, realtime_line,  # noqa: F401
+                                   want_live, write_plot)
 
 SCENARIOS = tuple(PRESETS) + ("radar",)     # radar: scenario.iter_radar_scans, the EKF update
 
@@ -98,13 +90,33 @@ WINDOW_TARGETS = 2000   # above this many targets, GOSPA and the plot look at a 
 
 
 class SampleStore:
-    """The latest `samples` (scan, ids, positions) in blocks allocated and
-    touched once, so that the demo's memory is flat from its first seconds
-    (a deque of arrays would grow for MAX_SAMPLES samples: +60 MB over 5 min
-    at 1,000 targets). A sample keeps at most `points` rows (the rest are
-    counted in ``truncated``). Iterating yields (scan, ids, positions)
-    views, oldest first; they are overwritten by later appends.
-    Thread-safety: one thread (the demo's) appends and reads."""
+    """The latest samples (scan, ids, positions), in memory allocated and touched once.
+
+    The demo's memory stays flat from its first seconds (a deque of arrays
+    would grow with every sample until MAX_SAMPLES). A sample keeps at most
+    `points` rows; the rest are counted in ``truncated``. Iterating yields
+    ``(scan, ids, positions)`` views, oldest first; later appends overwrite them.
+
+    Parameters
+    ----------
+    samples : int
+        Samples kept (the oldest is overwritten after that many).
+    points : int
+        Rows kept per sample.
+    dim : int, default 2
+        Coordinates per position.
+
+    Raises
+    ------
+    ValueError
+        For a negative size (numpy's).
+    MemoryError
+        When the blocks cannot be allocated.
+
+    Notes
+    -----
+    Thread-safety: one thread (the demo's) appends and reads.
+    """
 
     def __init__(self, samples, points, dim=2):
         self.capacity, self.points = int(samples), int(points)
@@ -118,6 +130,21 @@ class SampleStore:
         self.truncated = 0
 
     def append(self, scan, ids, pos):
+        """Store one sample, overwriting the oldest when full.
+
+        Parameters
+        ----------
+        scan : int
+            The scan the sample was taken after.
+        ids : numpy.ndarray
+            (k,) track (or truth) ids.
+        pos : numpy.ndarray
+            (k, dim) positions; rows past `points` are dropped and counted in ``truncated``.
+
+        Notes
+        -----
+        Thread-safety: the store's one thread.
+        """
         i = self.appended % self.capacity
         k = min(len(ids), self.points)
         self.truncated += len(ids) - k
@@ -130,6 +157,7 @@ class SampleStore:
         return min(self.appended, self.capacity)
 
     def __iter__(self):
+        """The samples kept, oldest first: (scan, ids, positions) views. Thread-safety: the store's one thread."""
         n = len(self)
         for j in range(self.appended - n, self.appended):
             i = j % self.capacity
@@ -142,8 +170,52 @@ class SampleStore:
 class DemoRun:
     """One demo run: scenario, tracker, loop and what the view shows.
 
-    Build it, call :meth:`run` (optionally with a callback per chunk), then
-    read :meth:`summary`. Used by the CLI and the tests."""
+    Build it, call :meth:`run` (optionally with a callback per chunk), then read
+    :meth:`summary`. ``python -m dod.tracker`` (:func:`main`) does that with the
+    command line's options; the tests do it directly.
+
+    Parameters
+    ----------
+    targets : int, default 1000
+        Targets in the scenario (>= 1).
+    rate : float, default 50.0
+        Ticks per second (> 0).
+    duration : float, default 10.0
+        Scenario seconds (> 0).
+    seed : int, default 0
+        The scenario's seed.
+    fast : bool, default False
+        Run as fast as possible (no sleeping between ticks).
+    keep_tracks : bool, default False
+        Keep the samples a plot needs (:func:`write_plot`).
+    threads : int, default 1
+        Threads of one tick (``TrackerConfig.threads``).
+    scenario : str, default "default"
+        One of :data:`SCENARIOS`.
+    motion : str, optional
+        ``"cv"`` or ``"imm"``; default ``"imm"`` for the manoeuvre scenario, else ``"cv"``.
+    lock_memory, cpu, realtime_priority, rt_strict
+        The real-time options (:class:`dod.realtime.Realtime`'s `lock_memory`,
+        `cpu`, `realtime_priority` and `strict`), applied around :meth:`run`.
+    prefault : bool, default True
+        Fault in every page a tick can touch before the run (:meth:`Tracker.prefault <dod.tracker.Tracker.prefault>`).
+    initiation : str, optional
+        ``"single"`` or ``"two_point"``; default two-point, single for the radar scenario.
+    profile : bool, default False
+        Time each tick's passes (:attr:`Tracker.profile <dod.tracker.Tracker.profile>`) and report them.
+
+    Raises
+    ------
+    ValueError, TypeError
+        For a bad option (before anything runs).
+    MemoryError
+        When the tracker's memory cannot be allocated or faulted in.
+
+    Notes
+    -----
+    Thread-safety: one thread builds and runs it; the scans come from a
+    producer thread of its own (:class:`dod.tracker.stream.ScanStream`).
+    """
 
     def __init__(self, targets=1000, rate=50.0, duration=10.0, seed=0, fast=False,
                  keep_tracks=False, threads=1, scenario="default", motion=None, lock_memory=False,
@@ -171,12 +243,10 @@ class DemoRun:
         if motion is None:
             motion = "imm" if scenario == "manoeuvre" else "cv"
         # Two-point initiation (TrackerConfig.initiation) unless the scans are
-        # range-bearing (the tracker does not pair those): on these scenarios
-        # it is as accurate as single-point births (GOSPA, MOTA, IDF1, HOTA
-        # within noise at 1,000 and 100,000 targets) and the ~0.2 N clutter
-        # detections a scan no longer start tentative tracks: at 100,000
-        # targets the table holds ~91,000 rows instead of ~171,000 and the
-        # tick takes ~15 % less.
+        # range-bearing (the tracker does not pair those): as accurate as
+        # single-point births here, and the clutter detections no longer start
+        # tentative tracks, so the table holds fewer rows and the tick is
+        # faster (docs/design/threads-and-locality.md).
         if initiation is None:
             initiation = "single" if scenario == "radar" else "two_point"
         self.config = TrackerConfig(capacity=max(64, 4 * targets),
@@ -197,9 +267,8 @@ class DemoRun:
                           if per_s % d == 0 and d <= max(1.0, rate / REFRESH_HZ)])
         # The producer runs up to two chunks ahead; the truth of each chunk's last scan is kept.
         # With a window, the producer cuts the truth down to it and the
-        # tracks come through Tracker.confirmed_tracks(box=...): a sample at
-        # 100,000 targets took 15-25 ms of the loop thread when both sides
-        # were masked in numpy, more than a tick's slack.
+        # tracks come through Tracker.confirmed_tracks(box=...): masking both
+        # sides in numpy cost the loop thread more than a tick's slack.
         windowed = self.window * 2.0 < self.extent
         self.box = ([-self.window] * self.config.dim, [self.window] * self.config.dim) if windowed else None
         self.stream = ScanStream(targets, self.total, rows=self.config.max_detections,
@@ -302,12 +371,42 @@ class DemoRun:
         return True
 
     def slack_ns(self):
-        """Nanoseconds until the next chunk starts (negative: late); between chunks."""
+        """Nanoseconds until the next chunk starts (negative: late).
+
+        Returns
+        -------
+        int
+
+        Notes
+        -----
+        Thread-safety: call it from :meth:`run`'s callback, between chunks.
+        """
         return self._next_start - monotonic_ns()
 
     def run(self, on_chunk=None):
-        """Run every scan; call ``on_chunk(self)`` between chunks (it may
-        read :meth:`slack_ns`)."""
+        """Run every scan.
+
+        Parameters
+        ----------
+        on_chunk : callable, optional
+            Called as ``on_chunk(self)`` between chunks of ticks (a view redraws
+            there; it may read :meth:`slack_ns` and :meth:`snapshot`).
+
+        Returns
+        -------
+        DemoRun
+            Itself.
+
+        Raises
+        ------
+        Exception
+            The scan producer's error, re-raised here; whatever `on_chunk` raises.
+
+        Notes
+        -----
+        Thread-safety: the thread that built it. The real-time options are
+        applied to this thread for the run and undone after it.
+        """
         # Calibrate the measurement: two back-to-back reads differ by the int
         # object holding the first one.
         b0 = sys.getallocatedblocks()
@@ -385,17 +484,34 @@ class DemoRun:
     @property
     def allocations_per_tick(self):
         # rounded, and + 0.0 so that a tiny negative prints 0.00, not -0.00
+        """Python memory blocks allocated per tick in steady state (0.00 expected)."""
         return round(self.alloc_blocks / self.alloc_ticks, 2) + 0.0 if self.alloc_ticks else 0.0
 
     @property
     def mean_gospa(self):
+        """Mean GOSPA (m) over the samples taken so far (NaN before the first)."""
         return self.gospa_sum / self.gospa_n if self.gospa_n else math.nan
 
     def mot_scores(self, match=5.0):
-        """MOTA, IDF1 (:func:`~dod.tracker.metrics.clear_mot`) and HOTA over
-        the latest MOT_SAMPLES sampled scans (the GOSPA samples: identities
-        are followed from one sample to the next), truth and tracks matched
-        within `match` m. Computed after the run, never inside a tick."""
+        """MOTA, IDF1 and HOTA over the latest MOT_SAMPLES sampled scans.
+
+        The samples are the GOSPA samples: identities are followed from one sample
+        to the next. Computed after the run, never inside a tick.
+
+        Parameters
+        ----------
+        match : float, default 5.0
+            Truth and tracks match within this distance (m).
+
+        Returns
+        -------
+        dict or None
+            ``scans``, ``mota``, ``idf1``, ``hota``; None before the first sample.
+
+        Notes
+        -----
+        Thread-safety: the run's thread, between or after chunks.
+        """
         from dod.tracker.metrics import clear_mot, hota
 
         if not self.samples:
@@ -409,6 +525,20 @@ class DemoRun:
                 "hota": hota(*args)["hota"]}
 
     def snapshot(self):
+        """What the live view shows now: timing, allocations, tracks and GOSPA.
+
+        Returns
+        -------
+        dict
+            ``ticks``, ``total``, ``time``, ``p50_ms``, ``p99_ms``, ``max_ms``,
+            ``mean_ms``, ``misses``, ``skipped`` (None in fast mode),
+            ``alloc_per_tick``, ``confirmed``, ``tentative``, ``truth``,
+            ``detections``, ``gospa``, ``gospa_mean``, ``missed``, ``false``.
+
+        Notes
+        -----
+        Thread-safety: the run's thread, between or after chunks.
+        """
         s = self.loop.stats()
         c = self.tracker.counts()
         scan = max(self.done - 1, 0)
@@ -427,6 +557,19 @@ class DemoRun:
         }
 
     def summary(self):
+        """The report printed at the end of a run.
+
+        Returns
+        -------
+        str
+            Several lines: scenario, mode, tick times, deadline misses, allocations
+            per tick, memory, accuracy (GOSPA, MOTA, IDF1, HOTA) and, with
+            ``profile``, where the tick's time went.
+
+        Notes
+        -----
+        Thread-safety: the run's thread, after :meth:`run`.
+        """
         s = self.snapshot()
         st = self.loop.stats()
         lines = [
@@ -497,153 +640,6 @@ class DemoRun:
 
 # ----------------------------------------------------------------- views
 
-def realtime_line(rt, before=False):
-    """What a :class:`dod.realtime.Realtime` holds (or held), and what the OS
-    refused; `before`: what is requested (not applied yet)."""
-    if not rt.requested:
-        return "none requested (--lock-memory, --cpu, --realtime-priority)"
-    if before:
-        return "requested " + ", ".join(
-            ([f"lock_memory {'onfault' if rt.lock_memory == 'onfault' else 'all'}"] if rt.lock_memory else [])
-            + ([f"cpu {rt.cpu}"] if rt.cpu is not None else [])
-            + ([f"SCHED_FIFO {rt.priority}"] if rt.priority is not None else []))
-    rep = rt.report()
-    parts = []
-    if rt.lock_memory:
-        parts.append("lock_memory " + ("refused" if "lock_memory" in rep["refused"] else
-                                       f"active ({rep['lock_memory']})"))
-    if rt.cpu is not None:
-        parts.append(f"cpu {rt.cpu} " + ("refused" if "cpu" in rep["refused"] else "active"))
-    if rt.priority is not None:
-        parts.append(f"SCHED_FIFO {rt.priority} " + ("refused" if "realtime_priority" in rep["refused"]
-                                                    else "active"))
-    out = "; ".join(parts)
-    if rep["refused"]:
-        out += " | refused: " + "; ".join(rep["refused"].values())
-    return out
-
-
-def prefault_line(nbytes):
-    """What the tracker's prefault at start touched (0: --no-prefault)."""
-    if not nbytes:
-        return "off (--no-prefault): pages are faulted by the first tick that touches them"
-    return (f"{nbytes / 2**20:.1f} MiB faulted in at start (table at capacity, scratch, worker "
-            "arenas): no tick takes a first-touch fault, RSS flat from the start")
-
-
-def _fmt(v, spec):
-    return "-" if v is None else format(v, spec)
-
-
-def plain_line(s):
-    """One progress line of the demo (``--no-live``) from a sample dict `s`."""
-    return (f"t={s['time']:6.2f}s {s['ticks']:>6}/{s['total']} ticks | tick p50 {s['p50_ms']:.3f} "
-            f"p99 {s['p99_ms']:.3f} max {s['max_ms']:.3f} ms | misses {_fmt(s['misses'], 'd')} | "
-            f"alloc/tick {s['alloc_per_tick']:.2f} | confirmed {s['confirmed']}/{s['truth']} | "
-            f"GOSPA {s['gospa']:.2f} (mean {s['gospa_mean']:.2f})")
-
-
-def _view_rows(run):
-    """(label, value) rows of the live view."""
-    s = run.snapshot()
-    width = 30
-    filled = int(width * s["ticks"] / s["total"])
-    return [
-        ("progress", f"{'#' * filled}{'.' * (width - filled)} {s['ticks']}/{s['total']}  {s['time']:.2f} s"),
-        ("tick p50 / p99 / max", f"{s['p50_ms']:.3f} / {s['p99_ms']:.3f} / {s['max_ms']:.3f} ms"),
-        ("deadline misses", "n/a (fast)" if run.fast else f"{s['misses']} ({s['skipped']} skipped)"),
-        ("allocations per tick", f"{s['alloc_per_tick']:.2f}"),
-        ("confirmed tracks", f"{s['confirmed']} (truth {s['truth']}, tentative {s['tentative']})"),
-        ("real-time options", realtime_line(run.realtime, before=not run.realtime.applied and not run.done)),
-        ("GOSPA now / mean", f"{s['gospa']:.2f} / {s['gospa_mean']:.2f} ({s['missed']} missed, {s['false']} false)"),
-    ]
-
-
-def _rich_view(run):
-    """The live view: a title and aligned rows as one styled rich Text. (A
-    rich Table of the same rows took ~3 ms to lay out and draw, the Text
-    ~0.3: at 100,000 targets a tick's slack is a few ms.)"""
-    from rich.text import Text
-
-    t = Text(f"dod.tracker  {run.targets} targets @ {run.rate:g} Hz{'  (fast)' if run.fast else ''}\n",
-             style="bold")
-    for label, value in _view_rows(run):
-        t.append(f"  {label:<22}", style="bold")
-        t.append(f"{value}\n")
-    return t
-
-
-def want_live(no_live, stream):
-    """Rich live view only on a real terminal, outside CI, with rich installed."""
-    if no_live or os.environ.get("CI") or os.environ.get("TERM") == "dumb":
-        return False
-    try:
-        if not stream.isatty():
-            return False
-    except (AttributeError, ValueError):
-        return False
-    try:
-        import rich  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def write_plot(run, path):
-    """Tracks against ground truth, and the tick-time histogram, to a PNG."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.collections import LineCollection
-    except ImportError:
-        raise RuntimeError("--plot needs matplotlib: pip install 'dod[demo]' "
-                           "(or pip install matplotlib)") from None
-    fig, (ax, ah) = plt.subplots(1, 2, figsize=(14, 6.5), gridspec_kw={"width_ratios": [1.3, 1]})
-    # ground truth (sampled with the tracks, inside the window): one polyline per target id
-    tracks = {}
-    for _, ids, pos in run.truth_samples:
-        for i, p in zip(ids.tolist(), pos[:, :2]):
-            tracks.setdefault(i, []).append(p)
-    ax.add_collection(LineCollection([np.array(v) for v in tracks.values()], colors="0.6",
-                                     linewidths=1.0, label="ground truth"))
-    est = {}
-    for _, ids, pos in run.samples:
-        for i, p in zip(ids.tolist(), pos[:, :2]):
-            est.setdefault(i, []).append(p)
-    if est:
-        pts = np.concatenate([np.array(v) for v in est.values()])
-        col = np.concatenate([np.full(len(v), k % 20) for k, v in enumerate(est.values())])
-        ax.scatter(pts[:, 0], pts[:, 1], c=col, cmap="tab20", s=4, label="confirmed tracks")
-    ax.autoscale()
-    ax.set_aspect("equal")
-    ax.set_title(f"{run.targets} targets, {run.done} scans: truth (grey), tracks "
-                 f"({len(est)} ids, sampled {run.rate / run.chunk:g}/s)")
-    ax.set_xlabel("x (m)")
-    ax.set_ylabel("y (m)")
-    ax.legend(loc="upper right", markerscale=3)
-    lows, counts = run.loop.histogram()
-    if lows:
-        ms = np.array(lows, dtype=np.float64) / 1e6
-        lo, hi = max(ms.min(), 1e-4), max(ms.max() * 1.1, 1e3 / run.rate * 1.2)
-        ah.hist(np.maximum(ms, lo), bins=np.geomspace(lo, hi, 80), weights=counts)
-        ah.set_xscale("log")
-        ah.axvline(1e3 / run.rate, color="r", ls="--", label=f"deadline {1e3 / run.rate:g} ms")
-        st = run.loop.stats()
-        top = ah.get_ylim()[1]
-        for q, name, y in ((st["p50"], "p50", 0.95), (st["p99"], "p99", 0.88)):
-            ah.axvline(q * 1e3, color="k", ls=":", lw=1)
-            ah.text(q * 1e3, top * y, f" {name}", fontsize=8)
-        ah.legend()
-    ah.set_title("tick time histogram (step + scratch reset)")
-    ah.set_xlabel("ms (log)")
-    ah.set_ylabel("ticks")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def _run_with_view(run, a, out):
     if want_live(a.no_live, out):
         from rich.console import Console
@@ -681,7 +677,16 @@ def _run_with_view(run, a, out):
 
 
 def build_parser():
-    """The argument parser of ``python -m dod.tracker``."""
+    """The argument parser of ``python -m dod.tracker`` (``--help`` lists its options).
+
+    Returns
+    -------
+    argparse.ArgumentParser
+
+    Notes
+    -----
+    Thread-safety: any thread (a new parser each call).
+    """
     p = argparse.ArgumentParser(prog="python -m dod.tracker",
                                 description="Run dod's tracker live at a fixed rate on a generated "
                                             "scenario and report timing, memory and accuracy.")
@@ -719,8 +724,24 @@ def build_parser():
 
 
 def main(argv=None, out=None):
-    """``python -m dod.tracker``: run the demo with `argv`, writing to `out` (default
-    stdout); returns the exit status (2 for bad arguments)."""
+    """The command line ``python -m dod.tracker``: run the demo and print its summary.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default ``sys.argv[1:]``).
+    out : file, optional
+        Where the progress and the summary go (default stdout).
+
+    Returns
+    -------
+    int
+        The exit status: 0 done, 2 for bad arguments (the error printed).
+
+    Notes
+    -----
+    Thread-safety: the main thread (it may set real-time options on it).
+    """
     out = out or sys.stdout
     a = build_parser().parse_args(argv)
     if a.targets < 1 or not a.rate > 0 or not a.duration > 0:

@@ -28,9 +28,9 @@
 #     falls back to
 #   * hashed: cells of side h hashed into nb buckets (any extent, outliers
 #     included); queries check scell for the cell.
-# Why (issue 12): at 100,000 targets the hashed lookups were random reads
-# of bucket, scell and spos, ~60 % of the gating pass's samples in perf;
-# direct buckets with the track rows in spatial order read them in order.
+# Why direct first: hashed lookups are random reads of bucket, scell and
+# spos; direct buckets, with the track rows in spatial order, read them in
+# order (docs/design/threads-and-locality.md has the measurements).
 #
 # Layout: points are n rows of dim (2 or 3) doubles; a 2-D point lives in
 # cell z = 0. Cell coordinates are floor(v * inv_h) (inv_h = 1 / h), clamped
@@ -81,13 +81,11 @@ cdef enum:
 
 cdef inline int64_t _dod_grid_floor(double c) noexcept nogil:
     """floor(c) by truncation, exact within +-2**40 (c a number: converting
-    NaN or a value out of range to an integer is undefined behaviour).
-    gcc's inline floor without SSE4.1 was 8 % of the tick's instructions
-    at 100,000 targets (callgrind). The step down is a subtraction, not a
-    branch: it is taken for every negative non-integer value, so as a
-    branch it mispredicted about every other cell of a scene around the
-    origin (callgrind's branch model: a third of the tick's mispredictions
-    at 100,000 targets)."""
+    NaN or a value out of range to an integer is undefined behaviour): the
+    baseline x86-64 build has no floor instruction, and gcc's inline floor
+    costs a visible share of the tick. The step down is a subtraction, not a
+    branch: it is taken for every negative non-integer value, so as a branch
+    it would mispredict about every other cell of a scene around the origin."""
     cdef int64_t i = <int64_t>c
     return i - <int64_t>(<double>i > c)
 
@@ -95,10 +93,8 @@ cdef inline int64_t _dod_grid_floor(double c) noexcept nogil:
 cdef inline int64_t dod_grid_cell_coord(double v, double inv_h) noexcept nogil:
     """Cell coordinate of value v for cells of side 1 / inv_h, clamped to
     +-2**40 (NaN: -2**40; a track whose position a caller set to NaN gates
-    nothing). A multiply, not a division: every gate box took two divisions
-    a coordinate (10,000 targets, one thread, builds alternating: the
-    predict and gating pass 551 against 585 us a scan, the association with
-    the tentative tracks' gating 171 against 191). floor(v * inv_h) is
+    nothing). A multiply, not a division: two divisions a coordinate of
+    every gate box slowed the gating passes measurably. floor(v * inv_h) is
     monotone in v like floor(v / h), which is all a box's corner cells need
     to bound its points'."""
     cdef double limit = 1099511627776.0
@@ -145,9 +141,9 @@ cdef inline bint dod_grid_box(const dod_grid* g, const double* lo_pos, const dou
     """Cells lo[a] .. hi[a] (a < 3; unused axes 0 .. 0) of the box lo_pos .. hi_pos:
     absolute in hashed mode, relative to the origin and clamped to the grid in
     direct mode. False when the box misses the grid (direct mode: no point).
-    (In direct mode through _dod_grid_rel_cell: at 10,000 targets, one
-    thread, predict and the confirmed gating took 516-522 against 532-534
-    us a tick with dod_grid_cell_coord, its clamps to +-2**40 and branches.)"""
+    (In direct mode through _dod_grid_rel_cell: without dod_grid_cell_coord's
+    clamps to +-2**40 and their branches, which the grid's own clamp makes
+    redundant.)"""
     cdef int a
     cdef bint hit = True
     for a in range(3):
@@ -247,9 +243,10 @@ cdef inline void dod_grid_keep_free(dod_grid* g, const int32_t* owner, int dim) 
     origin, buckets) and the order of the points left: a walk of any box
     then yields the free points of the same walk over the full index, in the
     same order. (Tentative tracks gate against the free detections only,
-    a fifth of the scan at 100,000 targets: their wide gates then walk a
-    sparser index and never read owner[] at random.) g.n becomes the
-    points kept; g.cell (used by the build only) is overwritten.
+    a small part of the scan once the confirmed tracks took theirs: their
+    wide gates then walk a sparser index and never read owner[] at random.)
+    g.n becomes the points kept; g.cell (used by the build only) is
+    overwritten.
 
     Two flat passes (_dod_grid_keep_run over the whole index as one part):
     the points, each written at the kept count so far (the count then
@@ -413,8 +410,7 @@ cdef inline void dod_grid_bounds(const double* points, int dim, size_t j0, size_
     cdef double v, lo0, lo1, hi0, hi1
     if dim == 2:
         # In locals, not through lo and hi (which may alias the points, so
-        # that every compare stored and reloaded): ~11,000 detections (10,000
-        # targets) 7 against 20 us, ~1.1 million 0.7 against 2.1-2.6 ms.
+        # that every compare would store and reload): about three times faster.
         lo0 = hi0 = points[j0 * 2]
         lo1 = hi1 = points[j0 * 2 + 1]
         for j in range(j0 + 1, j1):
@@ -473,8 +469,7 @@ cdef inline void dod_grid_cells(dod_grid* g, const double* points, int dim, size
     cdef int a
     # The box's corners times inv_h within the clamps of
     # dod_grid_cell_coord: so is every point's (a product is monotone in
-    # v), and the clamps change nothing. Without them the build of ~11,000
-    # points (10,000 targets) took ~69.6 against ~78.6 us.
+    # v), and the clamps change nothing: the build skips them.
     for a in range(dim):
         inside = inside and g.lo[a] * g.inv_h > -limit and g.hi[a] * g.inv_h < limit
     # (constant arguments in each loop: gcc unrolls the inlined cells)
@@ -643,12 +638,10 @@ cdef inline uint64_t dod_grid_count_part(dod_grid* g, size_t r, uint64_t mul, si
     memset(g.bucket + b0, 0, (b1 - b0) * sizeof(uint32_t))
     # The counts, cursors, `order` and the gather's points are hit at
     # random: with a million points (8 MB of buckets, out of the caches)
-    # each miss stalled the pass. Fetched _DOD_GRID_AHEAD points ahead, the
-    # build in a 1,000,000-target tick took 53-57 against 84-109 ms
-    # (100,000: 2.5-3.1 against 3.0-3.7). The crowding grows by 2c + 1 as a
-    # count goes from c to c + 1: summed here, point by point, not in a
-    # pass over the (about three times as many) buckets (~11,000 points:
-    # ~78.6 against ~84.7 us a build).
+    # each miss would stall the pass, so they are fetched _DOD_GRID_AHEAD
+    # points ahead. The crowding grows by 2c + 1 as a count goes from c to
+    # c + 1: summed here, point by point, not in a pass over the (about
+    # three times as many) buckets.
     for s in range(s0, s1):
         if s + _DOD_GRID_AHEAD < s1:
             dod_prefetch_w(g.bucket + g.cell[_dod_grid_point(routed, s + _DOD_GRID_AHEAD)])

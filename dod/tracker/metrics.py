@@ -1,5 +1,7 @@
 """Tracking metrics: GOSPA and OSPA, HOTA, MOTA and IDF1 (numpy and dod's assignment solver).
 
+.. not run: a formula, not code (tests/test_metrics_*.py check the functions against it)
+
 GOSPA (Rahmathullah, Garcia-Fernandez, Svensson 2017), alpha = 2::
 
     GOSPA(X, Y) = ( min over assignments g of  sum_{(i,j) in g} d(x_i, y_j)^p
@@ -8,6 +10,8 @@ GOSPA (Rahmathullah, Garcia-Fernandez, Svensson 2017), alpha = 2::
 with assigned pairs restricted to d < c: every unassigned truth is a missed
 target and every unassigned estimate a false one, each costing c^p / 2.
 :func:`gospa` also returns that decomposition (localisation, missed, false).
+
+.. not run: a formula, not code
 
 OSPA (Schuhmacher, Vo, Vo 2008), for ``|X| = m <= n = |Y|`` (symmetric)::
 
@@ -75,8 +79,48 @@ def _distances(X, Y):
 def gospa(X, Y, c=10.0, p=2.0, details=False):
     """GOSPA distance (alpha = 2) between point sets X (truth) and Y (estimates).
 
-    With ``details=True`` returns (gospa, localisation, missed, false) where
-    ``gospa**p == localisation + c**p / 2 * (missed + false)``.
+    The definition (the module's formula), from one dense m x n matrix and one
+    exact assignment: use it for small sets or as the reference;
+    :func:`sparse_gospa` gives the same value without the matrix.
+
+    Parameters
+    ----------
+    X : array_like
+        The truth: points of shape (m, dim), or (m,) for dim 1; any real dtype.
+    Y : array_like
+        The estimates: points of shape (n, dim).
+    c : float, default 10.0
+        The cut-off: pairs c or more apart are not assigned, and each
+        unassigned point costs ``c**p / 2``.
+    p : float, default 2.0
+        The order (>= 1).
+    details : bool, default False
+        Also return the decomposition.
+
+    Returns
+    -------
+    float or tuple
+        The distance; with ``details=True`` the tuple ``(gospa, localisation,
+        missed, false)``, where ``gospa**p == localisation + c**p / 2 * (missed
+        + false)``.
+
+    Raises
+    ------
+    ValueError
+        For c <= 0 or p < 1, a 0-d array or one of more than 2 dimensions, or
+        points of different dimension.
+    TypeError
+        For Python objects or a non-real dtype.
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+
+    Examples
+    --------
+    >>> from dod.tracker.metrics import gospa
+    >>> gospa([[0.0, 0.0], [100.0, 0.0]], [[0.0, 1.0]], c=10.0, details=True)   # one found, one missed
+    (7.14142842854285, 1.0, 1, 0)
     """
     if not (c > 0 and p >= 1):
         raise ValueError("need c > 0 and p >= 1")
@@ -154,13 +198,42 @@ def _components(a, b):
 
 
 def sparse_gospa(X, Y, c=10.0, p=2.0, details=False):
-    """GOSPA (alpha = 2), equal to :func:`gospa` (to rounding), without
-    the dense m x n matrix: pairs closer than c are found through a grid and
-    the assignment is solved per connected component of that pair graph
-    (pairs c or more apart cost c^p, the same as leaving both unassigned, so
-    the components are independent). At 1,000 targets ~1 ms instead of ~120 ms for the
-    dense version, ~9 ms at 10,000: the demo samples it between chunks.
-    Same arguments, result and errors as :func:`gospa`."""
+    """GOSPA (alpha = 2), equal to :func:`gospa` (to rounding), without the dense matrix.
+
+    The pairs closer than c are found through a grid and the assignment is
+    solved per connected component of that pair graph (pairs c or more apart
+    cost ``c**p``, the same as leaving both unassigned, so the components are
+    independent). Thousands of points per scan take milliseconds where the
+    dense version takes a hundred times longer: the demo samples it between
+    ticks.
+
+    Parameters
+    ----------
+    X : array_like
+        The truth: points of shape (m, dim), or (m,) for dim 1; any real dtype.
+    Y : array_like
+        The estimates: points of shape (n, dim).
+    c : float, default 10.0
+        The cut-off, as for :func:`gospa`.
+    p : float, default 2.0
+        The order (>= 1).
+    details : bool, default False
+        Also return ``(localisation, missed, false)``.
+
+    Returns
+    -------
+    float or tuple
+        As :func:`gospa`.
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :func:`gospa`.
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
     if not (c > 0 and p >= 1):
         raise ValueError("need c > 0 and p >= 1")
     X = _points(X, "X")
@@ -224,7 +297,40 @@ def sparse_gospa(X, Y, c=10.0, p=2.0, details=False):
 
 
 def ospa(X, Y, c=10.0, p=2.0):
-    """OSPA distance between point sets X and Y (0 when both are empty)."""
+    """OSPA distance between point sets X and Y (0 when both are empty).
+
+    Parameters
+    ----------
+    X : array_like
+        The truth: points of shape (m, dim), or (m,) for dim 1; any real dtype.
+    Y : array_like
+        The estimates: points of shape (n, dim).
+    c : float, default 10.0
+        The cut-off: each distance counts at most c, and each point without a
+        partner costs c.
+    p : float, default 2.0
+        The order (>= 1).
+
+    Returns
+    -------
+    float
+        In [0, c]; symmetric in X and Y.
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :func:`gospa`.
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+
+    Examples
+    --------
+    >>> from dod.tracker.metrics import ospa
+    >>> ospa([[0.0, 0.0]], [[3.0, 4.0], [50.0, 0.0]], c=10.0)      # 5 m off, and one point too many
+    7.905694150420948
+    """
     if not (c > 0 and p >= 1):
         raise ValueError("need c > 0 and p >= 1")
     D = _distances(X, Y)
@@ -316,20 +422,32 @@ def hota(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
 
     Parameters
     ----------
-    truth_ids, truth_pos, est_ids, est_pos
-        per frame, ids (k,) and positions
-        (k, dim) of the truth and of the estimates (any integer ids).
-    max_distance
-        distance at which the similarity ``1 - d / max_distance``
-        reaches 0 (same units as the positions).
+    truth_ids, est_ids : sequence of array_like
+        Per frame, the ids (k,) of the truth and of the estimates (any integers;
+        an id may not repeat within a frame).
+    truth_pos, est_pos : sequence of array_like
+        Per frame, their positions (k, dim), finite, one row per id.
+    max_distance : float, default 5.0
+        The distance at which the similarity ``1 - d / max_distance`` reaches 0
+        (the positions' units).
 
-    Returns a dict: ``hota``, ``deta``, ``assa``, ``loca`` (means over the 19
-    thresholds of :data:`HOTA_ALPHAS`), ``hota_alpha``, ``deta_alpha``,
-    ``assa_alpha``, ``loca_alpha`` (per threshold), and the integer arrays
-    ``tp``, ``fn``, ``fp`` per threshold. Raises ValueError for mismatched
-    lengths, a non-positive max_distance, ids that repeat within a frame
-    (TrackEval refuses them too), positions that are not one finite row per
-    id, or points of different dimension.
+    Returns
+    -------
+    dict
+        ``hota``, ``deta``, ``assa``, ``loca`` (means over the 19 thresholds of
+        :data:`HOTA_ALPHAS`), ``hota_alpha``, ``deta_alpha``, ``assa_alpha``,
+        ``loca_alpha`` (per threshold), and the integer arrays ``tp``, ``fn``,
+        ``fp`` per threshold.
+
+    Raises
+    ------
+    ValueError
+        For sequences of different lengths, a non-positive max_distance, ids
+        that repeat within a frame (TrackEval refuses them too), positions that
+        are not one finite row per id, or points of different dimension.
+
+    Notes
+    -----
     Thread-safety: a pure function (any thread).
     """
     frames = _check_sequence(truth_ids, truth_pos, est_ids, est_pos, max_distance)
@@ -424,18 +542,38 @@ def clear_mot(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
     sums, e.g. duplicate estimates at one position) the solvers may pick
     different ones, and the switch counts can then differ.
 
-    Arguments as :func:`hota`. Returns a dict: ``mota``, ``motp`` (mean
-    distance of the matched pairs; py-motmetrics fed squared distances reports
-    its square), ``idf1``, ``idp``, ``idr``, ``num_switches``,
-    ``num_false_positives``, ``num_misses``, ``num_objects``,
-    ``num_predictions``, ``num_detections`` (matched pairs),
-    ``num_matches`` (those that are not switches, as py-motmetrics counts),
-    ``idtp``, ``num_unique_objects`` (truth ids) and how many of them were
-    matched in at least 80 % of their frames (``mostly_tracked``), 20-80 %
-    (``partially_tracked``) or under 20 % (``mostly_lost``). Ratios with a zero
-    denominator are NaN. Raises ValueError for mismatched lengths, a
-    non-positive max_distance, ids that repeat within a frame, positions
-    that are not one finite row per id, or points of different dimension.
+    Parameters
+    ----------
+    truth_ids, est_ids : sequence of array_like
+        Per frame, the ids (k,) of the truth and of the estimates (any integers;
+        an id may not repeat within a frame).
+    truth_pos, est_pos : sequence of array_like
+        Per frame, their positions (k, dim), finite, one row per id.
+    max_distance : float, default 5.0
+        The farthest a truth and an estimate may be apart and still match.
+
+    Returns
+    -------
+    dict
+        ``mota``, ``motp`` (mean distance of the matched pairs; py-motmetrics
+        fed squared distances reports its square), ``idf1``, ``idp``, ``idr``,
+        ``num_switches``, ``num_false_positives``, ``num_misses``,
+        ``num_objects``, ``num_predictions``, ``num_detections`` (matched
+        pairs), ``num_matches`` (those that are not switches, as py-motmetrics
+        counts), ``idtp``, ``num_unique_objects`` (truth ids) and how many of
+        them were matched in at least 80 % of their frames
+        (``mostly_tracked``), 20-80 % (``partially_tracked``) or under 20 %
+        (``mostly_lost``). Ratios with a zero denominator are NaN.
+
+    Raises
+    ------
+    ValueError
+        For sequences of different lengths, a non-positive max_distance, ids
+        that repeat within a frame, positions that are not one finite row per
+        id, or points of different dimension.
+
+    Notes
+    -----
     Thread-safety: a pure function (any thread).
     """
     frames = _check_sequence(truth_ids, truth_pos, est_ids, est_pos, max_distance)
@@ -506,28 +644,127 @@ def clear_mot(truth_ids, truth_pos, est_ids, est_pos, max_distance=5.0):
 
 
 def scenario_hota(scenario, estimates, max_distance=5.0):
-    """:func:`hota` of a scenario's truth against per-scan (ids, positions) estimates."""
+    """:func:`hota` of a scenario's truth against per-scan (ids, positions) estimates.
+
+    Parameters
+    ----------
+    scenario : dod.tracker.scenario.Scenario
+        The truth (its ``truth_ids`` and ``truth_pos`` per scan).
+    estimates : sequence of tuple
+        Per scan, ``(ids, positions)`` of the confirmed tracks (what
+        :func:`run_tracker` returns), as many as the scenario has scans.
+    max_distance : float, default 5.0
+        As for :func:`hota` (metres).
+
+    Returns
+    -------
+    dict
+        As :func:`hota`.
+
+    Raises
+    ------
+    ValueError
+        As :func:`hota`.
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
     return hota(scenario.truth_ids, scenario.truth_pos, [e[0] for e in estimates],
                 [e[1] for e in estimates], max_distance)
 
 
 def scenario_gospa(scenario, estimates, c=10.0, p=2.0):
-    """Mean GOSPA over scans; `estimates` is a list of (ids, positions) per scan."""
+    """Mean :func:`gospa` over a scenario's scans.
+
+    Parameters
+    ----------
+    scenario : dod.tracker.scenario.Scenario
+        The truth (its ``truth_ids`` and ``truth_pos`` per scan).
+    estimates : sequence of tuple
+        Per scan, ``(ids, positions)`` of the confirmed tracks (what
+        :func:`run_tracker` returns), as many as the scenario has scans.
+    c : float, default 10.0
+        The cut-off, as for :func:`gospa`.
+    p : float, default 2.0
+        The order (>= 1).
+
+    Returns
+    -------
+    float
+        The mean over the scans (0.0 for none).
+
+    Raises
+    ------
+    ValueError
+        As :func:`gospa`.
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
     vals = [gospa(tp, est[1], c, p) for tp, est in zip(scenario.truth_pos, estimates)]
     return float(np.mean(vals)) if vals else 0.0
 
 
 def mot_metrics(scenario, estimates, max_distance=5.0):
-    """:func:`clear_mot` (MOTA, IDF1 and the counts) of a scenario's truth
-    against per-scan (ids, positions) estimates of the confirmed tracks,
-    matched within `max_distance` (metres)."""
+    """:func:`clear_mot` (MOTA, IDF1 and the counts) of a scenario's truth against its estimates.
+
+    Parameters
+    ----------
+    scenario : dod.tracker.scenario.Scenario
+        The truth (its ``truth_ids`` and ``truth_pos`` per scan).
+    estimates : sequence of tuple
+        Per scan, ``(ids, positions)`` of the confirmed tracks (what
+        :func:`run_tracker` returns), as many as the scenario has scans.
+    max_distance : float, default 5.0
+        Match within this distance (metres), as for :func:`clear_mot`.
+
+    Returns
+    -------
+    dict
+        As :func:`clear_mot`.
+
+    Raises
+    ------
+    ValueError
+        As :func:`clear_mot`.
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
     return clear_mot(scenario.truth_ids, scenario.truth_pos, [e[0] for e in estimates],
                      [e[1] for e in estimates], max_distance)
 
 
 def run_tracker(tracker, scenario):
-    """Feed every scan to `tracker`; return the per-scan (ids, positions) of
-    its confirmed tracks (copies)."""
+    """Feed every scan of a scenario to a tracker.
+
+    Parameters
+    ----------
+    tracker : Tracker or ReferenceTracker
+        Anything with ``tick(detections, dt)`` and ``confirmed_tracks()``.
+    scenario : iterable
+        Its items are ``(detections, dt)`` per scan, or ``(detections, dt,
+        sensor)`` (a :class:`~dod.tracker.scenario.Scenario`, a radar scenario,
+        or a list of such tuples).
+
+    Returns
+    -------
+    list of tuple
+        Per scan, ``(ids, positions)`` of the tracker's confirmed tracks after
+        that scan (copies).
+
+    Raises
+    ------
+    Exception
+        Whatever the tracker's tick raises.
+
+    Notes
+    -----
+    Thread-safety: the tracker's (one thread at a time).
+    """
     out = []
     for z, dt, *sensor in scenario:         # a RadarScenario yields each scan's sensor too
         tracker.tick(z, dt, *sensor)

@@ -31,7 +31,11 @@ options of :class:`~dod.tracker.TrackerConfig`.
 
 Bundled data: the motmetrics wheel ships MOT15 ground truth for TUD-Campus
 (71 frames, 8 people) and TUD-Stadtmitte (179 frames, 10 people), 640x480 at
-25 fps; :func:`builtin_sequences` finds them.
+25 fps; :func:`builtin_sequences` finds them. From a shell:
+
+.. not run: shell commands; tests/test_mot.py runs main() on the bundled sequences and on files
+
+::
 
     python -m dod.tracker.mot                         # both bundled sequences
     python -m dod.tracker.mot path/to/gt.txt --fps 30 --noise 3 --seed 1
@@ -76,11 +80,31 @@ _BUILTIN_INFO = {"TUD-Campus": (25.0, 640, 480), "TUD-Stadtmitte": (25.0, 640, 4
 class MotSequence:
     """A MOTChallenge file read into per-frame arrays (frames first..last, gaps empty).
 
-    name : str. fps, width, height : finite numbers > 0. first_frame : an
-    int >= 0. ids, boxes, conf : lists with one entry per frame (those
-    given non-empty have the same length), each entry read through dod's
-    input gate: ids int64 (k,), boxes float64 (k, 4), conf float64 (k,).
-    TypeError / ValueError in ``__post_init__`` otherwise.
+    Parameters
+    ----------
+    name : str
+        The sequence's name.
+    fps, width, height : float
+        Frame rate and image size in pixels: finite numbers > 0.
+    first_frame : int, default 1
+        The number of the first frame (>= 0).
+    ids, boxes, conf : list
+        One entry per frame (those given non-empty have the same length), each
+        read through dod's input gate: ids int64 (k,), boxes float64 (k, 4) as
+        x, y, w, h in pixels, conf float64 (k,). The lists hold converted
+        copies; the caller's are left as they were.
+
+    Raises
+    ------
+    TypeError
+        For a name that is not a str, or entries that are not real arrays.
+    ValueError
+        For a non-finite or non-positive number, entries of the wrong shape, or
+        per-frame lists of different lengths.
+
+    Notes
+    -----
+    Thread-safety: a plain dataclass; share it read-only.
     """
 
     name: str
@@ -121,12 +145,61 @@ class MotSequence:
         return len(set(np.concatenate(self.ids).tolist())) if self.ids else 0
 
     def points(self, anchor="centre"):
-        """Per frame, the (k, 2) points of the boxes: "centre" or "foot"."""
+        """Per frame, the (k, 2) points of the boxes.
+
+        Parameters
+        ----------
+        anchor : str, default "centre"
+            ``"centre"`` (box centre) or ``"foot"`` (bottom centre): :func:`anchor_points`.
+
+        Returns
+        -------
+        list of numpy.ndarray
+            float64 (k, 2) per frame (new arrays).
+
+        Raises
+        ------
+        ValueError
+            For another anchor.
+
+        Notes
+        -----
+        Thread-safety: a reader (any thread).
+        """
         return [anchor_points(b, anchor) for b in self.boxes]
 
 
 def anchor_points(boxes, anchor="centre"):
-    """(k, 4) boxes x, y, w, h -> (k, 2) points: box centre or foot point."""
+    """Boxes to points: the box centre or the foot point.
+
+    Parameters
+    ----------
+    boxes : array_like
+        (k, 4) boxes ``x, y, w, h`` (top-left corner, width, height).
+    anchor : str, default "centre"
+        ``"centre"`` (or ``"center"``): ``(x + w/2, y + h/2)``; ``"foot"``:
+        ``(x + w/2, y + h)``, where a pedestrian stands on the ground.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 (k, 2), C-contiguous (a tracker's tick reads it in place).
+
+    Raises
+    ------
+    ValueError
+        For another anchor, or boxes that do not reshape to (k, 4).
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+
+    Examples
+    --------
+    >>> from dod.tracker.mot import anchor_points
+    >>> anchor_points([[10.0, 20.0, 4.0, 8.0]], "foot")
+    array([[12., 28.]])
+    """
     boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
     if anchor in ("centre", "center"):
         y = boxes[:, 1] + boxes[:, 3] / 2.0
@@ -138,9 +211,22 @@ def anchor_points(boxes, anchor="centre"):
 
 
 def builtin_sequences():
-    """{name: path} of the MOT15 ground truth shipped in the motmetrics wheel.
+    """The MOT15 ground truth shipped in the motmetrics wheel.
 
-    Raises ImportError without motmetrics (``pip install 'dod[demo]'``)."""
+    Returns
+    -------
+    dict
+        ``{name: path}`` of each bundled ``gt.txt`` (TUD-Campus, TUD-Stadtmitte).
+
+    Raises
+    ------
+    ImportError
+        Without motmetrics (``pip install 'dod[demo]'``).
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
     import motmetrics
 
     base = os.path.join(os.path.dirname(os.path.abspath(motmetrics.__file__)), "data")
@@ -171,20 +257,41 @@ def _seqinfo(path):
 
 
 def read_mot(path, *, fps=None, size=None, min_conf=None, ground_truth=True, name=None):
-    """Read a MOTChallenge CSV file.
+    """Read a MOTChallenge CSV file (``frame,id,x,y,w,h[,conf,class,visibility]``).
 
     Parameters
     ----------
-    ground_truth
-        drop rows whose 7th column is 0 (MOT16+ "ignore" flag) and,
-        in 9-column MOT16/17 ground truth, rows whose class is not 1
-        (pedestrian). For a detector's output pass False and use min_conf.
-    fps, size
-        frame rate and (width, height); default from seqinfo.ini,
-        the bundled sequences' known values, else 25 fps and the extent of
-        the boxes.
+    path : str or path-like
+        The file (``gt.txt`` or a detector's output).
+    fps : float, optional
+        Frame rate; default from the sequence's ``seqinfo.ini``, the bundled
+        sequences' known values, else 25.
+    size : tuple of float, optional
+        ``(width, height)`` of the image; default from ``seqinfo.ini``, the
+        bundled sequences' values, else the extent of the boxes.
+    min_conf : float, optional
+        With ``ground_truth=False``: keep the rows whose confidence is at least this.
+    ground_truth : bool, default True
+        Drop rows whose 7th column is 0 (the MOT16+ "ignore" flag) and, in
+        9-column MOT16/17 ground truth, rows whose class is not 1 (pedestrian).
+        For a detector's output pass False and use `min_conf`.
+    name : str, optional
+        The sequence's name; default the folder's name.
 
-    Raises FileNotFoundError, or ValueError for a malformed file (its line).
+    Returns
+    -------
+    MotSequence
+
+    Raises
+    ------
+    FileNotFoundError
+        For a missing file.
+    ValueError
+        For a malformed file (the message names its line).
+
+    Notes
+    -----
+    Thread-safety: any thread (reads the file, shares nothing).
     """
     rows = []
     ncols = None
@@ -248,9 +355,41 @@ def read_mot(path, *, fps=None, size=None, min_conf=None, ground_truth=True, nam
 
 
 def detections_from_truth(seq, *, pd=0.9, noise=2.0, clutter=1.0, anchor="centre", seed=0):
-    """Per frame, float64 (k, 2) detections made from ground truth (seeded):
-    kept with probability pd, Gaussian noise of `noise` px per axis, Poisson
-    clutter (mean `clutter` per frame) uniform over the image; rows shuffled."""
+    """Per frame, detections made from ground truth (seeded).
+
+    Each truth point is kept with probability `pd` and moved by Gaussian
+    noise; Poisson clutter is added uniformly over the image; the rows of a
+    frame are shuffled.
+
+    Parameters
+    ----------
+    seq : MotSequence
+        The ground truth.
+    pd : float, default 0.9
+        Detection probability, in [0, 1].
+    noise : float, default 2.0
+        Standard deviation of the noise, pixels per axis (>= 0).
+    clutter : float, default 1.0
+        Mean false detections per frame (>= 0).
+    anchor : str, default "centre"
+        Which point of a box is detected (:func:`anchor_points`).
+    seed : int, default 0
+        The random generator's seed: the same seed gives the same detections.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        float64 (k, 2) per frame.
+
+    Raises
+    ------
+    ValueError
+        For pd outside [0, 1], negative noise or clutter, or another anchor.
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
     if not 0.0 <= pd <= 1.0:
         raise ValueError("pd must be in [0, 1]")
     if not (noise >= 0 and clutter >= 0):
@@ -268,10 +407,36 @@ def detections_from_truth(seq, *, pd=0.9, noise=2.0, clutter=1.0, anchor="centre
 
 
 def make_config(noise=2.0, max_objects=1000, **overrides):
-    """A pixel-unit TrackerConfig: PIXEL_DEFAULTS, r = hypot(noise,
-    ANNOTATION_JITTER), then `overrides` (any TrackerConfig field; None is
-    ignored). The CLI and :func:`evaluate` pass the image area as
-    ``surveillance_volume`` (the clutter estimator's region)."""
+    """A pixel-unit TrackerConfig for MOTChallenge sequences.
+
+    :data:`PIXEL_DEFAULTS`, then ``r = hypot(noise, ANNOTATION_JITTER)``,
+    capacity and max_detections from `max_objects` (``overflow="drop"``), then
+    `overrides`. The command line and :func:`evaluate` pass the image area as
+    ``surveillance_volume`` (the clutter estimator's region).
+
+    Parameters
+    ----------
+    noise : float, default 2.0
+        The detections' noise, pixels per axis.
+    max_objects : int, default 1000
+        The most objects (detections) of a frame: capacity and max_detections
+        are four times it (at least 64 and 256).
+    **overrides
+        Any :class:`~dod.tracker.TrackerConfig` field; None is ignored.
+
+    Returns
+    -------
+    TrackerConfig
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :class:`~dod.tracker.TrackerConfig` for a bad field.
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
     kw = dict(PIXEL_DEFAULTS)
     kw["r"] = math.hypot(float(noise), ANNOTATION_JITTER)
     kw.update(capacity=max(64, 4 * max_objects), max_detections=max(256, 4 * max_objects),
@@ -281,8 +446,31 @@ def make_config(noise=2.0, max_objects=1000, **overrides):
 
 
 def track(seq, detections, config):
-    """Run dod's tracker over the frames; per frame, (ids, points) of the
-    confirmed tracks (copies). dt is the frame interval."""
+    """Run dod's tracker over a sequence's frames.
+
+    Parameters
+    ----------
+    seq : MotSequence
+        Gives dt (``1 / seq.fps``).
+    detections : sequence of array_like
+        Per frame, (k, 2) points.
+    config : TrackerConfig
+        The tracker's configuration (:func:`make_config`).
+
+    Returns
+    -------
+    list of tuple
+        Per frame, ``(ids, points)`` of the confirmed tracks (copies).
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :meth:`Tracker.tick <dod.tracker.Tracker.tick>`.
+
+    Notes
+    -----
+    Thread-safety: any thread (a tracker of its own).
+    """
     tracker = Tracker(config)
     dt = 1.0 / seq.fps
     out = []
@@ -293,10 +481,39 @@ def track(seq, detections, config):
 
 
 def score(seq, estimates, *, anchor="centre", match=50.0, gospa_c=50.0):
-    """MOTA, IDF1, MOTP (mean distance of the matches, px), switches, false
-    positives, misses, mostly tracked (:func:`~dod.tracker.metrics.clear_mot`,
-    points matched within `match` px), HOTA, DetA, AssA, LocA (similarity
-    1 - d / match) and mean GOSPA (px) over the frames."""
+    """Score per-frame estimates against a sequence's ground truth.
+
+    Parameters
+    ----------
+    seq : MotSequence
+        The ground truth.
+    estimates : sequence of tuple
+        Per frame, ``(ids, points)`` (what :func:`track` returns).
+    anchor : str, default "centre"
+        The truth's point of each box (:func:`anchor_points`).
+    match : float, default 50.0
+        Match distance for MOTA/IDF1 (:func:`~dod.tracker.metrics.clear_mot`),
+        and HOTA's similarity scale (``1 - d / match``), pixels.
+    gospa_c : float, default 50.0
+        GOSPA's cut-off, pixels.
+
+    Returns
+    -------
+    dict
+        :func:`~dod.tracker.metrics.clear_mot`'s keys (MOTA, IDF1, MOTP in
+        pixels, switches, false positives, misses, mostly tracked ...), plus
+        ``hota``, ``deta``, ``assa``, ``loca`` and ``gospa`` (the mean over the
+        frames, pixels).
+
+    Raises
+    ------
+    ValueError
+        As :func:`~dod.tracker.metrics.clear_mot`.
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
     points = seq.points(anchor)
     frames = (seq.ids, points, [e[0] for e in estimates], [e[1] for e in estimates])
     out = clear_mot(*frames, max_distance=match)
@@ -309,7 +526,44 @@ def score(seq, estimates, *, anchor="centre", match=50.0, gospa_c=50.0):
 
 def evaluate(path, *, det=None, min_conf=None, fps=None, pd=0.9, noise=2.0, clutter=1.0,
              anchor="centre", seed=0, match=50.0, gospa_c=50.0, config=None, name=None):
-    """Read, make (or read) detections, track, score: returns (seq, scores)."""
+    """Read a sequence, make (or read) detections, track them and score the result.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The ground truth (MOTChallenge ``gt.txt``).
+    det : str or path-like, optional
+        A detector's MOTChallenge output to track instead of noisy truth.
+    min_conf : float, optional
+        With `det`: keep detections whose confidence is at least this.
+    fps : float, optional
+        Frame rate (default: :func:`read_mot`'s).
+    pd, noise, clutter, seed
+        Without `det`: :func:`detections_from_truth`'s.
+    anchor : str, default "centre"
+        The point of each box (:func:`anchor_points`).
+    match, gospa_c : float, default 50.0
+        :func:`score`'s.
+    config : TrackerConfig, optional
+        Default: :func:`make_config` for the noise, the busiest frame and the
+        image area.
+    name : str, optional
+        The sequence's name.
+
+    Returns
+    -------
+    tuple
+        ``(seq, scores)``: the :class:`MotSequence` and :func:`score`'s dict.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        As :func:`read_mot`, :func:`detections_from_truth` and the tracker.
+
+    Notes
+    -----
+    Thread-safety: any thread (a tracker of its own).
+    """
     seq = read_mot(path, fps=fps, name=name)
     if det is not None:
         dseq = read_mot(det, fps=seq.fps, size=(seq.width, seq.height), min_conf=min_conf,
@@ -338,8 +592,33 @@ def _format(seq, s):
 
 
 def main(argv=None):
-    """``python -m dod.tracker.mot``: track MOTChallenge ground truth (or a detector's
-    output) and print MOTA, IDF1 and GOSPA; returns the exit status."""
+    """The command line ``python -m dod.tracker.mot``.
+
+    Tracks MOTChallenge ground truth (or a detector's output, ``--det``) and
+    prints MOTA, IDF1 and GOSPA per sequence; without FILE, the MOT15
+    sequences bundled with motmetrics. ``--help`` lists the options.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status: 0 done, 1 a file could not be read or tracked (the
+        error printed), 2 no FILE and no motmetrics, or ``--det`` with more
+        than one FILE.
+
+    Raises
+    ------
+    SystemExit
+        For bad arguments (argparse's).
+
+    Notes
+    -----
+    Thread-safety: the main thread (it prints).
+    """
     p = argparse.ArgumentParser(
         prog="python -m dod.tracker.mot",
         description="Track MOTChallenge ground truth (or detections) with dod; print MOTA, IDF1, GOSPA. "

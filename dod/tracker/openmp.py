@@ -8,25 +8,23 @@ call it at import.
 The default here, unless you set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``
 yourself: PASSIVE (a worker sleeps when it has waited
 :data:`SPIN_COUNT` spins), not libgomp's own default of 300,000 spins
-(about 17 ms here) or ACTIVE (spin forever). On a machine shared with other
+(milliseconds) or ACTIVE (spin forever). On a machine shared with other
 work, spinning workers steal the cores the tick needs and one preempted
 worker stalls every region; with no spinning at all (PASSIVE alone) every
 region starts with a futex wake-up, and a tick runs about eight regions:
-at 1,000 targets two threads were 2x *slower* than one (0.46 against 0.22
-ms per tick) and at 10,000 no faster. 3,000 spins (about 0.15 ms of one
-core per region end, measured with a bare OpenMP loop here: 55 ns a spin)
-cover the serial gaps between a tick's regions up to ~10,000 targets.
-On a dedicated machine ``OMP_WAIT_POLICY=ACTIVE`` wakes workers fastest.
+small ticks then run slower on two threads than on one. 3,000 spins (a
+fraction of a millisecond of one core per region end) cover the serial
+gaps between a tick's regions up to ~10,000 targets. On a dedicated
+machine ``OMP_WAIT_POLICY=ACTIVE`` wakes workers fastest.
 
 Where the threads run: in a loop that sleeps between ticks (a 50 Hz loop
 with slack) both the calling thread and the worker sleep, and the kernel
-tends to wake them on the same core: after each tick of a 5,000-target loop
-with 18 ms sleeps, ``/proc`` had them last on one CPU in most ticks, and two
-threads took 2.5-2.8 ms per tick against 1.2 ms for one (back to back,
-without the sleeps: 0.59 against 0.70). :func:`default_binding` pins them
-one per core (``OMP_PROC_BIND=spread``, ``OMP_PLACES=cores``): 0.91 ms. The
-demo (``python -m dod.tracker``) sets it; the bench, whose ticks follow each
-other without sleeping, does not.
+tends to wake them on the same core, where two threads are slower than
+one. :func:`default_binding` pins them one per core
+(``OMP_PROC_BIND=spread``, ``OMP_PLACES=cores``). The demo (``python -m
+dod.tracker``) sets it; the bench, whose ticks follow each other without
+sleeping, does not. The measurements behind both defaults are in the
+design notes (threads and locality).
 """
 import os
 

@@ -436,9 +436,9 @@ def _scan_stream(meta, n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.
     meta.update(dim=dim, dt=dt, extent=extent, clutter=lam, patch_centres=centres, patch_radius=patch_r)
     # The passes over every target and detection of a scan (detection and
     # its noise, the rows' shuffle, the motion) run in _scenario, on a
-    # xoshiro256** stream seeded from rng: in numpy they cost ~20 ms of CPU
-    # a scan at 100,000 targets, which the demo's producer thread could
-    # not spend beside a two-thread tick on two cores.
+    # xoshiro256** stream seeded from rng: in numpy they cost the demo's
+    # producer thread more CPU than it can spend beside a two-thread tick
+    # on two cores (dod/tracker/_scenario.pyx).
     fast = Random(rng)
     sq = np.sqrt(q * dt)
     steady = crossing_mask.view(np.uint8)       # crossing pairs fly straight (no acceleration)
@@ -522,7 +522,30 @@ def radar_sensors(n_targets, *, dim=2, sensors=2, range_sigma=2.0, bearing_sigma
 
 
 def generate_radar(n_targets=100, scans=200, **kwargs):
-    """A seeded radar scenario, every scan in memory (parameters: :func:`iter_radar_scans`)."""
+    """A seeded radar scenario, every scan in memory.
+
+    Parameters
+    ----------
+    n_targets : int, default 100
+        Targets alive at the start.
+    scans : int, default 200
+        Scans.
+    **kwargs
+        As for :func:`iter_radar_scans` (the same scans).
+
+    Returns
+    -------
+    RadarScenario
+
+    Raises
+    ------
+    ValueError
+        As :func:`iter_radar_scans`.
+
+    Notes
+    -----
+    Thread-safety: a pure function of its arguments.
+    """
     meta = {}
     out = list(_radar_stream(meta, n_targets, scans, **kwargs))
     sc = RadarScenario(**meta)
@@ -542,14 +565,51 @@ def iter_radar_scans(n_targets=100, scans=200, **kwargs):
     parameters (its truth, drawn from its own stream); one or two sensors
     (:func:`radar_sensors`) take turns, scan s coming from sensor s mod
     ``sensors``. Each alive target is detected with probability ``pd``, its
-    range, bearing (and elevation) with Gaussian noise of ``range_sigma`` (m),
-    ``bearing_sigma`` (and ``elevation_sigma``, rad); clutter is Poisson
-    (mean ``clutter``, default 0.2 n_targets per scan) and uniform in polar
-    coordinates: range uniform in [0, 1.05 x the farthest corner of the region], bearing
-    over the sector the region spans from the sensor (elevation over the
-    region's span in 3-D). The noise streams use ``seed + 1``.
-    Other parameters: :func:`iter_scans`'s (dim, dt, q, speed, spacing,
-    birth_death, crossing, seed).
+    range, bearing (and elevation) with Gaussian noise; clutter is Poisson and
+    uniform in polar coordinates: range uniform in [0, 1.05 x the farthest
+    corner of the region], bearing over the sector the region spans from the
+    sensor (elevation over the region's span in 3-D). The noise streams use
+    ``seed + 1``.
+
+    Parameters
+    ----------
+    n_targets : int, default 100
+        Targets alive at the start.
+    scans : int, default 200
+        Scans to yield.
+    **kwargs
+        ``sensors`` (1 or 2, default 2), ``range_sigma`` (m, default 2.0),
+        ``bearing_sigma`` and ``elevation_sigma`` (rad, default 1e-3), ``pd``
+        (default 0.9), ``clutter`` (mean false detections a scan, default 0.2
+        n_targets), and :func:`iter_scans`'s dim, dt, q, speed, spacing,
+        birth_death, crossing and seed.
+
+    Yields
+    ------
+    RadarScan
+        ``detections``, ``dt``, ``sensor`` (unpack the first three as a
+        tick's arguments), then the scan's truth: ``truth_ids``,
+        ``truth_pos`` and ``det_truth``.
+
+    Raises
+    ------
+    ValueError
+        For a parameter out of its range (pd outside [0, 1], negative or
+        non-finite clutter, a bad sensor noise, or :func:`iter_scans`'s).
+
+    Notes
+    -----
+    Thread-safety: a generator: one consumer at a time; separate calls share nothing.
+
+    Examples
+    --------
+    >>> from dod.tracker import Tracker
+    >>> from dod.tracker.scenario import iter_radar_scans
+    >>> t = Tracker(r=3.0, initiation="single")          # range-bearing scans start tracks one at a time
+    >>> for scan in iter_radar_scans(n_targets=20, scans=50, seed=1):
+    ...     t.tick(scan.detections, scan.dt, sensor=scan.sensor)
+    >>> t.scans
+    50
     """
     return _radar_stream({}, n_targets, scans, **kwargs)
 

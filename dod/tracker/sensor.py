@@ -7,12 +7,17 @@ the x axis towards y (``atan2``), elevation above the x-y plane. Each scan
 names its own sensor, so several sensors at different places (or one that
 moves) feed one track picture, scan by scan in time order:
 
-    from dod.tracker import Sensor, Tracker
-    north = Sensor((0.0, 5000.0), range_sigma=5.0, bearing_sigma=1e-3)
-    south = Sensor((0.0, -5000.0), range_sigma=5.0, bearing_sigma=2e-3)
-    t = Tracker(r=5.0)
-    t.tick(z_north, 0.5, sensor=north)
-    t.tick(z_south, 0.5, sensor=south)
+>>> import numpy as np
+>>> from dod.tracker import Sensor, Tracker
+>>> from dod.tracker.sensor import to_polar
+>>> north = Sensor((0.0, 5000.0), range_sigma=5.0, bearing_sigma=1e-3)
+>>> south = Sensor((0.0, -5000.0), range_sigma=5.0, bearing_sigma=2e-3)
+>>> t = Tracker(r=5.0, initiation="single")          # range-bearing scans start tracks one at a time
+>>> target = np.array([[100.0, 200.0]])             # one target, seen by both sensors
+>>> t.tick(to_polar(target, north.position), 0.5, sensor=north)
+>>> t.tick(to_polar(target, south.position), 0.5, sensor=south)
+>>> len(t), bool(np.allclose(t.positions, target))
+(1, True)
 
 The conversions here (numpy, vectorised) are the ones the tick's kernels
 compute (dod/tracker/measurement.pxd), for scenarios, the reference
@@ -150,7 +155,32 @@ class Sensor:
 
 
 def to_polar(points, position):
-    """(range, bearing[, elevation]) of Cartesian points (k, d) seen from `position`."""
+    """Range, bearing (and elevation) of Cartesian points seen from a sensor.
+
+    Parameters
+    ----------
+    points : array_like
+        (k, d) positions, d 2 or 3, metres.
+    position : array_like
+        The sensor's position, d numbers.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 (k, d): range (m), bearing from the x axis towards y (rad, in
+        [-pi, pi]), and in 3-D the elevation above the x-y plane (rad).
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+
+    Examples
+    --------
+    >>> from dod.tracker.sensor import to_polar, to_cartesian
+    >>> z = to_polar([[3.0, 4.0]], (0.0, 0.0))
+    >>> z.round(4).tolist(), to_cartesian(z, (0.0, 0.0)).round(6).tolist()
+    ([[5.0, 0.9273]], [[3.0, 4.0]])
+    """
     p = np.asarray(points, dtype=np.float64)
     s = np.asarray(position, dtype=np.float64)
     dx = p - s
@@ -166,7 +196,26 @@ def to_polar(points, position):
 
 
 def to_cartesian(z, position):
-    """Cartesian positions of measurements z (k, d) of a sensor at `position`."""
+    """Cartesian positions of range-bearing(-elevation) measurements of a sensor.
+
+    The inverse of :func:`to_polar`.
+
+    Parameters
+    ----------
+    z : array_like
+        (k, d) measurements: range (m), bearing (rad)[, elevation (rad)].
+    position : array_like
+        The sensor's position, d numbers.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 (k, d) positions, metres.
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
     z = np.asarray(z, dtype=np.float64)
     s = np.asarray(position, dtype=np.float64)
     r, b = z[:, 0], z[:, 1]
@@ -177,9 +226,28 @@ def to_cartesian(z, position):
 
 
 def converted_covariance(z, variances):
-    """Covariance (k, d, d) of the Cartesian positions of measurements z:
-    J R J' with the cross-range standard deviations floored at the range
-    noise's, so it is positive definite at any range (measurement.pxd)."""
+    """Covariance of the Cartesian positions of measurements (a birth's covariance).
+
+    ``J R J'`` with the cross-range standard deviations floored at the range
+    noise's, so it is positive definite at any range (measurement.pxd computes
+    the same for the tick).
+
+    Parameters
+    ----------
+    z : array_like
+        (k, d) measurements: range, bearing[, elevation].
+    variances : array_like
+        The sensor's d variances: range (m^2), bearing[, elevation] (rad^2).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 (k, d, d).
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
     z = np.asarray(z, dtype=np.float64)
     var = np.asarray(variances, dtype=np.float64)
     r, cb, sb = z[:, 0], np.cos(z[:, 1]), np.sin(z[:, 1])
@@ -200,7 +268,22 @@ def converted_covariance(z, variances):
 
 
 def wrap_angle(a):
-    """Angles wrapped into [-pi, pi)."""
+    """Angles wrapped into [-pi, pi).
+
+    Parameters
+    ----------
+    a : array_like
+        Angles, radians.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, the same shape.
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
     a = np.asarray(a, dtype=np.float64)
     return np.where((a >= -np.pi) & (a < np.pi), a, np.mod(a + np.pi, 2.0 * np.pi) - np.pi)
 
@@ -265,7 +348,23 @@ def log_jacobian(z):
 
 
 def valid(z):
-    """Rows of measurements z the tracker uses: finite, range >= 0, elevation in [-pi/2, pi/2]."""
+    """Which rows of measurements the tracker uses.
+
+    Parameters
+    ----------
+    z : numpy.ndarray
+        (k, d) measurements: range, bearing[, elevation].
+
+    Returns
+    -------
+    numpy.ndarray
+        bool (k,): finite, range >= 0 and, in 3-D, elevation in [-pi/2, pi/2].
+        The tick drops the other rows and counts them (``invalid``).
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
     ok = np.isfinite(z).all(axis=1)
     with np.errstate(invalid="ignore"):
         ok &= z[:, 0] >= 0.0
