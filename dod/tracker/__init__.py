@@ -37,8 +37,10 @@ writes and how it runs over threads)::
                     the filter kernels (constant velocity, IMM, range-bearing EKF)
     grid.pxd        the spatial index of the detections
     assignment.pyx  the exact assignment solver of one cluster
-    _frame.pxd/pyx  the tick's temporaries, laid out once
-    _executor.pxd   how a pass runs: one chunk serially, claimed chunks over the workers
+    _frame.pxd/pyx  the tick's temporaries, laid out once, phases in scopes
+    _model.pxd      the model variants (dimension, motion, measurement) and their kernel set
+    _executor.pxd   how a pass runs: one chunk serially, claimed chunks over the workers;
+                    one body, serial or shared, for the passes in parts
     _tick.pyx       the tick as the list of its passes, in order:
     _intake.pyx       the scan's valid detections, the index
     _predict.pyx      predict, and the confirmed tracks' gating beside it
