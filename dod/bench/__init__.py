@@ -52,7 +52,23 @@ class Section:
 
 
 def thread_counts():
-    """Thread counts for the scaling rows: 1 and 2, or DOD_BENCH_THREADS=1,2,4,8 (1 always included)."""
+    """Thread counts for the scaling rows.
+
+    Returns
+    -------
+    list of int
+        1 and 2, or the counts listed in the environment variable
+        ``DOD_BENCH_THREADS`` (e.g. ``1,2,4,8``), sorted, 1 always included.
+
+    Raises
+    ------
+    ValueError
+        When ``DOD_BENCH_THREADS`` lists no count, or one below 1.
+
+    Notes
+    -----
+    Thread-safety: reads the environment only; any thread may call it.
+    """
     raw = os.environ.get("DOD_BENCH_THREADS", "1,2")
     counts = sorted({int(x) for x in raw.split(",") if x.strip()})
     if not counts or counts[0] < 1:
@@ -63,6 +79,23 @@ def thread_counts():
 
 
 def median_of(fn, repeat):
-    """Median of `repeat` calls of fn() (each returns one timing)."""
+    """The median of `repeat` timings.
+
+    Parameters
+    ----------
+    fn : callable
+        Takes no argument, returns one timing.
+    repeat : int
+        Calls of `fn` (at least 1).
+
+    Returns
+    -------
+    float or int
+        The median (the upper one for an even `repeat`).
+
+    Notes
+    -----
+    Thread-safety: calls `fn` on the calling thread; as safe as `fn` is.
+    """
     values = sorted(fn() for _ in range(repeat))
     return values[len(values) // 2]
