@@ -339,6 +339,11 @@ NUMPYDOC_COMPLETE = [
     "dod.tracker.mot.MotSequence",
     "dod.tracker.demo.SampleStore",
     "dod.tracker.demo.DemoRun",
+    "dod.bench.Row",
+    "dod.bench.Section",
+    "dod.bench.numpy_memory.Counter",
+    "dod.bench.pool.Particle",
+    "dod.bench.table.Particle",
 ]
 
 NUMPYDOC_COMPLETE_FUNCTIONS = [

@@ -78,7 +78,26 @@ def faults():
 
 
 class Counter:
-    """The LD_PRELOAD counter when loaded in this process, else None counts."""
+    """The malloc and mmap counter preloaded into this process, when there is one.
+
+    :func:`with_counter` starts a child process with the counter library in
+    ``LD_PRELOAD`` and its path in ``DOD_NPMEM_COUNTER``; anywhere else the
+    counts read as zeros.
+
+    Attributes
+    ----------
+    lib : ctypes.CDLL or None
+        The loaded counter; None without one.
+
+    Raises
+    ------
+    OSError
+        When ``DOD_NPMEM_COUNTER`` names a library that cannot be loaded.
+
+    Notes
+    -----
+    Thread-safety: the counts are the process's; any thread may read them.
+    """
 
     def __init__(self):
         self.lib = None
@@ -89,6 +108,18 @@ class Counter:
             self.lib.dod_count.restype = ctypes.c_ulonglong
 
     def read(self):
+        """The calls counted so far.
+
+        Returns
+        -------
+        tuple of int
+            (malloc calls, mmap calls) since the process started; (0, 0)
+            without a counter.
+
+        Notes
+        -----
+        Thread-safety: any thread may read them.
+        """
         if self.lib is None:
             return (0, 0)
         return (self.lib.dod_count(0), self.lib.dod_count(1))

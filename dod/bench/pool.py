@@ -12,7 +12,41 @@ PARTICLE = 32           # bytes per particle (float32 x7 + uint32 flags)
 
 
 class Particle:
-    """The object-per-particle baseline."""
+    """The object-per-particle baseline: one Python object per particle.
+
+    Parameters
+    ----------
+    r : int
+        Seeds the position (its low bytes); the velocity is fixed.
+
+    Attributes
+    ----------
+    x : float
+        Position, x.
+    y : float
+        Position, y.
+    z : float
+        Position, z.
+    vx : float
+        Velocity, x.
+    vy : float
+        Velocity, y.
+    vz : float
+        Velocity, z.
+    age : float
+        Seconds alive.
+    flags : int
+        Flag bits.
+
+    Raises
+    ------
+    TypeError
+        When `r` is not an integer.
+
+    Notes
+    -----
+    Thread-safety: a plain object; one thread writes it.
+    """
 
     __slots__ = ("x", "y", "z", "vx", "vy", "vz", "age", "flags")
 

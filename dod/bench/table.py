@@ -40,7 +40,41 @@ def particle_schema(zero=True):
 
 
 class Particle:
-    """The object-per-particle baseline."""
+    """The object-per-particle baseline: one Python object per particle.
+
+    Parameters
+    ----------
+    x, y, z, vx, vy, vz, age, flags
+        The fields, stored as given (see Attributes).
+
+    Attributes
+    ----------
+    x : float
+        Position, x.
+    y : float
+        Position, y.
+    z : float
+        Position, z.
+    vx : float
+        Velocity, x.
+    vy : float
+        Velocity, y.
+    vz : float
+        Velocity, z.
+    age : float
+        Seconds alive.
+    flags : int
+        Flag bits.
+
+    Raises
+    ------
+    TypeError
+        For a missing argument.
+
+    Notes
+    -----
+    Thread-safety: a plain object; one thread writes it.
+    """
 
     __slots__ = FIELDS
 
