@@ -2,6 +2,8 @@
 # and its owner class. cimport this to run the engine inlined in your own
 # nogil loops:
 #
+# not run: a fragment (p's type and the function around it left out);
+# docs/cython/downstream/particle_step.pyx compiles the same calls
 #     from dod.arena cimport Arena, dod_arena_push, dod_arena_reset
 #     cdef Arena owner = Arena(1 << 20)
 #     with nogil:

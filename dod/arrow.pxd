@@ -1,6 +1,8 @@
 # dod/arrow.pxd: the Arrow C data interface export (dod/arrow.pyx): the
 # plain description of columns it reads, and three capsule builders.
 #
+# not run: a fragment (desc, columns, length and owner are the caller's);
+# dod/arrow.pyx and dod/table.pyx build their exports this way
 #     from dod.arrow cimport dod_arrow_desc, dod_arrow_array_capsule
 #     capsule = dod_arrow_array_capsule(&desc, columns, length, owner)
 #

@@ -2,6 +2,8 @@
 # nogil functions), its per-thread cache, and the owner class. cimport this to
 # allocate from many threads without the GIL:
 #
+# not run: a fragment (p's type and the function around it left out);
+# a compiled block of docs/guide/memory.md makes the same calls
 #     from dod.atomic_arena cimport (AtomicArena, dod_aa_allocate,
 #                                    dod_aa_free)
 #     cdef AtomicArena owner = AtomicArena()
@@ -12,6 +14,7 @@
 #
 # The word
 #   All shared state of the fast path is one 64-bit word:
+#   not run: the word's three bit fields, a layout
 #       bits 57..63  block index (7 bits: a slot of blocks[128])
 #       bits 55..56  size factor f (2 bits: the block spans block_size << f bytes)
 #       bits  0..54  position in the block's usable bytes (55 bits)
@@ -30,6 +33,7 @@
 #   position therefore climbs past the capacity by at most
 #   entrants * max_add, where max_add = block_size << 3 (the largest
 #   reservation). The constructor requires
+#   not run: a formula, the check the constructor makes
 #       CLOSED + (max_concurrent_entrants + 1) * max_add <= 2**55
 #   (CLOSED = 2**54 is the position an arena starts at before its first
 #   block), so up to max_concurrent_entrants threads (a power of two, default

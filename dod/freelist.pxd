@@ -1,6 +1,8 @@
 # dod/freelist.pxd: the free-list allocator's engine (C struct + inline nogil
 # functions) and its owner class. cimport this to run the engine inlined:
 #
+# not run: a fragment (p's type and the function around it left out);
+# a compiled block of docs/guide/memory.md makes the same calls
 #     from dod.freelist cimport FreeList, dod_freelist_allocate, dod_freelist_free
 #     cdef FreeList owner = FreeList(1 << 20)
 #     with nogil:
@@ -11,9 +13,10 @@
 #   Every block starts with a 16-byte header {prev_size, size_flags}; the
 #   payload follows it. Blocks are 16-byte aligned and sized in multiples of
 #   16 (header included), at least 32 (room for the two free-list links).
-#     size_flags = size | USED (1) | PREV_USED (2)
-#     prev_size  = size of the block before, kept valid while that block is
-#                  free, so a free can find its left neighbour in O(1).
+#   not run: the header's two fields, a layout
+#       size_flags = size | USED (1) | PREV_USED (2)
+#       prev_size  = size of the block before, kept valid while that block is
+#                    free, so a free can find its left neighbour in O(1).
 #   The region ends with a 16-byte sentinel header (size 0, USED): the walk
 #   stops there and no block coalesces past it. The first block has
 #   PREV_USED set, so none coalesces before the start.

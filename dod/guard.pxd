@@ -1,6 +1,8 @@
 # dod/guard.pxd: the guard-zone wrapper, a debugging allocator that makes
 # memory stomps fault where they happen.
 #
+# not run: it writes past the end on purpose and dies of SIGSEGV;
+# tests/test_guard.py checks that fault in a child process
 #     from dod.guard cimport GuardedResource, dod_guard_allocate, dod_guard_deallocate
 #     cdef GuardedResource g = GuardedResource()
 #     with nogil:
@@ -8,6 +10,7 @@
 #         (<char*>p)[100 + 12] = 1     # SIGSEGV: the page after p's end is PROT_NONE
 #
 # Layout of one allocation (right-aligned, the default):
+# not run: a diagram of the pages around one allocation
 #     [ data pages ............ | ptr .. ptr+size ][ guard page: PROT_NONE ]
 #   ptr = guard - round_up(size, alignment), so the first byte past the end
 #   faults when size is a multiple of the alignment; otherwise up to

@@ -2,6 +2,8 @@
 # functions) and its owner class. cimport it to acquire and release blocks
 # from any number of threads without the GIL:
 #
+# not run: a fragment (p's type and the function around it left out);
+# a compiled block of docs/guide/memory.md makes the same calls
 #     from dod.lfpool cimport LockFreePool, dod_lfpool_acquire, dod_lfpool_release
 #     cdef LockFreePool owner = LockFreePool(64)
 #     with nogil:

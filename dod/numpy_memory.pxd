@@ -1,6 +1,7 @@
 # dod/numpy_memory.pxd: numpy's NEP 49 data-memory handler over a dod arena.
 # cimport the handler struct and the state behind it:
 #
+# not run: a fragment (arena is the caller's dod Arena)
 #     from dod.numpy_memory cimport PyDataMem_Handler, dod_npmem, NumpyHandler
 #     cdef NumpyHandler h = arena.numpy()
 #     cdef dod_npmem* s = h.state          # s.handler is what numpy calls

@@ -1,6 +1,7 @@
 # dod/pages.pxd: the page source, anonymous memory straight from the system,
 # with its statistics. Every other allocator's default backing memory.
 #
+# not run: a fragment (p's type and the function around it left out)
 #     from dod.pages cimport PageSource, dod_pages_map, dod_pages_unmap
 #     cdef PageSource src = PageSource()
 #     with nogil:
@@ -22,6 +23,8 @@
 # Table.page_ranges (cimport API) list theirs, as a tracker does for its
 # tables and arenas before its loop.
 #
+# not run: a fragment (r's ranges are the caller's); tests/test_pages.py
+# compiles a module that makes this call
 #     from dod.pages cimport dod_page_range, dod_pages_prefault
 #     cdef dod_page_range r[2]        # {base, size} each
 #     cdef size_t touched

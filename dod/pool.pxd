@@ -1,6 +1,8 @@
 # dod/pool.pxd: the fixed-size pool's engine (C struct + inline nogil
 # functions) and its owner class. cimport this to run the engine inlined:
 #
+# not run: a fragment (p's type and the function around it left out);
+# a compiled block of docs/guide/memory.md makes the same calls
 #     from dod.pool cimport Pool, dod_pool_acquire, dod_pool_release
 #     cdef Pool owner = Pool(100_000, block_size=64)
 #     with nogil:

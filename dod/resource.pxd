@@ -8,12 +8,13 @@
 # they call the engine functions of the allocator they know.
 #
 # Contract of the function pointers:
-#   allocate(ctx, size, alignment): alignment is a power of two; returns a
-#       pointer aligned to it, or NULL (never raises, never takes the GIL).
-#       size 0 may return NULL.
-#   deallocate(ctx, ptr, size, alignment): ptr came from allocate on the same
-#       resource with the same size and alignment; NULL is ignored. A resource
-#       whose memory is released wholesale (an arena) makes this a no-op.
+# not run: the two signatures and what each promises, laid out as a table
+#     allocate(ctx, size, alignment): alignment is a power of two; returns a
+#         pointer aligned to it, or NULL (never raises, never takes the GIL).
+#         size 0 may return NULL.
+#     deallocate(ctx, ptr, size, alignment): ptr came from allocate on the same
+#         resource with the same size and alignment; NULL is ignored. A resource
+#         whose memory is released wholesale (an arena) makes this a no-op.
 # All-zero (ZII) is a valid resource that fails every request.
 
 cdef extern from *:

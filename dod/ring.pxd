@@ -3,6 +3,8 @@
 # cimport it to hand slots between a producer thread and a consumer (a nogil
 # tick) without the GIL and without allocating:
 #
+# not run: a fragment (ring, n, t and dt are the caller's);
+# tests/test_ring.py compiles a producer that makes these calls
 #     from dod.ring cimport Ring, dod_ring_slot, dod_ring_acquire_write, dod_ring_commit
 #     cdef dod_ring_slot* s
 #     with nogil:

@@ -2,6 +2,8 @@
 # struct-of-arrays table's columns. cimport it (or dod.table, which
 # re-exports both) to read a schema's per-column C description:
 #
+# not run: a fragment (schema and c are the caller's); dod/arrow.pyx
+# reads the column descriptions this way
 #     from dod.schema cimport Schema, dod_column_info
 #     cdef const dod_column_info* info = &schema._info[c]   # row_bytes, ndim, dims
 #

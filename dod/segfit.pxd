@@ -1,6 +1,8 @@
 # dod/segfit.pxd: segregated fit, dod's general-purpose allocator: the engine
 # (C struct + inline nogil functions) and its owner class.
 #
+# not run: a fragment (p's type and the function around it left out);
+# a compiled block of docs/guide/memory.md makes the same calls
 #     from dod.segfit cimport SegFit, dod_segfit_allocate, dod_segfit_free
 #     cdef SegFit owner = SegFit()
 #     with nogil:

@@ -2,6 +2,8 @@
 # functions) and its owner class. cimport this to insert, remove and scan rows
 # in your own nogil loops:
 #
+# not run: a fragment (schema and the function around it left out);
+# docs/guide/data.md compiles a whole module on the same engine
 #     from dod.table cimport Table, dod_table, dod_table_insert, dod_table_remove, dod_table_row
 #     cdef Table tracks = Table(schema, 1024)
 #     cdef dod_table* t = &tracks.engine

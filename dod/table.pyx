@@ -559,8 +559,11 @@ cdef class Table:
         # exclusive pass moves them without the GIL: two writers of count and
         # the slot map, rows written past capacity.
         if self._exclusive:
-            raise RuntimeError(f"{what} refused: another thread holds an exclusive pass over this "
-                               f"table's rows ({self._exclusive_what}); wait for it to end")
+            # The pass does not record its thread: the message holds both for
+            # a write from inside the pass (the holder's own thread) and for
+            # one from another thread while it runs.
+            raise RuntimeError(f"{what} refused: an exclusive pass over this table's rows is running "
+                               f"({self._exclusive_what}); write after it ends, whichever thread holds it")
         return 0
 
     cdef int begin_exclusive(self, str what) except -1:
@@ -829,7 +832,7 @@ cdef class Table:
         MemoryError
             When the table is full.
         RuntimeError
-            While another thread holds the exclusive pass.
+            While an exclusive pass is running (held by this thread or another).
 
         Notes
         -----
@@ -888,7 +891,7 @@ cdef class Table:
         BufferError
             While column views or Arrow exports are alive (unless ``unchecked``).
         RuntimeError
-            While another thread holds the exclusive pass.
+            While an exclusive pass is running (held by this thread or another).
 
         Notes
         -----
@@ -1005,7 +1008,8 @@ cdef class Table:
         ValueError
             For `threads` (nothing done).
         RuntimeError
-            While another thread holds the exclusive pass; nothing is done.
+            While an exclusive pass is running (held by this thread or another);
+            nothing is done.
         MemoryError
             When the system cannot back the pages (contents unchanged; part of
             the table may be resident).
@@ -1214,7 +1218,7 @@ cdef class Table:
         ...     table.insert(x=5.0)               # refused: the pass is held
         Traceback (most recent call last):
             ...
-        RuntimeError: insert refused: ... (a scaling pass); wait for it to end
+        RuntimeError: insert refused: ... (a scaling pass); write after it ends, whichever thread holds it
         >>> float(table.get(h)["x"]), len(table)
         (2.0, 1)
         """

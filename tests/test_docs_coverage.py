@@ -8,7 +8,9 @@
   definition in the .pyx beside it), or a mention on its page.
 * Every code block of the reference pages is run here or marked as not run
   with a reason; the worked downstream module builds with its setup.py and
-  prints what its comments say.
+  prints what its comments say. The same holds for the code in the .pxd
+  comments the Cython pages render: a block is a ``from dod... cimport``
+  statement, compiled here, or opens with ``# not run: REASON``.
 
 The site itself is built, with warnings as errors, by the docs step of
 .ci/run (``python -m sphinx -W --keep-going -b html docs docs/_build/html``).
@@ -196,11 +198,47 @@ def test_the_cimport_lines_the_pages_show_compile(tmp_path):
 
     statements = []
     for pxd in dod_pxd.public_pxd_files(ROOT):
-        header, _ = dod_pxd.parse_pxd(pxd)
+        header, decls = dod_pxd.parse_pxd(pxd)
         statements += _header_cimports(header)
+        # a cimport block the pages show without a not-run note is one of these
+        for text in [header] + [d.doc for d in decls]:
+            statements += [re.sub(r",\s*\.\.\.\s*$", "", b.code.replace("\n", " "))
+                           for b in dod_pxd.code_blocks(text) if b.kind == "cimport"]
     assert len(statements) >= 15
     module = compile_cython_module("\n".join(statements) + "\n\nOK = True\n", tmp_path, "docs_cimports")
     assert module.OK
+
+
+@pytest.mark.parametrize("pxd", dod_pxd.public_pxd_files(ROOT), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_code_block_in_a_pxd_comment_is_compiled_or_marked(pxd):
+    """The Cython pages show a .pxd comment's code block only when the test
+    above compiles it (a cimport statement) or a ``# not run: REASON`` line
+    opens it; anything else is a Sphinx warning, and fails here."""
+    header, decls = dod_pxd.parse_pxd(pxd)
+    for where, text in [("header", header)] + [(d.name, d.doc) for d in decls]:
+        for b in dod_pxd.code_blocks(text):
+            assert b.kind != "unmarked", (
+                f"{pxd.relative_to(ROOT)} ({where}): a code block that is neither a compiled cimport "
+                f"statement nor opened by '# not run: REASON':\n{b.code}")
+            assert b.kind == "cimport" or len(b.reason) >= 10
+
+
+def test_the_pxd_comment_convention():
+    """How a comment's code reads: what is shown, and what fails."""
+    kinds = lambda text: [(b.kind, b.reason) for b in dod_pxd.code_blocks(text)]   # noqa: E731
+    assert kinds("Cimport it:\n\n    from dod.arena cimport (Arena,\n                           dod_arena_push)") == \
+        [("cimport", "")]
+    assert kinds("Use it:\n\n    from dod.arena cimport Arena\n    cdef Arena a = Arena(64)") == \
+        [("unmarked", "")]
+    assert kinds("Use it:\n\nnot run: a fragment, the caller's\nnames left out\n"
+                 "    cdef Arena a = Arena(64)") == [("not run", "a fragment, the caller's names left out")]
+    # a diagram inside a paragraph: marked, the prose around it stays prose
+    assert kinds("Layout:\n  not run: a diagram of the pages\n      [ guard ][ data ]\n  and more prose") == \
+        [("not run", "a diagram of the pages")]
+    assert kinds("Layout:\n  the prose\n      [ guard ][ data ]\n  and more prose") == [("unmarked", "")]
+    assert kinds("Layout:\nnot run: a marker with no code under it\nmore prose") == [("unmarked", "")]
+    # a bullet item's continuation lines are prose
+    assert kinds("Modes:\n  * direct: the common\n    case\n  * hashed") == []
 
 
 def test_the_pages_say_nothing_about_development_history():
@@ -301,6 +339,11 @@ NUMPYDOC_COMPLETE = [
     "dod.tracker.mot.MotSequence",
     "dod.tracker.demo.SampleStore",
     "dod.tracker.demo.DemoRun",
+    "dod.bench.Row",
+    "dod.bench.Section",
+    "dod.bench.numpy_memory.Counter",
+    "dod.bench.pool.Particle",
+    "dod.bench.table.Particle",
 ]
 
 NUMPYDOC_COMPLETE_FUNCTIONS = [
@@ -359,6 +402,77 @@ NUMPYDOC_COMPLETE_FUNCTIONS = [
     "dod.tracker.sensor.valid",
     "dod.tracker.scenario.generate_radar",
     "dod.tracker.scenario.iter_radar_scans",
+    # benchmarks, the IMM reference and the CUDA helpers
+    "dod.bench.thread_counts",
+    "dod.bench.median_of",
+    "dod.bench.arena.run",
+    "dod.bench.atomic.scaling",
+    "dod.bench.atomic.overhead",
+    "dod.bench.atomic.run",
+    "dod.bench.concurrent.scaling",
+    "dod.bench.concurrent.overhead",
+    "dod.bench.concurrent.run",
+    "dod.bench.freelist.run",
+    "dod.bench.numpy_memory.faults",
+    "dod.bench.numpy_memory.measure",
+    "dod.bench.numpy_memory.with_counter",
+    "dod.bench.numpy_memory.note",
+    "dod.bench.numpy_memory.run",
+    "dod.bench.pool.py_churn",
+    "dod.bench.pool.py_throughput",
+    "dod.bench.pool.py_face_pairs",
+    "dod.bench.pool.run",
+    "dod.bench.ring.engine_pair",
+    "dod.bench.ring.handoff_ns",
+    "dod.bench.ring.allocated_bytes_per_item",
+    "dod.bench.ring.run",
+    "dod.bench.table.particle_schema",
+    "dod.bench.table.frame_data",
+    "dod.bench.table.insert_table",
+    "dod.bench.table.insert_objects",
+    "dod.bench.table.insert_dicts",
+    "dod.bench.table.insert_structured",
+    "dod.bench.table.scan_objects",
+    "dod.bench.table.scan_numpy",
+    "dod.bench.table.scan_table_python",
+    "dod.bench.table.py_churn",
+    "dod.bench.table.export_capsules",
+    "dod.bench.table.export_stream",
+    "dod.bench.table.pyarrow_from_table",
+    "dod.bench.table.pyarrow_from_numpy",
+    "dod.bench.table.run",
+    "dod.tracker.accuracy.configs",
+    "dod.tracker.accuracy.score_run",
+    "dod.tracker.accuracy.tick_cost",
+    "dod.tracker.accuracy.run",
+    "dod.tracker.accuracy.main",
+    "dod.tracker.bench_imm.measure",
+    "dod.tracker.bench_imm.run",
+    "dod.tracker.bench_imm.main",
+    "dod.tracker.bench_radar.measure",
+    "dod.tracker.bench_radar.run",
+    "dod.tracker.bench_radar.main",
+    "dod.tracker.bench_numpy.measure",
+    "dod.tracker.bench_numpy.run",
+    "dod.tracker.bench_numpy.main",
+    "dod.tracker.reference_imm.turn_terms",
+    "dod.tracker.reference_imm.model_noise",
+    "dod.tracker.reference_imm.ct_transition",
+    "dod.tracker.reference_imm.model_predict",
+    "dod.tracker.reference_imm.combine",
+    "dod.tracker.reference_imm.predict",
+    "dod.tracker.reference_imm.position_update",
+    "dod.tracker.reference_imm.ekf_update",
+    "dod.tracker.reference_imm.update",
+    "dod.tracker.reference_imm.birth",
+    "dod.cuda.bench.bench_frame",
+    "dod.cuda.bench.bench_in_kernel",
+    "dod.cuda.bench.bench_columns",
+    "dod.cuda.bench.device_line",
+    "dod.cuda.bench.main",
+    "dod.cuda.kernels.get_module",
+    "dod.cuda.kernels.get_function",
+    "dod.cuda.kernels.launch",
 ]
 
 

@@ -1034,6 +1034,30 @@ def test_table_prefault_is_refused_during_an_exclusive_pass(threads):
     assert len(t) == 5
 
 
+def test_an_insert_refused_by_an_exclusive_pass_names_no_other_thread():
+    # The refusal reads true on the thread that holds the pass as well as on
+    # another one: it names the pass, not a thread.
+    t = Table({"x": np.float64}, 10)
+    with t.exclusive("a test pass"):
+        with pytest.raises(RuntimeError, match=r"insert refused: .*\(a test pass\)") as same:
+            t.insert(x=1.0)
+        errors = []
+        other = threading.Thread(target=lambda: errors.append(_refusal(t)))
+        other.start()
+        other.join()
+    for message in (str(same.value), errors[0]):
+        assert "another thread" not in message and "whichever thread holds it" in message
+    assert len(t) == 0
+
+
+def _refusal(t):
+    try:
+        t.insert(x=1.0)
+    except RuntimeError as e:
+        return str(e)
+    return "no refusal"
+
+
 def test_table_prefault_refuses_bad_thread_counts_and_changes_nothing():
     t = Table({"x": np.float64}, 100)
     t.insert_many(x=np.arange(3.0))

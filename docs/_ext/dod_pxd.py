@@ -11,6 +11,22 @@ docstring that states its contract.
 ``parse_pxd`` is also what ``tests/test_docs_coverage.py`` uses to list the
 names every page must document, so the page and the check read the same
 declarations.
+
+Code in a comment follows the site's rule (every code block runs in the
+tests, or says why not). A paragraph of the comment whose lines are all
+indented four spaces is a code block; it is shown only when it is
+
+* a ``from dod... cimport ...`` statement (a header's "what to cimport"
+  line), which ``tests/test_docs_coverage.py`` compiles with every other
+  page's, or
+* opened by a marker line ``# not run: REASON`` (the reason may go on over
+  further lines at the marker's indentation), the code indented four spaces
+  under it: the page shows the reason as a note above the block.
+
+``code_blocks`` classifies them; an unmarked block (or a line indented four
+spaces past its paragraph, outside a bullet item: a hand-laid diagram) is a
+Sphinx warning, so the ``-W`` build fails, and the same function fails the
+test.
 """
 import re
 from dataclasses import dataclass, field
@@ -290,46 +306,151 @@ def _inline(text):
     return out
 
 
-def comment_nodes(text):
+NOT_RUN = re.compile(r"^not run: (\S.{9,})$")
+_CIMPORT = re.compile(r"^from dod[\w.]* cimport\b")
+
+
+@dataclass
+class CodeBlock:
+    kind: str        # "not run" (marked), "cimport" (compiled by the docs tests), "unmarked"
+    code: str        # as shown, dedented
+    reason: str      # the marker's reason ("" unless kind is "not run")
+
+
+def _cimport_only(lines):
+    """True when the lines are ``from dod... cimport`` statements and nothing
+    else (a parenthesised or backslashed name list may go on over lines)."""
+    depth, cont = 0, False
+    for ln in lines:
+        st = ln.strip()
+        if not st:
+            continue
+        if depth == 0 and not cont and not _CIMPORT.match(st):
+            return False
+        depth += st.count("(") - st.count(")")
+        cont = st.endswith("\\")
+    return True
+
+
+def _segments(block, first):
+    """One blank-line-separated paragraph of a comment, cut into
+    ("prose", lines) and ("code", CodeBlock) segments in order."""
+    lines = block.splitlines()
+    base = min(_indent(x) for x in lines if x.strip())
+    if base >= 4 and not first:
+        code = "\n".join(x[base:] for x in lines)
+        return [("code", CodeBlock("cimport" if _cimport_only(lines) else "unmarked", code, ""))]
+    segs, prose, k, in_item = [], [], 0, False
+
+    def flush():
+        if prose:
+            segs.append(("prose", list(prose)))
+            prose.clear()
+
+    def indented_run(k, ind):
+        body = []
+        while k < len(lines) and lines[k].strip() and _indent(lines[k]) >= ind + 4:
+            body.append(lines[k])
+            k += 1
+        cut = min((_indent(x) for x in body), default=0)
+        return k, "\n".join(x[cut:] for x in body)
+
+    while k < len(lines):
+        ln = lines[k]
+        st, ind = ln.strip(), _indent(ln)
+        m = NOT_RUN.match(st)
+        if m:
+            flush()
+            reason = [m.group(1)]
+            k += 1
+            while k < len(lines) and lines[k].strip() and _indent(lines[k]) == ind:
+                reason.append(lines[k].strip())
+                k += 1
+            k, code = indented_run(k, ind)
+            segs.append(("code", CodeBlock("not run", code, " ".join(reason)) if code else
+                         CodeBlock("unmarked", st, "")))          # a marker with nothing under it
+            in_item = False
+            continue
+        if re.match(r"[*-] ", st):
+            in_item = True
+        elif ind >= base + 4 and not in_item:
+            flush()                         # a layout drawn inside a paragraph, unmarked
+            k, code = indented_run(k, base)
+            segs.append(("code", CodeBlock("unmarked", code, "")))
+            continue
+        elif ind == base:
+            in_item = False
+        prose.append(ln)
+        k += 1
+    flush()
+    return segs
+
+
+def _paragraphs(text):
+    blocks = [b for b in re.split(r"\n\s*\n", text.strip("\n")) if b.strip()]
+    return [seg for k, b in enumerate(blocks) for seg in _segments(b, k == 0)]
+
+
+def code_blocks(text):
+    """Every code block of a comment or docstring, as the page shows it."""
+    return [payload for kind, payload in _paragraphs(text) if kind == "code"]
+
+
+def comment_nodes(text, report=None):
     """Docutils nodes for a comment or docstring: paragraphs, bullet lists
-    ('* ' or '- ' items) and indented code (4 spaces or more). No markup is
-    parsed beyond backquoted code, so any comment renders without warnings."""
+    ('* ' or '- ' items) and code blocks (see the module's docstring for
+    which are shown). No markup is parsed beyond backquoted code, so any
+    comment renders without warnings; `report(message)` is called for each
+    code block that is neither compiled by the tests nor marked."""
     from docutils import nodes
     result = []
-    blocks = re.split(r"\n\s*\n", text.strip("\n"))
-    for block in blocks:
-        lines = block.splitlines()
-        if not lines:
+    for kind, payload in _paragraphs(text):
+        if kind == "prose":
+            result.extend(_prose_nodes(payload))
             continue
-        base = min(_indent(x) for x in lines if x.strip())
-        if base >= 4 and result:
-            code = "\n".join(x[base:] for x in lines)
-            result.append(nodes.literal_block(code, code, language="cython"))
+        if payload.kind == "unmarked":
+            if report is not None:
+                report("a code block in a .pxd comment that is neither a compiled cimport line nor "
+                       "marked '# not run: REASON':\n" + payload.code)
+            result.append(nodes.literal_block(payload.code, payload.code))
             continue
-        para, items = [], []
-        for ln in lines:
-            st = ln.strip()
-            if re.match(r"[*-] ", st):
-                items.append([st[2:].strip()])
-            elif items and _indent(ln) > base:
-                items[-1].append(st)
-            elif items:
-                items[-1].append(st)
-            else:
-                para.append(st)
-        if para:
+        if payload.kind == "not run":
+            note = nodes.note()
             p = nodes.paragraph()
-            p.extend(_inline(" ".join(para)))
-            result.append(p)
-        if items:
-            bl = nodes.bullet_list()
-            for it in items:
-                li = nodes.list_item()
-                p = nodes.paragraph()
-                p.extend(_inline(" ".join(it)))
-                li.append(p)
-                bl.append(li)
-            result.append(bl)
+            p += nodes.strong("Not run: ", "Not run: ")
+            p.extend(_inline(payload.reason))
+            note += p
+            result.append(note)
+        result.append(nodes.literal_block(payload.code, payload.code, language="cython"))
+    return result
+
+
+def _prose_nodes(lines):
+    from docutils import nodes
+    result = []
+    base = min(_indent(x) for x in lines if x.strip())
+    para, items = [], []
+    for ln in lines:
+        st = ln.strip()
+        if re.match(r"[*-] ", st):
+            items.append([st[2:].strip()])
+        elif items:
+            items[-1].append(st)
+        else:
+            para.append(st)
+    if para:
+        p = nodes.paragraph()
+        p.extend(_inline(" ".join(para)))
+        result.append(p)
+    if items:
+        bl = nodes.bullet_list()
+        for it in items:
+            li = nodes.list_item()
+            p = nodes.paragraph()
+            p.extend(_inline(" ".join(it)))
+            li.append(p)
+            bl.append(li)
+        result.append(bl)
     return result
 
 
@@ -340,6 +461,9 @@ _KIND_TITLE = {"struct": "struct", "enum": "enum", "ctypedef": "ctypedef", "fuse
 def setup(app):
     from docutils import nodes
     from docutils.parsers.rst import Directive, directives
+    from sphinx.util import logging
+
+    logger = logging.getLogger(__name__)
 
     class PxdDirective(Directive):
         required_arguments = 1
@@ -352,10 +476,14 @@ def setup(app):
             env.note_dependency(str(path))
             header, decls = parse_pxd(path)
             module = rel[:-4].replace("/", ".")
+
+            def report(message):
+                logger.warning(f"{rel}: {message}", location=(env.docname, self.lineno))
+
             out = []
             if header and "no-header" not in self.options:
                 box = nodes.container(classes=["pxd-header"])
-                box.extend(comment_nodes(header))
+                box.extend(comment_nodes(header, report))
                 out.append(box)
             lst = nodes.paragraph()
             lst += nodes.Text(f"{len(decls)} declarations in {rel}: ")
@@ -376,7 +504,7 @@ def setup(app):
                 box += title
                 box += nodes.literal_block(d.code, d.code, language="cython")
                 if d.doc:
-                    box.extend(comment_nodes(d.doc))
+                    box.extend(comment_nodes(d.doc, report))
                 if d.kind == "class" and d.members:
                     p = nodes.paragraph()
                     p += nodes.Text("Public C attributes and methods: ")

@@ -19,9 +19,30 @@ def _python_columns(fn, frames):
 
 
 def run(quick=False):
-    """The arena section of ``python -m dod.bench``: a list of Sections (records per
-    frame, struct of arrays, from Python), each against its baseline measured in the
-    same run. ``quick``: fewer frames and repeats (noisier)."""
+    """The arena section of ``python -m dod.bench``: records per frame, struct of
+    arrays, and pushes from Python.
+
+    Parameters
+    ----------
+    quick : bool, default False
+        Fewer iterations and repeats (noisier numbers).
+
+    Returns
+    -------
+    list of Section
+        The section's tables, each against its baseline measured in the same
+        run, as ``python -m dod.bench`` prints them.
+
+    Raises
+    ------
+    ImportError
+        When the section's compiled kernels are not built.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     repeat = 3 if quick else 9
     frames = 2000 if quick else 20000
     arena = Arena(1 << 20)

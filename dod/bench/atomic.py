@@ -28,11 +28,35 @@ LABELS = {"malloc": "glibc malloc/free", "shared": "AtomicArena shared word",
 
 
 def scaling(threads=(1, 2), iterations=20000, repeat=5, size=64):
-    """{kernel: {n: (ns_per_op, scaling vs own 1-thread rate, shared atomics per op)}}.
+    """Allocate+free throughput of each kernel (malloc, the shared word, the
+    thread cache) at each thread count.
 
     Shared atomics per op (read-modify-writes on a cache line that other
     threads write: the word, block counters) do not depend on machine load,
-    unlike the scaling ratio; malloc's are not counted (None)."""
+    unlike the scaling ratio; malloc's are not counted (None).
+
+    Parameters
+    ----------
+    threads : tuple of int, default (1, 2)
+        Thread counts; the first is the base of the scaling ratio.
+    iterations : int, default 20000
+        Allocate+free pairs per thread and run.
+    repeat : int, default 5
+        Runs per count (the median is kept).
+    size : int, default 64
+        Bytes per allocation.
+
+    Returns
+    -------
+    dict
+        ``{kernel: {n: [ns per op, scaling vs its own rate at threads[0],
+        shared atomics per op]}}``.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     from dod.bench._atomic_kernels import Bench
     from dod.bench._threads import run_threads
 
@@ -55,7 +79,26 @@ def scaling(threads=(1, 2), iterations=20000, repeat=5, size=64):
 
 
 def overhead(count=1_000_000, size=64):
-    """{allocator: (bytes obtained beyond count*size, per allocation; ns per allocation)}."""
+    """Memory each allocator obtains beyond the payload, and its time per allocation.
+
+    Parameters
+    ----------
+    count : int, default 1_000_000
+        Live allocations.
+    size : int, default 64
+        Bytes each.
+
+    Returns
+    -------
+    dict
+        ``{allocator: (bytes obtained beyond count * size, per allocation;
+        ns per allocation)}`` for ``"malloc"``, ``"shared"`` and ``"cached"``.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     from dod.bench import _atomic_kernels as K
 
     payload = count * size
@@ -69,9 +112,32 @@ def overhead(count=1_000_000, size=64):
 
 
 def run(quick=False):
-    """The atomic-arena section of ``python -m dod.bench``: Sections of allocate+free
-    timings at the thread counts of :func:`dod.bench.thread_counts`. ``quick``: fewer
-    repeats."""
+    """The atomic-arena section of ``python -m dod.bench``: allocate+free timings
+    at the thread counts of :func:`dod.bench.thread_counts`, and the overhead.
+
+    Parameters
+    ----------
+    quick : bool, default False
+        Fewer iterations and repeats (noisier numbers).
+
+    Returns
+    -------
+    list of Section
+        The section's tables, each against its baseline measured in the same
+        run, as ``python -m dod.bench`` prints them.
+
+    Raises
+    ------
+    ImportError
+        When the section's compiled kernels are not built.
+    ValueError
+        As :func:`dod.bench.thread_counts`.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     from dod.bench import _atomic_kernels as K
 
     threads = thread_counts()

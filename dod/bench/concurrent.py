@@ -47,10 +47,34 @@ PATTERNS = {"random": "random classes (33 SegFit classes up to 1 KiB)", "single"
 
 
 def scaling(pattern="random", threads=(1, 2), iterations=400_000, repeat=5, l1d=True):
-    """{kernel: {n: dict(ns, rate, scaling, vs_malloc, retries, l1d, l1d_why)}} for one pattern.
+    """Throughput of each concurrent allocator at each thread count, for one
+    allocation pattern.
 
-    ``retries`` is None for allocators without a compare-and-swap; ``l1d`` is
-    None (and ``l1d_why`` says why) when hardware counters are not available.
+    Parameters
+    ----------
+    pattern : str, default "random"
+        ``"random"`` (random size classes) or the single-class pattern.
+    threads : tuple of int, default (1, 2)
+        Thread counts.
+    iterations : int, default 400_000
+        Operations per thread and run.
+    repeat : int, default 5
+        Runs per count (the median is kept).
+    l1d : bool, default True
+        Read the L1 data-cache miss counters where the hardware allows.
+
+    Returns
+    -------
+    dict
+        ``{kernel: {n: dict(ns, rate, scaling, vs_malloc, retries, l1d,
+        l1d_why)}}``; ``retries`` is None for allocators without a
+        compare-and-swap, ``l1d`` None (``l1d_why`` says why) without
+        hardware counters.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
     """
     from dod.bench._concurrent_kernels import Bench
     from dod.bench._threads import run_threads
@@ -87,8 +111,27 @@ def scaling(pattern="random", threads=(1, 2), iterations=400_000, repeat=5, l1d=
 
 
 def overhead(count=1_000_000, size=64, only=None):
-    """{kernel: (metadata bytes per live allocation, ns per allocation)} at `count` x `size`
-    (every kernel, or only the one named)."""
+    """Metadata each allocator keeps per live allocation, and its time per allocation.
+
+    Parameters
+    ----------
+    count : int, default 1_000_000
+        Live allocations.
+    size : int, default 64
+        Bytes each.
+    only : str or None, default None
+        Measure only this kernel.
+
+    Returns
+    -------
+    dict
+        ``{kernel: (metadata bytes per live allocation, ns per allocation)}``.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     from dod.bench import _atomic_kernels as A
     from dod.bench import _concurrent_kernels as K
 
@@ -113,10 +156,33 @@ def _l1d_note(row):
 
 
 def run(quick=False):
-    """The concurrent-allocators section of ``python -m dod.bench``: for the random-
-    classes and single-class patterns, the scaling of each allocator at every thread
-    count (:func:`scaling`), and the metadata overhead (:func:`overhead`). ``quick``:
-    fewer iterations."""
+    """The concurrent-allocators section of ``python -m dod.bench``: the scaling of
+    each allocator at every thread count (:func:`scaling`) for the random-classes
+    and single-class patterns, and the metadata overhead (:func:`overhead`).
+
+    Parameters
+    ----------
+    quick : bool, default False
+        Fewer iterations and repeats (noisier numbers).
+
+    Returns
+    -------
+    list of Section
+        The section's tables, each against its baseline measured in the same
+        run, as ``python -m dod.bench`` prints them.
+
+    Raises
+    ------
+    ImportError
+        When the section's compiled kernels are not built.
+    ValueError
+        As :func:`dod.bench.thread_counts`.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     threads = thread_counts()
     load = (f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores: "
             "threads beyond the idle cores are time-sliced, not concurrent")

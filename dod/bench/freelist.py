@@ -6,8 +6,29 @@ from dod.bench import Section, median_of
 
 
 def run(quick=False):
-    """The free-list section of ``python -m dod.bench``: a list of Sections, each
-    against its baseline measured in the same run. ``quick``: fewer repeats."""
+    """The free-list section of ``python -m dod.bench``.
+
+    Parameters
+    ----------
+    quick : bool, default False
+        Fewer iterations and repeats (noisier numbers).
+
+    Returns
+    -------
+    list of Section
+        The section's tables, each against its baseline measured in the same
+        run, as ``python -m dod.bench`` prints them.
+
+    Raises
+    ------
+    ImportError
+        When the section's compiled kernels are not built.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     from dod.bench import _pool_kernels as K
     from dod.freelist import FreeList
     from dod.pool import Pool

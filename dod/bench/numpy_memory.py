@@ -64,12 +64,40 @@ void *mmap(void *a, size_t n, int p, int f, int fd, off_t o) {
 
 
 def faults():
-    """Minor page faults of this process so far (``getrusage``)."""
+    """Minor page faults of this process so far (``getrusage``).
+
+    Returns
+    -------
+    int
+
+    Notes
+    -----
+    Thread-safety: a read of the process's counters; any thread may call it.
+    """
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 class Counter:
-    """The LD_PRELOAD counter when loaded in this process, else None counts."""
+    """The malloc and mmap counter preloaded into this process, when there is one.
+
+    :func:`with_counter` starts a child process with the counter library in
+    ``LD_PRELOAD`` and its path in ``DOD_NPMEM_COUNTER``; anywhere else the
+    counts read as zeros.
+
+    Attributes
+    ----------
+    lib : ctypes.CDLL or None
+        The loaded counter; None without one.
+
+    Raises
+    ------
+    OSError
+        When ``DOD_NPMEM_COUNTER`` names a library that cannot be loaded.
+
+    Notes
+    -----
+    Thread-safety: the counts are the process's; any thread may read them.
+    """
 
     def __init__(self):
         self.lib = None
@@ -80,6 +108,18 @@ class Counter:
             self.lib.dod_count.restype = ctypes.c_ulonglong
 
     def read(self):
+        """The calls counted so far.
+
+        Returns
+        -------
+        tuple of int
+            (malloc calls, mmap calls) since the process started; (0, 0)
+            without a counter.
+
+        Notes
+        -----
+        Thread-safety: any thread may read them.
+        """
         if self.lib is None:
             return (0, 0)
         return (self.lib.dod_count(0), self.lib.dod_count(1))
@@ -139,7 +179,26 @@ def _counting_default(step, ticks):
 
 
 def measure(quick=False):
-    """All rows as a dict (what the child process prints)."""
+    """Every row of the section, measured here (what the child process of
+    :func:`with_counter` prints).
+
+    Parameters
+    ----------
+    quick : bool, default False
+        20 ticks instead of 100.
+
+    Returns
+    -------
+    dict
+        ``"synthetic"`` and ``"big"`` (the two workloads), each with
+        ``"default"`` and ``"dod"`` measurements and ``"numpy_allocations"``;
+        ``"counted"``: whether the malloc counter could be loaded.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     counter = Counter()
     ticks = 20 if quick else 100
     src = np.ones(BIG // 8)
@@ -157,8 +216,27 @@ def measure(quick=False):
 
 
 def with_counter(module, quick):
-    """Run ``module.measure(quick)`` in a child with the LD_PRELOAD counter and
-    return its dict; None without a compiler (or when the child fails)."""
+    """Run ``module.measure(quick)`` in a child process with the malloc counter
+    preloaded (``LD_PRELOAD``).
+
+    Parameters
+    ----------
+    module : str
+        The module whose ``measure`` runs (e.g. ``"dod.bench.numpy_memory"``).
+    quick : bool
+        Passed to ``measure``.
+
+    Returns
+    -------
+    dict or None
+        What the child's ``measure`` returned; None without a C compiler to
+        build the counter, or when the child fails.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None or sys.platform != "linux":
         return None
@@ -179,9 +257,25 @@ def with_counter(module, quick):
 
 
 def note(r, counted):
-    """The note column of a row: page faults per tick, and malloc and mmap calls per
-    tick when they were `counted`, fallbacks and served allocations when the result
-    has them."""
+    """The note column of a row.
+
+    Parameters
+    ----------
+    r : dict
+        One measurement of :func:`measure`.
+    counted : bool
+        Whether malloc and mmap calls were counted.
+
+    Returns
+    -------
+    str
+        Page faults per tick; malloc and mmap calls per tick when `counted`;
+        fallbacks and served allocations when `r` has them.
+
+    Notes
+    -----
+    Thread-safety: a pure function; any thread may call it.
+    """
     parts = [f"{r['faults']:.1f} page faults/tick"]
     if counted:
         parts.append(f"{r['malloc']:.0f} malloc calls/tick, {r['mmap']:.1f} mmap/tick")
@@ -193,9 +287,30 @@ def note(r, counted):
 
 
 def run(quick=False):
-    """The numpy-memory section of ``python -m dod.bench``: a list of Sections, with
-    page faults (and malloc/mmap calls, where a counter could be loaded) in their
-    notes. ``quick``: fewer ticks."""
+    """The numpy-memory section of ``python -m dod.bench``: page faults (and malloc
+    and mmap calls, where a counter could be loaded) in the rows' notes.
+
+    Parameters
+    ----------
+    quick : bool, default False
+        Fewer iterations and repeats (noisier numbers).
+
+    Returns
+    -------
+    list of Section
+        The section's tables, each against its baseline measured in the same
+        run, as ``python -m dod.bench`` prints them.
+
+    Raises
+    ------
+    ImportError
+        When the section's compiled kernels are not built.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     res = with_counter("dod.bench.numpy_memory", quick)
     if res is None:
         res = measure(quick)

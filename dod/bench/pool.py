@@ -12,7 +12,41 @@ PARTICLE = 32           # bytes per particle (float32 x7 + uint32 flags)
 
 
 class Particle:
-    """The object-per-particle baseline."""
+    """The object-per-particle baseline: one Python object per particle.
+
+    Parameters
+    ----------
+    r : int
+        Seeds the position (its low bytes); the velocity is fixed.
+
+    Attributes
+    ----------
+    x : float
+        Position, x.
+    y : float
+        Position, y.
+    z : float
+        Position, z.
+    vx : float
+        Velocity, x.
+    vy : float
+        Velocity, y.
+    vz : float
+        Velocity, z.
+    age : float
+        Seconds alive.
+    flags : int
+        Flag bits.
+
+    Raises
+    ------
+    TypeError
+        When `r` is not an integer.
+
+    Notes
+    -----
+    Thread-safety: a plain object; one thread writes it.
+    """
 
     __slots__ = ("x", "y", "z", "vx", "vy", "vz", "age", "flags")
 
@@ -28,7 +62,31 @@ class Particle:
 
 
 def py_churn(live0, frames, born, seed):
-    """The churn workload with Python objects in a list (swap-remove)."""
+    """The churn workload with Python objects in a list (swap-remove): the baseline.
+
+    Parameters
+    ----------
+    live0 : int
+        Particles alive at the start.
+    frames : int
+        Frames run.
+    born : int
+        Particles born per frame (about as many die).
+    seed : int
+        Seed of the deaths' random choice.
+
+    Returns
+    -------
+    ns : int
+        Nanoseconds for all frames.
+    ops : int
+        Births and deaths counted.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     rng = random.Random(seed)
     live = [Particle(k) for k in range(live0)]
     ops = 0
@@ -48,8 +106,26 @@ def py_churn(live0, frames, born, seed):
 
 
 def py_throughput(count, frames):
-    """Nanoseconds to create and drop `count` :class:`Particle` objects, `frames` times
-    (the plain-Python baseline)."""
+    """Create and drop `count` :class:`Particle` objects, `frames` times (the
+    plain-Python baseline).
+
+    Parameters
+    ----------
+    count : int
+        Objects per frame.
+    frames : int
+        Frames run.
+
+    Returns
+    -------
+    int
+        Nanoseconds (``time.perf_counter_ns``) for the whole loop.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     t0 = time.perf_counter_ns()
     for _ in range(frames):
         live = [Particle(k) for k in range(count)]
@@ -58,7 +134,25 @@ def py_throughput(count, frames):
 
 
 def py_face_pairs(pool, n):
-    """Nanoseconds for `n` acquire+release pairs through the pool's Python face."""
+    """Acquire+release pairs through the pool's Python face.
+
+    Parameters
+    ----------
+    pool : Pool
+        A pool with a free block.
+    n : int
+        Pairs.
+
+    Returns
+    -------
+    int
+        Nanoseconds (``time.perf_counter_ns``) for the whole loop.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     acquire, release = pool.acquire, pool.release
     t0 = time.perf_counter_ns()
     for _ in range(n):
@@ -67,8 +161,29 @@ def py_face_pairs(pool, n):
 
 
 def run(quick=False):
-    """The pool section of ``python -m dod.bench``: a list of Sections, each against its
-    baseline measured in the same run. ``quick``: fewer repeats."""
+    """The pool section of ``python -m dod.bench``.
+
+    Parameters
+    ----------
+    quick : bool, default False
+        Fewer iterations and repeats (noisier numbers).
+
+    Returns
+    -------
+    list of Section
+        The section's tables, each against its baseline measured in the same
+        run, as ``python -m dod.bench`` prints them.
+
+    Raises
+    ------
+    ImportError
+        When the section's compiled kernels are not built.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     from dod.bench import _pool_kernels as K
     from dod.pool import Pool
 

@@ -92,11 +92,37 @@ def _stall_report(K, r, n, got, rc, produced):
 
 
 def engine_pair(r, n, width, timeout_ns):
-    """n items of `width` doubles from a producer thread to this one through
-    ring r's engine, every wait bounded by timeout_ns; then r is closed
-    (which frees a producer still waiting after a stall) and the thread
-    joined. (items got, the consumer's last code, (ns, items committed, the
-    producer's last code)): (n, CLOSED, (ns, n, OK)) when all went through."""
+    """Send n items from a producer thread to this one through a ring's engine.
+
+    Every wait is bounded by `timeout_ns`; then the ring is closed (which frees
+    a producer still waiting after a stall) and the thread joined.
+
+    Parameters
+    ----------
+    r : Ring
+        The ring (its rows at least `width` doubles).
+    n : int
+        Items.
+    width : int
+        Doubles per item.
+    timeout_ns : int
+        The bound of every wait, in nanoseconds.
+
+    Returns
+    -------
+    got : int
+        Items the consumer took.
+    rc : int
+        The consumer's last return code.
+    producer : tuple
+        (ns, items committed, the producer's last return code); all went
+        through when the result is ``(n, CLOSED, (ns, n, OK))``.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     from dod.bench import _ring_kernels as K
     out = {}
     t = threading.Thread(target=lambda: out.setdefault("p", K.produce(r, n, width, timeout_ns)))
@@ -108,8 +134,35 @@ def engine_pair(r, n, width, timeout_ns):
 
 
 def handoff_ns(kind, threads, n, slots=SLOTS):
-    """ns per item for `kind` in ("engine", "ring", "queue", "deque"), on 1
-    thread (put then get) or 2 (a producer thread and this one)."""
+    """Nanoseconds per item handed through one kind of queue.
+
+    Parameters
+    ----------
+    kind : str
+        ``"engine"``, ``"ring"``, ``"queue"`` or ``"deque"``.
+    threads : int
+        1 (put then get on this thread) or 2 (a producer thread and this one).
+    n : int
+        Items.
+    slots : int, default SLOTS
+        The ring's or queue's slots.
+
+    Returns
+    -------
+    float
+        Nanoseconds per item.
+
+    Raises
+    ------
+    RuntimeError
+        When the two-thread engine hand-off stalls (with a report of both
+        sides).
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     z = np.ones((ROWS, 2))
     if kind == "engine":
         from dod.bench import _ring_kernels as K
@@ -143,8 +196,26 @@ def handoff_ns(kind, threads, n, slots=SLOTS):
 
 
 def allocated_bytes_per_item(kind, n=2000):
-    """Traced bytes allocated (peak above the start, summed over items) per
-    item, one thread, after a warm-up: 0 means nothing is allocated at all."""
+    """Bytes allocated per item handed through one kind of queue, on one thread.
+
+    Parameters
+    ----------
+    kind : str
+        As :func:`handoff_ns`.
+    n : int, default 2000
+        Items (the first 10 are a warm-up, not counted).
+
+    Returns
+    -------
+    float
+        The traced bytes allocated (peak above the start, summed over the
+        items) per item: 0 means nothing is allocated at all.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     z = np.ones((ROWS, 2))
     put, get, _ = _python_pair(kind)
     for _ in range(100):
@@ -167,8 +238,32 @@ def allocated_bytes_per_item(kind, n=2000):
 
 def run(quick=False):
     """The ring section of ``python -m dod.bench``: the hand-off of a scan through a
-    ring against queue.Queue, on one thread and between two, and the bytes allocated
-    per item. ``quick``: fewer items."""
+    ring against queue.Queue, on one thread and between two, and the bytes
+    allocated per item.
+
+    Parameters
+    ----------
+    quick : bool, default False
+        Fewer iterations and repeats (noisier numbers).
+
+    Returns
+    -------
+    list of Section
+        The section's tables, each against its baseline measured in the same
+        run, as ``python -m dod.bench`` prints them.
+
+    Raises
+    ------
+    ImportError
+        When the section's compiled kernels are not built.
+    RuntimeError
+        When a two-thread hand-off stalls.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     rep = 3 if quick else 5
     n_py = 5_000 if quick else 20_000
     n_c = 200_000 if quick else 1_000_000

@@ -19,15 +19,62 @@ PARTICLE_DTYPE = np.dtype([(f, np.float32) for f in FIELDS[:-1]] + [("flags", np
 
 
 def particle_schema(zero=True):
-    """The benchmark's particle Schema, one column per field of PARTICLE_DTYPE;
-    ``zero``: whether inserts clear the columns."""
+    """The benchmark's particle Schema, one column per field of ``PARTICLE_DTYPE``.
+
+    Parameters
+    ----------
+    zero : bool, default True
+        Whether inserts clear the columns.
+
+    Returns
+    -------
+    Schema
+
+    Notes
+    -----
+    Thread-safety: builds new objects only; any thread may call it.
+    """
     from dod.table import Column, Schema
 
     return Schema([Column(PARTICLE_DTYPE[f], zero=zero, name=f) for f in FIELDS])
 
 
 class Particle:
-    """The object-per-particle baseline."""
+    """The object-per-particle baseline: one Python object per particle.
+
+    Parameters
+    ----------
+    x, y, z, vx, vy, vz, age, flags
+        The fields, stored as given (see Attributes).
+
+    Attributes
+    ----------
+    x : float
+        Position, x.
+    y : float
+        Position, y.
+    z : float
+        Position, z.
+    vx : float
+        Velocity, x.
+    vy : float
+        Velocity, y.
+    vz : float
+        Velocity, z.
+    age : float
+        Seconds alive.
+    flags : int
+        Flag bits.
+
+    Raises
+    ------
+    TypeError
+        For a missing argument.
+
+    Notes
+    -----
+    Thread-safety: a plain object; one thread writes it.
+    """
 
     __slots__ = FIELDS
 
@@ -43,7 +90,24 @@ class Particle:
 
 
 def frame_data(n, seed=0):
-    """One frame of n particles as numpy columns (float32 x7, uint32 flags)."""
+    """One frame of n particles as numpy columns.
+
+    Parameters
+    ----------
+    n : int
+        Particles.
+    seed : int, default 0
+        The random generator's seed.
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``FIELDS`` -> arrays of n values (float32 x7, uint32 flags).
+
+    Notes
+    -----
+    Thread-safety: builds new objects only; any thread may call it.
+    """
     rng = np.random.default_rng(seed)
     cols = {f: rng.standard_normal(n).astype(np.float32) for f in FIELDS[:-1]}
     cols["flags"] = np.ones(n, np.uint32)
@@ -54,7 +118,27 @@ def frame_data(n, seed=0):
 
 
 def insert_table(table, cols, frames):
-    """Per frame: clear the table, insert the frame's rows as one batch."""
+    """Per frame: clear the table and insert the frame's rows as one batch.
+
+    Parameters
+    ----------
+    table : Table
+        The table (from :func:`particle_schema`).
+    cols : dict of str to ndarray
+        The frame (:func:`frame_data`).
+    frames : int
+        Frames run.
+
+    Returns
+    -------
+    int
+        Nanoseconds (``time.perf_counter_ns``) for the whole loop.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     t0 = time.perf_counter_ns()
     for _ in range(frames):
         table.clear()
@@ -63,7 +147,25 @@ def insert_table(table, cols, frames):
 
 
 def insert_objects(lists, frames):
-    """Per frame: a new list of __slots__ objects (the data already as Python lists)."""
+    """Per frame: a new list of ``__slots__`` objects (the data already as Python lists).
+
+    Parameters
+    ----------
+    lists : dict of str to list
+        The frame's columns as Python lists.
+    frames : int
+        Frames run.
+
+    Returns
+    -------
+    int
+        Nanoseconds (``time.perf_counter_ns``) for the whole loop.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     P = Particle
     rows = list(zip(*lists))
     t0 = time.perf_counter_ns()
@@ -74,7 +176,25 @@ def insert_objects(lists, frames):
 
 
 def insert_dicts(lists, frames):
-    """Per frame: a new list of dicts (the data already as Python lists)."""
+    """Per frame: a new list of dicts (the data already as Python lists).
+
+    Parameters
+    ----------
+    lists : dict of str to list
+        The frame's columns as Python lists.
+    frames : int
+        Frames run.
+
+    Returns
+    -------
+    int
+        Nanoseconds (``time.perf_counter_ns``) for the whole loop.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     rows = list(zip(*lists))
     t0 = time.perf_counter_ns()
     for _ in range(frames):
@@ -85,7 +205,25 @@ def insert_dicts(lists, frames):
 
 
 def insert_structured(cols, frames):
-    """Per frame: a new numpy structured array (array of structs) filled field by field."""
+    """Per frame: a new numpy structured array (array of structs) filled field by field.
+
+    Parameters
+    ----------
+    cols : dict of str to ndarray
+        The frame (:func:`frame_data`).
+    frames : int
+        Frames run.
+
+    Returns
+    -------
+    int
+        Nanoseconds (``time.perf_counter_ns``) for the whole loop.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     n = len(cols["x"])
     t0 = time.perf_counter_ns()
     for _ in range(frames):
@@ -99,7 +237,25 @@ def insert_structured(cols, frames):
 
 
 def scan_objects(objs, reps):
-    """Nanoseconds to sum ``p.x`` over the objects `objs`, `reps` times."""
+    """Sum ``p.x`` over Python objects, `reps` times.
+
+    Parameters
+    ----------
+    objs : list
+        Objects with an ``x`` attribute.
+    reps : int
+        Passes.
+
+    Returns
+    -------
+    int
+        Nanoseconds (``time.perf_counter_ns``) for the whole loop.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     t0 = time.perf_counter_ns()
     for _ in range(reps):
         s = 0.0
@@ -109,7 +265,25 @@ def scan_objects(objs, reps):
 
 
 def scan_numpy(arr, reps):
-    """Nanoseconds to sum the array `arr`, `reps` times."""
+    """Sum a numpy array, `reps` times.
+
+    Parameters
+    ----------
+    arr : ndarray
+        The column.
+    reps : int
+        Passes.
+
+    Returns
+    -------
+    int
+        Nanoseconds (``time.perf_counter_ns``) for the whole loop.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     t0 = time.perf_counter_ns()
     for _ in range(reps):
         arr.sum()
@@ -117,7 +291,25 @@ def scan_numpy(arr, reps):
 
 
 def scan_table_python(table, reps):
-    """Nanoseconds to sum the table's ``x`` column from Python, `reps` times."""
+    """Sum the table's ``x`` column from Python, `reps` times.
+
+    Parameters
+    ----------
+    table : Table
+        The table (from :func:`particle_schema`).
+    reps : int
+        Passes.
+
+    Returns
+    -------
+    int
+        Nanoseconds (``time.perf_counter_ns``) for the whole loop.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     t0 = time.perf_counter_ns()
     for _ in range(reps):
         table["x"].sum()
@@ -128,7 +320,31 @@ def scan_table_python(table, reps):
 
 
 def py_churn(live0, frames, born, seed):
-    """Particle churn with Python objects in a list (swap-remove)."""
+    """Particle churn with Python objects in a list (swap-remove): the baseline.
+
+    Parameters
+    ----------
+    live0 : int
+        Particles alive at the start.
+    frames : int
+        Frames run.
+    born : int
+        Particles born per frame (about as many die).
+    seed : int
+        Seed of the deaths' random choice.
+
+    Returns
+    -------
+    ns : int
+        Nanoseconds for all frames.
+    ops : int
+        Births and deaths counted.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     rng = random.Random(seed)
     P = Particle
     live = [P(float(k & 0xFF), 0.0, 0.0, 1.0, -1.0, 0.5, 0.0, 1) for k in range(live0)]
@@ -151,7 +367,25 @@ def py_churn(live0, frames, born, seed):
 
 
 def export_capsules(table, reps):
-    """Nanoseconds for `reps` calls of ``table.__arrow_c_array__()``."""
+    """Calls of ``table.__arrow_c_array__()``.
+
+    Parameters
+    ----------
+    table : Table
+        The table (from :func:`particle_schema`).
+    reps : int
+        Calls.
+
+    Returns
+    -------
+    int
+        Nanoseconds (``time.perf_counter_ns``) for the whole loop.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     f = table.__arrow_c_array__
     t0 = time.perf_counter_ns()
     for _ in range(reps):
@@ -160,7 +394,25 @@ def export_capsules(table, reps):
 
 
 def export_stream(table, reps):
-    """Nanoseconds for `reps` calls of ``table.__arrow_c_stream__()``."""
+    """Calls of ``table.__arrow_c_stream__()``.
+
+    Parameters
+    ----------
+    table : Table
+        The table (from :func:`particle_schema`).
+    reps : int
+        Calls.
+
+    Returns
+    -------
+    int
+        Nanoseconds (``time.perf_counter_ns``) for the whole loop.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     f = table.__arrow_c_stream__
     t0 = time.perf_counter_ns()
     for _ in range(reps):
@@ -169,8 +421,27 @@ def export_stream(table, reps):
 
 
 def pyarrow_from_table(pa, table, reps):
-    """Nanoseconds for `reps` calls of ``pa.record_batch(table)`` (zero copy, through
-    the PyCapsule interface)."""
+    """Calls of ``pa.record_batch(table)`` (zero copy, through the PyCapsule interface).
+
+    Parameters
+    ----------
+    pa : module
+        ``pyarrow``.
+    table : Table
+        The table (from :func:`particle_schema`).
+    reps : int
+        Calls.
+
+    Returns
+    -------
+    int
+        Nanoseconds (``time.perf_counter_ns``) for the whole loop.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     t0 = time.perf_counter_ns()
     for _ in range(reps):
         pa.record_batch(table)
@@ -178,8 +449,27 @@ def pyarrow_from_table(pa, table, reps):
 
 
 def pyarrow_from_numpy(pa, cols, reps):
-    """Nanoseconds for `reps` calls of ``pa.record_batch`` from the numpy arrays `cols`
-    (a dict name -> array)."""
+    """Calls of ``pa.record_batch`` from numpy arrays (the baseline).
+
+    Parameters
+    ----------
+    pa : module
+        ``pyarrow``.
+    cols : dict of str to ndarray
+        The columns.
+    reps : int
+        Calls.
+
+    Returns
+    -------
+    int
+        Nanoseconds (``time.perf_counter_ns``) for the whole loop.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     names = list(cols)
     arrays = list(cols.values())
     t0 = time.perf_counter_ns()
@@ -192,8 +482,30 @@ def pyarrow_from_numpy(pa, cols, reps):
 
 
 def run(quick=False):
-    """The table section of ``python -m dod.bench``: a list of Sections, each against
-    its baseline measured in the same run. ``quick``: fewer repeats."""
+    """The table section of ``python -m dod.bench``: batch insert from Python, column
+    scan, particle churn and Arrow export.
+
+    Parameters
+    ----------
+    quick : bool, default False
+        Fewer iterations and repeats (noisier numbers).
+
+    Returns
+    -------
+    list of Section
+        The section's tables, each against its baseline measured in the same
+        run, as ``python -m dod.bench`` prints them.
+
+    Raises
+    ------
+    ImportError
+        When the section's compiled kernels are not built.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (the timings share the
+    machine); the objects it times are its own.
+    """
     from dod.bench import _table_kernels as K
     from dod.table import Table
 

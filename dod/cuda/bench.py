@@ -83,8 +83,35 @@ def _over(value, floor):
 # ---------------------------------------------------------------- sections
 
 def bench_frame(quick):
-    """The GPU-frame Section: the arena frame against the allocating one (needs CuPy and
-    a GPU). ``quick``: fewer frames."""
+    """The GPU-frame Section: the arena frame against the allocating one.
+
+    1000 detections thresholded on the GPU, the hits read back, per frame;
+    needs CuPy and a GPU.
+
+    Parameters
+    ----------
+    quick : bool
+        Fewer iterations and repetitions (noisier numbers).
+
+    Returns
+    -------
+    Section
+        The table's rows, as ``python -m dod.cuda.bench`` prints them.
+
+    Raises
+    ------
+    ImportError
+        Without CuPy.
+    RuntimeError
+        Without a usable CUDA device.
+    AssertionError
+        When the two ways compared do not compute the same result.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time; it times the device, which
+    another caller would share.
+    """
     from dod.cuda.frame import ArenaFrame, allocating_frame, sorted_hits
 
     cp = require_device()
@@ -121,8 +148,34 @@ def bench_frame(quick):
 
 
 def bench_in_kernel(quick):
-    """The in-kernel allocation Section: arena pushes against device malloc (needs CuPy
-    and a GPU). ``quick``: fewer iterations."""
+    """The in-kernel allocation Section: arena pushes against device malloc.
+
+    1000 threads allocate 16 bytes each inside a kernel; needs CuPy and a GPU.
+
+    Parameters
+    ----------
+    quick : bool
+        Fewer iterations and repetitions (noisier numbers).
+
+    Returns
+    -------
+    Section
+        The table's rows, as ``python -m dod.cuda.bench`` prints them.
+
+    Raises
+    ------
+    ImportError
+        Without CuPy.
+    RuntimeError
+        Without a usable CUDA device.
+    AssertionError
+        When the two ways compared do not compute the same result.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time; it times the device, which
+    another caller would share.
+    """
     cp = require_device()
     from dod.cuda.device_arena import DeviceArena
 
@@ -175,8 +228,35 @@ def bench_in_kernel(quick):
 
 
 def bench_columns(quick):
-    """The host-side columns Section: bump allocation over one device buffer against
-    cudaMalloc/cudaFree (needs CuPy and a GPU). ``quick``: fewer iterations."""
+    """The host-side columns Section: bump allocation over one device buffer
+    against cudaMalloc/cudaFree.
+
+    8 columns of 1000 float32 per frame; needs CuPy and a GPU.
+
+    Parameters
+    ----------
+    quick : bool
+        Fewer iterations and repetitions (noisier numbers).
+
+    Returns
+    -------
+    Section
+        The table's rows, as ``python -m dod.cuda.bench`` prints them.
+
+    Raises
+    ------
+    ImportError
+        Without CuPy.
+    RuntimeError
+        Without a usable CUDA device.
+    AssertionError
+        When the two ways compared do not compute the same result.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time; it times the device, which
+    another caller would share.
+    """
     cp = require_device()
     from dod.cuda.device_arena import DeviceArena
 
@@ -280,7 +360,25 @@ SECTIONS = {"frame": bench_frame, "in-kernel": bench_in_kernel, "columns": bench
 
 
 def device_line():
-    """A one-line description of the current CUDA device, for the report's header."""
+    """A one-line description of the current CUDA device, for the report's header.
+
+    Returns
+    -------
+    str
+        The device's name and index, the CUDA runtime and driver versions,
+        and the CuPy, Python and numpy versions.
+
+    Raises
+    ------
+    ImportError
+        Without CuPy.
+    RuntimeError
+        Without a usable CUDA device.
+
+    Notes
+    -----
+    Thread-safety: reads the device's properties only; any thread may call it.
+    """
     cp = require_device()
     rt = cp.cuda.runtime
     dev = rt.getDevice()
@@ -297,8 +395,29 @@ def device_line():
 
 
 def main(argv=None):
-    """``python -m dod.cuda.bench``: parse `argv`, run the sections and print their
-    tables; returns the exit status."""
+    """``python -m dod.cuda.bench``: parse `argv`, run the sections and print their tables.
+
+    Parameters
+    ----------
+    argv : list of str or None, default None
+        The command line (``--quick``, ``--only SECTION ...``,
+        ``--markdown``); None reads ``sys.argv``.
+
+    Returns
+    -------
+    int
+        The exit status: 0, 1 when a section failed (reported, the others
+        still run), 2 without CuPy or a device (reported on stderr).
+
+    Raises
+    ------
+    SystemExit
+        On a bad command line (argparse).
+
+    Notes
+    -----
+    Thread-safety: a command-line entry point; run one at a time.
+    """
     p = argparse.ArgumentParser(prog="python -m dod.cuda.bench", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="fewer repetitions (noisier)")
     p.add_argument("--only", nargs="*", choices=list(SECTIONS), help="run only these sections")

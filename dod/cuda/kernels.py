@@ -129,10 +129,36 @@ _modules = {}
 
 
 def get_module(name):
-    """The compiled ``cupy.RawModule`` for ``SOURCES[name]`` (compiled once).
+    """The compiled ``cupy.RawModule`` for ``SOURCES[name]``, compiled once and kept.
 
-    NVRTC first; if it fails, nvcc (``backend='nvcc'``), and if that fails
-    too, RuntimeError with both compilers' messages.
+    NVRTC first; if it fails, nvcc (``backend='nvcc'``).
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`SOURCES`.
+
+    Returns
+    -------
+    cupy.RawModule
+        With every kernel of the source already fetched (CuPy compiles
+        lazily: errors surface here, not at the first launch).
+
+    Raises
+    ------
+    KeyError
+        When `name` is not a key of :data:`SOURCES`.
+    ImportError
+        Without CuPy.
+    RuntimeError
+        Without a usable CUDA device, or when both compilers fail (with both
+        messages).
+
+    Notes
+    -----
+    Thread-safety: the cache of compiled modules is a plain dict; two threads
+    compiling the same module at once both compile it and one result is kept.
+    Call it once before starting threads when that matters.
     """
     if name not in SOURCES:
         raise KeyError(f"no kernel module {name!r}; known: {sorted(SOURCES)}")
@@ -161,7 +187,30 @@ def get_module(name):
 
 
 def get_function(module, kernel):
-    """A ``cupy.RawKernel`` from module ``module`` (see :data:`SOURCES`)."""
+    """A ``cupy.RawKernel`` of one kernel module.
+
+    Parameters
+    ----------
+    module : str
+        A key of :data:`SOURCES` (compiled by :func:`get_module` if needed).
+    kernel : str
+        The name of an ``extern "C" __global__`` function of that source.
+
+    Returns
+    -------
+    cupy.RawKernel
+
+    Raises
+    ------
+    KeyError
+        When `module` is not a key of :data:`SOURCES`.
+    ImportError, RuntimeError
+        As :func:`get_module`; CuPy's error when the source has no `kernel`.
+
+    Notes
+    -----
+    Thread-safety: as :func:`get_module`.
+    """
     return get_module(module).get_function(kernel)
 
 
@@ -177,7 +226,32 @@ def _kernel_names(source):
 
 
 def launch(kernel, n, args, stream=None, block=256):
-    """Launch `kernel` over `n` threads (1-D) on `stream` (the current one if None)."""
+    """Launch `kernel` over `n` threads (1-D grid).
+
+    Parameters
+    ----------
+    kernel : cupy.RawKernel
+        The kernel (from :func:`get_function`).
+    n : int
+        Threads to run; the grid has ceil(n / block) blocks (at least one).
+    args : tuple
+        The kernel's arguments, as CuPy passes them.
+    stream : cupy.cuda.Stream or None, default None
+        The stream to launch on; None: the current one.
+    block : int, default 256
+        Threads per block.
+
+    Returns
+    -------
+    None
+        The launch is asynchronous: synchronise the stream before reading
+        results.
+
+    Notes
+    -----
+    Thread-safety: launches are queued on the stream; threads that share a
+    stream serialise on it.
+    """
     grid = (max(1, (n + block - 1) // block),)
     if stream is None:
         kernel(grid, (block,), args)

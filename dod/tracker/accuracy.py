@@ -52,7 +52,30 @@ MATCH = 5.0             # m: truth and estimate match when closer
 
 
 def configs(n, clutter):
-    """The two trackers of a row: (name, TrackerConfig)."""
+    """The two trackers compared on a row: M-of-N confirmation, and score
+    confirmation with two-point initiation.
+
+    Parameters
+    ----------
+    n : int
+        Targets.
+    clutter : float
+        False detections per scan, per target (sizes the tables).
+
+    Returns
+    -------
+    list of (str, TrackerConfig)
+        ``("m_of_n", ...)`` and ``("score+2pt", ...)``.
+
+    Raises
+    ------
+    ValueError
+        For sizes the configuration refuses.
+
+    Notes
+    -----
+    Thread-safety: a pure function; any thread may call it.
+    """
     size = dict(capacity=max(64, 4 * n + int(4 * clutter * n)),
                 max_detections=max(64, int(2 * n + 8 * clutter * n + 64)))
     return [("m_of_n", TrackerConfig(**size)),
@@ -60,8 +83,32 @@ def configs(n, clutter):
 
 
 def score_run(scenario, config):
-    """Track the scenario with `config`; MOTA, IDF1, HOTA, DetA, AssA, LocA,
-    false confirmed per scan."""
+    """Track a scenario with one configuration and score it.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        From :func:`dod.tracker.scenario.generate`.
+    config : TrackerConfig
+        The tracker's configuration.
+
+    Returns
+    -------
+    dict
+        ``mota``, ``idf1``, ``hota``, ``deta``, ``assa``, ``loca``,
+        ``false_per_scan`` (false positives per scan) and ``switches``
+        (truth and estimate match within 5 m).
+
+    Raises
+    ------
+    ValueError
+        When the configuration does not fit the scenario (the tick's checks).
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (it times ticks; GC is off while
+    it does); the trackers it builds are its own.
+    """
     t = Tracker(config)
     est = []
     for z, dt in scenario:
@@ -76,10 +123,39 @@ def score_run(scenario, config):
 
 
 def tick_cost(scenario, cfgs, warmup=50, prefault=True):
-    """Median ms per tick of each config (fed the same scans alternately) and
-    Python blocks allocated per tick over the timed window, and the bytes
-    each tracker's ``Tracker.prefault`` faulted in before its first tick (0
-    without `prefault`)."""
+    """Cost per tick of each configuration, fed the same scans alternately.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The scans.
+    cfgs : list of (str, TrackerConfig)
+        As :func:`configs` returns.
+    warmup : int, default 50
+        Leading scans ticked, not timed.
+    prefault : bool, default True
+        Fault each tracker's memory in (``Tracker.prefault``) first.
+
+    Returns
+    -------
+    ms : list of float
+        Median ms per tick of each configuration.
+    blocks : list of float
+        Python blocks allocated per tick over a further window of the same
+        scans.
+    faulted : list of int
+        The bytes each tracker's prefault faulted in (0 without `prefault`).
+
+    Raises
+    ------
+    ValueError
+        As :func:`score_run`.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (it times ticks; GC is off while
+    it does); the trackers it builds are its own.
+    """
     trackers = [Tracker(c) for _, c in cfgs]
     faulted = [t.prefault() if prefault else 0 for t in trackers]
     scans = list(scenario)
@@ -117,9 +193,43 @@ def tick_cost(scenario, cfgs, warmup=50, prefault=True):
 
 
 def run(targets=1000, scans=300, seeds=3, clutters=(0.2, 1.0, 3.0), patches=0, out=print, prefault=True):
-    """Score each configuration of :func:`configs` over `seeds` seeded scenarios per
-    clutter level (and a patched-clutter level when `patches`), printing a table
-    through `out`; returns the rows."""
+    """Score each configuration of :func:`configs` per clutter level and print the table.
+
+    Parameters
+    ----------
+    targets : int, default 1000
+        Targets per scenario.
+    scans : int, default 300
+        Scans per scenario.
+    seeds : int, default 3
+        Seeded scenarios per clutter level (the table shows means).
+    clutters : tuple of float, default (0.2, 1.0, 3.0)
+        False detections per scan, per target.
+    patches : int, default 0
+        When not 0, one more level: clutter 1 concentrated in this many
+        patches.
+    out : callable, default print
+        Takes each line of the report.
+    prefault : bool, default True
+        As :func:`tick_cost`.
+
+    Returns
+    -------
+    list of dict
+        One row per level and configuration: the means of :func:`score_run`'s
+        scores (and each one's ``_range`` over the seeds), ``tick_ms``,
+        ``blocks`` and ``prefault``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`score_run`.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (it times ticks; GC is off while
+    it does); the trackers it builds are its own.
+    """
     rows = []
     levels = [(c, 0) for c in clutters] + ([(1.0, patches)] if patches else [])
     for c, k in levels:
@@ -169,7 +279,30 @@ def run(targets=1000, scans=300, seeds=3, clutters=(0.2, 1.0, 3.0), patches=0, o
 
 
 def main(argv=None):
-    """``python -m dod.tracker.bench --accuracy``: parse `argv` and run :func:`run`."""
+    """``python -m dod.tracker.bench --accuracy``: parse `argv` and run :func:`run`.
+
+    Options: ``--targets``, ``--scans``, ``--seeds``, ``--clutter 0.2,1,3``,
+    ``--patches``, ``--quick``, ``--no-prefault``.
+
+    Parameters
+    ----------
+    argv : list of str or None, default None
+        The arguments (``--help`` lists them); None reads ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        0 (the report is printed).
+
+    Raises
+    ------
+    SystemExit
+        For bad arguments (argparse's usage error, status 2).
+
+    Notes
+    -----
+    Thread-safety: the main thread (it prints).
+    """
     p = argparse.ArgumentParser(prog="python -m dod.tracker.bench --accuracy",
                                 description=__doc__.split("\n")[0])
     p.add_argument("--targets", type=int, default=1000)

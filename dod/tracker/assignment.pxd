@@ -1,6 +1,7 @@
 # dod/tracker/assignment.pxd: exact minimum-cost assignment (rectangular,
 # shortest augmenting paths), nogil, temporaries from an arena.
 #
+# not run: a fragment (the arrays and the arena are the caller's)
 #     from dod.tracker.assignment cimport dod_assignment_solve
 #     with nogil:
 #         rc = dod_assignment_solve(nr, nc, cost, col4row, arena)   # arena: a dod_arena*

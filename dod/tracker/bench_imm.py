@@ -45,11 +45,52 @@ MOTIONS = ("cv", "imm")
 
 
 def measure(n, scenario, motions=MOTIONS, scans=300, warmup=20, seed=0, threads=1, prefault=True):
-    """One tracker per motion over the same scenario, ticked in lockstep (on
-    each scan every tracker in turn, so machine load falls on all alike):
-    {motion: dict of gospa, switches, mota, p50, p99 (wall ms), cpu50
-    (thread CPU ms), kept_blocks, confirmed, prefault (the bytes
-    ``Tracker.prefault`` faulted in; 0 without `prefault`)}."""
+    """One tracker per motion model over the same scenario, ticked in lockstep.
+
+    On each scan every tracker ticks in turn, so machine load falls on all alike.
+
+    Parameters
+    ----------
+    n : int
+        Targets.
+    scenario : str
+        A key of :data:`dod.tracker.scenario.PRESETS` (``"manoeuvre"``,
+        ``"straight"``).
+    motions : tuple of str, default ("cv", "imm")
+        The trackers' ``motion``.
+    scans : int, default 300
+        Scans ticked.
+    warmup : int, default 20
+        Leading scans left out of the timings and the allocation count.
+    seed : int, default 0
+        The scenario's seed.
+    threads : int, default 1
+        The trackers' ``threads``.
+    prefault : bool, default True
+        Fault each tracker's memory in (``Tracker.prefault``) before its first
+        tick.
+
+    Returns
+    -------
+    dict
+        ``{motion: dict}`` with ``gospa`` (mean sparse GOSPA), ``switches``,
+        ``mota``, ``p50``, ``p99`` (wall ms per tick), ``cpu50`` (thread CPU
+        ms), ``kept_blocks`` (Python blocks the timed ticks kept),
+        ``confirmed`` and ``prefault`` (the bytes faulted in; 0 without
+        `prefault`).
+
+    Raises
+    ------
+    KeyError
+        For an unknown `scenario`.
+    ValueError
+        For a configuration the tracker refuses (``TrackerConfig``).
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (it times ticks; GC is off while
+    it does); the trackers it builds are its own.
+    """
     sc = generate(n, scans, seed=seed, **PRESETS[scenario])
     trackers = {m: Tracker(TrackerConfig(motion=m, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64),
                                          threads=threads, **PRESET_CONFIG[scenario])) for m in motions}
@@ -90,7 +131,35 @@ def measure(n, scenario, motions=MOTIONS, scans=300, warmup=20, seed=0, threads=
 
 
 def run(sizes=(1000,), scans=300, warmup=20, seed=0, threads=1, markdown=False, out=print, prefault=True):
-    """Measure every size x scenario x motion; print the table and the goals; return the rows."""
+    """Measure every size x scenario x motion; print the table and the goals.
+
+    Parameters
+    ----------
+    sizes : tuple of int, default (1000,)
+        Target counts.
+    scans, warmup, seed, threads, prefault
+        As :func:`measure`.
+    markdown : bool, default False
+        Print a Markdown table.
+    out : callable, default print
+        Takes each line of the report.
+
+    Returns
+    -------
+    list of dict
+        One row per size, scenario and motion: :func:`measure`'s dict with
+        ``n``, ``scenario`` and ``motion`` added.
+
+    Raises
+    ------
+    ValueError
+        As :func:`measure`.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (it times ticks; GC is off while
+    it does); the trackers it builds are its own.
+    """
     rows = []
     for n in sizes:
         for scenario in SCENARIOS:
@@ -134,7 +203,30 @@ def run(sizes=(1000,), scans=300, warmup=20, seed=0, threads=1, markdown=False, 
 
 
 def main(argv=None):
-    """``python -m dod.tracker.bench --imm``: parse `argv` and run :func:`run`."""
+    """``python -m dod.tracker.bench --imm``: parse `argv` and run :func:`run`.
+
+    Options: ``--sizes 1000,5000``, ``--scans``, ``--warmup``, ``--seed``,
+    ``--threads``, ``--markdown``, ``--no-prefault``.
+
+    Parameters
+    ----------
+    argv : list of str or None, default None
+        The arguments (``--help`` lists them); None reads ``sys.argv[1:]``.
+
+    Returns
+    -------
+    None
+        The report is printed.
+
+    Raises
+    ------
+    SystemExit
+        For bad arguments (argparse's usage error, status 2).
+
+    Notes
+    -----
+    Thread-safety: the main thread (it prints).
+    """
     p = argparse.ArgumentParser(prog="python -m dod.tracker.bench --imm", description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="1000")
     p.add_argument("--scans", type=int, default=300)

@@ -50,8 +50,31 @@ def _tracker(ticks, numpy_scratch, counter):
 
 def measure(quick=False):
     """Per-tick cost of the numpy reference tracker in a Loop, without and with
-    ``numpy_scratch`` (``quick``: fewer ticks); malloc counts when a counter could be
-    loaded."""
+    ``numpy_scratch``.
+
+    Parameters
+    ----------
+    quick : bool, default False
+        20 ticks instead of 100.
+
+    Returns
+    -------
+    dict
+        ``"default"`` and ``"dod"`` (the Loop without and with
+        ``numpy_scratch=True``): dicts of ``ns`` per tick and, when a malloc
+        counter could be loaded, the allocation counts; ``"counted"``: whether
+        one was.
+
+    Raises
+    ------
+    ValueError
+        When the Loop or the tracker refuses its configuration.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (it times ticks; GC is off while
+    it does); the trackers it builds are its own.
+    """
     counter = Counter()
     ticks = 20 if quick else 100
     return {"default": _tracker(ticks, False, counter), "dod": _tracker(ticks, True, counter),
@@ -60,7 +83,31 @@ def measure(quick=False):
 
 def run(quick=False):
     """The numpy-reference-tracker Section: a Loop with and without
-    ``numpy_scratch=True``. ``quick``: fewer ticks."""
+    ``numpy_scratch=True``.
+
+    Measured in a child process with the malloc counter preloaded when one can
+    be built (:func:`dod.bench.numpy_memory.with_counter`), else here.
+
+    Parameters
+    ----------
+    quick : bool, default False
+        Fewer ticks.
+
+    Returns
+    -------
+    list of Section
+        One table, as ``python -m dod.bench`` prints its sections.
+
+    Raises
+    ------
+    ValueError
+        As :func:`measure`.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (it times ticks; GC is off while
+    it does); the trackers it builds are its own.
+    """
     res = with_counter("dod.tracker.bench_numpy", quick) or measure(quick)
     counted = res["counted"]
     sec = Section("numpy reference tracker, N = 1,000, one tick in a Loop", baseline="Loop()", per="tick",
@@ -71,7 +118,29 @@ def run(quick=False):
 
 
 def main(argv=None):
-    """``python -m dod.tracker.bench_numpy``: run :func:`run` and print its table."""
+    """``python -m dod.tracker.bench_numpy``: parse `argv` and run :func:`run`.
+
+    Option: ``--quick``.
+
+    Parameters
+    ----------
+    argv : list of str or None, default None
+        The arguments (``--help`` lists them); None reads ``sys.argv[1:]``.
+
+    Returns
+    -------
+    None
+        The table is printed.
+
+    Raises
+    ------
+    SystemExit
+        For bad arguments (argparse's usage error, status 2).
+
+    Notes
+    -----
+    Thread-safety: the main thread (it prints).
+    """
     p = argparse.ArgumentParser(prog="python -m dod.tracker.bench_numpy", description=__doc__)
     p.add_argument("--quick", action="store_true")
     a = p.parse_args(argv)

@@ -45,9 +45,47 @@ GOSPA_C = 10.0
 
 
 def measure(n, scans=300, warmup=50, dim=2, sensors=2, seed=0, reference=True, prefault=True):
-    """Tick a Cartesian and a range-bearing tracker on the same scans; returns a dict
-    (its "prefault": the bytes each tracker's ``Tracker.prefault`` faulted in,
-    0 without `prefault`)."""
+    """Tick a Cartesian and a range-bearing (EKF) tracker on the same scans.
+
+    Parameters
+    ----------
+    n : int
+        Targets.
+    scans : int, default 300
+        Timed scans.
+    warmup : int, default 50
+        Scans ticked first, not timed.
+    dim : int, default 2
+        2 or 3.
+    sensors : int, default 2
+        Radars the scans alternate between (1 or 2).
+    seed : int, default 0
+        The scenario's seed.
+    reference : bool, default True
+        Also score the numpy reference tracker (slow for large `n`).
+    prefault : bool, default True
+        Fault each tracker's memory in (``Tracker.prefault``) first.
+
+    Returns
+    -------
+    dict
+        ``n``, ``dim``, ``sensors``, ``ticks``; ``"cartesian"`` and
+        ``"polar"``: (p50 ms, p99 ms, thread-CPU p50 ms, Python blocks
+        allocated per tick); ``ratio`` and ``cpu_ratio`` (polar over
+        Cartesian); ``gospa`` and ``gospa_reference`` (None without
+        `reference`); ``confirmed``; ``prefault`` (the bytes each tracker
+        faulted in, 0 without `prefault`).
+
+    Raises
+    ------
+    ValueError
+        For a configuration the tracker refuses (``TrackerConfig``).
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (it times ticks; GC is off while
+    it does); the trackers it builds are its own.
+    """
     cfg = TrackerConfig(dim=dim, r=3.0, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64))
     cart, polar = Tracker(cfg), Tracker(cfg)
     faulted = {name: tr.prefault() if prefault else 0 for name, tr in (("cartesian", cart), ("polar", polar))}
@@ -120,7 +158,37 @@ def measure(n, scans=300, warmup=50, dim=2, sensors=2, seed=0, reference=True, p
 
 def run(sizes=(1000,), scans=300, warmup=50, dim=2, sensors=2, seed=0, reference=True,
         reference_max=2000, out=print, prefault=True):
-    """Measure each size; print the table with `out`; return the rows."""
+    """Measure each size; print the table with `out`.
+
+    Parameters
+    ----------
+    sizes : tuple of int, default (1000,)
+        Target counts.
+    scans, warmup, dim, sensors, seed, prefault
+        As :func:`measure`.
+    reference : bool, default True
+        Score the numpy reference tracker too, for sizes up to
+        `reference_max`.
+    reference_max : int, default 2000
+        The largest size the reference tracker runs for.
+    out : callable, default print
+        Takes each line of the report.
+
+    Returns
+    -------
+    list of dict
+        :func:`measure`'s dict for each size.
+
+    Raises
+    ------
+    ValueError
+        As :func:`measure`.
+
+    Notes
+    -----
+    Thread-safety: run one benchmark at a time (it times ticks; GC is off while
+    it does); the trackers it builds are its own.
+    """
     rows = [measure(n, scans, warmup, dim, sensors, seed, reference and n <= reference_max, prefault) for n in sizes]
     out(f"dod.tracker range-bearing (EKF) vs Cartesian tick (ms), {dim}-D, {sensors} sensor(s), "
         "Pd 0.9, clutter 0.2 N, 50 Hz; same detections, ticked in turn; GC off while timing; trackers "
@@ -149,7 +217,30 @@ def run(sizes=(1000,), scans=300, warmup=50, dim=2, sensors=2, seed=0, reference
 
 
 def main(argv=None):
-    """``python -m dod.tracker.bench --radar``: parse `argv` and run :func:`run`."""
+    """``python -m dod.tracker.bench --radar``: parse `argv` and run :func:`run`.
+
+    Options: ``--sizes``, ``--scans``, ``--dim``, ``--sensors``, ``--seed``,
+    ``--quick``, ``--no-reference``, ``--reference-max``, ``--no-prefault``.
+
+    Parameters
+    ----------
+    argv : list of str or None, default None
+        The arguments (``--help`` lists them); None reads ``sys.argv[1:]``.
+
+    Returns
+    -------
+    None
+        The report is printed.
+
+    Raises
+    ------
+    SystemExit
+        For bad arguments (argparse's usage error, status 2).
+
+    Notes
+    -----
+    Thread-safety: the main thread (it prints).
+    """
     p = argparse.ArgumentParser(prog="python -m dod.tracker.bench --radar", description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="1000")
     p.add_argument("--scans", type=int, default=None)

@@ -3,6 +3,8 @@
 # with each track's gate box. Inline nogil functions on a plain struct; the
 # arrays come from the caller (the tick's scratch).
 #
+# not run: pseudo-code of a query (its innermost line is prose); the
+# tick's gating pass, dod/tracker/_gate.pyx, is the compiled one
 #     from dod.tracker.grid cimport dod_grid, dod_grid_build, dod_grid_walk, ...
 #     dod_grid_build(&g, points, n, dim)            # g.h (minimum side), g.nb and the arrays set
 #     mode = dod_grid_walk_begin(&g, lo_pos, hi_pos, dim, n, &w)   # the box's cells

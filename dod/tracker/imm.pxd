@@ -8,33 +8,35 @@
 #
 # Models (DOD_IMM_MODELS = 3), each over the same state of N = 2d + 1 values
 # (position, velocity, turn rate w):
-#   0, 1  constant velocity, white-acceleration noise q[0] (low), q[1] (high);
-#         w is carried unchanged (no noise: the CV models do not turn)
-#   2     coordinated turn: the horizontal velocity (axes 0, 1) turns at w,
-#         axis 2 (3-D) is constant velocity; white-acceleration noise q[2] on
-#         every axis and turn-rate noise qw (w' = w + noise of variance qw dt).
-#         The prediction is the extended Kalman filter's: the exact turn for
-#         the mean, its Jacobian for the covariance; near w dt = 0 the
-#         sin(w dt)/w terms use their Taylor series (|w dt| < 1e-3) so the
-#         Jacobian keeps its precision.
+# not run: a table of the three models
+#     0, 1  constant velocity, white-acceleration noise q[0] (low), q[1] (high);
+#           w is carried unchanged (no noise: the CV models do not turn)
+#     2     coordinated turn: the horizontal velocity (axes 0, 1) turns at w,
+#           axis 2 (3-D) is constant velocity; white-acceleration noise q[2] on
+#           every axis and turn-rate noise qw (w' = w + noise of variance qw dt).
+#           The prediction is the extended Kalman filter's: the exact turn for
+#           the mean, its Jacobian for the covariance; near w dt = 0 the
+#           sin(w dt)/w terms use their Taylor series (|w dt| < 1e-3) so the
+#           Jacobian keeps its precision.
 #
 # One scan of a track (rows of dod_imm's columns mu [3], xm [3, N], Pm [3, N, N]):
-#   predict:  c_j = sum_i T[i, j] mu_i (the predicted model probabilities, kept
-#             in mu), mixing weights w_ij = T[i, j] mu_i / c_j (mu_i when c_j = 0),
-#             x0_j = sum_i w_ij x_i, P0_j = sum_i w_ij (P_i + (x_i - x0_j)(x_i - x0_j)')
-#             (computed about model 0's state, see dod_imm_predict),
-#             then each model predicts its mixed state; the combination
-#             x = sum_j c_j x_j, P = sum_j c_j (P_j + (x_j - x)(x_j - x)') (its
-#             position-velocity part) goes to the track's x and P, which
-#             gating and association read as for the CV tracker.
-#   update:   each model takes the detection through one measurement update
-#             (dod_imm_position_update: H = [I 0], noise r2 I, Joseph form),
-#             which returns its log-likelihood ln N(y_j; 0, S_j);
-#             mu_j = c_j L_j / sum_k c_k L_k (unchanged when every likelihood
-#             underflows), and the combination is written again.
-#   a miss:   the predicted models and c stay.
-#   birth:    every model gets the CV birth's x, P with w = 0 of variance
-#             w0var, mu = mu0.
+# not run: the filter's equations, step by step
+#     predict:  c_j = sum_i T[i, j] mu_i (the predicted model probabilities, kept
+#               in mu), mixing weights w_ij = T[i, j] mu_i / c_j (mu_i when c_j = 0),
+#               x0_j = sum_i w_ij x_i, P0_j = sum_i w_ij (P_i + (x_i - x0_j)(x_i - x0_j)')
+#               (computed about model 0's state, see dod_imm_predict),
+#               then each model predicts its mixed state; the combination
+#               x = sum_j c_j x_j, P = sum_j c_j (P_j + (x_j - x)(x_j - x)') (its
+#               position-velocity part) goes to the track's x and P, which
+#               gating and association read as for the CV tracker.
+#     update:   each model takes the detection through one measurement update
+#               (dod_imm_position_update: H = [I 0], noise r2 I, Joseph form),
+#               which returns its log-likelihood ln N(y_j; 0, S_j);
+#               mu_j = c_j L_j / sum_k c_k L_k (unchanged when every likelihood
+#               underflows), and the combination is written again.
+#     a miss:   the predicted models and c stay.
+#     birth:    every model gets the CV birth's x, P with w = 0 of variance
+#               w0var, mu = mu0.
 # The numpy reference (dod/tracker/reference_imm.py) states the same
 # equations; the tests check them against filterpy's IMMEstimator and a
 # hand-written coordinated-turn filter.

@@ -6,6 +6,7 @@
 #
 # Measurement of dimension d = 2: (range, bearing), d = 3: (range, bearing,
 # elevation), of the position p = x[0:d] seen from the sensor at s:
+# not run: the measurement function, formulas
 #     range     = |p - s|
 #     bearing   = atan2(p_y - s_y, p_x - s_x)                  in (-pi, pi]
 #     elevation = atan2(p_z - s_z, hypot(p_x - s_x, p_y - s_y)) in [-pi/2, pi/2]

@@ -15,7 +15,27 @@ _SMALL_TURN = 1e-3          # |w dt| below it: Taylor series (as imm.pxd)
 
 
 def turn_terms(w, dt):
-    """A = sin(w dt)/w, B = (1 - cos(w dt))/w and dA/dw, dB/dw (arrays like w)."""
+    """The coordinated turn's terms A = sin(w dt)/w, B = (1 - cos(w dt))/w
+    and their derivatives in w.
+
+    Parameters
+    ----------
+    w : array_like of float
+        Turn rates (rad/s).
+    dt : float
+        The time step (s).
+
+    Returns
+    -------
+    A, B, dA, dB : ndarray of float64
+        Arrays shaped like `w`; below ``|w dt| < 1e-3`` their Taylor series, as
+        imm.pxd computes them.
+
+    Notes
+    -----
+    Thread-safety: a pure function of its arguments (new arrays out); any
+    thread may call it.
+    """
     w = np.asarray(w, dtype=np.float64)
     th = w * dt
     t2 = th * th
@@ -31,8 +51,30 @@ def turn_terms(w, dt):
 
 
 def model_noise(d, dt, q, qw=None):
-    """Q (N x N) of a model: white acceleration q on every axis, and qw on
-    the turn rate (None: none, the CV models)."""
+    """Q (N x N, N = 2 d + 1) of one model.
+
+    Parameters
+    ----------
+    d : int
+        Dimension, 2 or 3.
+    dt : float
+        The time step (s).
+    q : float
+        White-acceleration noise intensity, on every axis.
+    qw : float or None, default None
+        Turn-rate noise intensity; None for the constant-velocity models (no
+        noise on the turn rate).
+
+    Returns
+    -------
+    ndarray, shape (N, N)
+        The process noise covariance.
+
+    Notes
+    -----
+    Thread-safety: a pure function of its arguments (new arrays out); any
+    thread may call it.
+    """
     N = 2 * d + 1
     Q = np.zeros((N, N))
     for a in range(d):
@@ -45,8 +87,29 @@ def model_noise(d, dt, q, qw=None):
 
 
 def ct_transition(x, d, dt):
-    """(f(x), F) of the coordinated turn for states x (k, N): the predicted
-    means and the Jacobians (k, N, N)."""
+    """The coordinated turn's prediction of states x and its Jacobians.
+
+    Parameters
+    ----------
+    x : ndarray, shape (k, N)
+        States (position, velocity, turn rate).
+    d : int
+        Dimension, 2 or 3 (axis 2 of a 3-D state moves at constant velocity).
+    dt : float
+        The time step (s).
+
+    Returns
+    -------
+    fx : ndarray, shape (k, N)
+        The predicted means.
+    F : ndarray, shape (k, N, N)
+        The Jacobians of the prediction at `x`.
+
+    Notes
+    -----
+    Thread-safety: a pure function of its arguments (new arrays out); any
+    thread may call it.
+    """
     k, N = x.shape
     w = x[:, N - 1]
     A, B, dA, dB = turn_terms(w, dt)
@@ -71,7 +134,34 @@ def ct_transition(x, d, dt):
 
 
 def model_predict(x, P, model, d, dt, cfg):
-    """Predict the states x (k, N), covariances P (k, N, N) of one model."""
+    """Predict the states and covariances of one model.
+
+    Parameters
+    ----------
+    x : ndarray, shape (k, N)
+        States.
+    P : ndarray, shape (k, N, N)
+        Their covariances.
+    model : int
+        0 or 1 (constant velocity, noise ``cfg.imm_q[model]``) or 2
+        (coordinated turn, noise ``cfg.turn_q`` and ``cfg.turn_rate_q``).
+    d : int
+        Dimension, 2 or 3.
+    dt : float
+        The time step (s).
+    cfg : TrackerConfig
+        Where the noise intensities come from.
+
+    Returns
+    -------
+    x, P : ndarray
+        The predicted states (k, N) and covariances (k, N, N), symmetrised.
+
+    Notes
+    -----
+    Thread-safety: a pure function of its arguments (new arrays out); any
+    thread may call it.
+    """
     N = 2 * d + 1
     if model < 2:
         F = np.eye(N)
@@ -87,7 +177,30 @@ def model_predict(x, P, model, d, dt, cfg):
 
 
 def combine(mu, xm, Pm, n):
-    """The mixture's first n state values and their covariance: (k, n), (k, n, n)."""
+    """The mixture of the models: the combined first n state values and their covariance.
+
+    Parameters
+    ----------
+    mu : ndarray, shape (k, 3)
+        Model probabilities.
+    xm : ndarray, shape (k, 3, N)
+        Each model's state.
+    Pm : ndarray, shape (k, 3, N, N)
+        Each model's covariance.
+    n : int
+        How many leading state values to combine (2 d: position, velocity).
+
+    Returns
+    -------
+    x : ndarray, shape (k, n)
+    P : ndarray, shape (k, n, n)
+        The mixture's mean and covariance (spread of the means included).
+
+    Notes
+    -----
+    Thread-safety: a pure function of its arguments (new arrays out); any
+    thread may call it.
+    """
     x = np.einsum("kj,kja->ka", mu, xm[:, :, :n])
     dx = xm[:, :, :n] - x[:, None, :]
     P = np.einsum("kj,kjab->kab", mu, Pm[:, :, :n, :n] + dx[..., :, None] * dx[..., None, :])
@@ -95,8 +208,37 @@ def combine(mu, xm, Pm, n):
 
 
 def predict(mu, xm, Pm, d, dt, cfg):
-    """Mix and predict every model: (c, xm, Pm, x, P) with c the predicted
-    model probabilities and x, P the combination (position, velocity)."""
+    """Mix and predict every model of k tracks (imm.pxd's predict step).
+
+    Parameters
+    ----------
+    mu : ndarray, shape (k, 3)
+        Model probabilities.
+    xm : ndarray, shape (k, 3, N)
+        Each model's state.
+    Pm : ndarray, shape (k, 3, N, N)
+        Each model's covariance.
+    d : int
+        Dimension, 2 or 3.
+    dt : float
+        The time step (s).
+    cfg : TrackerConfig
+        The transition matrix (``imm_transition``) and noise intensities.
+
+    Returns
+    -------
+    c : ndarray, shape (k, 3)
+        The predicted model probabilities.
+    xm, Pm : ndarray
+        The predicted states and covariances of each model.
+    x, P : ndarray
+        Their combination (position, velocity): (k, 2 d), (k, 2 d, 2 d).
+
+    Notes
+    -----
+    Thread-safety: a pure function of its arguments (new arrays out); any
+    thread may call it.
+    """
     T = np.asarray(cfg.imm_transition, dtype=np.float64)
     c = mu @ T                                          # c_j = sum_i T_ij mu_i
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -119,8 +261,33 @@ def predict(mu, xm, Pm, d, dt, cfg):
 
 
 def position_update(x, P, z, d, r2):
-    """Kalman update of states x (k, N) with positions z (k, d), Joseph form:
-    (x, P, ln N(y; 0, S))."""
+    """Kalman update of states with measured positions (Joseph form).
+
+    Parameters
+    ----------
+    x : ndarray, shape (k, N)
+        States; the first d values are the position.
+    P : ndarray, shape (k, N, N)
+        Their covariances.
+    z : ndarray, shape (k, d)
+        Measured positions.
+    d : int
+        Dimension, 2 or 3.
+    r2 : float
+        Measurement noise variance on each axis.
+
+    Returns
+    -------
+    x, P : ndarray
+        The updated states and (symmetrised) covariances.
+    ll : ndarray, shape (k,)
+        ln N(y; 0, S), the log-likelihood of each measurement.
+
+    Notes
+    -----
+    Thread-safety: a pure function of its arguments (new arrays out); any
+    thread may call it.
+    """
     N = x.shape[1]
     S = P[:, :d, :d] + r2 * np.eye(d)
     Si = np.linalg.inv(S)
@@ -136,10 +303,35 @@ def position_update(x, P, z, d, r2):
 
 
 def ekf_update(x, P, zm, d, sensor):
-    """Extended Kalman update of states x (k, N) with measurements zm (k, d) of
-    a range-bearing `sensor` (measurement.pxd dod_ekf_update), Joseph form:
-    (x, P, ln N(y; 0, S)); rows in the sensor's singular zone keep x and P and
-    get -inf."""
+    """Extended Kalman update of states with range-bearing measurements
+    (measurement.pxd's dod_ekf_update, Joseph form).
+
+    Parameters
+    ----------
+    x : ndarray, shape (k, N)
+        States; the first d values are the position.
+    P : ndarray, shape (k, N, N)
+        Their covariances.
+    zm : ndarray, shape (k, d)
+        Measurements: range, bearing (and elevation when d is 3).
+    d : int
+        Dimension, 2 or 3.
+    sensor : Sensor
+        The sensor's position and noise variances.
+
+    Returns
+    -------
+    x, P : ndarray
+        The updated states and covariances; rows in the sensor's singular zone
+        keep their x and P.
+    ll : ndarray, shape (k,)
+        ln N(y; 0, S); -inf for the rows in the singular zone.
+
+    Notes
+    -----
+    Thread-safety: a pure function of its arguments (new arrays out); any
+    thread may call it.
+    """
     N = x.shape[1]
     h, J, ok = _meas.predict(x, sensor.position, d)
     R = np.diag(sensor.variances)
@@ -161,9 +353,38 @@ def ekf_update(x, P, zm, d, sensor):
 
 
 def update(mu, xm, Pm, z, d, r2, sensor=None):
-    """Update every model with z (k, d): positions, or the measurements of a
-    range-bearing `sensor` (then through :func:`ekf_update`); (mu, xm, Pm, x,
-    P) after it."""
+    """Update every model of k tracks with one detection each, then reweigh the models.
+
+    Parameters
+    ----------
+    mu : ndarray, shape (k, 3)
+        Model probabilities (the predicted ones).
+    xm : ndarray, shape (k, 3, N)
+        Each model's state.
+    Pm : ndarray, shape (k, 3, N, N)
+        Each model's covariance.
+    z : ndarray, shape (k, d)
+        Positions, or the measurements of `sensor`.
+    d : int
+        Dimension, 2 or 3.
+    r2 : float
+        Position noise variance (used when `sensor` is None).
+    sensor : Sensor or None, default None
+        A range-bearing sensor: the models update through :func:`ekf_update`.
+
+    Returns
+    -------
+    mu, xm, Pm : ndarray
+        The updated probabilities (unchanged in a row whose likelihoods all
+        underflow), states and covariances.
+    x, P : ndarray
+        Their combination (position, velocity).
+
+    Notes
+    -----
+    Thread-safety: a pure function of its arguments (new arrays out); any
+    thread may call it.
+    """
     xs, Ps, lls = [], [], []
     for j in range(MODELS):
         if sensor is None:
@@ -186,7 +407,30 @@ def update(mu, xm, Pm, z, d, r2, sensor=None):
 
 
 def birth(x, P, cfg):
-    """Every model of newborn rows from their CV x (k, n), P (k, n, n)."""
+    """Every model of newborn rows, from their constant-velocity birth.
+
+    Parameters
+    ----------
+    x : ndarray, shape (k, n)
+        The CV birth's states (n = 2 d).
+    P : ndarray, shape (k, n, n)
+        Their covariances.
+    cfg : TrackerConfig
+        ``turn_rate_v0`` (the turn rate's standard deviation at birth) and
+        ``imm_mu0`` (the initial model probabilities).
+
+    Returns
+    -------
+    mu : ndarray, shape (k, 3)
+    xm : ndarray, shape (k, 3, n + 1)
+    Pm : ndarray, shape (k, 3, n + 1, n + 1)
+        Every model starts at x, P with turn rate 0.
+
+    Notes
+    -----
+    Thread-safety: a pure function of its arguments (new arrays out); any
+    thread may call it.
+    """
     k, n = x.shape
     N = n + 1
     xm = np.zeros((k, MODELS, N))
