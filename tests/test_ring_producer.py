@@ -4,6 +4,7 @@ back-pressure, bounded memory, shutdown (end, close, Ctrl-C) and an
 exception in the producer raised in the consumer's thread."""
 import _thread
 import os
+import signal
 import sys
 import threading
 import time
@@ -194,11 +195,24 @@ def test_ctrl_c_while_the_consumer_waits_ends_the_producer():
         yield from range(1, 10**9)
 
     ring, p = make(0, items=stalled())
-    threading.Timer(0.2, _thread.interrupt_main).start()
-    with pytest.raises(KeyboardInterrupt):
-        with p:
-            while p.take() is not None:                 # no timeout: only Ctrl-C gets us out
-                ring.release()
+    # A process started with SIGINT ignored (a background job of a shell
+    # without job control) or a test runner's worker may not have Python's
+    # handler: put it back for the test, and close the producer after a
+    # bound so that a failure returns instead of waiting forever.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    backstop = threading.Timer(30.0, p.close)
+    fire = threading.Timer(0.2, _thread.interrupt_main)
+    backstop.start()
+    fire.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with p:
+                while p.take() is not None:             # no timeout: only Ctrl-C gets us out
+                    ring.release()
+    finally:
+        fire.cancel()
+        backstop.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert not p.alive and ring.closed
 
 
