@@ -163,7 +163,7 @@ def test_target_crossing_the_bearing_cut_keeps_its_track():
     # from +pi to -pi): one track, one id, throughout.
     sensor = Sensor((0.0, 0.0), range_sigma=1.0, bearing_sigma=1e-3)
     rng = np.random.default_rng(3)
-    fast, ref = Tracker(r=1.0), ReferenceTracker(r=1.0)
+    fast, ref = (cls(r=1.0, confirmation="m_of_n", initiation="single") for cls in (Tracker, ReferenceTracker))
     for s in range(120):
         p = np.array([[-1000.0, -60.0 + 1.0 * s]])           # 50 m/s at 50 Hz
         z = to_polar(p, sensor.position) + rng.normal(size=(1, 2)) * [1.0, 1e-3]
