@@ -215,3 +215,13 @@ def test_without_stonesoup_the_module_imports_and_names_the_extra():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "pip install 'dod[stonesoup]'" in out.stdout
+
+
+def test_a_model_changed_between_scans_gives_its_new_sensor():
+    model = CartesianToBearingRange(ndim_state=4, mapping=(0, 2), noise_covar=np.diag([1e-4, 25.0]))
+    dets = _detections(model, [[100.0, 0.0]], 2)
+    assert scan_from_detections(dets)[1].range_sigma == 5.0
+    model.noise_covar = np.diag([1e-4, 4.0])                  # the same object, changed in place
+    assert scan_from_detections(dets)[1].range_sigma == 2.0
+    model.translation_offset = np.array([[1.0], [2.0]])
+    assert scan_from_detections(dets)[1].position == (1.0, 2.0)

@@ -234,6 +234,21 @@ def cartesian_sigma(model):
 
 
 _ATTRS = {}
+_LAST_POLAR = (None, None, None, 0.0)       # model, its parameters' bytes, Sensor, yaw
+
+
+def _polar(model):
+    """sensor_from_model and the yaw, remembered for the last model while its parameters stay the same
+    (a detector's scans share one model: the Sensor is made once, not per scan)."""
+    global _LAST_POLAR
+    key = b"|".join(np.asarray(v, dtype=np.float64).tobytes()
+                    for v in (model.covar(), model.translation_offset, model.rotation_offset))
+    last = _LAST_POLAR
+    if last[0] is model and last[1] == key:
+        return last[2], last[3]
+    sensor, yaw = sensor_from_model(model), _yaw(model)
+    _LAST_POLAR = (model, key, sensor, yaw)
+    return sensor, yaw
 _DTYPE = operator.attrgetter("dtype")
 
 
@@ -329,7 +344,7 @@ def scan_from_detections(detections, model=None):
     m = len(model.mapping) if kind == "cartesian" else (2 if kind == "polar2" else 3)
     if kind == "cartesian" and m not in (2, 3):
         raise ValueError(f"dod tracks 2 or 3 position components, the model measures {m}")
-    sensor = None if kind == "cartesian" else sensor_from_model(model)
+    sensor, yaw = (None, 0.0) if kind == "cartesian" else _polar(model)
     k = len(dets)
     if k == 0:
         return np.zeros((0, m)), sensor
@@ -356,10 +371,8 @@ def scan_from_detections(detections, model=None):
         z = np.ascontiguousarray(stacked.T[:, ::-1] if kind != "cartesian" else stacked.T)
     if not np.isfinite(z).all():
         raise ValueError("the detections' state vectors must be finite")
-    if kind != "cartesian":
-        yaw = _yaw(model)
-        if yaw != 0.0:
-            z[:, 1] += yaw
+    if yaw != 0.0:
+        z[:, 1] += yaw
     return z, sensor
 
 
