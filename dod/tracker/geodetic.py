@@ -9,10 +9,13 @@ east, y north, z up, in metres. A 2-D tracker takes (east, north); a 3-D one
 
 >>> from dod.tracker.geodetic import LocalFrame
 >>> frame = LocalFrame(47.4647, 8.5492, 432.0)            # Zurich airport
->>> xy = frame.to_local([47.5, 47.4], [8.6, 8.5])          # (k, 2): east, north (m)
->>> lat, lon, alt = frame.to_geodetic(xy)                  # back, on the ellipsoid at the frame's height
->>> bool(abs(lat[0] - 47.5) < 1e-9 and abs(lon[1] - 8.5) < 1e-9)
-True
+>>> xy = frame.to_local([47.5, 47.4], [8.6, 8.5])          # (k, 2): east, north (m), for a 2-D tracker
+>>> xy.round(1).tolist()
+[[3827.7, 3926.2], [-3714.2, -7192.6]]
+>>> enu = frame.to_local([47.5], [8.6], [3000.0])           # (k, 3): east, north, up
+>>> lat, lon, alt = frame.to_geodetic(enu)                 # and back
+>>> round(float(lat[0]), 12), round(float(lon[0]), 12), round(float(alt[0]), 6)
+(47.5, 8.6, 3000.0)
 
 The geodesy is pymap3d's (``geodetic2enu`` and ``enu2geodetic``), not
 written here. Why pymap3d rather than pyproj: it is pure Python with no

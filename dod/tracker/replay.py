@@ -8,6 +8,8 @@ of a fixed period, ready for ``Tracker.tick``.
 
 Two formats are read:
 
+.. not run: a table of the file's columns, not code
+
 **OpenSky state vectors** (:func:`read_opensky`), the CSV of the OpenSky
 Network's historical data set (``states_YYYY-MM-DD-HH.csv``; also what its
 Impala shell exports from ``state_vectors_data4``): a header row, then one
@@ -27,6 +29,8 @@ order; only the first four are required)::
 A row without a position is skipped; a position repeated from an earlier
 snapshot (the same ``lastposupdate``: OpenSky carries the last position
 forward until a new one arrives) is kept once, at its own time.
+
+.. not run: a table of the file's columns, not code
 
 **AIS** (:func:`read_ais`), the CSV of the US Marine Cadastre
 (``AIS_YYYY_MM_DD.csv``, the common export of decoded AIS position
