@@ -20,7 +20,11 @@ from dod.tracker.geodetic import LocalFrame
 from dod.tracker.metrics import clear_mot
 from dod.tracker.replay import read_opensky
 
-sample = Path(__file__).resolve().parent / "data" / "opensky_states_sample.csv"
+try:
+    here = Path(__file__).resolve().parent
+except NameError:           # the docs' gallery runs the example in its folder, without __file__
+    here = Path.cwd()
+sample = here / "data" / "opensky_states_sample.csv"
 path = sys.argv[1] if len(sys.argv) > 1 else sample
 reports = read_opensky(path)
 frame = LocalFrame.around(reports.latitude, reports.longitude)

@@ -18,17 +18,20 @@ east, y north, z up, in metres. A 2-D tracker takes (east, north); a 3-D one
 (47.5, 8.6, 3000.0)
 
 The geodesy is pymap3d's (``geodetic2enu`` and ``enu2geodetic``), not
-written here. Why pymap3d rather than pyproj: it is pure Python with no
-required dependency (a ~60 kB wheel against pyproj's ~10 MB of bundled PROJ
-and its data), its functions are the ENU conversions themselves (pyproj
-needs a geocentric-to-topocentric pipeline for the same result), they take
-numpy arrays whole, and they are exact to well under a millimetre: the
-forward conversion is closed form, the inverse is You's (2000) closed-form
-ECEF-to-geodetic, which tests/test_geodetic.py checks by round trip to 1 mm
-(to 1e-6 m at the distances a tracker covers) and against an ellipsoid
-point computed by hand. It is also what Stone Soup itself installs. Speed:
-both directions run at about a microsecond per point for arrays of thousands
-of points (numpy ufuncs under the hood), far below a scan's budget.
+written here. Why pymap3d rather than pyproj (measured with pymap3d 3.2 and
+pyproj 3.7 on 10,000 points within 100 km of a reference):
+
+* size: pure Python with no required dependency, a 65 kB wheel (0.7 MB
+  installed), against pyproj's 9.5 MB wheel (33 MB installed: PROJ and its
+  data bundled); Stone Soup installs pymap3d anyway;
+* the API: its functions are the ENU conversions themselves; pyproj needs a
+  geocentric-to-topocentric PROJ pipeline for the same result;
+* speed: numpy arrays in whole, about 0.15 us a point forward and 0.25 us
+  back, against pyproj's 0.12 us: both far below a scan's budget;
+* accuracy: both agree to 3e-9 m; pymap3d's round trip returns latitude
+  and longitude to 3e-14 degrees and height to 3e-9 m (its inverse is a
+  closed form, You 2000). tests/test_geodetic.py checks the round trip and
+  the ellipsoid written out by hand.
 
 The tangent plane is not the ellipsoid: a point 100 km from the reference
 at zero altitude is ~785 m below the plane (``d**2 / 2R``). A 2-D tracker
