@@ -33,8 +33,11 @@ print(f"{len(reports)} reports of {reports.objects.size} aircraft; "
 
 # Airliners: ADS-B positions good to tens of metres, speeds to 300 m/s,
 # manoeuvres of a few m/s^2 (q in m^2/s^3); a new track's velocity spread
-# covers the speeds; a track lives through 3 snapshots without a position.
-config = TrackerConfig(dim=2, r=30.0, q=20.0, v0=250.0, confirm_m=2, confirm_n=3, max_misses=3,
+# covers the speeds. Every report is an aircraft (no clutter): a track starts
+# from one report, is confirmed by 2 of 3 scans and lives through 3
+# snapshots without a position.
+config = TrackerConfig(dim=2, r=30.0, q=20.0, v0=250.0, confirmation="m_of_n", initiation="single",
+                       confirm_m=2, confirm_n=3, max_misses=3,
                        capacity=1000, max_detections=1000)
 tracker = Tracker(config)
 truth_ids, truth_pos, est_ids, est_pos = [], [], [], []

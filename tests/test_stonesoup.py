@@ -157,7 +157,8 @@ def _scenario(seed, steps=40, dt=1.0):
 
 def test_tracks_out_score_with_stone_soups_gospa_as_with_dods():
     model, paths, scans = _scenario(seed=5)
-    tracker = Tracker(TrackerConfig(dim=2, r=cartesian_sigma(model), q=0.5, v0=5.0))
+    tracker = Tracker(TrackerConfig(dim=2, r=cartesian_sigma(model), q=0.5, v0=5.0, confirmation="m_of_n",
+                                    initiation="single"))
     recorder = TrackRecorder()
     estimates = []
     for k, (t, dets) in enumerate(scans):
@@ -184,7 +185,7 @@ def test_tracks_out_score_with_stone_soups_gospa_as_with_dods():
 
 
 def test_a_recorded_state_is_the_trackers_in_stone_soups_order():
-    tracker = Tracker(TrackerConfig(dim=3, r=1.0, q=1.0))
+    tracker = Tracker(TrackerConfig(dim=3, r=1.0, q=1.0, confirmation="m_of_n", initiation="single"))
     recorder = TrackRecorder()
     pts = np.array([[0.0, 0.0, 0.0], [100.0, 50.0, 10.0]])
     for k in range(4):
@@ -193,6 +194,7 @@ def test_a_recorded_state_is_the_trackers_in_stone_soups_order():
     mask = tracker.confirmed
     x, P = tracker.column("x")[mask], unpack_covariance(tracker.column("P")[mask])
     ids = tracker.ids[mask].tolist()
+    assert len(ids) == 2                                # confirmed at the third scan
     tracks = {tr.id: tr for tr in recorder.tracks()}
     assert set(tracks) == {str(i) for i in ids}
     order = state_order(3)

@@ -32,7 +32,8 @@ Python objects. dod's tick takes numpy arrays. This module joins the two:
 >>> from dod.tracker import Tracker
 >>> from dod.tracker.stonesoup import TrackRecorder, cartesian_sigma, scan_from_detections
 >>> model = LinearGaussian(ndim_state=4, mapping=(0, 2), noise_covar=np.eye(2))
->>> tracker, recorder = Tracker(r=cartesian_sigma(model)), TrackRecorder()
+>>> tracker = Tracker(r=cartesian_sigma(model), confirmation="m_of_n", initiation="single")
+>>> recorder = TrackRecorder()
 >>> for k in range(5):                     # one target at 1 m/s along x, a scan a second
 ...     t = datetime.datetime(2024, 1, 1, 12, 0, k)
 ...     scan = {Detection(np.array([[float(k)], [5.0]]), timestamp=t, measurement_model=model)}
