@@ -116,6 +116,31 @@ def chi2_ppf(p, df):
 MAX_THREADS = 256       # most threads of one tick (DOD_TRACKER_MAX_THREADS in _engine.pxd)
 
 
+def _rates(value, name):
+    """`value` as a 3 x 3 switching-rate generator (tuple of tuples): off-diagonal
+    entries finite and >= 0, every row summing to 0 within 1e-9 of its
+    largest entry; the diagonal is stored as minus the row's off-diagonal sum
+    (so the rows sum to 0 exactly). ValueError otherwise."""
+    import numpy as np
+    try:
+        a = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be numbers of shape (3, 3), not {value!r}") from None
+    if a.shape != (3, 3):
+        raise ValueError(f"{name} must have shape (3, 3), not {a.shape}")
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} entries must be finite")
+    off = a - np.diag(np.diag(a))
+    if not (off >= 0.0).all():
+        raise ValueError(f"{name} entries must be finite, those off the diagonal >= 0 (rates per second)")
+    scale = np.maximum(np.abs(a).max(axis=1), 1e-300)
+    if not (np.abs(a.sum(axis=1)) <= 1e-9 * scale).all():
+        raise ValueError(f"{name} must be a generator (every row summing to 0: the diagonal is minus "
+                         f"the rates of leaving), not {value!r}")
+    leave = off.sum(axis=1)
+    return tuple(tuple(-float(leave[i]) if i == j else float(off[i, j]) for j in range(3)) for i in range(3))
+
+
 def _probabilities(value, shape, name):
     """`value` as a float64 array of `shape`, entries finite in [0, 1], rows
     (the last axis) summing to 1 within 1e-9; ValueError otherwise."""
@@ -229,7 +254,20 @@ class FilterConfig:
         50 Hz a diagonal near 0.998 keeps the same switching rate per second
         (with the default at 50 Hz the IMM switches models too often and its
         GOSPA on straight-line targets is measurably worse than CV's; with
-        0.998 the two are nearly equal).
+        0.998 the two are nearly equal); ``imm_rates`` states the switching
+        per second instead.
+    imm_rates
+        None (default: ``imm_transition``, per scan) or the switching rates
+        per second: a 3 x 3 generator whose entry (i, j), i != j, is the rate
+        (1/s) of switching from model i to model j (finite, >= 0) and whose
+        diagonal is minus its row's rates (every row sums to 0, within 1e-9;
+        stored exactly so). Model i then lasts 1 / -rates[i][i] seconds on
+        average (its mean sojourn time); with sojourn times tau_i and
+        switching probabilities p_ij (i != j, each row's summing to 1),
+        rates[i][j] = p_ij / tau_i. Each tick uses the Markov matrix of its
+        own dt, exp(rates dt) (:func:`dod.tracker.reference_imm.transition`),
+        so irregular scans and scans at the same instant switch as time
+        says; ``imm_transition`` is then not used (still checked).
     imm_mu0
         model probabilities of a newborn track (3 values >= 0, sum 1).
 
@@ -255,6 +293,7 @@ class FilterConfig:
     turn_rate_v0: float = 0.2
     imm_transition: tuple = ((0.90, 0.05, 0.05), (0.05, 0.90, 0.05), (0.05, 0.05, 0.90))
     imm_mu0: tuple = (0.8, 0.1, 0.1)
+    imm_rates: tuple | None = None
 
     def __post_init__(self):
         _integer(self, "dim", 2, 3)
@@ -277,6 +316,8 @@ class FilterConfig:
             _freeze(self, "imm_transition", tuple(tuple(float(x) for x in row) for row in transition))
         if not isinstance(self.imm_mu0, tuple):
             _freeze(self, "imm_mu0", tuple(float(x) for x in mu0))
+        if self.imm_rates is not None:
+            _freeze(self, "imm_rates", _rates(self.imm_rates, "imm_rates"))
 
     @property
     def gate(self):
