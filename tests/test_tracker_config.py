@@ -25,7 +25,7 @@ DEFAULTS = dict(
     new_target_density=1e-6, false_track_probability=1e-3, track_loss_probability=1e-2, score_drop=11.0,
     v_max=50.0,
     clutter_density=None, surveillance_volume=None, clutter_smoothing=0.1,
-    capacity=20000, max_detections=30000, overflow="error", max_cluster=0,
+    capacity=20000, max_detections=30000, overflow="error", max_cluster=0, out_of_sequence="refuse",
     threads=1, parallel_min_rows=512, sort_every=0, sort_when_mixed=0.1, sort_when_displaced=0.2,
     sort_when_drifted=2.0, confirmed_first=True)
 
@@ -39,7 +39,7 @@ OTHER = dict(
     new_target_density=1e-5, false_track_probability=1e-2, track_loss_probability=1e-3, score_drop=9.0,
     v_max=40.0,
     clutter_density=1e-4, surveillance_volume=1e6, clutter_smoothing=0.5,
-    capacity=300, max_detections=200, overflow="drop", max_cluster=12,
+    capacity=300, max_detections=200, overflow="drop", max_cluster=12, out_of_sequence="drop",
     threads=2, parallel_min_rows=16, sort_every=5, sort_when_mixed=0.3, sort_when_displaced=0.0,
     sort_when_drifted=0.0, confirmed_first=False)
 
@@ -180,6 +180,7 @@ BAD = {
     "max_detections": [0, (1 << 24) + 1, 1.0],
     "overflow": ["wrap", None],
     "max_cluster": [-1, 1 << 31, 2.0],
+    "out_of_sequence": ["retrodict", None, "Refuse"],
     "threads": [0, MAX_THREADS + 1, 1.5, True, "2", None],
     "parallel_min_rows": [-1, 1 << 31, 1.0, None],
     "sort_every": [-1, 1.0, True, 1 << 31],

@@ -464,6 +464,13 @@ class LimitsConfig:
         "error" (a scan with more detections raises ValueError before any state
         changes) or "drop" (the first max_detections are used, the rest counted
         in ``overflow``).
+    out_of_sequence
+        What a time-stamped scan older than the latest scan taken does (a late,
+        out-of-sequence scan): "refuse" (default: ValueError, nothing changes)
+        or "drop" (the scan is skipped, nothing changes, and it is counted in
+        ``Tracker.late_scans``). A scan at the same instant as the latest is
+        not late (dt = 0). Retrodiction (folding a late scan into the past of
+        the tracks) is not provided.
     max_cluster
         0 (default): every cluster is solved exactly. Otherwise a cluster with
         more than this many tracks or detections is solved greedily (cheapest
@@ -478,12 +485,14 @@ class LimitsConfig:
     max_detections: int = 30000
     overflow: str = "error"
     max_cluster: int = 0
+    out_of_sequence: str = "refuse"
 
     def __post_init__(self):
         _integer(self, "capacity", 1, 1 << 24)
         _integer(self, "max_detections", 1, 1 << 24)
         _choice(self, "overflow", ("error", "drop"))
         _integer(self, "max_cluster", 0, (1 << 31) - 1)
+        _choice(self, "out_of_sequence", ("refuse", "drop"))
 
 
 @dataclass(frozen=True)
