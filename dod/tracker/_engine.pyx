@@ -324,8 +324,8 @@ cdef class Tracker:
 
         That is the table at its full ``capacity`` (and the two-point waiting
         table), the scratch arena (all of it: a tick's temporaries at the worst
-        case, :func:`scratch_bytes`) and each worker's arena. Without it those
-        pages are touched for the first time by whichever tick first reaches
+        case, :func:`scratch_bytes`), the input buffer and each worker's
+        arena. Without it those pages are touched for the first time by whichever tick first reaches
         them: a page fault inside the deadline, and RSS that rises with the
         table's peak row count and the scratch's high-water mark for minutes
         (bounded by the capacity, but not flat). With it RSS is the worst case
@@ -401,18 +401,16 @@ cdef class Tracker:
         Parameters
         ----------
         detections : array_like
-            Shape (k, dim) (k may be 0) of real numbers. Read in place (no
-            copy) when it is a native-endian, aligned, C-contiguous float64
-            array and the sensor's order is ``RANGE_BEARING`` (or no sensor);
-            otherwise its first min(k, max_detections) rows are converted
-            once into the tracker's input buffer (float64, sized at
-            construction for max_detections rows): a cast per value, with
-            the columns of a ``BEARING_RANGE`` sensor put back in range,
-            bearing[, elevation] order (dod/tracker/_input.pyx: other dtypes
-            and lists go through numpy, which makes temporaries). Cartesian
-            positions, or with ``sensor`` polar measurements (range,
-            bearing[, elevation]) in metres and radians, bearing from the x
-            axis towards y, elevation above the x-y plane. Rows with NaN or
+            Shape (k, dim) (k may be 0) of real numbers: Cartesian positions,
+            or with ``sensor`` polar measurements (range, bearing[,
+            elevation], or reversed for a ``BEARING_RANGE`` sensor) in metres
+            and radians, bearing from the x axis towards y, elevation above
+            the x-y plane. Read in place when it is a native-endian, aligned,
+            C-contiguous float64 array in the range-bearing order; otherwise
+            its first min(k, max_detections) rows are cast to float64 and
+            put in range-bearing order once, into the tracker's input buffer
+            (sized at construction; dod/tracker/_input.pyx says which inputs
+            go through numpy's temporaries). Rows with NaN or
             inf (polar: also a negative range or an elevation outside [-pi/2,
             pi/2]) are dropped and counted (``invalid``). With more than
             ``max_detections`` rows, overflow="error" raises ValueError and
@@ -457,10 +455,8 @@ cdef class Tracker:
         Notes
         -----
         Every check runs before anything changes: the tracker (its clock
-        included) is unchanged when it raises. IMM switching follows the
-        scan's dt when the config gives ``imm_rates``. Thread-safety: one
-        tick at a time; it releases the GIL while it runs (see the class
-        notes).
+        included) is unchanged when it raises. Thread-safety: one tick at a
+        time; it releases the GIL while it runs (see the class notes).
         """
         cdef size_t k, over = 0
         cdef int rc, late
