@@ -13,8 +13,9 @@ built):
   deletion, the track score);
 - :class:`ClutterConfig`: the false-detection density the score assumes,
   given or estimated;
-- :class:`LimitsConfig`: what a tracker holds and how a scan's work is
-  bounded (capacity, detections per scan, cluster size);
+- :class:`LimitsConfig`: what a tracker holds, how a scan's work is
+  bounded (capacity, detections per scan, cluster size) and what a scan
+  that does not fit does (too many rows, a late time stamp);
 - :class:`ExecutionConfig`: how a tick runs (threads, row order), never
   what it computes.
 
@@ -450,7 +451,8 @@ class ClutterConfig:
 
 @dataclass(frozen=True)
 class LimitsConfig:
-    """What a tracker holds, and how one scan's work is bounded.
+    """What a tracker holds, how one scan's work is bounded, and what a scan
+    that does not fit does.
 
     Parameters
     ----------
