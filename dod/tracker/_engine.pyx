@@ -191,7 +191,8 @@ cdef class Tracker:
         # Waiting detections of two-point initiation: a ZII table of their own,
         # sized once (one scan's detections at most).
         from dod.table import Schema
-        cdef Table singles = Table(Schema(z=(np.float64, (dim,))),
+        cdef Table singles = Table(Schema(z=(np.float64, (dim,)), C=(np.float64, (dim * (dim + 1) // 2,)),
+                                          allowance=np.float64),
                                    config.max_detections if config.initiation == "two_point" else 1)
         self.singles = singles
         _read_config(e, config, table, singles)
@@ -444,8 +445,7 @@ cdef class Tracker:
             non-finite time or (out_of_sequence="refuse") one before the
             latest scan's; too many rows with overflow="error"; a sensor of
             the other dimension, with a non-finite position or a non-positive
-            noise, or with initiation="two_point" (not supported with
-            range-bearing scans).
+            noise.
         MemoryError
             When a caller-supplied scratch arena cannot hold the tick's
             temporaries.
@@ -468,7 +468,7 @@ cdef class Tracker:
         if self.table is None or self.scratch is None:
             raise TypeError("this Tracker was never initialised (Tracker.__new__ without __init__)")
         if sensor is not None:
-            _read_sensor(sensor, self.engine.dim, self.engine.two_point, &sens)
+            _read_sensor(sensor, self.engine.dim, &sens)
             sp = &sens
         reverse = _columns_reversed(sensor, self.engine.dim)
         cdef cnp.ndarray z = _scan_array(detections, self.engine.dim)
