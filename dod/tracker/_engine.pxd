@@ -33,5 +33,6 @@ cdef class Tracker:
     cdef dod_clock clock                # the scan clock: time stamps, late scans
     cdef double* _inbuf                 # converted scans (_input.pyx): max_detections rows, mapped
     cdef size_t _inbuf_bytes
+    cdef size_t _converted              # scans converted into _inbuf
 
     cdef object _view(self, str name)

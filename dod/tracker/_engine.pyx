@@ -410,8 +410,7 @@ cdef class Tracker:
             C-contiguous float64 array in the range-bearing order; otherwise
             its first min(k, max_detections) rows are cast to float64 and
             put in range-bearing order once, into the tracker's input buffer
-            (sized at construction; dod/tracker/_input.pyx says which inputs
-            go through numpy's temporaries). Rows with NaN or
+            (:attr:`converted_scans`; dod/tracker/_input.pyx). Rows with NaN or
             inf (polar: also a negative range or an elevation outside [-pi/2,
             pi/2]) are dropped and counted (``invalid``). With more than
             ``max_detections`` rows, overflow="error" raises ValueError and
@@ -427,12 +426,10 @@ cdef class Tracker:
             positions with the converted covariance; scans of several sensors
             may follow each other in time order.
         time : float, optional
-            The scan's time stamp (s, finite; keyword only). Its dt is time
-            less :attr:`time`; the first scan predicts nothing. A stamp equal
-            to the latest scan's is legal (dt = 0: several sensors at one
-            instant); an older one (out of sequence) is refused (ValueError)
-            or, with ``out_of_sequence="drop"``, skipped and counted in
-            :attr:`late_scans`. Retrodiction is not provided.
+            The scan's time stamp (s, finite; keyword only): dt is time less
+            :attr:`time` (the first scan: 0), equal stamps are legal; an older
+            one is refused (ValueError) or with ``out_of_sequence="drop"``
+            skipped and counted (:attr:`late_scans`). No retrodiction.
 
         Raises
         ------
@@ -497,6 +494,7 @@ cdef class Tracker:
             else:
                 _convert_rows(z, k, self.engine.dim, reverse, self._inbuf)
                 data = self._inbuf
+                self._converted += 1
             with nogil:
                 rc = dod_tracker_tick_sensor(&self.engine, data, k, step, sp, &self.scratch.engine)
         finally:
@@ -524,6 +522,11 @@ cdef class Tracker:
         """Time-stamped scans skipped as out of sequence so far
         (``out_of_sequence="drop"``; always 0 with "refuse")."""
         return self.clock.late
+
+    @property
+    def converted_scans(self):
+        """Scans converted into the input buffer so far (not read in place)."""
+        return self._converted
 
     # -------------------------------------------------------- results (views, no copies)
 

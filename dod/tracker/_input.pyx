@@ -3,18 +3,19 @@ measurement's columns in the kernels' order.
 
 A scan that already is so (native-endian, aligned, C-contiguous float64,
 and for a sensor whose order is ``RANGE_BEARING``, or none) is read in
-place: no copy. Any other array-like of numbers (another real dtype,
-Fortran order, a strided view, a list of lists, a sensor's
-``BEARING_RANGE`` order) is converted once into the tracker's input buffer
-(rows of float64, sized at construction for ``max_detections`` rows, its
-pages backed when first written): the first min(k, max_detections) rows,
-each value cast to float64, the polar columns put in the kernels' order
-(range, bearing[, elevation]) on the way, so that no kernel branches on a
-column order. float64, float32, int64 and int32 arrays of any strides
-(native, aligned) are copied here without the GIL's objects (nothing
-allocated); other dtypes, byte-swapped or misaligned arrays go through
-numpy's copy (which makes small temporaries), and a list is first made an
-array by numpy (a temporary as large as the scan).
+place: no copy. Any other array of numbers (another real dtype, Fortran
+order, a strided view, a sensor's ``BEARING_RANGE`` order) is converted
+once into the tracker's input buffer (rows of float64, sized at
+construction for ``max_detections`` rows, its pages backed when first
+written): the first min(k, max_detections) rows, each value cast to
+float64, the polar columns put in the kernels' order (range, bearing[,
+elevation]) on the way, so that no kernel branches on a column order.
+float64, float32, int64 and int32 arrays of any strides (native, aligned)
+are copied here without a Python object (nothing allocated); other dtypes,
+byte-swapped or misaligned arrays go through numpy's copy (which makes
+small temporaries). A list is made an array by numpy (a temporary as
+large as the scan), which is read in place when it is float64 in the
+kernels' order, else converted as above.
 
 Threads: called by the owner with the GIL held, the tracker marked busy
 (the buffer is the tracker's: one tick at a time writes it).
