@@ -461,6 +461,7 @@ NUMPYDOC_COMPLETE_FUNCTIONS = [
     "dod.tracker.reference_imm.turn_terms",
     "dod.tracker.reference_imm.model_noise",
     "dod.tracker.reference_imm.ct_transition",
+    "dod.tracker.reference_imm.transition",
     "dod.tracker.reference_imm.model_predict",
     "dod.tracker.reference_imm.combine",
     "dod.tracker.reference_imm.predict",

@@ -472,6 +472,24 @@ def _imm(ns, out, block):
     assert t.counts()["confirmed"] >= 40                  # of the 50 turning targets
 
 
+@claim("cfg = TrackerConfig(motion=\"imm\", imm_rates=rates)    # the same switching at any scan rate")
+def _imm_rates(ns, out, block):
+    from dod.tracker import reference_imm
+    cfg = ns["cfg"]
+    G = np.array(cfg.imm_rates)
+    assert np.allclose(-1.0 / np.diag(G), (20.0, 5.0, 8.0))          # the sojourn times
+    assert np.array_equal(reference_imm.transition(cfg, 0.0), np.eye(3))
+    T = reference_imm.transition(cfg, 1.0)
+    assert np.allclose(T.sum(axis=1), 1.0) and T[0, 0] > T[1, 1]       # CV low lasts longest
+
+
+@claim('t = Tracker(out_of_sequence="drop")       # default "refuse"')
+def _time_stamps(ns, out, block):
+    t = ns["t"]
+    assert out.strip() == "1700000000.5 1"                              # what the block prints
+    assert t.scans == 3 and t.late_scans == 1 and t.time == 1700000000.5
+
+
 @claim("west = Sensor((-5000.0, 0.0), range_sigma=2.0, bearing_sigma=1e-3)")
 def _radar(ns, out, block):
     t, target = ns["t"], ns["target"]

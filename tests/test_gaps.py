@@ -271,6 +271,18 @@ def test_tracker_bench_prefaults_its_trackers_unless_told_not_to():
     assert "not prefaulted" in out, out
 
 
+def test_tracker_bench_times_stamped_ticks_beside_dt_ticks():
+    # --time: a tracker fed time stamps, timed on the same scans in the same
+    # blocks as the dt tracker, and a line comparing the two.
+    from dod.tracker.bench import run
+    lines = []
+    (row,) = run(sizes=(200,), scans=25, threads=(1,), reference=False, stamped=True, out=lines.append)
+    assert row["stamped"][3] == row["dod"][3] == 25
+    assert any("time-stamped ticks" in ln and "dt ticks" in ln for ln in lines)
+    (row,) = run(sizes=(200,), scans=20, threads=(1,), reference=False, out=lambda *a: None)
+    assert "stamped" not in row
+
+
 def test_allocation_tests_carry_the_allocs_marker():
     # conftest marks the tests that measure allocations (every thread's:
     # .ci/run runs them apart from pytest-xdist), directly or through a

@@ -20,11 +20,12 @@ DEFAULTS = dict(
     dim=2, q=1.0, r=1.0, v0=10.0, gate_probability=0.999, motion="cv", imm_q=(1.0, 20.0), turn_q=1.0,
     turn_rate_q=0.01, turn_rate_v0=0.2,
     imm_transition=((0.90, 0.05, 0.05), (0.05, 0.90, 0.05), (0.05, 0.05, 0.90)), imm_mu0=(0.8, 0.1, 0.1),
+    imm_rates=None,
     confirmation="score", initiation="two_point", confirm_m=3, confirm_n=5, max_misses=5, pd=0.9,
     new_target_density=1e-6, false_track_probability=1e-3, track_loss_probability=1e-2, score_drop=11.0,
     v_max=50.0,
     clutter_density=None, surveillance_volume=None, clutter_smoothing=0.1,
-    capacity=20000, max_detections=30000, overflow="error", max_cluster=0,
+    capacity=20000, max_detections=30000, overflow="error", max_cluster=0, out_of_sequence="refuse",
     threads=1, parallel_min_rows=512, sort_every=0, sort_when_mixed=0.1, sort_when_displaced=0.2,
     sort_when_drifted=2.0, confirmed_first=True)
 
@@ -33,11 +34,12 @@ OTHER = dict(
     dim=3, q=0.5, r=2.0, v0=7.0, gate_probability=0.99, motion="imm", imm_q=(2.0, 30.0), turn_q=0.5,
     turn_rate_q=0.02, turn_rate_v0=0.1,
     imm_transition=((0.98, 0.01, 0.01), (0.01, 0.98, 0.01), (0.01, 0.01, 0.98)), imm_mu0=(0.6, 0.2, 0.2),
+    imm_rates=((-0.2, 0.1, 0.1), (0.3, -0.6, 0.3), (0.05, 0.15, -0.2)),
     confirmation="m_of_n", initiation="single", confirm_m=2, confirm_n=4, max_misses=7, pd=0.8,
     new_target_density=1e-5, false_track_probability=1e-2, track_loss_probability=1e-3, score_drop=9.0,
     v_max=40.0,
     clutter_density=1e-4, surveillance_volume=1e6, clutter_smoothing=0.5,
-    capacity=300, max_detections=200, overflow="drop", max_cluster=12,
+    capacity=300, max_detections=200, overflow="drop", max_cluster=12, out_of_sequence="drop",
     threads=2, parallel_min_rows=16, sort_every=5, sort_when_mixed=0.3, sort_when_displaced=0.0,
     sort_when_drifted=0.0, confirmed_first=False)
 
@@ -158,6 +160,8 @@ BAD = {
     "turn_rate_v0": [math.nan],
     "imm_transition": [((0.5, 0.5), (0.5, 0.5)), "abc", None],
     "imm_mu0": [(0.5, 0.5, 0.5), (1.0, 0.0)],
+    "imm_rates": [((-0.1, 0.1, 0.0),) * 3, ((0.1, -0.1, 0.0), (0.0,) * 3, (0.0,) * 3), "fast", 1.0,
+                  ((math.nan, 0.0, 0.0),) * 3],
     "confirmation": ["wald", None, ["score"]],
     "initiation": ["three_point", None],
     "confirm_m": [0, 6, 3.5, True, None],          # 6 > confirm_n = 5
@@ -176,6 +180,7 @@ BAD = {
     "max_detections": [0, (1 << 24) + 1, 1.0],
     "overflow": ["wrap", None],
     "max_cluster": [-1, 1 << 31, 2.0],
+    "out_of_sequence": ["retrodict", None, "Refuse"],
     "threads": [0, MAX_THREADS + 1, 1.5, True, "2", None],
     "parallel_min_rows": [-1, 1 << 31, 1.0, None],
     "sort_every": [-1, 1.0, True, 1 << 31],

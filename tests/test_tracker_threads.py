@@ -638,3 +638,27 @@ def test_bit_identical_when_the_pair_buffer_fills():
             t.tick(z, 0.02)
             assert _state(t) == _state(a), f"threads={t.threads} differs at scan {s}"
     assert dropped > 0
+
+
+@pytest.mark.parametrize("motion", ["cv", "imm"])
+def test_time_stamped_ticks_bit_identical_for_every_thread_count(motion):
+    # Time stamps with scans at the same instant and late scans dropped,
+    # converted (float32) scans, and for the IMM switching rates per second.
+    n = N_TARGETS if motion == "cv" else 600
+    sc = generate(n, 40, seed=6, pd=0.9, crossing=0.2)
+    kw = dict(out_of_sequence="drop", motion=motion, parallel_min_rows=512 if motion == "cv" else 64)
+    if motion == "imm":
+        kw["imm_rates"] = ((-0.2, 0.1, 0.1), (0.3, -0.6, 0.3), (0.05, 0.15, -0.2))
+    trackers = {k: Tracker(_config(threads=k, **kw)) for k in (1, 2, 3)}
+    now = 50.0
+    for s, z in enumerate(sc.detections):
+        now += 0.0 if s % 5 == 4 else sc.dt         # every fifth scan at the same instant as the one before
+        for t in trackers.values():
+            t.tick(z.astype(np.float32) if s % 3 == 0 else z, time=now)
+            if s % 7 == 6:
+                t.tick(z[:10], time=now - 1.0)       # late: dropped and counted
+        want = _state(trackers[1])
+        for k in (2, 3):
+            assert _state(trackers[k]) == want, f"threads={k} differs from threads=1 at scan {s}"
+    assert all(t.late_scans == 5 and t.time == now for t in trackers.values())
+    assert trackers[1].counts()["confirmed"] > 0.5 * n

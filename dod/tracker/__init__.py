@@ -19,9 +19,14 @@ crosses into nogil Cython and allocates nothing.
 >>> t.table                            # the tracks: a dod.table.Table (handles, Arrow)
 <dod.Table 10 columns (id, x, P, ...) rows=2/20000 ...>
 
+Time: ``t.tick(z, time=stamp)`` instead of ``dt`` (the scan clock is
+:attr:`Tracker.time`; a late stamp is refused, or dropped and counted with
+``out_of_sequence="drop"``). Any (k, dim) array-like of numbers is a scan.
+
 Radar: ``t.tick(measurements, dt, sensor=Sensor(position, range_sigma,
 bearing_sigma[, elevation_sigma]))`` folds in a range-bearing(-elevation)
-scan of that sensor (extended Kalman update; :mod:`dod.tracker.sensor`).
+scan of that sensor (extended Kalman update; :mod:`dod.tracker.sensor`;
+``order=BEARING_RANGE`` for Stone Soup's column order).
 
 Also here: :mod:`dod.tracker.reference` (the same tracker in numpy: the
 oracle and baseline), :mod:`dod.tracker.scenario` (seeded scenarios) and
@@ -54,6 +59,8 @@ writes and how it runs over threads)::
     _two_point.pyx    two-point initiation: pairs across two scans
     _order.pyx        rows back into spatial order
     _configure.pyx  the configuration and a scan's sensor read into the state; the scratch size
+    _clock.pxd      the scan clock: time stamps to dt, late scans
+    _input.pyx      a scan's detections converted (dtype, layout, column order) when not read in place
     _engine.pyx     the owner, Tracker: validation, the Python face
 """
 from dod.tracker.config import (ClutterConfig, ExecutionConfig, FilterConfig, LimitsConfig, ManagementConfig,
@@ -61,7 +68,7 @@ from dod.tracker.config import (ClutterConfig, ExecutionConfig, FilterConfig, Li
 
 __all__ = ["Tracker", "TrackerConfig", "FilterConfig", "ManagementConfig", "ClutterConfig", "LimitsConfig",
            "ExecutionConfig", "ReferenceTracker", "Sensor", "chi2_ppf", "solve_assignment", "track_schema",
-           "scratch_bytes", "unpack_covariance", "pack_covariance"]
+           "scratch_bytes", "unpack_covariance", "pack_covariance", "RANGE_BEARING", "BEARING_RANGE"]
 
 
 def __getattr__(name):
@@ -77,10 +84,10 @@ def __getattr__(name):
         from dod.tracker import _engine
 
         return getattr(_engine, name)
-    if name == "Sensor":
-        from dod.tracker.sensor import Sensor
+    if name in ("Sensor", "RANGE_BEARING", "BEARING_RANGE"):
+        from dod.tracker import sensor
 
-        return Sensor
+        return getattr(sensor, name)
     if name == "ReferenceTracker":
         from dod.tracker.reference import ReferenceTracker
 

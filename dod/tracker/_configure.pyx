@@ -180,6 +180,11 @@ cdef void _init_imm(dod_imm* m, config, Table table) except *:
     tr = np.asarray(config.imm_transition, dtype=np.float64).ravel()
     for i in range(DOD_IMM_MODELS * DOD_IMM_MODELS):
         m.trans[i] = tr[i]
+    m.timed = config.imm_rates is not None      # then trans is made for each tick's dt
+    if m.timed:
+        tr = np.asarray(config.imm_rates, dtype=np.float64).ravel()
+        for i in range(DOD_IMM_MODELS * DOD_IMM_MODELS):
+            m.rates[i] = tr[i]
     for i in range(DOD_IMM_MODELS):
         m.mu0[i] = float(config.imm_mu0[i])
     m.mu = <double*>table.engine.columns[table.column_index("mu")]

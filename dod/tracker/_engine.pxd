@@ -16,6 +16,7 @@ from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, d
                                  DOD_TRACKER_MAX_THREADS, DOD_TICK_PASSES,
                                  DOD_TRACK_NONE, DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED)
 from dod.tracker._tick cimport dod_tracker_tick, dod_tracker_tick_sensor
+from dod.tracker._clock cimport dod_clock
 
 
 cdef class Tracker:
@@ -29,5 +30,9 @@ cdef class Tracker:
     cdef dod_arena** _workers           # their engines, engine.workers points here
     cdef bint _busy                     # a tick is running (set and read with the GIL held)
     cdef size_t _displaced_bytes        # the pages of engine.displaced (0: none)
+    cdef dod_clock clock                # the scan clock: time stamps, late scans
+    cdef double* _inbuf                 # converted scans (_input.pyx): max_detections rows, mapped
+    cdef size_t _inbuf_bytes
+    cdef size_t _converted              # scans converted into _inbuf
 
     cdef object _view(self, str name)

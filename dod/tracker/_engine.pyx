@@ -11,7 +11,7 @@ Reading order of the tick's passes: the package docstring
 """
 cimport cython
 cimport numpy as cnp
-from libc.math cimport isfinite, INFINITY
+from libc.math cimport INFINITY
 from libc.stdint cimport uint8_t, uint64_t, int64_t
 from libc.string cimport memcpy, strerror
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
@@ -27,6 +27,8 @@ from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, d
 from dod.tracker._frame cimport _in_box, _CLUSTER_BYTES
 from dod.tracker._tick cimport dod_tracker_tick, dod_tracker_tick_sensor
 from dod.tracker._configure cimport _tracker_scratch_bytes, _read_config, _read_sensor
+from dod.tracker._clock cimport _scan_step, dod_clock_stamp, dod_clock_step
+from dod.tracker._input cimport _scan_array, _columns_reversed, _read_in_place, _convert_rows
 
 import numpy as np
 
@@ -77,6 +79,10 @@ cdef size_t _tracker_ranges(Tracker tr, dod_page_range* out):
             out[n].base = tr.engine.displaced
             out[n].size = tr._displaced_bytes
         n += 1
+    if out != NULL:
+        out[n].base = tr._inbuf
+        out[n].size = tr._inbuf_bytes
+    n += 1
     n += tr.scratch.page_ranges(NULL if out == NULL else out + n)
     for wa in tr._worker_arenas:
         n += (<Arena>wa).page_ranges(NULL if out == NULL else out + n)
@@ -212,11 +218,18 @@ cdef class Tracker:
                 self._workers[w] = &(<Arena>wa).engine
             e.workers = self._workers
         self._overflow_drop = config.overflow == "drop"
+        self.clock.drop_late = config.out_of_sequence == "drop"
+        # Converted scans (_input.pyx): one scan's rows at most, pages backed when first written.
+        self._inbuf_bytes = dod_os_page_round(config.max_detections * dim * sizeof(double))
+        self._inbuf = <double*>dod_os_map(self._inbuf_bytes)
+        if self._inbuf == NULL:
+            raise MemoryError()
         self.scratch = scratch if scratch is not None else Arena(_tracker_scratch_bytes(config))
 
     def __dealloc__(self):
         PyMem_Free(self._workers)
         dod_os_unmap(self.engine.displaced, self._displaced_bytes)
+        dod_os_unmap(self._inbuf, self._inbuf_bytes)
 
     @property
     def threads(self):
@@ -312,8 +325,8 @@ cdef class Tracker:
 
         That is the table at its full ``capacity`` (and the two-point waiting
         table), the scratch arena (all of it: a tick's temporaries at the worst
-        case, :func:`scratch_bytes`) and each worker's arena. Without it those
-        pages are touched for the first time by whichever tick first reaches
+        case, :func:`scratch_bytes`), the input buffer and each worker's
+        arena. Without it those pages are touched for the first time by whichever tick first reaches
         them: a page fault inside the deadline, and RSS that rises with the
         table's peak row count and the scratch's high-water mark for minutes
         (bounded by the capacity, but not flat). With it RSS is the worst case
@@ -379,45 +392,57 @@ cdef class Tracker:
                               "contents unchanged")
         return total
 
-    def tick(self, detections, double dt, sensor=None):
-        """Advance all tracks by `dt` seconds and fold in one scan of detections.
+    def tick(self, detections, dt=None, sensor=None, *, time=None):
+        """Fold in one scan: advance all tracks to its time, then its detections.
 
-        One nogil call; allocates nothing for conforming input.
+        Give the scan's time as exactly one of `dt` (seconds since the previous
+        scan) or `time` (its time stamp). One nogil call; allocates nothing
+        for arrays of float64, float32, int64 or int32 (see `detections`).
 
         Parameters
         ----------
         detections : array_like
-            Shape (k, dim) (k may be 0), read in place when it is
-            native-endian, aligned, C-contiguous float64; anything else
-            numeric (another real dtype, byte-swapped, misaligned or strided,
-            an array-like) is first copied into one new float64 array
-            (dod._ndarray.input_array). Cartesian positions, or with
-            ``sensor`` range-bearing measurements (range, bearing[,
-            elevation]) in metres and radians, bearing from the x axis towards
-            y, elevation above the x-y plane. Rows with NaN or inf
-            (range-bearing: also a negative range or an elevation outside
-            [-pi/2, pi/2]) are dropped and counted (``invalid``). With more than
+            Shape (k, dim) (k may be 0) of real numbers: Cartesian positions,
+            or with ``sensor`` polar measurements (range, bearing[,
+            elevation], or reversed for a ``BEARING_RANGE`` sensor) in metres
+            and radians, bearing from the x axis towards y, elevation above
+            the x-y plane. Read in place when it is a native-endian, aligned,
+            C-contiguous float64 array in the range-bearing order; otherwise
+            its first min(k, max_detections) rows are cast to float64 and
+            put in range-bearing order once, into the tracker's input buffer
+            (:attr:`converted_scans`; dod/tracker/_input.pyx). Rows with NaN or
+            inf (polar: also a negative range or an elevation outside [-pi/2,
+            pi/2]) are dropped and counted (``invalid``). With more than
             ``max_detections`` rows, overflow="error" raises ValueError and
-            overflow="drop" uses the first max_detections (the rest counted in
-            ``overflow``).
-        dt : float
-            Seconds since the previous scan (finite, > 0).
+            overflow="drop" uses the first max_detections (the rest counted
+            in ``overflow``).
+        dt : float, optional
+            Seconds since the previous scan (finite, >= 0; 0: the same
+            instant, nothing is predicted). Advances :attr:`time` by dt.
         sensor : dod.tracker.Sensor, optional
-            Its position and noise for this scan. Such a scan is folded in by an
-            extended Kalman update (dod/tracker/measurement.pxd), gated in
-            measurement space, and starts tracks at the converted positions with
-            the converted covariance; scans of several sensors may follow each
-            other in time order.
+            Its position, noise and column order for this scan. Such a scan is
+            folded in by an extended Kalman update (dod/tracker/measurement.pxd),
+            gated in measurement space, and starts tracks at the converted
+            positions with the converted covariance; scans of several sensors
+            may follow each other in time order.
+        time : float, optional
+            The scan's time stamp (s, finite; keyword only): dt is time less
+            :attr:`time` (the first scan: 0), equal stamps are legal; an older
+            one is refused (ValueError) or with ``out_of_sequence="drop"``
+            skipped and counted (:attr:`late_scans`). No retrodiction.
 
         Raises
         ------
         TypeError
-            For None, Python objects or a non-numeric dtype, or a sensor that
-            is not a Sensor.
+            For both or neither of dt and time, None or Python objects as
+            detections or a non-numeric dtype, or a sensor that is not a
+            Sensor.
         ValueError
-            For another shape (0-d included) or dt; too many rows with
-            overflow="error"; a sensor of the other dimension, with a
-            non-finite position or a non-positive noise.
+            For another shape (0-d included), a negative or non-finite dt, a
+            non-finite time or (out_of_sequence="refuse") one before the
+            latest scan's; too many rows with overflow="error"; a sensor of
+            the other dimension, with a non-finite position or a non-positive
+            noise.
         MemoryError
             When a caller-supplied scratch arena cannot hold the tick's
             temporaries.
@@ -426,12 +451,14 @@ cdef class Tracker:
 
         Notes
         -----
-        Every check runs before anything changes: the tracker is unchanged when
-        it raises. Thread-safety: one tick at a time; it releases the GIL while
-        it runs (see the class notes).
+        Every check runs before anything changes: the tracker (its clock
+        included) is unchanged when it raises. Thread-safety: one tick at a
+        time; it releases the GIL while it runs (see the class notes).
         """
         cdef size_t k, over = 0
-        cdef int rc
+        cdef int rc, late
+        cdef double step = 0.0
+        cdef bint reverse
         cdef const double* data
         cdef dod_sensor sens
         cdef const dod_sensor* sp = NULL
@@ -440,9 +467,8 @@ cdef class Tracker:
         if sensor is not None:
             _read_sensor(sensor, self.engine.dim, &sens)
             sp = &sens
-        cdef cnp.ndarray z = input_array(detections, np.float64, "detections", 2, self.engine.dim)
-        if not (isfinite(dt) and dt > 0.0):
-            raise ValueError(f"dt must be finite and > 0, not {dt!r}")
+        reverse = _columns_reversed(sensor, self.engine.dim)
+        cdef cnp.ndarray z = _scan_array(detections, self.engine.dim)
         k = <size_t>cnp.PyArray_DIM(z, 0)
         if k > self.engine.max_detections:
             if not self._overflow_drop:
@@ -451,17 +477,26 @@ cdef class Tracker:
                     "(raise it, or use overflow='drop')")
             over = k - self.engine.max_detections
             k = self.engine.max_detections
-        data = <const double*>cnp.PyArray_DATA(z)
+        late = _scan_step(&self.clock, dt, time, &step)
         if self._busy:
             raise RuntimeError("a tick (or a prefault) of this tracker is already running in another thread")
+        if late:
+            self.clock.late += 1
+            return
         # The tick moves the table's rows without the GIL: it holds the
         # table's exclusive pass, so another thread's insert cannot race the
         # tick's births past the capacity (and a tick waits for its own
-        # table's remove_many).
+        # table's remove_many). The input buffer is written inside it.
         _hold_tables(self, "a Tracker tick")
         try:
+            if _read_in_place(z, reverse):
+                data = <const double*>cnp.PyArray_DATA(z)
+            else:
+                _convert_rows(z, k, self.engine.dim, reverse, self._inbuf)
+                data = self._inbuf
+                self._converted += 1
             with nogil:
-                rc = dod_tracker_tick_sensor(&self.engine, data, k, dt, sp, &self.scratch.engine)
+                rc = dod_tracker_tick_sensor(&self.engine, data, k, step, sp, &self.scratch.engine)
         finally:
             _release_tables(self)
         if rc != 0:
@@ -470,6 +505,28 @@ cdef class Tracker:
                 "tick's temporaries; nothing changed (dod.tracker.scratch_bytes(config) gives "
                 "the worst case)")
         self.engine.last.overflow = over
+        if time is None:
+            dod_clock_step(&self.clock, step)
+        else:
+            dod_clock_stamp(&self.clock, time)
+
+    @property
+    def time(self):
+        """The scan clock (s, read-only): the latest time-stamped scan's stamp,
+        advanced by dt by each dt scan; 0.0 before the first scan (a first
+        time-stamped scan sets it to its stamp)."""
+        return self.clock.now
+
+    @property
+    def late_scans(self):
+        """Time-stamped scans skipped as out of sequence so far
+        (``out_of_sequence="drop"``; always 0 with "refuse")."""
+        return self.clock.late
+
+    @property
+    def converted_scans(self):
+        """Scans converted into the input buffer so far (not read in place)."""
+        return self._converted
 
     # -------------------------------------------------------- results (views, no copies)
 

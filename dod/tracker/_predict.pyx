@@ -63,8 +63,10 @@ cdef void _predict_rows_as(const _dim* v, const _motion* m, const _meas* s, cons
     cdef size_t ti
     cdef double r2 = t.r * t.r
     cdef dod_kalman_noise w = dod_kalman_noise_of(dt, t.q)     # once, not per row
+    cdef bint moves = dt != 0.0     # a scan at the same instant predicts nothing (the IMM would still mix)
     for ti in range(row0, row1):
-        _motion_predict(v, m, t, ti, &w, dt)
+        if moves:
+            _motion_predict(v, m, t, ti, &w, dt)
         t.cols.age[ti] += 1
         k.track_det[ti] = -1
         k.loc_t[ti] = -1

@@ -4,6 +4,10 @@ from dod.tracker._track cimport dod_tracker
 from dod.tracker.measurement cimport dod_sensor
 
 
+# dt: finite and >= 0 (the caller's check); 0 predicts nothing (a scan at the
+# same instant). With the IMM's rates per second (imm_rates) the tick makes
+# its own Markov matrix for dt. Time stamps, the clock and late scans are the
+# owner's (Tracker.tick, dod/tracker/_clock.pxd).
 cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, double dt,
                           dod_arena* scratch) noexcept nogil
 

@@ -30,6 +30,7 @@ from dod.arena cimport dod_arena, dod_arena_mark, dod_arena_rewind
 from dod.table cimport dod_table
 from dod.tracker.grid cimport dod_grid_build
 from dod.tracker.measurement cimport dod_sensor
+from dod.tracker.imm cimport dod_imm_transition_for
 from dod.tracker._track cimport dod_tracker, dod_tick_counts, DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED
 from dod.tracker._frame cimport _frame_open, _tick
 from dod.tracker._executor cimport (_clock_ns, _pass_done, _chunk_rows, _PASS_SETUP, _PASS_PREDICT,
@@ -79,6 +80,8 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
                        sensor != NULL):
         dod_arena_rewind(scratch, mark)
         return -1
+    if t.imm.timed:                     # switching rates per second: this step's Markov matrix
+        dod_imm_transition_for(&t.imm, dt)
     _intake(t, &k)
     clock = _pass_done(t, _PASS_SETUP, clock)
 

@@ -36,7 +36,7 @@ the reference tracker runs only up to ``--reference-max`` targets (default
 time budget.
 
 Options: ``--quick`` (fewer scans), ``--sizes 10,100,1000``, ``--scans K``,
-``--threads 1,2,4``, ``--markdown`` (a Markdown table), ``--no-reference``,
+``--threads 1,2,4``, ``--time``, ``--markdown`` (a Markdown table), ``--no-reference``,
 ``--reference-max N``, ``--dim 3``, ``--gc`` (leave the cyclic GC on while
 timing; by default it is disabled around the timed ticks of both trackers).
 
@@ -51,6 +51,12 @@ timed window holds no first-touch page faults; ``--no-prefault`` leaves
 them to the ticks (on a VM a fresh huge page the host must back anew
 costs milliseconds: enough to double a p99). At 1M a tracker prefaults
 ~4 GiB.
+
+``--time``: one more dod tracker (the first thread count) that takes each
+scan by its time stamp (``tick(z, time=t)``) instead of its dt, timed in the
+same blocks (the two take turns ticking a block first); a line per size
+compares its median and p99 with the dt ticks' (the goal: no dearer,
+within noise).
 
 ``--passes``: a second table, where each dod tick's time goes
 (``Tracker.profile``): the median wall time of each pass, and the workers'
@@ -134,13 +140,14 @@ def _stats(ms, cpu, rows):
 
 
 def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, passes=False, initiation="single",
-             prefault=True):
+             prefault=True, stamped=False):
     """Tick every tracker on the same scans; returns ({name: stats}, confirmed);
     stats["sorts"] holds how many timed ticks of each dod tracker sorted
     its rows ({count: ticks}); with `passes`, stats["passes t<count>"]
     holds each dod tracker's (median ms of each pass in PASS_NAMES order, median idle ms, median idle share);
     with `prefault`, stats["prefault"] the bytes each dod tracker faulted in
-    ({count: bytes}) before its first tick.
+    ({count: bytes}) before its first tick; with `stamped`, stats["stamped"]
+    those of a tracker of the first thread count fed time stamps.
 
     The scans stream in blocks of up to _BLOCK (fewer above 400,000
     targets: a block holds at most ~4 million detections), and every
@@ -162,6 +169,10 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
     # the ~4 GiB of a 1M-target tracker in less time.
     cores = min(len(dod.initial_cpus) if dod.initial_cpus else os.cpu_count() or 1, MAX_THREADS)   # ours (taskset)
     faulted = {nt: trackers[f"t{nt}"].prefault(threads=cores) for nt in threads} if prefault else None
+    if stamped:
+        trackers["stamped"] = Tracker(cfg, threads=threads[0])
+        if prefault:
+            trackers["stamped"].prefault(threads=cores)
     if reference:
         trackers["reference"] = ReferenceTracker(cfg)
     ms = {name: [] for name in trackers}
@@ -185,12 +196,21 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
             chunk = [(sc.detections, sc.dt) for _, sc in zip(range(block), scans)]
             if not chunk:
                 break
-            for name, tr in list(trackers.items()):
+            stamps = [float(s * dt) for s, (_, dt) in enumerate(chunk, s0)]    # (made before the timing)
+            turn = list(trackers.items())
+            if stamped and (s0 // block) % 2:       # the stamped and dt trackers take turns going first
+                first = [i for i, (name, _) in enumerate(turn) if name in (f"t{threads[0]}", "stamped")]
+                turn[first[0]], turn[first[1]] = turn[first[1]], turn[first[0]]
+            for name, tr in turn:
                 for s, (z, dt) in enumerate(chunk, s0):
                     sorts = getattr(tr, "sorts", 0)
+                    stamp = stamps[s - s0]
                     c0 = time.process_time_ns()
                     t0 = time.perf_counter_ns()
-                    tr.tick(z, dt)
+                    if name == "stamped":
+                        tr.tick(z, time=stamp)
+                    else:
+                        tr.tick(z, dt)
                     t1 = time.perf_counter_ns()
                     c1 = time.process_time_ns()
                     spent[name] += (t1 - t0) / 1e9
@@ -240,7 +260,7 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
 
 def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, keep_gc=False,
         seed=0, dim=2, out=print, threads=(1,), markdown=False, reference_max=20000, passes=False,
-        initiation="single", prefault=True):
+        initiation="single", prefault=True, stamped=False):
     """Time the tick at each size and thread count; print the table with `out`; return the rows.
 
     Parameters
@@ -274,6 +294,9 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
         How dod's trackers start tracks (the demo uses ``"two_point"``).
     prefault : bool, default True
         Call each dod tracker's :meth:`~dod.tracker.Tracker.prefault` before its first tick.
+    stamped : bool, default False
+        Also time a tracker of the first thread count fed time stamps
+        (``tick(z, time=t)``) on the same scans, and print the comparison.
 
     Returns
     -------
@@ -283,7 +306,7 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
         that sorted the rows}``, ``reference`` when it ran, with `passes`
         ``passes`` ``{count: (ms per pass in PASS_NAMES order, idle ms, idle
         share)}`` (medians over the timed ticks), with `prefault` ``prefault``
-        ``{count: bytes}``. Stats: ``(p50, p99, max, ticks, cpu p99, cpu p50,
+        ``{count: bytes}``, with `stamped` ``stamped`` (its stats). Stats: ``(p50, p99, max, ticks, cpu p99, cpu p50,
         ns per track)``, times in ms.
 
     Raises
@@ -314,7 +337,7 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
             warmup = 12
         res, confirmed = _measure(n, threads, k, warmup, reference and n <= reference_max, keep_gc, seed, dim,
                                   budget_s=10.0 if quick else 30.0, passes=passes, initiation=initiation,
-                                  prefault=prefault)
+                                  prefault=prefault, stamped=stamped)
         row = {"n": n, "confirmed": confirmed, "threads": {t: res[f"t{t}"] for t in threads},
                "dod": res[f"t{threads[0]}"], "sorts": res["sorts"]}
         if "reference" in res:
@@ -326,8 +349,15 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
             row["passes"] = {t: res[f"passes t{t}"] for t in threads}
         if prefault:
             row["prefault"] = res["prefault"]
+        if stamped:
+            row["stamped"] = res["stamped"]
         rows.append(row)
     _print(rows, threads, dim, keep_gc, markdown, out, initiation, prefault)
+    for r in rows if stamped else ():
+        d, s = r["dod"], r["stamped"]
+        out(("- " if markdown else "") + f"N={r['n']}: time-stamped ticks p50 {s[0]:.4f} ms, p99 {s[1]:.4f} ms; "
+            f"dt ticks p50 {d[0]:.4f} ms, p99 {d[1]:.4f} ms (stamped / dt p50 {s[0] / d[0]:.3f}; "
+            "goal: no dearer, within noise)")
     if passes:
         _print_passes(rows, threads, markdown, out)
     return rows
@@ -479,13 +509,15 @@ def main(argv=None):
                    help="also print where each tick goes, pass by pass (Tracker.profile)")
     p.add_argument("--no-prefault", action="store_true",
                    help="leave the trackers' pages to be faulted by the ticks that first touch them")
+    p.add_argument("--time", action="store_true",
+                   help="also time a tracker fed time stamps (tick(z, time=t)) against the dt ticks")
     a = p.parse_args(argv)
     sizes = tuple(int(s) for s in a.sizes.split(",") if s)
     try:
         threads = tuple(int(s) for s in a.threads.split(",") if s)
         run(sizes, a.scans, a.quick, not a.no_reference, a.gc, a.seed, a.dim, threads=threads,
             markdown=a.markdown, reference_max=a.reference_max, passes=a.passes, initiation=a.initiation,
-            prefault=not a.no_prefault)
+            prefault=not a.no_prefault, stamped=a.time)
     except ValueError as e:
         p.error(str(e))
 

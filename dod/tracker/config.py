@@ -13,8 +13,9 @@ built):
   deletion, the track score);
 - :class:`ClutterConfig`: the false-detection density the score assumes,
   given or estimated;
-- :class:`LimitsConfig`: what a tracker holds and how a scan's work is
-  bounded (capacity, detections per scan, cluster size);
+- :class:`LimitsConfig`: what a tracker holds, how a scan's work is
+  bounded (capacity, detections per scan, cluster size) and what a scan
+  that does not fit does (too many rows, a late time stamp);
 - :class:`ExecutionConfig`: how a tick runs (threads, row order), never
   what it computes.
 
@@ -114,6 +115,31 @@ def chi2_ppf(p, df):
 
 
 MAX_THREADS = 256       # most threads of one tick (DOD_TRACKER_MAX_THREADS in _engine.pxd)
+
+
+def _rates(value, name):
+    """`value` as a 3 x 3 switching-rate generator (tuple of tuples): off-diagonal
+    entries finite and >= 0, every row summing to 0 within 1e-9 of its
+    largest entry; the diagonal is stored as minus the row's off-diagonal sum
+    (so the rows sum to 0 exactly). ValueError otherwise."""
+    import numpy as np
+    try:
+        a = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be numbers of shape (3, 3), not {value!r}") from None
+    if a.shape != (3, 3):
+        raise ValueError(f"{name} must have shape (3, 3), not {a.shape}")
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} entries must be finite")
+    off = a - np.diag(np.diag(a))
+    if not (off >= 0.0).all():
+        raise ValueError(f"{name} entries must be finite, those off the diagonal >= 0 (rates per second)")
+    scale = np.maximum(np.abs(a).max(axis=1), 1e-300)
+    if not (np.abs(a.sum(axis=1)) <= 1e-9 * scale).all():
+        raise ValueError(f"{name} must be a generator (every row summing to 0: the diagonal is minus "
+                         f"the rates of leaving), not {value!r}")
+    leave = off.sum(axis=1)
+    return tuple(tuple(-float(leave[i]) if i == j else float(off[i, j]) for j in range(3)) for i in range(3))
 
 
 def _probabilities(value, shape, name):
@@ -229,7 +255,20 @@ class FilterConfig:
         50 Hz a diagonal near 0.998 keeps the same switching rate per second
         (with the default at 50 Hz the IMM switches models too often and its
         GOSPA on straight-line targets is measurably worse than CV's; with
-        0.998 the two are nearly equal).
+        0.998 the two are nearly equal); ``imm_rates`` states the switching
+        per second instead.
+    imm_rates
+        None (default: ``imm_transition``, per scan) or the switching rates
+        per second: a 3 x 3 generator whose entry (i, j), i != j, is the rate
+        (1/s) of switching from model i to model j (finite, >= 0) and whose
+        diagonal is minus its row's rates (every row sums to 0, within 1e-9;
+        stored exactly so). Model i then lasts 1 / -rates[i][i] seconds on
+        average (its mean sojourn time); with sojourn times tau_i and
+        switching probabilities p_ij (i != j, each row's summing to 1),
+        rates[i][j] = p_ij / tau_i. Each tick uses the Markov matrix of its
+        own dt, exp(rates dt) (:func:`dod.tracker.reference_imm.transition`),
+        so irregular scans and scans at the same instant switch as time
+        says; ``imm_transition`` is then not used (still checked).
     imm_mu0
         model probabilities of a newborn track (3 values >= 0, sum 1).
 
@@ -255,6 +294,7 @@ class FilterConfig:
     turn_rate_v0: float = 0.2
     imm_transition: tuple = ((0.90, 0.05, 0.05), (0.05, 0.90, 0.05), (0.05, 0.05, 0.90))
     imm_mu0: tuple = (0.8, 0.1, 0.1)
+    imm_rates: tuple | None = None
 
     def __post_init__(self):
         _integer(self, "dim", 2, 3)
@@ -277,6 +317,8 @@ class FilterConfig:
             _freeze(self, "imm_transition", tuple(tuple(float(x) for x in row) for row in transition))
         if not isinstance(self.imm_mu0, tuple):
             _freeze(self, "imm_mu0", tuple(float(x) for x in mu0))
+        if self.imm_rates is not None:
+            _freeze(self, "imm_rates", _rates(self.imm_rates, "imm_rates"))
 
     @property
     def gate(self):
@@ -420,7 +462,8 @@ class ClutterConfig:
 
 @dataclass(frozen=True)
 class LimitsConfig:
-    """What a tracker holds, and how one scan's work is bounded.
+    """What a tracker holds, how one scan's work is bounded, and what a scan
+    that does not fit does.
 
     Parameters
     ----------
@@ -434,6 +477,13 @@ class LimitsConfig:
         "error" (a scan with more detections raises ValueError before any state
         changes) or "drop" (the first max_detections are used, the rest counted
         in ``overflow``).
+    out_of_sequence
+        What a time-stamped scan older than the latest scan taken does (a late,
+        out-of-sequence scan): "refuse" (default: ValueError, nothing changes)
+        or "drop" (the scan is skipped, nothing changes, and it is counted in
+        ``Tracker.late_scans``). A scan at the same instant as the latest is
+        not late (dt = 0). Retrodiction (folding a late scan into the past of
+        the tracks) is not provided.
     max_cluster
         0 (default): every cluster is solved exactly. Otherwise a cluster with
         more than this many tracks or detections is solved greedily (cheapest
@@ -448,12 +498,14 @@ class LimitsConfig:
     max_detections: int = 30000
     overflow: str = "error"
     max_cluster: int = 0
+    out_of_sequence: str = "refuse"
 
     def __post_init__(self):
         _integer(self, "capacity", 1, 1 << 24)
         _integer(self, "max_detections", 1, 1 << 24)
         _choice(self, "overflow", ("error", "drop"))
         _integer(self, "max_cluster", 0, (1 << 31) - 1)
+        _choice(self, "out_of_sequence", ("refuse", "drop"))
 
 
 @dataclass(frozen=True)

@@ -220,6 +220,9 @@ class ReferenceTracker:
         self.next_id = 1
         self.scans = 0
         self.last = {}
+        self.time = 0.0                 # the scan clock, as Tracker.time
+        self._started = False
+        self.late_scans = 0
 
     # ------------------------------------------------------------ pieces
 
@@ -385,8 +388,8 @@ class ReferenceTracker:
 
     # ------------------------------------------------------------ the tick
 
-    def tick(self, detections, dt, sensor=None):
-        """Advance all tracks by `dt` seconds and fold in one scan.
+    def tick(self, detections, dt=None, sensor=None, *, time=None):
+        """Advance all tracks to the scan's time and fold in one scan.
 
         The same rules as :meth:`dod.tracker.Tracker.tick`, in numpy.
 
@@ -395,18 +398,21 @@ class ReferenceTracker:
         detections : numpy.ndarray
             float64, shape (k, dim): positions, or with `sensor` range-bearing
             measurements.
-        dt : float
-            Seconds since the previous scan (finite, > 0).
+        dt : float, optional
+            Seconds since the previous scan (finite, >= 0).
         sensor : dod.tracker.Sensor, optional
-            Its position and noise for this scan.
+            Its position, noise and column order for this scan.
+        time : float, optional
+            The scan's time stamp (keyword; exactly one of dt and time), as
+            :meth:`dod.tracker.Tracker.tick` reads it (the clock, late scans).
 
         Raises
         ------
         TypeError
-            For detections that are not float64, or a sensor that is not a
-            Sensor.
+            For detections that are not float64, a sensor that is not a
+            Sensor, or both or neither of dt and time.
         ValueError
-            For a wrong shape, a bad dt, too many detections
+            For a wrong shape, a bad dt or time, too many detections
             (overflow="error") or a sensor position of the other dimension.
 
         Notes
@@ -424,14 +430,30 @@ class ReferenceTracker:
             raise TypeError("detections must be float64")
         if detections.ndim != 2 or detections.shape[1] != d:
             raise ValueError(f"detections must have shape (k, {d})")
-        if not (np.isfinite(dt) and dt > 0):
-            raise ValueError("dt must be finite and > 0")
+        if sensor is not None and sensor.order == _meas.BEARING_RANGE:
+            detections = detections[:, ::-1]        # the kernels' order: range, bearing[, elevation]
         over = 0
         if detections.shape[0] > cfg.max_detections:
             if cfg.overflow == "error":
                 raise ValueError("too many detections")
             over = detections.shape[0] - cfg.max_detections
             detections = detections[: cfg.max_detections]
+        if (dt is None) == (time is None):
+            raise TypeError("tick takes exactly one of dt and time=")
+        if time is None:
+            if not (np.isfinite(dt) and dt >= 0):
+                raise ValueError("dt must be finite and >= 0")
+        else:
+            if not np.isfinite(time):
+                raise ValueError("time must be finite")
+            dt = time - self.time if self._started else 0.0
+            if dt < 0 and cfg.out_of_sequence == "refuse":
+                raise ValueError("time is before the latest scan's (out of sequence)")
+        if dt < 0:                                  # late, out_of_sequence="drop": skipped, counted
+            self.late_scans += 1
+            return
+        self.time = self.time + dt if time is None else float(time)
+        self._started = True
         finite = np.isfinite(detections).all(axis=1) if sensor is None else _meas.valid(detections)
         z = detections[finite]
         zm = None
@@ -443,7 +465,9 @@ class ReferenceTracker:
         T = self.x.shape[0]
         F, Q = self._model(dt)
         # predict
-        if self.imm:
+        if self.imm and dt == 0:        # the same instant: nothing predicted (mixing would move it)
+            mu, xm, Pm, x, P = self.mu, self.xm, self.Pm, self.x, self.P
+        elif self.imm:
             mu, xm, Pm, x, P = reference_imm.predict(self.mu, self.xm, self.Pm, d, dt, cfg)
         else:
             x = self.x @ F.T

@@ -207,6 +207,49 @@ def combine(mu, xm, Pm, n):
     return x, P
 
 
+def transition(cfg, dt):
+    """The Markov matrix of one step of dt seconds.
+
+    ``imm_transition`` when ``imm_rates`` is None; else exp(imm_rates dt),
+    by the scaling and squaring imm.pxd's dod_imm_transition_for states
+    (infinity norm halved to at most 1/2, Taylor series to the 16th power,
+    squared back).
+
+    Parameters
+    ----------
+    cfg : TrackerConfig
+        Its ``imm_transition`` and ``imm_rates``.
+    dt : float
+        The time step (s), finite and >= 0.
+
+    Returns
+    -------
+    ndarray, shape (3, 3)
+        Row i: the probabilities of the step's model given model i.
+
+    Notes
+    -----
+    Thread-safety: a pure function of its arguments (a new array out).
+    """
+    if cfg.imm_rates is None:
+        return np.asarray(cfg.imm_transition, dtype=np.float64)
+    A = np.asarray(cfg.imm_rates, dtype=np.float64) * dt
+    s = 0
+    norm = np.abs(A).sum(axis=1).max()
+    while norm > 0.5 and s < 1100:
+        A = A * 0.5
+        norm *= 0.5
+        s += 1
+    term = A.copy()
+    E = np.eye(MODELS) + A
+    for p in range(2, 17):
+        term = (term @ A) / p
+        E = E + term
+    for _ in range(s):
+        E = E @ E
+    return E
+
+
 def predict(mu, xm, Pm, d, dt, cfg):
     """Mix and predict every model of k tracks (imm.pxd's predict step).
 
@@ -223,7 +266,7 @@ def predict(mu, xm, Pm, d, dt, cfg):
     dt : float
         The time step (s).
     cfg : TrackerConfig
-        The transition matrix (``imm_transition``) and noise intensities.
+        The transition matrix (:func:`transition`) and noise intensities.
 
     Returns
     -------
@@ -239,7 +282,7 @@ def predict(mu, xm, Pm, d, dt, cfg):
     Thread-safety: a pure function of its arguments (new arrays out); any
     thread may call it.
     """
-    T = np.asarray(cfg.imm_transition, dtype=np.float64)
+    T = transition(cfg, dt)
     c = mu @ T                                          # c_j = sum_i T_ij mu_i
     with np.errstate(invalid="ignore", divide="ignore"):
         wmix = mu[:, :, None] * T[None, :, :] * (1.0 / c[:, None, :])      # [k, i, j]

@@ -32,10 +32,21 @@ from dod._ndarray import input_array      # the one input gate for caller arrays
 
 MIN_RANGE2 = 1e-12      # measurement.pxd dod_meas_min_range2: the singular zone around the sensor
 
+#: Column order of a sensor's measurements: range, bearing (2-D) and range,
+#: bearing, elevation (3-D). The default, and the order of every function here.
+RANGE_BEARING = "range_bearing"
+#: The reverse column order: bearing, range (2-D) and elevation, bearing,
+#: range (3-D): Stone Soup's (``CartesianToBearingRange``,
+#: ``CartesianToElevationBearingRange``). A tick reorders such rows while it
+#: converts them (``Tracker.tick``).
+BEARING_RANGE = "bearing_range"
+#: The column orders a Sensor accepts.
+ORDERS = (RANGE_BEARING, BEARING_RANGE)
+
 
 @dataclass(frozen=True)
 class Sensor:
-    """Sensor(position, range_sigma, bearing_sigma, elevation_sigma=None)
+    """Sensor(position, range_sigma, bearing_sigma, elevation_sigma=None, order=RANGE_BEARING)
 
     Parameters
     ----------
@@ -49,6 +60,13 @@ class Sensor:
     elevation_sigma
         elevation noise standard deviation (rad), > 0: required
         in 3-D, must be None in 2-D.
+    order
+        the column order of this sensor's measurements: :data:`RANGE_BEARING`
+        (default: range, bearing[, elevation]) or :data:`BEARING_RANGE` (the
+        reverse: bearing, range, or elevation, bearing, range; Stone Soup's).
+        :meth:`measure` writes and :meth:`to_cartesian` reads this order; the
+        module's functions and the noise sigmas keep range, bearing[,
+        elevation].
 
     Attributes
     ----------
@@ -56,12 +74,13 @@ class Sensor:
     range_sigma : float
     bearing_sigma : float
     elevation_sigma : float or None
+    order : str
 
     Raises
     ------
     ValueError
-        For a position of the wrong shape or not finite, or a noise that is
-        not a positive finite number.
+        For a position of the wrong shape or not finite, a noise that is
+        not a positive finite number, or another order.
 
     Notes
     -----
@@ -73,6 +92,7 @@ class Sensor:
     range_sigma: float
     bearing_sigma: float
     elevation_sigma: float | None = None
+    order: str = RANGE_BEARING
 
     def __post_init__(self):
         try:
@@ -93,6 +113,9 @@ class Sensor:
             object.__setattr__(self, name, float(v))
         if p.size == 2 and self.elevation_sigma is not None:
             raise ValueError("a 2-D sensor has no elevation_sigma (leave it None)")
+        if not (isinstance(self.order, str) and self.order in ORDERS):
+            raise ValueError(f"order must be RANGE_BEARING ({RANGE_BEARING!r}) or BEARING_RANGE "
+                             f"({BEARING_RANGE!r}), not {self.order!r}")
 
     @property
     def dim(self):
@@ -116,7 +139,8 @@ class Sensor:
         Returns
         -------
         numpy.ndarray
-            (k, dim) float64: range, bearing[, elevation].
+            (k, dim) float64: range, bearing[, elevation], in the sensor's
+            :attr:`order`.
 
         Raises
         ------
@@ -127,7 +151,8 @@ class Sensor:
         -----
         Thread-safety: a pure function of its arguments.
         """
-        return to_polar(input_array(points, np.float64, "points", 2, self.dim), self.position)
+        z = to_polar(input_array(points, np.float64, "points", 2, self.dim), self.position)
+        return z if self.order == RANGE_BEARING else np.ascontiguousarray(z[:, ::-1])
 
     def to_cartesian(self, measurements):
         """Cartesian positions of measurements taken by this sensor.
@@ -135,7 +160,8 @@ class Sensor:
         Parameters
         ----------
         measurements : array_like
-            Shape (k, dim): range, bearing[, elevation], any real numbers.
+            Shape (k, dim): range, bearing[, elevation] in the sensor's
+            :attr:`order`, any real numbers.
 
         Returns
         -------
@@ -151,7 +177,8 @@ class Sensor:
         -----
         Thread-safety: a pure function of its arguments.
         """
-        return to_cartesian(input_array(measurements, np.float64, "measurements", 2, self.dim), self.position)
+        z = input_array(measurements, np.float64, "measurements", 2, self.dim)
+        return to_cartesian(z if self.order == RANGE_BEARING else z[:, ::-1], self.position)
 
 
 def to_polar(points, position):

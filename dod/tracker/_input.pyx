@@ -1,0 +1,119 @@
+"""A scan's detections as the tick reads them: float64 rows, C order, the
+measurement's columns in the kernels' order.
+
+A scan that already is so (native-endian, aligned, C-contiguous float64,
+and for a sensor whose order is ``RANGE_BEARING``, or none) is read in
+place: no copy. Any other array of numbers (another real dtype, Fortran
+order, a strided view, a sensor's ``BEARING_RANGE`` order) is converted
+once into the tracker's input buffer (rows of float64, sized at
+construction for ``max_detections`` rows, its pages backed when first
+written): the first min(k, max_detections) rows, each value cast to
+float64, the polar columns put in the kernels' order (range, bearing[,
+elevation]) on the way, so that no kernel branches on a column order.
+float64, float32, int64 and int32 arrays of any strides (native, aligned)
+are copied here without a Python object (nothing allocated); other dtypes,
+byte-swapped or misaligned arrays go through numpy's copy (which makes
+small temporaries). A list is made an array by numpy (a temporary as
+large as the scan), which is read in place when it is float64 in the
+kernels' order, else converted as above.
+
+Threads: called by the owner with the GIL held, the tracker marked busy
+(the buffer is the tracker's: one tick at a time writes it).
+"""
+cimport numpy as cnp
+from libc.stdint cimport int32_t, int64_t
+
+from dod._ndarray cimport input_array          # the one input gate for caller arrays
+
+import numpy as np
+
+cnp.import_array()
+
+ctypedef fused _src:
+    double
+    float
+    int64_t
+    int32_t
+
+
+cdef bint _columns_reversed(object sensor, int dim) except -1:
+    """Whether the sensor's measurement columns are in the reverse of the
+    kernels' order (its ``order``: BEARING_RANGE); False without a sensor.
+    ValueError for an order that is neither (a frozen Sensor written
+    through object.__setattr__)."""
+    if sensor is None:
+        return False
+    order = sensor.order
+    if order == "range_bearing":
+        return False
+    if order == "bearing_range":
+        return True
+    raise ValueError(f"sensor order must be RANGE_BEARING or BEARING_RANGE, not {order!r}")
+
+
+cdef cnp.ndarray _scan_array(object detections, int dim):
+    """`detections` as a (k, dim) array of real numbers, not copied (a list:
+    numpy's array of it), or input_array's clear exception. An array of
+    the dtypes copied here (native, aligned, any strides) is taken without
+    a call into numpy (numpy's dtype checks make small objects)."""
+    cdef cnp.ndarray a
+    cdef int tn
+    if cnp.PyArray_Check(detections):
+        a = <cnp.ndarray>detections
+        tn = cnp.PyArray_TYPE(a)
+        if ((tn == cnp.NPY_FLOAT64 or tn == cnp.NPY_FLOAT32 or tn == cnp.NPY_INT64 or tn == cnp.NPY_INT32)
+                and cnp.PyArray_ISNOTSWAPPED(a) and cnp.PyArray_ISALIGNED(a) and cnp.PyArray_NDIM(a) == 2
+                and cnp.PyArray_DIM(a, 1) == dim):
+            return a
+    return input_array(detections, np.float64, "detections", 2, dim, "any")
+
+
+cdef bint _read_in_place(cnp.ndarray a, bint reverse) noexcept:
+    """Whether the tick can read `a` (shape checked) as it is."""
+    return (not reverse and cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT64 and cnp.PyArray_ISNOTSWAPPED(a)
+            and cnp.PyArray_ISALIGNED(a) and cnp.PyArray_IS_C_CONTIGUOUS(a))
+
+
+cdef void _copy_as(const _src* tag, const char* src, Py_ssize_t s0, Py_ssize_t s1, size_t k, int dim,
+                   bint reverse, double* out) noexcept nogil:
+    """out[i, a] = src[i, a] (reverse: src[i, dim - 1 - a]) as float64, for
+    the first k rows of a (k, dim) array with byte strides s0, s1."""
+    cdef size_t i
+    cdef int a, c
+    cdef const char* row
+    for i in range(k):
+        row = src + <Py_ssize_t>i * s0
+        for a in range(dim):
+            c = dim - 1 - a if reverse else a
+            out[i * dim + a] = <double>(<const _src*>(row + c * s1))[0]
+
+
+cdef int _convert_rows(cnp.ndarray a, size_t k, int dim, bint reverse, double* out) except -1:
+    """The first k rows of `a` (a (>= k, dim) array of real numbers: the
+    caller's checks) into out (k * dim float64), columns reversed when
+    `reverse`."""
+    cdef const char* src = <const char*>cnp.PyArray_DATA(a)
+    cdef Py_ssize_t s0 = cnp.PyArray_STRIDE(a, 0), s1 = cnp.PyArray_STRIDE(a, 1)
+    cdef int tn = cnp.PyArray_TYPE(a)
+    cdef cnp.npy_intp dims[2]
+    if k == 0:
+        return 0
+    if cnp.PyArray_ISNOTSWAPPED(a) and cnp.PyArray_ISALIGNED(a):
+        if tn == cnp.NPY_FLOAT64:
+            _copy_as(<const double*>NULL, src, s0, s1, k, dim, reverse, out)
+            return 0
+        if tn == cnp.NPY_FLOAT32:
+            _copy_as(<const float*>NULL, src, s0, s1, k, dim, reverse, out)
+            return 0
+        if tn == cnp.NPY_INT64:
+            _copy_as(<const int64_t*>NULL, src, s0, s1, k, dim, reverse, out)
+            return 0
+        if tn == cnp.NPY_INT32:
+            _copy_as(<const int32_t*>NULL, src, s0, s1, k, dim, reverse, out)
+            return 0
+    dims[0] = <cnp.npy_intp>k
+    dims[1] = dim
+    dest = cnp.PyArray_SimpleNewFromData(2, dims, cnp.NPY_FLOAT64, out)
+    rows = a[:k, ::-1] if reverse else a[:k]
+    np.copyto(dest, rows, casting="unsafe")      # (input_array checked that the dtype casts)
+    return 0
