@@ -63,7 +63,7 @@ def test_the_clock_starts_at_zero_dt_ticks_advance_it_and_the_first_stamp_sets_i
     t.tick(np.zeros((0, 2)), 0.25)
     t.tick(np.zeros((0, 2)), 0.5)
     assert t.time == 0.75
-    u = Tracker()
+    u = Tracker(initiation="single")            # a scan's detection starts a track at once
     u.tick([[1.0, 2.0]], time=-40.0)            # any finite stamp may come first
     assert u.time == -40.0 and u.count == 1
     u.tick([[1.0, 2.0]], time=-39.0)
