@@ -112,7 +112,7 @@ class TrackerConfirmedInBox:
             t.confirmed_tracks(box=(self.lo, self.hi))
         else:
             pos = t.positions
-            m = (t.states == 2) & np.all((pos >= self.lo) & (pos <= self.hi), axis=1)
+            m = (t.status == 2) & np.all((pos >= self.lo) & (pos <= self.hi), axis=1)
             t.ids[m].copy(), pos[m].copy()
 
 

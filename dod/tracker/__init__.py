@@ -14,7 +14,7 @@ crosses into nogil Cython and allocates nothing.
 >>> t = Tracker(TrackerConfig(dim=2, r=1.0, q=1.0))   # or in parts: TrackerConfig(filter=FilterConfig(...), ...)
 >>> for scan in range(3):                             # two targets moving at 1 m/s, a scan every 0.02 s
 ...     t.tick(np.array([[0.0, 0.0], [50.0, 10.0]]) + 0.02 * scan, dt=0.02)   # detections: float64 (k, 2)
->>> len(t), t.positions.shape          # t.ids, t.positions, t.states: read-only views of the live rows
+>>> len(t), t.positions.shape          # t.ids, t.positions, t.status: read-only views of the live rows
 (2, (2, 2))
 >>> t.table                            # the tracks: a dod.table.Table (handles, Arrow)
 <dod.Table 10 columns (id, x, P, ...) rows=2/20000 ...>
@@ -61,7 +61,7 @@ from dod.tracker.config import (ClutterConfig, ExecutionConfig, FilterConfig, Li
 
 __all__ = ["Tracker", "TrackerConfig", "FilterConfig", "ManagementConfig", "ClutterConfig", "LimitsConfig",
            "ExecutionConfig", "ReferenceTracker", "Sensor", "chi2_ppf", "solve_assignment", "track_schema",
-           "scratch_bytes", "unpack_covariance", "pack_covariance"]
+           "scratch_bytes", "unpack_covariance", "pack_covariance", "ScanEvents", "Tracks", "TrackBatch"]
 
 
 def __getattr__(name):
@@ -73,7 +73,7 @@ def __getattr__(name):
         from dod.tracker import covariance
 
         return getattr(covariance, name)
-    if name in ("Tracker", "track_schema", "scratch_bytes"):
+    if name in ("Tracker", "track_schema", "scratch_bytes", "ScanEvents", "Tracks", "TrackBatch"):
         from dod.tracker import _engine
 
         return getattr(_engine, name)
