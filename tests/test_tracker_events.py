@@ -266,3 +266,12 @@ def test_status_and_its_former_name():
     with pytest.warns(DeprecationWarning):
         ref.states
     assert ref.status.size == 0
+
+
+def test_the_bench_times_the_events_beside_the_plain_tick():
+    from dod.tracker.bench import run
+
+    lines = []
+    rows = run(sizes=(200,), scans=20, quick=True, reference=False, events=True, prefault=False, out=lines.append)
+    assert set(rows[0]["events"]) == {1} and rows[0]["events"][1][3] == rows[0]["dod"][3] == 20
+    assert any(line.startswith("N=200 threads=1: events on p50") for line in lines)

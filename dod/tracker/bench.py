@@ -52,6 +52,12 @@ them to the ticks (on a VM a fresh huge page the host must back anew
 costs milliseconds: enough to double a p99). At 1M a tracker prefaults
 ~4 GiB.
 
+``--events``: each dod tracker has a twin that records what happened each
+scan (``TrackerConfig(events=True)``, :meth:`~dod.tracker.Tracker.events`),
+ticked on the same scans in the same blocks (the two alternate a block at
+a time); a line per size gives both medians and the difference (goal: at
+most 5 % at N = 10,000).
+
 ``--passes``: a second table, where each dod tick's time goes
 (``Tracker.profile``): the median wall time of each pass, and the workers'
 idle time inside the row-chunk regions (summed over the workers; "idle
@@ -129,13 +135,14 @@ def _stats(ms, cpu, rows):
 
 
 def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, passes=False, initiation="single",
-             prefault=True):
+             prefault=True, events=False):
     """Tick every tracker on the same scans; returns ({name: stats}, confirmed);
     stats["sorts"] holds how many timed ticks of each dod tracker sorted
     its rows ({count: ticks}); with `passes`, stats["passes t<count>"]
     holds each dod tracker's (median ms of each pass in PASS_NAMES order, median idle ms, median idle share);
     with `prefault`, stats["prefault"] the bytes each dod tracker faulted in
-    ({count: bytes}) before its first tick.
+    ({count: bytes}) before its first tick; with `events`, stats["t<count>e"]
+    the twin's that records the events.
 
     The scans stream in blocks of up to _BLOCK (fewer above 400,000
     targets: a block holds at most ~4 million detections), and every
@@ -145,7 +152,11 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
     between the runs a ratio compares), and memory stays bounded at any N."""
     cfg = TrackerConfig(dim=dim, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64),
                         initiation=initiation)
-    trackers = {f"t{nt}": Tracker(cfg, threads=nt) for nt in threads}
+    trackers = {}
+    for nt in threads:
+        trackers[f"t{nt}"] = Tracker(cfg, threads=nt)
+        if events:
+            trackers[f"t{nt}e"] = Tracker(cfg, threads=nt, events=True)
     prof = {}
     for name, tr in trackers.items():
         tr.profile = passes
@@ -157,6 +168,8 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
     # the ~4 GiB of a 1M-target tracker in less time.
     cores = min(len(dod.initial_cpus) if dod.initial_cpus else os.cpu_count() or 1, MAX_THREADS)   # ours (taskset)
     faulted = {nt: trackers[f"t{nt}"].prefault(threads=cores) for nt in threads} if prefault else None
+    for nt in threads if prefault and events else ():
+        trackers[f"t{nt}e"].prefault(threads=cores)
     if reference:
         trackers["reference"] = ReferenceTracker(cfg)
     ms = {name: [] for name in trackers}
@@ -235,7 +248,7 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
 
 def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, keep_gc=False,
         seed=0, dim=2, out=print, threads=(1,), markdown=False, reference_max=20000, passes=False,
-        initiation="single", prefault=True):
+        initiation="single", prefault=True, events=False):
     """Time the tick at each size and thread count; print the table with `out`; return the rows.
 
     Parameters
@@ -269,6 +282,9 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
         How dod's trackers start tracks (the demo uses ``"two_point"``).
     prefault : bool, default True
         Call each dod tracker's :meth:`~dod.tracker.Tracker.prefault` before its first tick.
+    events : bool, default False
+        Also tick, in the same blocks, a twin of each dod tracker that records
+        the events (``events=True``), and print the difference of the medians.
 
     Returns
     -------
@@ -278,7 +294,8 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
         that sorted the rows}``, ``reference`` when it ran, with `passes`
         ``passes`` ``{count: (ms per pass in PASS_NAMES order, idle ms, idle
         share)}`` (medians over the timed ticks), with `prefault` ``prefault``
-        ``{count: bytes}``. Stats: ``(p50, p99, max, ticks, cpu p99, cpu p50,
+        ``{count: bytes}``, with `events` ``events`` ``{count: stats}`` (the
+        twins'). Stats: ``(p50, p99, max, ticks, cpu p99, cpu p50,
         ns per track)``, times in ms.
 
     Raises
@@ -309,7 +326,7 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
             warmup = 12
         res, confirmed = _measure(n, threads, k, warmup, reference and n <= reference_max, keep_gc, seed, dim,
                                   budget_s=10.0 if quick else 30.0, passes=passes, initiation=initiation,
-                                  prefault=prefault)
+                                  prefault=prefault, events=events)
         row = {"n": n, "confirmed": confirmed, "threads": {t: res[f"t{t}"] for t in threads},
                "dod": res[f"t{threads[0]}"], "sorts": res["sorts"]}
         if "reference" in res:
@@ -321,8 +338,16 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
             row["passes"] = {t: res[f"passes t{t}"] for t in threads}
         if prefault:
             row["prefault"] = res["prefault"]
+        if events:
+            row["events"] = {t: res[f"t{t}e"] for t in threads}
         rows.append(row)
     _print(rows, threads, dim, keep_gc, markdown, out, initiation, prefault)
+    for r in rows if events else ():
+        for t in threads:
+            a, b = r["threads"][t], r["events"][t]
+            out(("- " if markdown else "") + f"N={r['n']} threads={t}: events on p50 {b[0]:.3f} ms, off "
+                f"{a[0]:.3f} ms ({100 * (b[0] / a[0] - 1):+.1f} %); cpu p50 {b[5]:.3f} / {a[5]:.3f} ms "
+                f"({100 * (b[5] / a[5] - 1):+.1f} %)" + (" (goal <= +5 % at N=10000)" if r["n"] == 10000 else ""))
     if passes:
         _print_passes(rows, threads, markdown, out)
     return rows
@@ -472,6 +497,8 @@ def main(argv=None):
                    help="how dod's trackers start tracks (the demo: two_point)")
     p.add_argument("--passes", action="store_true",
                    help="also print where each tick goes, pass by pass (Tracker.profile)")
+    p.add_argument("--events", action="store_true",
+                   help="also time twins that record the events (events=True), in the same blocks")
     p.add_argument("--no-prefault", action="store_true",
                    help="leave the trackers' pages to be faulted by the ticks that first touch them")
     a = p.parse_args(argv)
@@ -480,7 +507,7 @@ def main(argv=None):
         threads = tuple(int(s) for s in a.threads.split(",") if s)
         run(sizes, a.scans, a.quick, not a.no_reference, a.gc, a.seed, a.dim, threads=threads,
             markdown=a.markdown, reference_max=a.reference_max, passes=a.passes, initiation=a.initiation,
-            prefault=not a.no_prefault)
+            prefault=not a.no_prefault, events=a.events)
     except ValueError as e:
         p.error(str(e))
 
