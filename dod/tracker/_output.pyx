@@ -310,6 +310,13 @@ cdef class TrackerOutputs:
 
     Made only as a Tracker; every method reads what the latest tick left.
 
+    Attributes
+    ----------
+    table : dod.table.Table
+        The tracks, one row each.
+    singles : dod.table.Table
+        Detections waiting for a partner (two-point initiation).
+
     Raises
     ------
     TypeError
