@@ -49,11 +49,13 @@ writes and how it runs over threads)::
     _associate.pyx    one stage's association (confirmed, then tentative)
     _clutter.pyx      the clutter density estimate
     _update.pyx       Kalman update, scores, confirmation, deaths marked
+    _events.pyx       what happened in the scan, written by the passes that decide it (events=True)
     _deaths.pyx       the dead rows leave the table
     _births.pyx       births from the free detections
     _two_point.pyx    two-point initiation: pairs across two scans
     _order.pyx        rows back into spatial order
     _configure.pyx  the configuration and a scan's sensor read into the state; the scratch size
+    _output.pyx     Tracker's read side (its base class): views, counters, events, track output
     _engine.pyx     the owner, Tracker: validation, the Python face
 """
 from dod.tracker.config import (ClutterConfig, ExecutionConfig, FilterConfig, LimitsConfig, ManagementConfig,

@@ -224,8 +224,14 @@ cdef class TrackBatch:
     cdef Schema _schema
     cdef readonly Py_ssize_t num_rows
 
+    cdef int _made(self) except -1:
+        if self._schema is None:
+            raise TypeError("a TrackBatch is made by Tracker.tracks_arrow()")
+        return 0
+
     def __arrow_c_schema__(self):
         """The columns as an ``arrow_schema`` PyCapsule."""
+        self._made()
         return self._schema._arrow_schema()
 
     def __arrow_c_array__(self, requested_schema=None):
@@ -233,6 +239,7 @@ cdef class TrackBatch:
         cdef dod_arrow_desc d
         cdef char* cols[6]
         cdef int c
+        self._made()
         for c in range(6):
             cols[c] = <char*>cnp.PyArray_DATA(<cnp.ndarray>self.columns[c])
         self._schema._desc(&d)
@@ -243,6 +250,7 @@ cdef class TrackBatch:
         cdef dod_arrow_desc d
         cdef char* cols[6]
         cdef int c
+        self._made()
         for c in range(6):
             cols[c] = <char*>cnp.PyArray_DATA(<cnp.ndarray>self.columns[c])
         self._schema._desc(&d)
@@ -638,6 +646,8 @@ cdef class TrackerOutputs:
         Thread-safety: a reader. Views show the rows as they are now: the
         next tick moves rows and overwrites them (copy what must outlive it).
         """
+        if self.table is None:
+            raise TypeError("this Tracker was never initialised (Tracker.__new__ without __init__)")
         if self._busy:
             raise RuntimeError("a tick of this tracker is running in another thread")
         return _track_output(self.table, &self.engine, bool(confirmed), self._track_time())
@@ -669,6 +679,8 @@ cdef class TrackerOutputs:
         -----
         Thread-safety: a reader.
         """
+        if self.table is None:
+            raise TypeError("this Tracker was never initialised (Tracker.__new__ without __init__)")
         if self._busy:
             raise RuntimeError("a tick of this tracker is running in another thread")
         return _track_batch(self.table, &self.engine, bool(confirmed), self._track_time())
