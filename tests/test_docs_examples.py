@@ -434,7 +434,7 @@ def _tracker(ns, out, block):
     assert len(tracker.table) == len(tracker.ids)
 
 
-@claim('t = Tracker(TrackerConfig(events=True, initiation="single", confirm_m=2, confirm_n=3))')
+@claim('t = Tracker(TrackerConfig(events=True, confirmation="m_of_n", initiation="single", confirm_m=2, confirm_n=3))')
 def _events(ns, out, block):
     lines = _printed(out)
     assert lines[0] == "[ 2  1 -1] [3] [2]"          # rows 0 and 1 updated tracks 2 and 1; a birth from row 2
