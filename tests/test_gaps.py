@@ -257,11 +257,11 @@ def test_tracker_bench_prefaults_its_trackers_unless_told_not_to():
     # By default every dod tracker faults its pages in before its first tick
     # (as the demo does): the timed window holds no first-touch faults.
     from dod.tracker import Tracker, TrackerConfig
-    from dod.tracker.bench import run
+    from dod.tracker.bench import BENCH_MANAGEMENT, run
     lines = []
     (row,) = run(sizes=(200,), scans=20, threads=(1, 2), reference=False, out=lines.append)
     assert "trackers prefaulted" in lines[0]
-    cfg = TrackerConfig(capacity=4 * 200, max_detections=2 * 200 + 64)
+    cfg = TrackerConfig(capacity=4 * 200, max_detections=2 * 200 + 64, **BENCH_MANAGEMENT)
     assert row["prefault"] == {t: Tracker(cfg, threads=t).prefault() for t in (1, 2)}
     assert row["prefault"][2] > row["prefault"][1] > 0         # and the second worker's arena
     lines = []

@@ -75,7 +75,7 @@ def _snapshot(t):
 
 def test_finding1_byte_swapped_detections_are_read_by_value():
     z = np.array([[100.0, 200.0], [300.0, 400.0]])
-    ref, t = Tracker(), Tracker()
+    ref, t = Tracker(initiation="single"), Tracker(initiation="single")     # a scan's detections start tracks
     ref.tick(z, 0.1)
     t.tick(z.astype(">f8"), 0.1)
     np.testing.assert_array_equal(t.positions, [[100.0, 200.0], [300.0, 400.0]])

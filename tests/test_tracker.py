@@ -14,6 +14,8 @@ from dod.tracker.scenario import generate
 
 from alloc_measure import PythonAllocations, c_heap_bytes, per_call_rises
 
+M_OF_N = dict(confirmation="m_of_n", initiation="single")     # the management a test was written for
+
 
 def _by_id(ids, pos):
     o = np.argsort(ids)
@@ -241,8 +243,8 @@ def test_overflow_error_policy_changes_nothing():
 def test_overflow_drop_policy_uses_the_first_rows_and_counts():
     rng = np.random.default_rng(1)
     z = rng.uniform(0, 1000, size=(80, 2))
-    a = Tracker(max_detections=50, overflow="drop")
-    b = Tracker(max_detections=50)
+    a = Tracker(max_detections=50, overflow="drop", **M_OF_N)
+    b = Tracker(max_detections=50, **M_OF_N)
     a.tick(z, 0.02)
     b.tick(np.ascontiguousarray(z[:50]), 0.02)
     assert a.counts()["overflow"] == 30 and a.counts()["births"] == 50
@@ -250,7 +252,7 @@ def test_overflow_drop_policy_uses_the_first_rows_and_counts():
 
 
 def test_table_full_drops_births_and_counts():
-    t = Tracker(capacity=20)
+    t = Tracker(capacity=20, **M_OF_N)
     z = np.random.default_rng(2).uniform(0, 1000, size=(35, 2))
     t.tick(z, 0.02)
     assert t.count == 20
@@ -275,7 +277,7 @@ def test_scratch_too_small_raises_memory_error_and_changes_nothing():
 
 
 def test_births_write_only_what_they_set_and_covariances_stay_pd():
-    t = Tracker(capacity=400, r=2.0, v0=7.0)
+    t = Tracker(capacity=400, r=2.0, v0=7.0, **M_OF_N)
     z = np.array([[1.0, 2.0], [500.0, -40.0]])
     t.tick(z, 0.02)
     assert t.ids.tolist() == [1, 2]
@@ -287,7 +289,7 @@ def test_births_write_only_what_they_set_and_covariances_stay_pd():
     # stored packed: the upper triangle row by row (00 01 02 03 11 12 13 22 23 33)
     assert t.column("P")[0].tolist() == [4.0, 0, 0, 0, 4.0, 0, 0, 49.0, 0, 49.0]
     sc = generate(40, 60, seed=6)
-    t = Tracker(capacity=400)
+    t = Tracker(capacity=400, **M_OF_N)
     for z, dt in sc:
         t.tick(z, dt)
         assert (t.ids > 0).all() and len(set(t.ids.tolist())) == t.count
@@ -347,7 +349,7 @@ def test_handles_are_stable_and_dead_tracks_read_as_no_track():
 
 
 def test_views_are_read_only_and_outlive_the_tracker():
-    t = Tracker()
+    t = Tracker(**M_OF_N)
     t.tick(np.array([[1.0, 2.0]]), 0.02)
     pos = t.positions
     with pytest.raises(ValueError):
@@ -359,7 +361,7 @@ def test_views_are_read_only_and_outlive_the_tracker():
 @pytest.mark.parametrize("dim", [2, 3])
 def test_confirmed_tracks_in_a_box_are_the_masked_rows(dim):
     sc = generate(400, 30, dim=dim, seed=21)
-    t = Tracker(dim=dim, capacity=4000, max_detections=2000)
+    t = Tracker(dim=dim, capacity=4000, max_detections=2000, **M_OF_N)
     for z, dt in sc:
         t.tick(z, dt)
     conf = t.status == 2
@@ -398,7 +400,7 @@ def test_confirmed_tracks_refuses_a_bad_box():
 def test_scratch_bytes_is_enough_for_a_full_worst_case_tick():
     from dod.tracker import scratch_bytes
 
-    cfg = TrackerConfig(capacity=300, max_detections=400)
+    cfg = TrackerConfig(capacity=300, max_detections=400, **M_OF_N)
     t = Tracker(cfg, scratch=Arena(scratch_bytes(cfg)))
     rng = np.random.default_rng(4)
     for _ in range(8):                  # fill the table, then a full scan against it
@@ -510,7 +512,7 @@ def track_id(Tracker t, uint64_t handle):
     return (<uint64_t*>dod_table_cell(t.engine.table, t.table.column_index("id"), row))[0]
 """
     )
-    t = Tracker()
+    t = Tracker(**M_OF_N)
     z = np.array([[1.0, 2.0], [30.0, 40.0]])
     assert mod.run(t, z, 0.02) == (0, 2, True)
     assert t.ids.tolist() == [1, 2]
@@ -525,7 +527,7 @@ def track_id(Tracker t, uint64_t handle):
 
 def test_max_cluster_solves_large_clusters_greedily_and_validly():
     sc = generate(80, 60, spacing=6.0, seed=11, speed=(1.0, 3.0), clutter=30)
-    exact, greedy = Tracker(), Tracker(max_cluster=1)
+    exact, greedy = Tracker(**M_OF_N), Tracker(max_cluster=1, **M_OF_N)
     total_greedy = 0
     for z, dt in sc:
         exact.tick(z, dt)

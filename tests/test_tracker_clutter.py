@@ -15,6 +15,7 @@ from dod.tracker.scenario import generate
 from alloc_measure import per_call_rises
 
 SCORE_2PT = dict(confirmation="score", initiation="two_point")
+M_OF_N = dict(confirmation="m_of_n", initiation="single")
 
 
 def _rows_sorted(a):
@@ -100,8 +101,8 @@ def test_fast_matches_reference_on_random_scans_with_clutter_options(
 
 def test_score_of_one_target_follows_the_log_likelihood_ratio():
     rho, pd, beta_nt = 1e-4, 0.9, 1e-6
-    cfg = TrackerConfig(confirmation="score", clutter_density=rho, pd=pd, new_target_density=beta_nt,
-                        false_track_probability=1e-3, track_loss_probability=1e-2, score_drop=11.0)
+    cfg = TrackerConfig(confirmation="score", initiation="single", clutter_density=rho, pd=pd,
+                        new_target_density=beta_nt, false_track_probability=1e-3, track_loss_probability=1e-2, score_drop=11.0)
     assert cfg.confirm_threshold == pytest.approx(math.log(0.99 / 1e-3))
     assert cfg.delete_threshold == pytest.approx(math.log(1e-2 / 0.999))
     t = Tracker(cfg)
@@ -131,7 +132,7 @@ def test_score_of_one_target_follows_the_log_likelihood_ratio():
 
 
 def test_tentative_clutter_track_is_deleted_at_walds_lower_threshold():
-    cfg = TrackerConfig(confirmation="score", clutter_density=1e-2, new_target_density=1e-1)
+    cfg = TrackerConfig(confirmation="score", initiation="single", clutter_density=1e-2, new_target_density=1e-1)
     t = Tracker(cfg)
     t.tick(np.array([[5.0, 5.0]]), 0.02)
     s0 = math.log(1e-1 / 1e-2)
@@ -421,3 +422,30 @@ def test_accuracy_bench_runs_and_reports_both_trackers():
     assert "timed trackers prefaulted" in lines[0]
     sc = generate(40, 60, seed=0, pd=0.9, clutter=40.0)
     assert accuracy.tick_cost(sc, cfgs, prefault=False)[2] == [0, 0]
+
+
+# ---------------------------------------------------------------- the defaults
+
+def test_default_management_is_the_score_and_two_point_births():
+    cfg = TrackerConfig()
+    assert (cfg.confirmation, cfg.initiation) == ("score", "two_point")
+    assert TrackerConfig(**M_OF_N) != cfg and TrackerConfig(**SCORE_2PT) == cfg
+
+
+@pytest.mark.parametrize("kind,dim,clutter", [("cartesian", 2, 3.0), ("cartesian", 3, 3.0), ("radar", 2, 3.0),
+                                              ("cartesian", 2, 0.2), ("radar", 3, 0.2)])
+def test_the_defaults_hold_up_where_m_of_n_does_not(kind, dim, clutter):
+    # Seeded scenarios, 100 targets, `clutter` false detections per target per
+    # scan: the defaults' MOTA is high at every level, and at least M-of-N's
+    # with single-point births (less 0.01: at light clutter the two are level).
+    from dod.tracker.metrics import mot_metrics, run_tracker
+    from dod.tracker.scenario import generate_radar
+
+    if kind == "radar":
+        sc = generate_radar(100, 150, dim=dim, sensors=2, seed=4, clutter=clutter * 100)
+    else:
+        sc = generate(100, 150, dim=dim, seed=4, clutter=clutter * 100)
+    mota = {name: mot_metrics(sc, run_tracker(Tracker(dim=dim, r=3.0, **kw), sc))["mota"]
+            for name, kw in (("defaults", {}), ("m_of_n", M_OF_N))}
+    assert mota["defaults"] >= 0.96, mota
+    assert mota["defaults"] >= mota["m_of_n"] - 0.01, mota

@@ -13,6 +13,8 @@ from dod.tracker.scenario import PRESETS, PRESET_CONFIG, generate, iter_scans
 
 from alloc_measure import PythonAllocations, c_heap_bytes, per_call_rises
 
+M_OF_N = dict(confirmation="m_of_n", initiation="single")     # the management a test was written for
+
 IMM_COLUMNS = ("x", "P", "mu", "xm", "Pm")
 
 
@@ -145,7 +147,7 @@ def test_turn_model_alone_is_the_hand_written_coordinated_turn_filter(d):
     # Identity transitions and all probability on the turn model: the IMM is
     # the coordinated-turn EKF, exactly.
     cfg = TrackerConfig(dim=d, motion="imm", v0=30.0, imm_transition=np.eye(3).tolist(),
-                        imm_mu0=(0.0, 0.0, 1.0))
+                        imm_mu0=(0.0, 0.0, 1.0), **M_OF_N)
     t = Tracker(cfg)
     zs = _turning_target(d=d)
     t.tick(zs[0][None, :].copy(), 1.0)
@@ -167,7 +169,7 @@ def test_imm_matches_filterpy_imm_estimator():
     from filterpy.kalman import IMMEstimator, KalmanFilter
 
     d, dt = 2, 1.0
-    cfg = TrackerConfig(dim=d, motion="imm", v0=30.0)
+    cfg = TrackerConfig(dim=d, motion="imm", v0=30.0, **M_OF_N)
     N = 2 * d + 1
 
     class CV(KalmanFilter):
@@ -230,7 +232,7 @@ def test_imm_follows_a_turn_better_than_cv():
         p = p + v
     err = {}
     for motion in ("cv", "imm"):
-        t = Tracker(TrackerConfig(motion=motion, v0=30.0))
+        t = Tracker(TrackerConfig(motion=motion, v0=30.0, **M_OF_N))
         e = []
         for s, z in enumerate(zs):
             t.tick(z[None, :].copy(), 1.0)
@@ -267,7 +269,7 @@ def test_bad_imm_config_raises_value_error(bad):
 
 
 def test_births_set_every_model_and_zero_rows_are_no_track():
-    cfg = TrackerConfig(motion="imm", turn_rate_v0=0.3)
+    cfg = TrackerConfig(motion="imm", turn_rate_v0=0.3, **M_OF_N)
     t = Tracker(cfg)
     z = np.array([[1.0, 2.0], [50.0, -7.0]])
     t.tick(z, 0.02)
@@ -290,7 +292,7 @@ def test_births_set_every_model_and_zero_rows_are_no_track():
     np.testing.assert_array_equal(t.column("mu")[0], cfg.imm_mu0)
     np.testing.assert_array_equal(t.column("xm")[0, :, :n], np.tile([5.0, 5.0, 0.0, 0.0], (3, 1)))
     # CV trackers have no IMM columns
-    cv = Tracker(TrackerConfig())
+    cv = Tracker(TrackerConfig(**M_OF_N))
     with pytest.raises(KeyError):
         cv.column("mu")
     assert cv.model_probabilities is None and cv.turn_rates is None

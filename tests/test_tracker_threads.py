@@ -16,8 +16,11 @@ from alloc_measure import per_call_rises
 N_TARGETS = 2600
 
 
+M_OF_N = dict(confirmation="m_of_n", initiation="single")     # the management these tests measure
+
+
 def _config(**kw):
-    base = dict(capacity=4 * N_TARGETS, max_detections=2 * N_TARGETS + 64)
+    base = dict(capacity=4 * N_TARGETS, max_detections=2 * N_TARGETS + 64, **M_OF_N)
     base.update(kw)
     return TrackerConfig(**base)
 
@@ -283,7 +286,7 @@ def test_confirmed_first_keeps_the_confirmed_tracks_in_the_leading_rows(kind, se
     n = 100 if crowd else 1200
     sc = generate(n, 40 if crowd else 60, seed=seed, pd=0.9, crossing=0.2, birth_death=0.0 if crowd else 0.3,
                   **(dict(spacing=10.0) if crowd else {}))
-    kw = dict(capacity=40 * n, max_detections=40 * n)
+    kw = dict(capacity=40 * n, max_detections=40 * n, **M_OF_N)
     kw.update({"two_point": dict(initiation="two_point"), "score": dict(confirmation="score"),
                "no_sorts": dict(sort_when_mixed=0, sort_when_displaced=0, sort_when_drifted=0)}.get(kind, {}))
     first = Tracker(TrackerConfig(**kw))
@@ -645,8 +648,8 @@ def test_bit_identical_with_large_clusters(n):
     # atomic places can interleave a cluster's pairs; each cluster is put
     # back into row order before its solve (by heapsort above 32 pairs).
     sc = generate(600, 30, seed=3, crossing=0.3, clutter=200, spacing=6.0)
-    a = Tracker(threads=1)
-    b = Tracker(threads=n, parallel_min_rows=0)
+    a = Tracker(threads=1, **M_OF_N)
+    b = Tracker(threads=n, parallel_min_rows=0, **M_OF_N)
     for s, (z, dt) in enumerate(sc):
         a.tick(z, dt)
         b.tick(z, dt)

@@ -22,6 +22,13 @@ def require(module):
         raise NotImplementedError(f"{module} is not in this commit: {e}") from None
 
 
+def management(TrackerConfig):
+    """The track management every tracker benchmark runs on every commit:
+    M-of-N confirmation and single-point births (a commit before those
+    options had no other)."""
+    return dict(confirmation="m_of_n", initiation="single") if hasattr(TrackerConfig, "confirmation") else {}
+
+
 def skip(reason):
     """Skip this benchmark (one of several sharing a setup()) on a commit that lacks what it measures."""
     raise SkipNotImplemented(reason)

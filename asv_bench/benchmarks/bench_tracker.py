@@ -13,6 +13,8 @@ import gc
 import time
 import tracemalloc
 
+from ._util import management
+
 try:
     import numpy as np
 
@@ -31,7 +33,7 @@ def _need():
 
 def _scenario(n, scans):
     sc = generate(n, scans, seed=0, pd=0.9)
-    cfg = TrackerConfig(capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64))
+    cfg = TrackerConfig(capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64), **management(TrackerConfig))
     return sc, cfg
 
 

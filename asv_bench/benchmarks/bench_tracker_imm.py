@@ -7,7 +7,7 @@ tick. The numbers come from dod.tracker.bench_imm.measure (the table of
 ``python -m dod.tracker.bench --imm``). Skipped (NotImplementedError) on
 commits without motion="imm".
 """
-from ._util import openmp_env, require
+from ._util import management, openmp_env, require
 
 openmp_env()        # before the engine loads libgomp, as the bench and the demo
 
@@ -39,7 +39,7 @@ class TrackerIMMTick:
 
         self.sc = generate(N, 41, seed=0, **PRESETS["manoeuvre"])
         self.t = Tracker(TrackerConfig(motion=motion, capacity=4 * N, max_detections=2 * N + 64,
-                                       **PRESET_CONFIG["manoeuvre"]))
+                                       **management(TrackerConfig), **PRESET_CONFIG["manoeuvre"]))
         for z in self.sc.detections[:40]:
             self.t.tick(z, self.sc.dt)
         self.z = self.sc.detections[40]

@@ -9,6 +9,8 @@ Skipped (NotImplementedError) on commits without range-bearing scans.
 """
 import sys
 
+from ._util import management
+
 try:
     import numpy as np
 
@@ -44,7 +46,8 @@ class RadarTick:
     def setup(self, n, which):
         _need()
         scans = _scans(n, WARMUP + 1)
-        self.t = Tracker(TrackerConfig(r=3.0, capacity=4 * n, max_detections=2 * n + 64))
+        self.t = Tracker(TrackerConfig(r=3.0, capacity=4 * n, max_detections=2 * n + 64,
+                                       **management(TrackerConfig)))
         for zp, zc, dt, s in scans[:WARMUP]:
             self.t.tick(zc, dt) if which == "cartesian" else self.t.tick(zp, dt, sensor=s)
         zp, zc, self.dt, self.s = scans[WARMUP]

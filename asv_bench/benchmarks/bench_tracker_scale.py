@@ -12,7 +12,7 @@ import gc
 import sys
 import time
 
-from ._util import openmp_env, skip
+from ._util import management, openmp_env, skip
 
 openmp_env()        # before the engine loads libgomp, as the bench and the demo
 
@@ -44,7 +44,8 @@ def _need():
 
 def _run(n, threads, count, **config):
     """(p50 ms, p99 ms, ns per live track at p50, blocks retained per timed tick)."""
-    cfg = TrackerConfig(capacity=4 * n, max_detections=2 * n + 64, threads=threads, **config)
+    cfg = TrackerConfig(capacity=4 * n, max_detections=2 * n + 64, threads=threads,
+                        **{**management(TrackerConfig), **config})
     t = Tracker(cfg)
     if hasattr(t, "prefault"):
         t.prefault()    # as the bench and the demo: no first-touch faults in the window
@@ -188,7 +189,8 @@ class TrackerScaleTwoPoint(_Windows):
 def _sort_ms(n, threads, count):
     """Median of the sort pass (Tracker.profile, ms) over `count` ticks of a
     tracker that sorts after every tick (sort_every=1), after WARMUP ticks."""
-    cfg = TrackerConfig(capacity=4 * n, max_detections=2 * n + 64, threads=threads, sort_every=1)
+    cfg = TrackerConfig(capacity=4 * n, max_detections=2 * n + 64, threads=threads, sort_every=1,
+                        **management(TrackerConfig))
     t = Tracker(cfg)
     t.prefault()
     t.profile = True
@@ -204,7 +206,7 @@ def _scans_per_sort(n, scans):
     """Scans over the sorts that the default triggers (sort_when_mixed,
     sort_when_displaced) made in `scans` scans, the first included (the
     same at every thread count: one thread)."""
-    t = Tracker(TrackerConfig(capacity=4 * n, max_detections=2 * n + 64))
+    t = Tracker(TrackerConfig(capacity=4 * n, max_detections=2 * n + 64, **management(TrackerConfig)))
     t.prefault()
     for scan in iter_scans(n, scans, seed=0, pd=0.9):
         t.tick(scan.detections, scan.dt)

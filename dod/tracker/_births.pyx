@@ -22,7 +22,8 @@ from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inver
                                  dod_kalman_mahalanobis2, dod_kalman_update, dod_kalman_log_likelihood)
 from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
                                  _d, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR, _motion_birth,
-                                 _meas_birth_cov)
+                                 _cv_ekf_update, _meas_linearise, _meas_birth_cov)
+from dod.tracker.measurement cimport dod_meas_innovation, dod_meas_log_jacobian
 from dod.tracker._track cimport dod_tracker, dod_track_cols, dod_tick_counts, DOD_TRACK_TENTATIVE
 from dod.tracker._frame cimport _birth_plan, _tick, _TAIL_CHUNKS, _BIRTH_BITS, _BIRTH_BITS_3D
 from dod.tracker._executor cimport _split_detections, _run_chunks, _parts_of, _offsets, _PASS_BIRTHS
@@ -134,40 +135,69 @@ cdef inline void _birth_cov(const _dim* v, double* P, double r2, double v2) noex
         P[dod_kalman_packed_index(d + a, d + a, 2 * d)] = v2
 
 
-cdef void _pair_birth_rows(const _dim* v, const _motion* m, const dod_tracker* t, const _tick* k, size_t row0,
-                           const dod_index* order, const double* opos, const int32_t* partner, double dt,
-                           double lc, size_t r0, size_t r1) noexcept nogil:
+cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t, const _tick* k,
+                           size_t row0, const dod_index* order, const double* opos, const int32_t* partner,
+                           double dt, double lc, size_t r0, size_t r1) noexcept nogil:
     """Rows row0 + [r0, r1) of this scan's two-point births (inserted, not
     zeroed): row row0 + r holds birth b = order[r] (r without an order),
     the pair of single partner[b] and detection born[b] (at opos[r] with
-    an order), id next_id + b: a track from the single, predicted and
-    updated with the detection. Writes only these rows."""
+    an order), id next_id + b: a track from the single (its position and
+    covariance, velocity 0 +- v0), predicted and updated with the
+    detection, the score taking both (as two single-point scans would).
+    Range-bearing: the extended Kalman update in the sensor's space, as a
+    track's (a prediction in the sensor's singular zone is not updated
+    and scores no likelihood). Writes only these rows."""
     cdef const dod_track_cols* c = &t.cols
-    cdef int dim = _d(v), n = 2 * _d(v), pn = _pn(v), a
+    cdef int dim = _d(v), n = 2 * _d(v), pn = _pn(v), a, q
     cdef size_t b, i, r, si
-    cdef double r2 = t.r * t.r, d2
+    cdef int32_t j
+    cdef double r2 = t.r * t.r, d2, ll
     cdef double Si[9]
+    cdef double S[9]
+    cdef double J[9]
+    cdef double h[3]
     cdef double y[3]
     cdef const double* z
+    cdef const double* Cs
+    cdef bint ok
     for r in range(r0, r1):
         if (r - r0) % _BIRTH_BLOCK == 0:        # zeroed a block at a time, written while in cache (_birth_rows)
             dod_table_zero_rows(t.table, row0 + r, min(r1 - r, <size_t>_BIRTH_BLOCK))
         b = order[r] if order != NULL else r
-        z = opos + r * dim if order != NULL and opos != NULL else k.z + <size_t>k.born[b] * dim
+        j = k.born[b]
+        z = opos + r * dim if order != NULL and opos != NULL else k.z + <size_t>j * dim
         si = <size_t>partner[b]
         i = row0 + r
         c.id[i] = t.next_id + b
         memcpy(c.x + i * n, t.single_z + si * dim, dim * sizeof(double))
         _birth_cov(v, c.P + i * pn, r2, t.v0 * t.v0)
-        dod_kalman_predict(c.x + i * n, c.P + i * pn, dim, dt, t.q)
-        dod_kalman_innovation_inverse(c.P + i * pn, dim, r2, Si)
+        Cs = t.single_C + si * (dim * (dim + 1) // 2)
         for a in range(dim):
-            y[a] = z[a] - c.x[i * n + a]
-        d2 = dod_kalman_mahalanobis2(y, Si, dim)
+            for q in range(a, dim):
+                c.P[i * pn + dod_kalman_packed_index(a, q, n)] = Cs[dod_kalman_packed_index(a, q, dim)]
+        dod_kalman_predict(c.x + i * n, c.P + i * pn, dim, dt, t.q)
+        if _meas is _polar:
+            ok = _meas_linearise(v, k, c.x + i * n, c.P + i * pn, h, J, S, Si)
+            if ok:
+                dod_meas_innovation(k.zm + <size_t>j * dim, h, dim, y)
+        else:
+            ok = dod_kalman_innovation_inverse(c.P + i * pn, dim, r2, Si)
+            for a in range(dim):
+                y[a] = z[a] - c.x[i * n + a]
         if t.score_logic:
-            c.score[i] = (t.log_birth - lc) + (t.log_pd - lc + dod_kalman_log_likelihood(d2, Si, dim))
+            ll = 0.0
+            if ok:
+                d2 = dod_kalman_mahalanobis2(y, Si, dim)
+                ll = dod_kalman_log_likelihood(d2, Si, dim)
+                if _meas is _polar:     # per unit area/volume, as the score pass
+                    ll -= dod_meas_log_jacobian(k.zm + <size_t>j * dim, dim)
+            c.score[i] = (t.log_birth - lc) + (t.log_pd - lc + ll)
             c.score_max[i] = c.score[i]
-        dod_kalman_update(c.x + i * n, c.P + i * pn, z, Si, dim, r2)
+        if _meas is _polar:
+            if ok:
+                _cv_ekf_update(v, k, c.x + i * n, c.P + i * pn, y, J, Si)
+        else:
+            dod_kalman_update(c.x + i * n, c.P + i * pn, z, Si, dim, r2)
         _motion_birth(v, m, t, i)
         c.hits[i] = 2
         c.age[i] = 2
@@ -203,7 +233,7 @@ cdef void _birth_part_as(const _dim* v, const _motion* m, const _meas* s, const 
     ones (_birth_rows)."""
     cdef const _birth_plan* b = &k.births
     if b.partner != NULL:
-        _pair_birth_rows(v, m, t, k, b.row0, b.order, b.opos, b.partner, k.dt, b.lc, r0, r1)
+        _pair_birth_rows(v, m, s, t, k, b.row0, b.order, b.opos, b.partner, k.dt, b.lc, r0, r1)
     else:
         _birth_rows(v, m, s, t, k, b.row0, b.order, b.opos, r0, r1, b.lc)
 

@@ -7,4 +7,4 @@ from dod.tracker.measurement cimport dod_sensor
 
 cdef size_t _tracker_scratch_bytes(object config) except? 0
 cdef int _read_config(dod_tracker* e, object config, Table table, Table singles) except -1
-cdef void _read_sensor(object sensor, int dim, bint two_point, dod_sensor* out) except *
+cdef void _read_sensor(object sensor, int dim, dod_sensor* out) except *

@@ -111,7 +111,7 @@ cdef size_t _tracker_scratch_bytes(object config) except? 0:
 cdef int _read_config(dod_tracker* e, object config, Table table, Table singles) except -1:
     """Fill e's columns, parameters and options from a TrackerConfig (which
     validated them) and the owner's two tables (`table`: track_schema's
-    columns; `singles`: one column z). Allocates nothing; the owner keeps
+    columns; `singles`: columns z, C, allowance). Allocates nothing; the owner keeps
     the memory (the tables, the displaced bytes, the workers' arenas)."""
     e.table = &table.engine
     e.cols.id = <uint64_t*>table.engine.columns[table.column_index("id")]
@@ -127,7 +127,9 @@ cdef int _read_config(dod_tracker* e, object config, Table table, Table singles)
     if config.motion == "imm":
         _init_imm(&e.imm, config, table)
     e.singles = &singles.engine
-    e.single_z = <double*>singles.engine.columns[0]
+    e.single_z = <double*>singles.engine.columns[singles.column_index("z")]
+    e.single_C = <double*>singles.engine.columns[singles.column_index("C")]
+    e.single_allowance = <double*>singles.engine.columns[singles.column_index("allowance")]
     e.score_logic = config.confirmation == "score"
     e.two_point = config.initiation == "two_point"
     e.log_pd = log(config.pd)
@@ -137,6 +139,7 @@ cdef int _read_config(dod_tracker* e, object config, Table table, Table singles)
     e.score_delete = config.delete_threshold
     e.score_drop = config.score_drop
     e.v_max = config.v_max
+    e.pair_factor = config.pair_radius_factor
     e.pair_noise = config.pair_radius_factor * config.r
     e.clutter_fixed = config.clutter_density is not None
     e.clutter = config.clutter_density if e.clutter_fixed else 0.0
@@ -252,7 +255,7 @@ _IMM_COLUMNS = ("mu", "xm", "Pm")
 cdef object _Sensor = None
 
 
-cdef void _read_sensor(object sensor, int dim, bint two_point, dod_sensor* out) except *:
+cdef void _read_sensor(object sensor, int dim, dod_sensor* out) except *:
     """Fill `out` from a dod.tracker.Sensor, re-checking its values (a frozen
     dataclass can still be written through object.__setattr__). Allocates
     nothing for a valid sensor."""
@@ -264,8 +267,6 @@ cdef void _read_sensor(object sensor, int dim, bint two_point, dod_sensor* out) 
         _Sensor = Sensor
     if not isinstance(sensor, _Sensor):
         raise TypeError(f"sensor must be a dod.tracker.Sensor, not {type(sensor).__name__}")
-    if two_point:
-        raise ValueError("range-bearing scans (sensor=...) need initiation='single'")
     pos = sensor.position
     if not isinstance(pos, tuple) or len(pos) != dim:
         raise ValueError(f"sensor position must have {dim} coordinates for this {dim}-D tracker, "

@@ -173,7 +173,8 @@ cdef class Tracker(TrackerOutputs):
         # Waiting detections of two-point initiation: a ZII table of their own,
         # sized once (one scan's detections at most).
         from dod.table import Schema
-        cdef Table singles = Table(Schema(z=(np.float64, (dim,))),
+        cdef Table singles = Table(Schema(z=(np.float64, (dim,)), C=(np.float64, (dim * (dim + 1) // 2,)),
+                                          allowance=np.float64),
                                    config.max_detections if config.initiation == "two_point" else 1)
         self.singles = singles
         _read_config(e, config, table, singles)
@@ -407,8 +408,7 @@ cdef class Tracker(TrackerOutputs):
         ValueError
             For another shape (0-d included) or dt; too many rows with
             overflow="error"; a sensor of the other dimension, with a
-            non-finite position or a non-positive noise, or with
-            initiation="two_point" (not supported with range-bearing scans).
+            non-finite position or a non-positive noise.
         MemoryError
             When a caller-supplied scratch arena cannot hold the tick's
             temporaries.
@@ -429,7 +429,7 @@ cdef class Tracker(TrackerOutputs):
         if self.table is None or self.scratch is None:
             raise TypeError("this Tracker was never initialised (Tracker.__new__ without __init__)")
         if sensor is not None:
-            _read_sensor(sensor, self.engine.dim, self.engine.two_point, &sens)
+            _read_sensor(sensor, self.engine.dim, &sens)
             sp = &sens
         cdef cnp.ndarray z = input_array(detections, np.float64, "detections", 2, self.engine.dim)
         if not (isfinite(dt) and dt > 0.0):

@@ -137,12 +137,17 @@ cdef inline void _motion_ekf_update(const _dim* v, const _motion* m, const dod_t
         dod_imm_weigh(&t.imm, ti, ll, t.cols.x + ti * n, t.cols.P + ti * _pn(v), d)
     else:
         dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
-        if _dim is _planar:     # the packed P of the CV state: kalman.pxd's shape
-            _dod_meas_update(<dod_kalman_cv2*>NULL, t.cols.x + ti * n, t.cols.P + ti * _pn(v), y,
-                             k.J + ti * d * d, k.Si + ti * d * d, k.sensor.var)
-        else:
-            _dod_meas_update(<dod_kalman_cv3*>NULL, t.cols.x + ti * n, t.cols.P + ti * _pn(v), y,
-                             k.J + ti * d * d, k.Si + ti * d * d, k.sensor.var)
+        _cv_ekf_update(v, k, t.cols.x + ti * n, t.cols.P + ti * _pn(v), y, k.J + ti * d * d, k.Si + ti * d * d)
+
+
+cdef inline void _cv_ekf_update(const _dim* v, const _tick* k, double* x, double* P, const double* y,
+                                const double* J, const double* Si) noexcept nogil:
+    """The extended Kalman update of a CV state x, packed P with innovation
+    y, Jacobian J and innovation inverse Si (_meas_linearise's)."""
+    if _dim is _planar:         # the packed P of the CV state: kalman.pxd's shape
+        _dod_meas_update(<dod_kalman_cv2*>NULL, x, P, y, J, Si, k.sensor.var)
+    else:
+        _dod_meas_update(<dod_kalman_cv3*>NULL, x, P, y, J, Si, k.sensor.var)
 
 
 cdef inline void _motion_birth(const _dim* v, const _motion* m, const dod_tracker* t, size_t i) noexcept nogil:
@@ -161,20 +166,13 @@ cdef inline void _meas_gate_row(const _dim* v, const _meas* s, const dod_tracker
     be gated, k.gateable). Range-bearing: also the predicted measurement
     (k.hp) and its Jacobian (k.J); a track in the sensor's singular zone, or
     with S not positive definite, is not gated."""
-    cdef int d = _d(v), n = 2 * d, a, b
+    cdef int d = _d(v), n = 2 * d, a
     cdef const double* P = t.cols.P + ti * _pn(v)
     cdef double S[9]
-    cdef double Ppos[9]
     cdef double hmax = 0.0, w
     cdef bint ok
     if _meas is _polar:
-        ok = dod_meas_predict(t.cols.x + ti * n, k.sensor, d, k.hp + ti * d, k.J + ti * d * d)
-        if ok:
-            for a in range(d):      # the position block, full
-                for b in range(d):
-                    Ppos[a * d + b] = P[dod_kalman_packed_index(a, b, n)]
-            dod_meas_innovation_cov(Ppos, d, d, k.J + ti * d * d, k.sensor.var, S)
-            ok = dod_kalman_inverse_spd(S, d, k.Si + ti * d * d)
+        ok = _meas_linearise(v, k, t.cols.x + ti * n, P, k.hp + ti * d, k.J + ti * d * d, S, k.Si + ti * d * d)
         if ok:
             hmax = dod_meas_gate_box(k.hp + ti * d, k.J + ti * d * d, S, d, t.gate, k.sensor, k.hw + ti * d)
         else:
@@ -192,6 +190,23 @@ cdef inline void _meas_gate_row(const _dim* v, const _meas* s, const dod_tracker
             hmax = 0.0
     k.gateable[ti] = ok
     k.hm[ti] = hmax
+
+
+cdef inline bint _meas_linearise(const _dim* v, const _tick* k, const double* x, const double* P, double* h,
+                                 double* J, double* S, double* Si) noexcept nogil:
+    """Range-bearing: the predicted measurement h of the CV state x, packed P,
+    its Jacobian J, innovation covariance S and inverse Si; False in the
+    sensor's singular zone or for S not positive definite (h, J, S, Si
+    then partial)."""
+    cdef int d = _d(v), a, b
+    cdef double Ppos[9]
+    if not dod_meas_predict(x, k.sensor, d, h, J):
+        return False
+    for a in range(d):          # the position block, full
+        for b in range(d):
+            Ppos[a * d + b] = P[dod_kalman_packed_index(a, b, 2 * d)]
+    dod_meas_innovation_cov(Ppos, d, d, J, k.sensor.var, S)
+    return dod_kalman_inverse_spd(S, d, Si)
 
 
 cdef inline bint _meas_innovation(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k,

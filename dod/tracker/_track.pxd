@@ -12,7 +12,8 @@
 # motion="imm" mu, xm, Pm, whose pointers live in `imm`: imm.pxd); `cols`
 # caches their base pointers (table columns never move) and the live count
 # is table.count. Two-point initiation keeps the detections waiting for a
-# partner in a second table (`singles`, one column z, max_detections rows).
+# partner in a second table (`singles`, max_detections rows: each one's
+# position z, its packed covariance C and its pair gate's noise allowance).
 #
 # Invariants
 #   * Rows [0, table.count) are live tracks, packed (removal swaps the last
@@ -132,13 +133,16 @@ ctypedef struct dod_tracker:
     double log_pd, log_miss # ln(pd), ln(1 - pd)
     double log_birth        # ln(new_target_density)
     double score_confirm, score_delete, score_drop
-    double v_max, pair_noise    # pair gate: |z2 - z1| <= v_max * dt + pair_noise
+    double v_max, pair_noise    # pair gate: |z2 - z1| <= v_max * dt + allowance (a Cartesian single's: pair_noise)
+    double pair_factor      # a single's allowance in standard deviations of its position (sqrt(2 gate))
     double clutter          # clutter density used this scan (0: no estimate yet)
     bint clutter_fixed      # given in the config: never estimated
     double volume           # surveillance volume for the estimator (0: box of the scan)
     double clutter_w        # smoothing weight of the newest scan
     dod_table* singles      # detections waiting one scan (rows 0 .. singles.count - 1)
-    double* single_z        # its column z [max_detections, dim]
+    double* single_z        # its column z [max_detections, dim]: the position
+    double* single_C        # its column C [max_detections, dim(dim+1)/2]: the position's packed covariance
+    double* single_allowance    # its column allowance [max_detections]: the pair gate's noise term
     uint64_t next_id        # id of the next birth (starts at 1)
     dod_tick_counts last    # counters of the latest tick
     dod_tick_events events  # what happened in it (config.events)

@@ -14,10 +14,13 @@ count.
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport uint32_t, int32_t
 from libc.string cimport memcpy, memmove
+from libc.math cimport sqrt, fabs
 from dod.table cimport dod_table, dod_table_insert_many, dod_table_clear
 from dod._types cimport dod_index
 from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_holds, dod_grid_walk, dod_grid_walk_begin,
                                dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS)
+from dod.tracker.kalman cimport dod_kalman_packed_index
+from dod.tracker.measurement cimport dod_meas_to_cartesian
 from dod.tracker._track cimport dod_tracker, dod_tick_counts
 from dod.tracker._frame cimport (_pairs_append, _pairs, _tick, _GATE_CHUNKS, _GATE_CHUNKS_PER_THREAD,
                                  _TAIL_CHUNKS, _BIRTH_BITS, _BIRTH_BITS_3D)
@@ -47,11 +50,11 @@ cdef inline void _try_single(const dod_tracker* t, const _tick* k, _pairs* out, 
 
 
 cdef void _pair_walk(const dod_tracker* t, _tick* k, _pairs* dest, size_t i0, size_t i1,
-                     double R) noexcept nogil:
+                     double reach) noexcept nogil:
     """The pairs of singles i0 .. i1 with this scan's free detections within
-    R (the same cell walk as _gate_rows, over the box [s - R, s + R]),
-    appended to `dest` in single order (a local copy while it runs: the
-    workers' segments sit side by side)."""
+    R = reach + the single's allowance (the same cell walk as _gate_rows,
+    over the box [s - R, s + R]), appended to `dest` in single order (a
+    local copy while it runs: the workers' segments sit side by side)."""
     cdef _pairs local = dest[0]
     cdef const dod_grid* g = &k.grid
     cdef dod_grid_walk w
@@ -59,8 +62,10 @@ cdef void _pair_walk(const dod_tracker* t, _tick* k, _pairs* dest, size_t i0, si
     cdef double bhi[3]
     cdef int a, mode, dim = t.dim
     cdef size_t i, j, s
+    cdef double R
     for i in range(i0, i1):
         k.sused[i] = 0
+        R = reach + t.single_allowance[i]
         for a in range(dim):
             blo[a] = t.single_z[i * dim + a] - R
             bhi[a] = t.single_z[i * dim + a] + R
@@ -79,7 +84,8 @@ cdef void _pair_walk(const dod_tracker* t, _tick* k, _pairs* dest, size_t i0, si
 cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double dt,
                         bint grid_built) noexcept nogil:
     """Pair the waiting detections with this scan's free ones (two-point
-    initiation): gate |z - s| <= v_max dt + pair_noise through the grid, then
+    initiation): gate |z - s| <= v_max dt + the single's allowance (its
+    position's noise, _singles_part) through the grid, then
     iterated mutual nearest neighbours. A paired detection j of single i is
     marked det_track[j] = -2 - i.
 
@@ -92,15 +98,17 @@ cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double d
     is most of the association pass at a million targets)."""
     cdef size_t ns = t.singles.count, i, j, p, per, ch, m
     cdef int nt = t.threads, w
-    cdef double R = t.v_max * dt + t.pair_noise
+    cdef double reach = t.v_max * dt, widest = 0.0
     cdef int32_t bi, bd
     cdef size_t matched, dropped = 0
     cdef bint par
     k.npairs = 0
     if ns == 0 or k.D == 0:
         return
-    if not grid_built:
-        k.grid.h = 2.0 * R
+    if not grid_built:                  # cells as wide as the widest gate
+        for i in range(ns):
+            widest = max(widest, t.single_allowance[i])
+        k.grid.h = 2.0 * (reach + widest)
         dod_grid_build(&k.grid, k.z, k.D, t.dim)
     par = nt > 1 and ns >= <size_t>nt * t.min_rows
     if par:
@@ -108,7 +116,7 @@ cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double d
         per = (ns + m - 1) // m
         _pairs_segments(k, nt)
         for ch in prange((ns + per - 1) // per, num_threads=nt, schedule="dynamic"):
-            _pair_walk(t, k, &k.seg[threadid()], ch * per, min(ns, (ch + 1) * per), R)
+            _pair_walk(t, k, &k.seg[threadid()], ch * per, min(ns, (ch + 1) * per), reach)
         for w in range(nt):
             dropped += k.seg[w].dropped
         par = dropped == 0
@@ -121,7 +129,7 @@ cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double d
                 k.npairs += m
     if not par:
         _pairs_whole(k)
-        _pair_walk(t, k, &k.whole, 0, ns, R)
+        _pair_walk(t, k, &k.whole, 0, ns, reach)
         k.npairs = k.whole.n
         cnt.pairs_dropped += k.whole.dropped
     cnt.pairs += k.npairs
@@ -173,11 +181,40 @@ cdef size_t _waiting_part(const _tick* k, size_t s0, size_t s1, int32_t* out) no
 
 
 cdef void _singles_part(dod_tracker* t, const _tick* k, const int32_t* wait, size_t r0, size_t r1) noexcept nogil:
-    """Waiting rows r0 .. r1 (inserted) take the positions of detections wait[r0:r1]."""
-    cdef size_t r
-    cdef int dim = t.dim
+    """Waiting rows r0 .. r1 (inserted) take the positions of detections
+    wait[r0:r1], their covariances (Cartesian: r^2 I; range-bearing: the
+    converted measurement's, as a single-point birth's) and their pair
+    gate's noise allowance: pair_factor standard deviations along the
+    position's widest axis (bounded by the largest absolute row sum of C;
+    Cartesian: pair_noise)."""
+    cdef size_t r, j
+    cdef int dim = t.dim, pc = dim * (dim + 1) // 2, a, b
+    cdef double r2 = t.r * t.r, row, widest
+    cdef double p[3]
+    cdef double C[9]
+    cdef double* Cs
     for r in range(r0, r1):
         memcpy(t.single_z + r * dim, k.z + <size_t>wait[r] * dim, dim * sizeof(double))
+    if k.sensor == NULL:
+        for r in range(r0, r1):
+            Cs = t.single_C + r * pc
+            for a in range(dim):
+                for b in range(a, dim):
+                    Cs[dod_kalman_packed_index(a, b, dim)] = r2 if a == b else 0.0
+            t.single_allowance[r] = t.pair_noise
+        return
+    for r in range(r0, r1):
+        j = <size_t>wait[r]
+        dod_meas_to_cartesian(k.zm + j * dim, k.sensor, dim, p, C)
+        Cs = t.single_C + r * pc
+        widest = 0.0
+        for a in range(dim):            # the upper triangle (in 3-D C[a, b] and C[b, a] may differ in the last bit)
+            row = 0.0
+            for b in range(dim):
+                Cs[dod_kalman_packed_index(a, b, dim)] = C[min(a, b) * dim + max(a, b)]
+                row += fabs(C[min(a, b) * dim + max(a, b)])
+            widest = max(widest, row)
+        t.single_allowance[r] = t.pair_factor * sqrt(widest)
 
 
 cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double dt, int nt) noexcept nogil:

@@ -8,10 +8,10 @@ scan, uniform over the region (``--patches K`` adds rows where half the
 clutter falls in K dense patches). Each row runs two trackers on the same
 scans:
 
-* ``m_of_n``: the default TrackerConfig (3-of-5 confirmation, single-point
-  births, deletion after 5 misses);
-* ``score+2pt``: ``confirmation="score", initiation="two_point"`` with the
-  other clutter settings at their defaults (clutter density estimated
+* ``m_of_n``: ``confirmation="m_of_n", initiation="single"`` (3-of-5
+  confirmation, single-point births, deletion after 5 misses);
+* ``score+2pt``: ``confirmation="score", initiation="two_point"`` (the
+  default TrackerConfig) with the other clutter settings at their defaults (clutter density estimated
   online, Pd 0.9, v_max 50 m/s).
 
 Scores (confirmed tracks against the truth, matched within 5 m): MOTA and
@@ -78,7 +78,7 @@ def configs(n, clutter):
     """
     size = dict(capacity=max(64, 4 * n + int(4 * clutter * n)),
                 max_detections=max(64, int(2 * n + 8 * clutter * n + 64)))
-    return [("m_of_n", TrackerConfig(**size)),
+    return [("m_of_n", TrackerConfig(confirmation="m_of_n", initiation="single", **size)),
             ("score+2pt", TrackerConfig(confirmation="score", initiation="two_point", **size))]
 
 

@@ -96,6 +96,11 @@ from dod.tracker._engine import PASS_NAMES
 from dod.tracker._bare_loop import round_trip_ns, sweep
 from dod.tracker.scenario import iter_scans
 
+#: The track management the tracker benchmarks run (M-of-N confirmation,
+#: single-point births), fixed so that their tables compare across versions
+#: whatever TrackerConfig's defaults.
+BENCH_MANAGEMENT = dict(confirmation="m_of_n", initiation="single")
+
 _BLOCK = 10     # scans each tracker ticks in turn (see _measure)
 _LOOP_ROW_BYTES = 256           # the bare loop's bytes per target (about a track row's state)
 _LOOP_MAX_BYTES = 64 << 20      # at most (1,000,000 targets: far past the caches all the same)
@@ -151,7 +156,7 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
     machine's speed (one tracker over all scans, then the next, put minutes
     between the runs a ratio compares), and memory stays bounded at any N."""
     cfg = TrackerConfig(dim=dim, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64),
-                        initiation=initiation)
+                        **dict(BENCH_MANAGEMENT, initiation=initiation))
     trackers = {}
     for nt in threads:
         trackers[f"t{nt}"] = Tracker(cfg, threads=nt)

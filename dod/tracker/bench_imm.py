@@ -36,6 +36,7 @@ default_wait_policy()       # before the engine loads libgomp (dod.tracker.openm
 import numpy as np
 
 from dod._report import table
+from dod.tracker.bench import BENCH_MANAGEMENT
 from dod.tracker import Tracker, TrackerConfig
 from dod.tracker.metrics import mot_metrics, sparse_gospa
 from dod.tracker.scenario import PRESET_CONFIG, PRESETS, generate
@@ -93,7 +94,8 @@ def measure(n, scenario, motions=MOTIONS, scans=300, warmup=20, seed=0, threads=
     """
     sc = generate(n, scans, seed=seed, **PRESETS[scenario])
     trackers = {m: Tracker(TrackerConfig(motion=m, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64),
-                                         threads=threads, **PRESET_CONFIG[scenario])) for m in motions}
+                                         threads=threads, **BENCH_MANAGEMENT, **PRESET_CONFIG[scenario]))
+                for m in motions}
     faulted = {m: t.prefault() if prefault else 0 for m, t in trackers.items()}
     ms = {m: np.zeros(scans) for m in motions}
     cpu = {m: np.zeros(scans) for m in motions}

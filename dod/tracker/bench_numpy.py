@@ -21,11 +21,12 @@ from dod.bench.numpy_memory import Counter, faults, note, with_counter
 def _tracker(ticks, numpy_scratch, counter):
     from dod.loop import Loop
     from dod.tracker import ReferenceTracker, TrackerConfig
+    from dod.tracker.bench import BENCH_MANAGEMENT
     from dod.tracker.scenario import generate
 
     warm = 30
     sc = generate(1000, warm + ticks + 2, seed=0, pd=0.9)
-    t = ReferenceTracker(TrackerConfig(capacity=4000, max_detections=2064))
+    t = ReferenceTracker(TrackerConfig(capacity=4000, max_detections=2064, **BENCH_MANAGEMENT))
     it = iter(sc.detections)
 
     def step():

@@ -37,6 +37,7 @@ default_wait_policy()       # before the engine loads libgomp (dod.tracker.openm
 
 import numpy as np
 
+from dod.tracker.bench import BENCH_MANAGEMENT
 from dod.tracker import ReferenceTracker, Tracker, TrackerConfig
 from dod.tracker.metrics import sparse_gospa
 from dod.tracker.scenario import iter_radar_scans
@@ -86,7 +87,8 @@ def measure(n, scans=300, warmup=50, dim=2, sensors=2, seed=0, reference=True, p
     Thread-safety: run one benchmark at a time (it times ticks; GC is off while
     it does); the trackers it builds are its own.
     """
-    cfg = TrackerConfig(dim=dim, r=3.0, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64))
+    cfg = TrackerConfig(dim=dim, r=3.0, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64),
+                        **BENCH_MANAGEMENT)
     cart, polar = Tracker(cfg), Tracker(cfg)
     faulted = {name: tr.prefault() if prefault else 0 for name, tr in (("cartesian", cart), ("polar", polar))}
     ref = ReferenceTracker(cfg) if reference else None

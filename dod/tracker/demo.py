@@ -200,7 +200,7 @@ class DemoRun:
     prefault : bool, default True
         Fault in every page a tick can touch before the run (:meth:`Tracker.prefault <dod.tracker.Tracker.prefault>`).
     initiation : str, optional
-        ``"single"`` or ``"two_point"``; default two-point, single for the radar scenario.
+        ``"single"`` or ``"two_point"``; default: TrackerConfig's (two-point).
     profile : bool, default False
         Time each tick's passes (:attr:`Tracker.profile <dod.tracker.Tracker.profile>`) and report them.
 
@@ -242,13 +242,12 @@ class DemoRun:
         self.window = self.extent * math.sqrt(frac) / 2.0
         if motion is None:
             motion = "imm" if scenario == "manoeuvre" else "cv"
-        # Two-point initiation (TrackerConfig.initiation) unless the scans are
-        # range-bearing (the tracker does not pair those): as accurate as
-        # single-point births here, and the clutter detections no longer start
-        # tentative tracks, so the table holds fewer rows and the tick is
-        # faster (docs/design/threads-and-locality.md).
+        # Two-point initiation (the default): as accurate as single-point
+        # births here, and the clutter detections no longer start tentative
+        # tracks, so the table holds fewer rows and the tick is faster
+        # (docs/design/threads-and-locality.md).
         if initiation is None:
-            initiation = "single" if scenario == "radar" else "two_point"
+            initiation = "two_point"
         self.config = TrackerConfig(capacity=max(64, 4 * targets),
                                     max_detections=max(64, 2 * targets + 64), overflow="drop",
                                     threads=threads, motion=motion, initiation=initiation,
@@ -705,9 +704,8 @@ def build_parser():
     p.add_argument("--motion", choices=("cv", "imm"), default=None,
                    help="motion model (default: imm for --scenario manoeuvre, else cv)")
     p.add_argument("--initiation", choices=("single", "two_point"), default=None,
-                   help="track initiation (TrackerConfig.initiation; default: two_point, single for "
-                        "--scenario radar; single: every detection no track took starts a tentative "
-                        "track, the library's default)")
+                   help="track initiation (TrackerConfig.initiation; default two_point; single: every "
+                        "detection no track took starts a tentative track)")
     p.add_argument("--lock-memory", nargs="?", const=True, default=False, choices=[True, "onfault"],
                    help="mlockall the process (onfault: lock pages as first touched)")
     p.add_argument("--cpu", type=int, default=None, help="pin the loop thread to this CPU")

@@ -64,7 +64,8 @@ from dod.tracker.scenario import _number, _per_scan
 #: these same two sequences (score_drop 9 or 11, false_track_probability 1e-3
 #: or 1e-2, new_target_density 1e-6 or 1e-5): score_drop 9 is ~4 misses, as
 #: max_misses; v_max 200 px/s for two-point pairs.
-PIXEL_DEFAULTS = dict(q=2000.0, v0=60.0, gate_probability=0.999, confirm_m=3, confirm_n=5,
+PIXEL_DEFAULTS = dict(confirmation="m_of_n", initiation="single",   # measured better on these sequences
+                      q=2000.0, v0=60.0, gate_probability=0.999, confirm_m=3, confirm_n=5,
                       max_misses=4, v_max=200.0, score_drop=9.0, new_target_density=1e-5,
                       false_track_probability=1e-2)
 #: Box jitter of the hand annotations (px): the measurement noise r of the

@@ -213,7 +213,9 @@ class ReferenceTracker:
             self.mu = np.zeros((0, reference_imm.MODELS))
             self.xm = np.zeros((0, reference_imm.MODELS, n + 1))
             self.Pm = np.zeros((0, reference_imm.MODELS, n + 1, n + 1))
-        self.singles = np.zeros((0, d))
+        self.singles = np.zeros((0, d))          # waiting detections: positions,
+        self.single_C = np.zeros((0, d, d))      # their covariances
+        self.single_allowance = np.zeros(0)      # and their pair gates' noise terms
         self.clutter = c.clutter_density if c.clutter_density is not None else 0.0
         self.next_id = 1
         self.scans = 0
@@ -332,7 +334,7 @@ class ReferenceTracker:
         """Greedy cheapest-first pairs (single index, detection index) of the
         waiting detections with this scan's free ones inside the velocity gate."""
         cfg = self.config
-        R = cfg.v_max * dt + cfg.pair_radius_factor * cfg.r
+        R = cfg.v_max * dt + self.single_allowance      # per single
         free = np.flatnonzero(det_track < 0)
         ns = self.singles.shape[0]
         pt, pd_, pc = [], [], []
@@ -342,7 +344,8 @@ class ReferenceTracker:
             d2 = y[..., 0] * y[..., 0] + y[..., 1] * y[..., 1]
             if self.dim == 3:
                 d2 = d2 + y[..., 2] * y[..., 2]
-            i, j = np.nonzero(d2 <= R * R)
+            Rb = R[lo:lo + 256, None]
+            i, j = np.nonzero(d2 <= Rb * Rb)
             pt.append(i + lo)
             pd_.append(free[j])
             pc.append(d2[i, j])
@@ -404,8 +407,7 @@ class ReferenceTracker:
             Sensor.
         ValueError
             For a wrong shape, a bad dt, too many detections
-            (overflow="error"), a sensor position of the other dimension, or a
-            range-bearing scan with two-point initiation.
+            (overflow="error") or a sensor position of the other dimension.
 
         Notes
         -----
@@ -415,8 +417,6 @@ class ReferenceTracker:
         if sensor is not None:
             if not isinstance(sensor, _meas.Sensor):
                 raise TypeError("sensor must be a dod.tracker.Sensor")
-            if cfg.initiation == "two_point":
-                raise ValueError("range-bearing scans (sensor=...) need initiation='single'")
             if sensor.dim != d:
                 raise ValueError(f"sensor position must have {d} coordinates")
         detections = np.asarray(detections)
@@ -544,7 +544,7 @@ class ReferenceTracker:
         if self.imm:
             self.mu, self.xm, self.Pm = mu[keep], xm[keep], Pm[keep]
         if cfg.initiation == "two_point":
-            self._births_two_point(z, det_track, pair_s, pair_d, dt, lc, counts)
+            self._births_two_point(z, zm, sensor, det_track, pair_s, pair_d, dt, lc, counts)
             k = 0
         else:
             # births
@@ -569,7 +569,7 @@ class ReferenceTracker:
         self.last = counts
         self.scans += 1
 
-    def _births_two_point(self, z, det_track, pair_s, pair_d, dt, lc, counts):
+    def _births_two_point(self, z, zm, sensor, det_track, pair_s, pair_d, dt, lc, counts):
         cfg, d, n = self.config, self.dim, self.n
         order = np.argsort(pair_d, kind="stable")        # in the order of the second detection
         pair_s, pair_d = pair_s[order], pair_d[order]
@@ -583,29 +583,56 @@ class ReferenceTracker:
             x0 = np.zeros((k, n))
             x0[:, :d] = self.singles[born_s]
             P0 = np.zeros((k, n, n))
-            P0[:, range(d), range(d)] = self.r2
+            P0[:, :d, :d] = self.single_C[born_s]
             P0[:, range(d, n), range(d, n)] = cfg.v0 * cfg.v0
             x = x0 @ F.T
             P = F @ P0 @ F.T + Q
             P = 0.5 * (P + np.swapaxes(P, 1, 2))
-            Si = _inv_spd(P[:, :d, :d] + self.r2 * np.eye(d))
-            y = z[born_d] - x[:, :d]
+            if sensor is None:
+                ok = np.ones(k, bool)
+                Si = _inv_spd(P[:, :d, :d] + self.r2 * np.eye(d))
+                y = z[born_d] - x[:, :d]
+                H = np.broadcast_to(np.eye(d), (k, d, d))
+                R = self.r2 * np.eye(d)
+            else:                           # the EKF, as a track's update (none in the singular zone)
+                h, H, ok = _meas.predict(x, sensor.position, d)
+                R = np.diag(sensor.variances)
+                S = H @ P[:, :d, :d] @ np.swapaxes(H, 1, 2) + R
+                S = 0.5 * (S + np.swapaxes(S, 1, 2))
+                ok &= np.linalg.det(S) > 0
+                S[~ok] = np.eye(d)
+                Si = np.linalg.inv(S)
+                y = self._innovation(zm[born_d], h)
             d2 = np.einsum("ki,kij,kj->k", y, Si, y)
             if cfg.confirmation == "score":
-                sb = (np.log(cfg.new_target_density) - lc) + (np.log(cfg.pd) - lc
-                                                                + self._log_likelihood(d2, Si))
+                ll = self._log_likelihood(d2, Si)
+                if sensor is not None:
+                    ll = ll - _meas.log_jacobian(zm[born_d])
+                sb = (np.log(cfg.new_target_density) - lc) + (np.log(cfg.pd) - lc + np.where(ok, ll, 0.0))
             else:
                 sb = np.zeros(k)
-            K = P[:, :, :d] @ Si
-            x = x + np.einsum("knd,kd->kn", K, y)
+            K = P[:, :, :d] @ np.swapaxes(H, 1, 2) @ Si
+            xu = x + np.einsum("knd,kd->kn", K, y)
             A = np.broadcast_to(np.eye(n), P.shape).copy()
-            A[:, :, :d] -= K
-            Pn = A @ P @ np.swapaxes(A, 1, 2) + self.r2 * K @ np.swapaxes(K, 1, 2)
-            self._append(x, 0.5 * (Pn + np.swapaxes(Pn, 1, 2)), 2, 2, 3, sb)
+            A[:, :, :d] -= K @ H
+            Pn = A @ P @ np.swapaxes(A, 1, 2) + K @ R @ np.swapaxes(K, 1, 2)
+            Pn = 0.5 * (Pn + np.swapaxes(Pn, 1, 2))
+            x = np.where(ok[:, None], xu, x)
+            P = np.where(ok[:, None, None], Pn, P)
+            self._append(x, P, 2, 2, 3, sb)
         waiting = det_track < 0
         waiting[pair_d] = False
         self.singles = z[waiting].copy()
-        counts["singles"] = int(self.singles.shape[0])
+        m = self.singles.shape[0]
+        if sensor is None:
+            self.single_C = np.broadcast_to(self.r2 * np.eye(d), (m, d, d)).copy()
+            self.single_allowance = np.full(m, cfg.pair_radius_factor * cfg.r)
+        else:                               # the converted covariance's upper triangle, symmetric
+            C = np.triu(_meas.converted_covariance(zm[waiting], sensor.variances))
+            self.single_C = C + np.swapaxes(np.triu(C, 1), 1, 2)
+            widest = np.abs(self.single_C).sum(axis=2).max(axis=1)
+            self.single_allowance = cfg.pair_radius_factor * np.sqrt(widest)
+        counts["singles"] = int(m)
 
     # ------------------------------------------------------------ reading
 

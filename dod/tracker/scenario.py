@@ -605,7 +605,7 @@ def iter_radar_scans(n_targets=100, scans=200, **kwargs):
     --------
     >>> from dod.tracker import Tracker
     >>> from dod.tracker.scenario import iter_radar_scans
-    >>> t = Tracker(r=3.0, initiation="single")          # range-bearing scans start tracks one at a time
+    >>> t = Tracker(r=3.0)
     >>> for scan in iter_radar_scans(n_targets=20, scans=50, seed=1):
     ...     t.tick(scan.detections, scan.dt, sensor=scan.sensor)
     >>> t.scans

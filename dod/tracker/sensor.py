@@ -12,7 +12,7 @@ moves) feed one track picture, scan by scan in time order:
 >>> from dod.tracker.sensor import to_polar
 >>> north = Sensor((0.0, 5000.0), range_sigma=5.0, bearing_sigma=1e-3)
 >>> south = Sensor((0.0, -5000.0), range_sigma=5.0, bearing_sigma=2e-3)
->>> t = Tracker(r=5.0, initiation="single")          # range-bearing scans start tracks one at a time
+>>> t = Tracker(r=5.0)                               # a track starts from a pair of detections
 >>> target = np.array([[100.0, 200.0]])             # one target, seen by both sensors
 >>> t.tick(to_polar(target, north.position), 0.5, sensor=north)
 >>> t.tick(to_polar(target, south.position), 0.5, sensor=south)
