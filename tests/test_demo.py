@@ -77,9 +77,9 @@ def test_tracks_follow_the_truth():
     assert s["gospa"] < 0.3 * np.sqrt(s["truth"] * demo.GOSPA_C**2 / 2)
 
 
-def test_initiation_defaults_to_two_point_except_for_radar():
+def test_initiation_defaults_to_two_point_radar_included():
     assert demo.DemoRun(targets=20, duration=0.1).config.initiation == "two_point"
-    assert demo.DemoRun(targets=20, duration=0.1, scenario="radar").config.initiation == "single"
+    assert demo.DemoRun(targets=20, duration=0.1, scenario="radar").config.initiation == "two_point"
     assert demo.DemoRun(targets=20, duration=0.1, initiation="single").config.initiation == "single"
     a = demo.build_parser().parse_args(["--initiation", "single"])
     assert a.initiation == "single" and demo.build_parser().parse_args([]).initiation is None

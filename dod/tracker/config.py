@@ -343,7 +343,9 @@ class ManagementConfig:
     score_drop
         > 0, see confirmation.
     v_max
-        largest target speed two-point initiation pairs (> 0, m/s).
+        largest target speed two-point initiation pairs (> 0, m/s): a faster
+        target never starts a track, so set it to the fastest you track
+        (the default, 50 m/s, is a road vehicle's; aircraft need hundreds).
     """
 
     confirmation: str = "score"
