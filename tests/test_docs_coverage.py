@@ -345,6 +345,9 @@ NUMPYDOC_COMPLETE = [
     "dod.bench.numpy_memory.Counter",
     "dod.bench.pool.Particle",
     "dod.bench.table.Particle",
+    "dod.tracker.stonesoup.TrackRecorder",
+    "dod.tracker.geodetic.LocalFrame",
+    "dod.tracker.replay.Reports",
 ]
 
 NUMPYDOC_COMPLETE_FUNCTIONS = [
@@ -474,6 +477,17 @@ NUMPYDOC_COMPLETE_FUNCTIONS = [
     "dod.cuda.kernels.get_module",
     "dod.cuda.kernels.get_function",
     "dod.cuda.kernels.launch",
+    # the peers' objects in and out, real data in
+    "dod.tracker.stonesoup.scan_from_detections",
+    "dod.tracker.stonesoup.sensor_from_model",
+    "dod.tracker.stonesoup.cartesian_sigma",
+    "dod.tracker.stonesoup.state_order",
+    "dod.tracker.stonesoup.require_stonesoup",
+    "dod.tracker.geodetic.require_pymap3d",
+    "dod.tracker.replay.read_opensky",
+    "dod.tracker.replay.read_ais",
+    "dod.tracker.metric_inputs.motmetrics_accumulator",
+    "dod.tracker.metric_inputs.trackeval_data",
 ]
 
 

@@ -555,6 +555,35 @@ def _metrics(ns, out, block):
     value, loc, missed, false = ns["gospa"](ns["truth"], ns["tracks"], c=10.0, p=2.0, details=True)
     assert (loc, missed, false) == (0.25, 1, 0) and value == pytest.approx(math.sqrt(0.25 + 50))
 
+@claim("recorder.record(tracker, t)", needs=("stonesoup",))
+def _peers_stonesoup(ns, out, block):
+    assert _printed(out) == ["1 18"]
+    track = next(iter(ns["tracks"]))
+    assert len(track.state_vector) == 4 and track.covar.shape == (4, 4)
+    late = [m.value["distance"] for m in ns["result"].value][5:]
+    assert late and max(late) < 2.0                   # one target, tracked to well under a metre or two
+
+
+@claim("acc = motmetrics_accumulator(scenario.truth_ids", needs=("motmetrics", "trackeval"))
+def _peers_mot(ns, out, block):
+    from dod.tracker.metrics import clear_mot, hota
+    assert _printed(out) == ["True True"]
+    seq = (ns["scenario"].truth_ids, ns["scenario"].truth_pos, ns["ids"], ns["pos"])
+    assert float(ns["summary"]["mota"].iloc[0]) == pytest.approx(clear_mot(*seq, max_distance=5.0)["mota"])
+    assert float(ns["hota"]["HOTA"].mean()) == pytest.approx(hota(*seq, max_distance=5.0)["hota"], abs=1e-9)
+
+
+def _in_the_repository(ns, request):
+    request.getfixturevalue("monkeypatch").chdir(ROOT)     # the block names the sample by its path there
+
+
+@claim('reports = read_opensky("examples/data/opensky_states_sample.csv")', needs=("pymap3d",),
+       before=_in_the_repository)
+def _peers_adsb(ns, out, block):
+    assert _printed(out) == ["4"]
+    assert ns["reports"].objects.size == 4
+
+
 # Last: the checks above are registered by then.
 @pytest.mark.parametrize("block", RUN, ids=[b.where for b in RUN])
 def test_page_block_does_what_it_says(block, capsys, request):

@@ -2,11 +2,13 @@
 one needs CuPy: tests/gpu; tracker_loop.py and tracker_demo.py run in
 test_gaps.py; the .pyx ones are built by their tests). Each expected line is
 recomputed here with plain numpy / Python, not read back from dod."""
+import csv
 import re
 import runpy
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -45,3 +47,33 @@ def test_table_basics_handles_survive_a_remove(capsys):
     for column in ("pos", "vel", "id", "hits"):
         assert re.search(rf"^{column}: ", schema, re.M), schema
     assert len(ns["particles"]) == 999
+
+
+def test_track_adsb_follows_each_aircraft_of_the_sample(capsys, monkeypatch):
+    pytest.importorskip("pymap3d")
+    monkeypatch.setattr("sys.argv", ["track_adsb.py"])          # the default: the sample file
+    ns, out = _run("track_adsb.py", capsys)
+    with open(EXAMPLES / "data" / "opensky_states_sample.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["lat"]]
+    # Distinct positions: a carried-forward one repeats (icao24, lastposupdate).
+    distinct = {(r["icao24"], r["lastposupdate"]) for r in rows}
+    aircraft = {r["icao24"] for r in rows}
+    m = re.fullmatch(r"(\d+) reports of (\d+) aircraft; plane centred at ([-\d.]+), ([-\d.]+)", out[0])
+    assert m and int(m[1]) == len(distinct) and int(m[2]) == len(aircraft)
+    snapshots = {int(r["time"]) for r in rows}
+    m = re.fullmatch(r"(\d+) scans; (\d+) confirmed tracks at the end", out[1])
+    assert m and int(m[1]) == len(snapshots) and int(m[2]) == len(aircraft)
+    m = re.fullmatch(r"MOTA ([-\d.]+)  IDF1 ([\d.]+)  id switches (\d+)", out[2])
+    assert m and float(m[1]) > 0.9 and float(m[2]) > 0.9 and int(m[3]) == 0
+
+
+def test_track_adsb_takes_a_file_from_the_command_line(capsys, monkeypatch, tmp_path):
+    pytest.importorskip("pymap3d")
+    lines = (EXAMPLES / "data" / "opensky_states_sample.csv").read_text().splitlines()
+    keep = [lines[0]] + [ln for ln in lines[1:] if ln.split(",")[1] == "4b1805"]   # one aircraft
+    f = tmp_path / "one.csv"
+    f.write_text("\n".join(keep) + "\n")
+    monkeypatch.setattr("sys.argv", ["track_adsb.py", str(f)])
+    _, out = _run("track_adsb.py", capsys)
+    assert out[0].startswith(f"{len(keep) - 1} reports of 1 aircraft")
+    assert out[1].endswith("1 confirmed tracks at the end")
