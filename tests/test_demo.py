@@ -100,7 +100,7 @@ def test_a_windowed_sample_is_the_window_of_both_sides():
     assert tid.tolist() == want[scan].truth_ids[inside].tolist()
     assert tpos.tobytes() == want[scan].truth_pos[inside].tobytes()
     (scan2, ids, pos), = list(run.samples)[-1:]
-    m = (run.tracker.states == 2) & np.all(np.abs(run.tracker.positions) <= run.window, axis=1)
+    m = (run.tracker.status == 2) & np.all(np.abs(run.tracker.positions) <= run.window, axis=1)
     assert scan2 == scan and 0 < m.sum() < len(run.tracker)
     assert ids.tolist() == run.tracker.ids[m].tolist() and pos.tobytes() == run.tracker.positions[m].tobytes()
 

@@ -314,6 +314,7 @@ NUMPYDOC_COMPLETE = [
     "dod.schema.Schema",
     "dod.schema.Column",
     "dod.tracker.Tracker",
+    "dod.tracker._output.TrackerOutputs",
     "dod.lfpool.LockFreePool",
     "dod.thread_cache.LockFreePoolCache",
     "dod.thread_cache.SegFitCache",

@@ -423,7 +423,7 @@ def _ring(ns, out, block):
 def _tracker(ns, out, block):
     tracker = ns["tracker"]
     assert set(_named(block, "tracker.counts()")) <= set(tracker.counts())
-    for view in (tracker.ids, tracker.positions, tracker.velocities, tracker.states):
+    for view in (tracker.ids, tracker.positions, tracker.velocities, tracker.status):
         assert not view.flags.writeable                   # "read-only views"
     P = tracker.covariances                               # "(count, 4, 4): a read-only copy, unpacked"
     assert P.shape == (tracker.count, 4, 4) and not P.flags.writeable
@@ -432,6 +432,16 @@ def _tracker(ns, out, block):
     ids, pos = ns["ids"], ns["pos"]
     assert len(ids) == len(pos) > 50                      # most of the 100 targets confirmed
     assert len(tracker.table) == len(tracker.ids)
+
+
+@claim('t = Tracker(TrackerConfig(events=True, confirmation="m_of_n", initiation="single", confirm_m=2, confirm_n=3))')
+def _events(ns, out, block):
+    lines = _printed(out)
+    assert lines[0] == "[ 2  1 -1] [3] [2]"          # rows 0 and 1 updated tracks 2 and 1; a birth from row 2
+    assert lines[1] == "[1 2] []"                      # both confirmed, nothing deleted
+    assert lines[2] == "[1 2] (2, 4) (2, 4, 4) 2.0"
+    t, batch = ns["t"], ns["batch"]
+    assert batch.num_rows == 2 and np.shares_memory(ns["tracks"].x, t.column("x"))
 
 
 @claim("tracker = Tracker(cfg, scratch=loop.scratch)          # the tick's temporaries come from the loop's arena")

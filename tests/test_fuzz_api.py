@@ -177,7 +177,8 @@ def _tracker(w, motion, initiation, confirmation):
     """A 2-thread tracker of one motion/management combination, a few scans in;
     single-point ones also fold in a range-bearing scan (the measurement model)."""
     from dod.tracker import Sensor, Tracker
-    t = Tracker(threads=2, motion=motion, initiation=initiation, confirmation=confirmation)
+    t = Tracker(threads=2, motion=motion, initiation=initiation, confirmation=confirmation,
+                events=confirmation == "score")      # (half of them record the scans' events)
     z = np.linspace(0.0, 50.0, 8).reshape(-1, 2)
     for k in range(3):
         t.tick(z + k, 0.1)
@@ -288,6 +289,10 @@ TARGETS = {
         lambda w: __import__("dod.tracker.scenario").tracker.scenario.generate(3, 5, seed=1)],
     "dod.tracker.scenario.generate": None,
     "dod.tracker.Sensor": [lambda w: __import__("dod.tracker").tracker.Sensor((0.0, 0.0), 1.0, 1e-3)],
+    "dod.tracker.TrackBatch": [lambda w: w.get("dod.tracker.Tracker").tracks_arrow(),
+                               lambda w: w.get("dod.tracker.Tracker").tracks_arrow(confirmed=False)],
+    "dod.tracker.ScanEvents": None,
+    "dod.tracker.Tracks": None,
     "dod.tracker.scenario.RadarScenario": [
         lambda w: __import__("dod.tracker.scenario").tracker.scenario.generate_radar(3, 5, seed=1)],
     "dod.tracker.scenario.RadarScan": None,

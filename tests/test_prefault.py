@@ -40,7 +40,7 @@ def test_tracker_prefault_changes_no_result(threads):
         lazy.tick(z, 0.02)
         eager.tick(z, 0.02)
     assert lazy.count == eager.count > 0
-    for name in ("id", "x", "P", "hits", "misses", "state", "score"):
+    for name in ("id", "x", "P", "hits", "misses", "status", "score"):
         assert np.array_equal(lazy.table[name], eager.table[name]), name
     assert eager.prefault() == touched        # again, between ticks: still allowed, nothing moves
     eager.table.check()
@@ -117,7 +117,7 @@ def scans(seed):
         pos += rng.normal(0, 0.5, pos.shape)
         yield np.ascontiguousarray(np.vstack([pos[rng.random(400) < 0.9], rng.uniform(0, 3000, (40, 2))]))
 
-COLUMNS = ("id", "x", "P", "hits", "misses", "age", "history", "state")
+COLUMNS = ("id", "x", "P", "hits", "misses", "age", "history", "status")
 threads = int(sys.argv[1])
 cfg = TrackerConfig(capacity=300_000, max_detections=20_000, threads=threads, initiation="two_point")
 refused, control = Tracker(cfg), Tracker(cfg)

@@ -198,7 +198,7 @@ def test_tracker_table_refuses_inserts_while_a_tick_runs():
             while not stop:
                 try:
                     if rng.random() < 0.7:
-                        t.table.insert(state=1)
+                        t.table.insert(status=1)
                     else:
                         t.table.clear(unchecked=True)
                 except RuntimeError:

@@ -284,7 +284,7 @@ def test_births_write_only_what_they_set_and_covariances_stay_pd():
     assert t.positions.tolist() == z.tolist()
     assert not t.velocities.any() and not t.column("misses").any()    # zeroed by the insert
     assert t.column("hits").tolist() == [1, 1] and t.column("age").tolist() == [1, 1]
-    assert t.states.tolist() == [1, 1]
+    assert t.status.tolist() == [1, 1]
     np.testing.assert_array_equal(t.covariances[0], np.diag([4.0, 4.0, 49.0, 49.0]))
     # stored packed: the upper triangle row by row (00 01 02 03 11 12 13 22 23 33)
     assert t.column("P")[0].tolist() == [4.0, 0, 0, 0, 4.0, 0, 0, 49.0, 0, 49.0]
@@ -293,7 +293,7 @@ def test_births_write_only_what_they_set_and_covariances_stay_pd():
     for z, dt in sc:
         t.tick(z, dt)
         assert (t.ids > 0).all() and len(set(t.ids.tolist())) == t.count
-        assert set(np.unique(t.states)) <= {1, 2}
+        assert set(np.unique(t.status)) <= {1, 2}
     P = t.covariances
     assert np.array_equal(P, np.swapaxes(P, 1, 2))
     assert np.linalg.eigvalsh(P).min() > 0
@@ -364,7 +364,7 @@ def test_confirmed_tracks_in_a_box_are_the_masked_rows(dim):
     t = Tracker(dim=dim, capacity=4000, max_detections=2000, **M_OF_N)
     for z, dt in sc:
         t.tick(z, dt)
-    conf = t.states == 2
+    conf = t.status == 2
     assert 0 < conf.sum() < len(t)                 # tentative rows too: the state test matters
     ids, pos = t.confirmed_tracks()
     assert ids.dtype == np.uint64 and pos.dtype == np.float64 and pos.shape == (conf.sum(), dim)
@@ -455,6 +455,29 @@ def test_zero_allocations_per_tick():
     assert m.peak < 8192, m.peak
 
 
+@pytest.mark.parametrize("management", [dict(confirmation="m_of_n", initiation="single"),
+                                        dict(confirmation="score", initiation="two_point")])
+def test_zero_allocations_per_tick_with_events(management):
+    # With events on the tick allocates nothing either (their arrays are
+    # made with the tracker); reading them each scan keeps nothing.
+    sc = generate(50, 260, seed=9, clutter=20)
+    scans = list(sc.detections)
+    dt = sc.dt
+    t = Tracker(TrackerConfig(events=True, **management))
+    for z in scans[:60]:
+        t.tick(z, dt)
+    rises = per_call_rises(t.tick, [(z, dt) for z in scans[60:]])
+    assert max(rises) == 0, sorted(rises)[-5:]
+    with PythonAllocations() as m:
+        for _ in range(3):
+            for z in scans[60:]:
+                t.tick(z, dt)
+                e = t.events()
+                e.births.sum(), e.deaths.size
+        del e
+    assert m.growth < 1024, m.growth
+
+
 def test_no_transient_allocation_inside_a_tick():
     # Stronger than counting live blocks: the traced peak during a tick never
     # rises above the traced memory before it, so the tick allocates nothing,
@@ -499,7 +522,7 @@ def track_id(Tracker t, uint64_t handle):
         assert mod.run(t, np.ascontiguousarray(z[:1]), 0.02)[0] == 0
     assert h not in t.table
     assert mod.track_id(t, h) == 0
-    assert t.ids.tolist() == [1] and t.states.tolist() == [2]
+    assert t.ids.tolist() == [1] and t.status.tolist() == [2]
 
 
 def test_max_cluster_solves_large_clusters_greedily_and_validly():

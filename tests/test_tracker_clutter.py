@@ -28,7 +28,7 @@ def _assert_same(fast, ref, tol=1e-6):
     np.testing.assert_allclose(fast.column("x")[a], ref.x[b], atol=tol, rtol=0)
     np.testing.assert_allclose(fast.scores[a], ref.score[b], atol=tol, rtol=0)
     np.testing.assert_allclose(fast.column("score_max")[a], ref.score_max[b], atol=tol, rtol=0)
-    assert np.array_equal(fast.states[a], ref.state[b])
+    assert np.array_equal(fast.status[a], ref.status[b])
     assert np.array_equal(fast.column("hits")[a], ref.hits[b])
     assert fast.clutter_density == pytest.approx(ref.clutter_density, rel=1e-12, abs=0)
     # the same detections wait (dod keeps them in its index's cell order, the reference in scan order)
@@ -115,12 +115,12 @@ def test_score_of_one_target_follows_the_log_likelihood_ratio():
     t.tick(np.array([[0.0, 0.0]]), dt)
     expect += math.log(pd / rho) - math.log(2 * math.pi * S)
     assert t.scores[0] == pytest.approx(expect, rel=1e-12)
-    assert t.states.tolist() == [1] and expect < cfg.confirm_threshold
+    assert t.status.tolist() == [1] and expect < cfg.confirm_threshold
     for _ in range(5):
         t.tick(np.array([[0.0, 0.0]]), dt)
-        if t.states[0] == 2:
+        if t.status[0] == 2:
             break
-    assert t.states.tolist() == [2] and t.scores[0] >= cfg.confirm_threshold
+    assert t.status.tolist() == [2] and t.scores[0] >= cfg.confirm_threshold
     top = float(t.column("score_max")[0])
     # misses: ln(1 - pd) each; deleted once 11 below the maximum (5 misses: 11.51)
     for k in range(1, 6):

@@ -114,7 +114,7 @@ def test_conversions_round_trip_and_converted_covariance_is_pd_at_zero_range():
 def _assert_same(fast, ref, scan):
     fi, ri = np.argsort(fast.ids), np.argsort(ref.ids)
     assert np.array_equal(fast.ids[fi], ref.ids[ri]), f"scan {scan}"
-    assert np.array_equal(fast.states[fi], ref.states[ri]), f"scan {scan}"
+    assert np.array_equal(fast.status[fi], ref.status[ri]), f"scan {scan}"
     for col, mine in (("x", ref.x), ("P", pack_covariance(ref.P)), ("score", ref.score)):
         a, b = fast.column(col)[fi], mine[ri]
         if b.size:
@@ -171,7 +171,7 @@ def test_target_crossing_the_bearing_cut_keeps_its_track():
         fast.tick(np.ascontiguousarray(z), 0.02, sensor=sensor)
         ref.tick(z, 0.02, sensor=sensor)
         _assert_same(fast, ref, s)
-    assert len(fast) == 1 and fast.ids[0] == 1 and fast.states[0] == 2
+    assert len(fast) == 1 and fast.ids[0] == 1 and fast.status[0] == 2
     assert abs(fast.positions[0, 1] - 59.0) < 5.0
 
 
@@ -449,7 +449,7 @@ def ekf(double[::1] x, double[:, ::1] P, double[::1] z, double sr, double sb):
         assert mod.run(a, z, 0.02, 10.0, -20.0, 2.0, 1e-3) == 0
         b.tick(z, 0.02, sensor=sensor)
     assert a.table.to_numpy().tobytes() == b.table.to_numpy().tobytes()
-    assert a.states.tolist() == [2]
+    assert a.status.tolist() == [2]
     x = np.array([100.0, 0.0, 0.0, 0.0, 0.1])          # a 5-state (coordinated-turn) model
     P = np.eye(5) * 4.0
     ll = mod.ekf(x, P, np.array([101.0, 0.001]), 1.0, 1e-3)

@@ -224,7 +224,7 @@ def test_a_sort_puts_the_confirmed_tracks_first_and_keeps_the_others_in_row_orde
         a.tick(z, dt)
         b.tick(z, dt)
     assert (a.sorts, b.sorts) == (0, 1)
-    conf_a, conf_b = a.states == 2, b.states == 2
+    conf_a, conf_b = a.status == 2, b.status == 2
     k = int(conf_b.sum())
     assert 2000 < k < len(b) and conf_b[:k].all()
     assert sorted(b.ids[:k].tolist()) == sorted(a.ids[conf_a].tolist())
@@ -258,7 +258,7 @@ def test_sorts_when_the_leading_rows_mix():
         if on.sorts > before:
             at.append(s)
             k = on.counts()["confirmed"]
-            assert (on.states[:k] == 2).all()      # right after a sort: the leading rows confirmed
+            assert (on.status[:k] == 2).all()      # right after a sort: the leading rows confirmed
     assert off.sorts == 0 and 1 <= len(at) <= 80 // 5, at
     assert first.sorts == 0
     assert _by_id(on) == _by_id(off) == _by_id(first)     # row order is not part of the result
@@ -302,7 +302,7 @@ def test_confirmed_first_keeps_the_confirmed_tracks_in_the_leading_rows(kind, se
             t.tick(z, dt)
         k = first.counts()["confirmed"]
         confirmed.append(k)
-        assert (first.states[:k] == 2).all() and not (first.states[k:] == 2).any(), f"scan {s}"
+        assert (first.status[:k] == 2).all() and not (first.status[k:] == 2).any(), f"scan {s}"
         assert _by_id(first) == _by_id(removal), f"scan {s}"
         assert _state(first3) == _state(first), f"scan {s}"
     assert max(confirmed) > 0.5 * n
@@ -364,7 +364,7 @@ def test_sorts_when_deaths_and_births_displace_the_rows():
         if on.sorts > before:
             at.append(s)
             k = on.counts()["confirmed"]
-            assert (on.states[:k] == 2).all()      # right after a sort: the confirmed rows first, in space order
+            assert (on.status[:k] == 2).all()      # right after a sort: the confirmed rows first, in space order
             p = on.positions[:k]
             step = np.linalg.norm(np.diff(p, axis=0), axis=1)
             rand = np.linalg.norm(p - p[np.random.default_rng(s).permutation(k)], axis=1)
@@ -419,7 +419,7 @@ def test_tracks_a_caller_set_to_nan_gate_nothing_and_sort_by_the_finite_axis():
     sorts = t.sorts
     t.tick(np.empty((0, 2)), 0.02)
     assert t.sorts == sorts + 1 and np.isnan(t.positions[:, 0]).all()
-    confirmed = t.states == 2       # first, in the order of their y cells; then the others
+    confirmed = t.status == 2       # first, in the order of their y cells; then the others
     k = int(confirmed.sum())
     assert k > 500 and confirmed[:k].all()
     assert np.corrcoef(np.arange(k), t.positions[:k, 1])[0, 1] > 0.9
@@ -576,6 +576,43 @@ def test_zero_allocations_per_tick_with_threads():
     rises = per_call_rises(tick, [(z, dt) for z in scans[40:]])
     assert max(rises) == 0, sorted(rises)[-5:]
     assert t.scratch.used == 0
+
+
+def _events(t):
+    e = t.events()
+    return tuple(np.asarray(getattr(e, f)).tobytes() for f in e._fields)
+
+
+@pytest.mark.parametrize("management", [dict(confirmation="m_of_n", initiation="single"),
+                                        dict(confirmation="score", initiation="two_point")])
+def test_events_bit_identical_for_every_thread_count(management):
+    # The events each pass writes in chunks (associations, confirmations,
+    # deaths) and the births, every scan, at the thread counts that split
+    # the rows differently.
+    sc = generate(N_TARGETS, 30, seed=12, pd=0.9, crossing=0.2, clutter=N_TARGETS // 5)
+    trackers = {n: Tracker(_config(threads=n, events=True, **management)) for n in (1, 2, 3, 4)}
+    seen = np.zeros(4, np.int64)
+    for s, (z, dt) in enumerate(sc):
+        for t in trackers.values():
+            t.tick(z, dt)
+        want = _events(trackers[1])
+        for n in (2, 3, 4):
+            assert _events(trackers[n]) == want, f"threads={n} differs from threads=1 at scan {s}"
+        e = trackers[1].events()
+        seen += [(e.track >= 0).sum(), e.births.size, e.confirmations.size, e.deaths.size]
+    assert (seen > 50).all(), seen
+
+
+def test_zero_allocations_per_tick_with_threads_and_events():
+    sc = generate(N_TARGETS, 70, seed=9, clutter=N_TARGETS // 5)
+    scans = list(sc.detections)
+    dt = sc.dt
+    t = Tracker(_config(threads=2, events=True, initiation="single"))
+    for z in scans[:30]:
+        t.tick(z, dt)
+    rises = per_call_rises(t.tick, [(z, dt) for z in scans[30:]])
+    assert max(rises) == 0, sorted(rises)[-5:]
+    assert t.events().deaths.size + t.events().births.size > 0
 
 
 def test_iter_scans_equals_generate():

@@ -85,6 +85,31 @@ class TrackerTick:
         self.t.tick(self.z, self.sc.dt)
 
 
+class TrackerEvents:
+    """One steady-state tick at N = 10,000 with the scan's events recorded
+    (``events=True``) and without, same scans (goal: at most 5 % more)."""
+
+    params = ["off", "on"]
+    param_names = ["events"]
+    number = 1
+    repeat = 15
+    warmup_time = 0
+    timeout = 300
+
+    def setup(self, events):
+        _need()
+        self.sc, cfg = _scenario(10000, WARMUP + 1)
+        try:
+            make = (lambda c: Tracker(c, events=True)) if events == "on" else Tracker
+            self.t = _warm(make, cfg, self.sc, WARMUP)
+        except (TypeError, ValueError):         # a commit before events=
+            raise NotImplementedError("TrackerConfig(events=...) not in this commit")
+        self.z = self.sc.detections[WARMUP]
+
+    def time_tick(self, events):
+        self.t.tick(self.z, self.sc.dt)
+
+
 class TrackerConfirmedInBox:
     """The confirmed tracks inside a window holding ~1/50 of them (what the
     demo samples GOSPA over above 2,000 targets): Tracker.confirmed_tracks(
@@ -114,7 +139,8 @@ class TrackerConfirmedInBox:
             t.confirmed_tracks(box=(self.lo, self.hi))
         else:
             pos = t.positions
-            m = (t.states == 2) & np.all((pos >= self.lo) & (pos <= self.hi), axis=1)
+            status = t.status if hasattr(t, "status") else t.states     # (states: commits before the rename)
+            m = (status == 2) & np.all((pos >= self.lo) & (pos <= self.hi), axis=1)
             t.ids[m].copy(), pos[m].copy()
 
 

@@ -14,7 +14,7 @@ crosses into nogil Cython and allocates nothing.
 >>> t = Tracker(TrackerConfig(dim=2, r=1.0, q=1.0))   # or in parts: TrackerConfig(filter=FilterConfig(...), ...)
 >>> for scan in range(3):                             # two targets moving at 1 m/s, a scan every 0.02 s
 ...     t.tick(np.array([[0.0, 0.0], [50.0, 10.0]]) + 0.02 * scan, dt=0.02)   # detections: float64 (k, 2)
->>> len(t), t.positions.shape          # t.ids, t.positions, t.states: read-only views of the live rows
+>>> len(t), t.positions.shape          # t.ids, t.positions, t.status: read-only views of the live rows
 (2, (2, 2))
 >>> t.table                            # the tracks: a dod.table.Table (handles, Arrow)
 <dod.Table 10 columns (id, x, P, ...) rows=2/20000 ...>
@@ -54,6 +54,7 @@ writes and how it runs over threads)::
     _associate.pyx    one stage's association (confirmed, then tentative)
     _clutter.pyx      the clutter density estimate
     _update.pyx       Kalman update, scores, confirmation, deaths marked
+    _events.pyx       what happened in the scan, written by the passes that decide it (events=True)
     _deaths.pyx       the dead rows leave the table
     _births.pyx       births from the free detections
     _two_point.pyx    two-point initiation: pairs across two scans
@@ -61,6 +62,7 @@ writes and how it runs over threads)::
     _configure.pyx  the configuration and a scan's sensor read into the state; the scratch size
     _clock.pxd      the scan clock: time stamps to dt, late scans
     _input.pyx      a scan's detections converted (dtype, layout, column order) when not read in place
+    _output.pyx     Tracker's read side (its base class): views, counters, events, track output
     _engine.pyx     the owner, Tracker: validation, the Python face
 """
 from dod.tracker.config import (ClutterConfig, ExecutionConfig, FilterConfig, LimitsConfig, ManagementConfig,
@@ -68,7 +70,8 @@ from dod.tracker.config import (ClutterConfig, ExecutionConfig, FilterConfig, Li
 
 __all__ = ["Tracker", "TrackerConfig", "FilterConfig", "ManagementConfig", "ClutterConfig", "LimitsConfig",
            "ExecutionConfig", "ReferenceTracker", "Sensor", "chi2_ppf", "solve_assignment", "track_schema",
-           "scratch_bytes", "unpack_covariance", "pack_covariance", "RANGE_BEARING", "BEARING_RANGE"]
+           "scratch_bytes", "unpack_covariance", "pack_covariance", "RANGE_BEARING", "BEARING_RANGE",
+           "ScanEvents", "Tracks", "TrackBatch"]
 
 
 def __getattr__(name):
@@ -80,7 +83,7 @@ def __getattr__(name):
         from dod.tracker import covariance
 
         return getattr(covariance, name)
-    if name in ("Tracker", "track_schema", "scratch_bytes"):
+    if name in ("Tracker", "track_schema", "scratch_bytes", "ScanEvents", "Tracks", "TrackBatch"):
         from dod.tracker import _engine
 
         return getattr(_engine, name)

@@ -4,7 +4,8 @@ Reads the free detections (k.born, listed by the update pass), the index
 (their spatial order) and the configuration's birth covariance; inserts
 the rows (in cell order, ids in scan order) and writes every column a
 birth sets. Two-point initiation writes its births through the same row
-writer (_birth_part, from _two_point.pyx).
+writer (_birth_part, from _two_point.pyx), and both record their births'
+events there (_insert_births: _events.pyx).
 
 Threads: the rows are written by the workers in chunks while one of them
 takes their slots; the births' order is read off the index in parts. The
@@ -27,6 +28,7 @@ from dod.tracker._track cimport dod_tracker, dod_track_cols, dod_tick_counts, DO
 from dod.tracker._frame cimport _birth_plan, _tick, _TAIL_CHUNKS, _BIRTH_BITS, _BIRTH_BITS_3D
 from dod.tracker._executor cimport _split_detections, _run_chunks, _parts_of, _offsets, _PASS_BIRTHS
 from dod.tracker._order cimport _cell_order
+from dod.tracker._events cimport _events_births
 
 
 cdef enum:
@@ -265,6 +267,7 @@ cdef void _insert_births(dod_tracker* t, _tick* k, size_t nfit, bint par, const 
     cdef _birth_plan* b = &k.births
     cdef size_t parts = _TAIL_CHUNKS if par else 1, p
     cdef int32_t owner[_TAIL_CHUNKS + 1]
+    _events_births(t, k, nfit)
     b.row0 = t.table.count
     b.n = nfit
     b.reused = dod_table_reusable(t.table, &k.rm, nfit)

@@ -121,7 +121,7 @@ cdef int _read_config(dod_tracker* e, object config, Table table, Table singles)
     e.cols.misses = <uint32_t*>table.engine.columns[table.column_index("misses")]
     e.cols.age = <uint32_t*>table.engine.columns[table.column_index("age")]
     e.cols.history = <uint32_t*>table.engine.columns[table.column_index("history")]
-    e.cols.state = <uint8_t*>table.engine.columns[table.column_index("state")]
+    e.cols.state = <uint8_t*>table.engine.columns[table.column_index("status")]
     e.cols.score = <double*>table.engine.columns[table.column_index("score")]
     e.cols.score_max = <double*>table.engine.columns[table.column_index("score_max")]
     if config.motion == "imm":
@@ -199,7 +199,7 @@ def track_schema(int dim, str motion="cv"):
     (position then velocity), ``P`` float64[dim*(2*dim+1)] (the covariance,
     packed: its upper triangle row by row, :func:`unpack_covariance`),
     ``hits``, ``misses`` (consecutive), ``age`` (scans since birth),
-    ``history`` (detection bits, latest in bit 0) as uint32, ``state`` uint8
+    ``history`` (detection bits, latest in bit 0) as uint32, ``status`` uint8
     (0 none, 1 tentative, 2 confirmed), ``score`` and ``score_max`` float64
     (the track score and its running maximum; 0 unless
     ``confirmation="score"``). With ``motion="imm"`` also ``mu`` float64[3]
@@ -234,7 +234,7 @@ def track_schema(int dim, str motion="cv"):
     --------
     >>> from dod.tracker import track_schema
     >>> track_schema(2).names
-    ('id', 'x', 'P', 'hits', 'misses', 'age', 'history', 'state', 'score', 'score_max')
+    ('id', 'x', 'P', 'hits', 'misses', 'age', 'history', 'status', 'score', 'score_max')
     >>> track_schema(3, "imm")["Pm"].shape
     (3, 7, 7)
     """
@@ -249,11 +249,11 @@ def track_schema(int dim, str motion="cv"):
         imm = dict(mu=(np.float64, (DOD_IMM_MODELS,)), xm=(np.float64, (DOD_IMM_MODELS, n + 1)),
                    Pm=(np.float64, (DOD_IMM_MODELS, n + 1, n + 1)))
     return Schema(id=np.uint64, x=(np.float64, (n,)), P=(np.float64, (n * (n + 1) // 2,)), hits=np.uint32,
-                  misses=np.uint32, age=np.uint32, history=np.uint32, state=np.uint8,
+                  misses=np.uint32, age=np.uint32, history=np.uint32, status=np.uint8,
                   score=np.float64, score_max=np.float64, **imm)
 
 
-_COLUMNS = ("id", "x", "P", "hits", "misses", "age", "history", "state", "score", "score_max")
+_COLUMNS = ("id", "x", "P", "hits", "misses", "age", "history", "status", "score", "score_max")
 _IMM_COLUMNS = ("mu", "xm", "Pm")
 
 

@@ -1,4 +1,5 @@
-# dod/tracker/_engine.pxd: the tracker's owner (the Tracker class) and, for
+# dod/tracker/_engine.pxd: the tracker's owner (the Tracker class, whose
+# read side is TrackerOutputs in _output.pxd) and, for
 # code that runs a tick from its own nogil code, the engine's state and tick:
 #
 #     from dod.tracker._engine cimport Tracker, dod_tracker_tick
@@ -17,22 +18,21 @@ from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, d
                                  DOD_TRACK_NONE, DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED)
 from dod.tracker._tick cimport dod_tracker_tick, dod_tracker_tick_sensor
 from dod.tracker._clock cimport dod_clock
+from dod.tracker._output cimport TrackerOutputs
 
 
-cdef class Tracker:
-    cdef dod_tracker engine
-    cdef readonly Table table           # the tracks: one row each
-    cdef readonly Table singles         # detections waiting for a partner (two-point initiation)
+cdef class Tracker(TrackerOutputs):
+    # engine, table, singles, _busy and _events: TrackerOutputs (_output.pxd)
     cdef readonly Arena scratch         # per-tick temporaries (mark/rewind each tick)
     cdef readonly object config
     cdef size_t _overflow_drop
     cdef list _worker_arenas            # Arena per worker thread (threads > 1), alive as long as the tracker
     cdef dod_arena** _workers           # their engines, engine.workers points here
-    cdef bint _busy                     # a tick is running (set and read with the GIL held)
     cdef size_t _displaced_bytes        # the pages of engine.displaced (0: none)
     cdef dod_clock clock                # the scan clock: time stamps, late scans
     cdef double* _inbuf                 # converted scans (_input.pyx): max_detections rows, mapped
     cdef size_t _inbuf_bytes
     cdef size_t _converted              # scans converted into _inbuf
 
-    cdef object _view(self, str name)
+    cdef double _track_time(self)
+

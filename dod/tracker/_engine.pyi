@@ -1,4 +1,4 @@
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -14,7 +14,31 @@ def scratch_bytes(config: TrackerConfig) -> int: ...
 COUNT_NAMES: tuple[str, ...]
 PASS_NAMES: tuple[str, ...]
 
-class Tracker:
+class ScanEvents(NamedTuple):
+    track: np.ndarray
+    births: np.ndarray
+    birth_rows: np.ndarray
+    confirmations: np.ndarray
+    deaths: np.ndarray
+    death_status: np.ndarray
+    counts: np.ndarray
+
+class Tracks(NamedTuple):
+    ids: np.ndarray
+    time: float
+    x: np.ndarray
+    P: np.ndarray
+    score: np.ndarray
+    status: np.ndarray
+
+class TrackBatch:
+    columns: tuple[np.ndarray, ...]
+    num_rows: int
+    def __arrow_c_schema__(self) -> object: ...
+    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]: ...
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
+
+class Tracker:  # its read side (views, events, track output) is dod.tracker._output.TrackerOutputs
     table: Table
     singles: Table
     scratch: Arena
@@ -55,7 +79,9 @@ class Tracker:
     @property
     def covariances(self) -> np.ndarray: ...
     @property
-    def states(self) -> np.ndarray: ...
+    def status(self) -> np.ndarray: ...
+    @property
+    def states(self) -> np.ndarray: ...  # deprecated: status
     @property
     def scores(self) -> np.ndarray: ...
     @property
@@ -75,3 +101,6 @@ class Tracker:
     def confirmed_tracks(
         self, box: tuple[npt.ArrayLike, npt.ArrayLike] | None = None
     ) -> tuple[np.ndarray, np.ndarray]: ...
+    def events(self) -> ScanEvents: ...
+    def tracks(self, confirmed: bool = True) -> Tracks: ...
+    def tracks_arrow(self, confirmed: bool = True) -> TrackBatch: ...

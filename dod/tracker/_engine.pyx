@@ -11,9 +11,8 @@ Reading order of the tick's passes: the package docstring
 """
 cimport cython
 cimport numpy as cnp
-from libc.math cimport INFINITY
-from libc.stdint cimport uint8_t, uint64_t, int64_t
-from libc.string cimport memcpy, strerror
+from libc.stdint cimport uint8_t, int64_t
+from libc.string cimport strerror
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cython.parallel cimport prange
 
@@ -24,16 +23,17 @@ from dod.tracker.measurement cimport dod_sensor
 from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, dod_tick_profile,
                                  DOD_TRACKER_MAX_THREADS, DOD_TICK_PASSES,
                                  DOD_TRACK_NONE, DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED)
-from dod.tracker._frame cimport _in_box, _CLUSTER_BYTES
+from dod.tracker._frame cimport _CLUSTER_BYTES
 from dod.tracker._tick cimport dod_tracker_tick, dod_tracker_tick_sensor
 from dod.tracker._configure cimport _tracker_scratch_bytes, _read_config, _read_sensor
 from dod.tracker._clock cimport _scan_step, dod_clock_stamp, dod_clock_step
 from dod.tracker._input cimport _scan_array, _columns_reversed, _read_in_place, _convert_rows
+from dod.tracker._output cimport TrackerOutputs, _EventArrays
 
 import numpy as np
 
-from dod.tracker.covariance import unpack_covariance
-from dod.tracker._configure import track_schema, scratch_bytes, _COLUMNS, _IMM_COLUMNS
+from dod.tracker._configure import track_schema, scratch_bytes
+from dod.tracker._output import COUNT_NAMES, ScanEvents, Tracks, TrackBatch
 # The Kalman kernels' test hooks (tests/test_tracker_kernels.py, test_tracker_radar.py)
 from dod.tracker._kernel_hooks import _kernel_predict, _kernel_update, _kernel_ekf_update
 
@@ -43,19 +43,6 @@ cnp.import_array()
 PASS_NAMES = ("setup", "predict_gate", "associate", "update", "deaths", "births", "sort")
 if len(PASS_NAMES) != DOD_TICK_PASSES:
     raise ImportError("PASS_NAMES and DOD_TICK_PASSES disagree")
-
-
-cdef dod_tick_counts _zero_counts
-
-
-# The names of the per-tick counters, in the order of their one declaration
-# (the dod_tick_counts struct in _engine.pxd): the keys of Tracker.counts()
-# and the order of Tracker.read_counts.
-COUNT_NAMES = tuple(_zero_counts)
-
-# read_counts copies the struct as an array of uint64: every field is a size_t.
-if sizeof(dod_tick_counts) != len(COUNT_NAMES) * sizeof(uint64_t) or sizeof(size_t) != sizeof(uint64_t):
-    raise ImportError("dod_tick_counts must hold only 64-bit size_t fields")
 
 
 # ---------------------------------------------------------------- prefault over threads
@@ -110,7 +97,7 @@ cdef void _release_tables(Tracker tr) noexcept:
 
 
 @cython.final
-cdef class Tracker:
+cdef class Tracker(TrackerOutputs):
     """Tracker(config=None, *, scratch=None, **overrides)
 
     A constant-velocity (or, with ``motion="imm"``, interacting multiple
@@ -224,6 +211,9 @@ cdef class Tracker:
         self._inbuf = <double*>dod_os_map(self._inbuf_bytes)
         if self._inbuf == NULL:
             raise MemoryError()
+        if config.events:
+            self._events = _EventArrays(config.max_detections, config.capacity)
+            (<_EventArrays>self._events).attach(e)
         self.scratch = scratch if scratch is not None else Arena(_tracker_scratch_bytes(config))
 
     def __dealloc__(self):
@@ -510,6 +500,9 @@ cdef class Tracker:
         else:
             dod_clock_stamp(&self.clock, time)
 
+    cdef double _track_time(self):
+        return self.clock.now           # the track outputs' time: the scan clock
+
     @property
     def time(self):
         """The scan clock (s, read-only): the latest time-stamped scan's stamp,
@@ -527,269 +520,6 @@ cdef class Tracker:
     def converted_scans(self):
         """Scans converted into the input buffer so far (not read in place)."""
         return self._converted
-
-    # -------------------------------------------------------- results (views, no copies)
-
-    cdef object _view(self, str name):
-        arr = self.table[name]
-        arr.flags.writeable = False          # the engine writes; Python reads
-        return arr
-
-    @property
-    def count(self):
-        """Live tracks (tentative and confirmed)."""
-        return self.engine.table.count
-
-    def __len__(self):
-        return self.engine.table.count
-
-    def column(self, name):
-        """Read-only view of the live rows of a column.
-
-        Rows reorder when tracks die (the last row moves into the hole), confirm
-        (confirmed tracks first) and when the rows are sorted: match rows by id
-        or handle. The view shows the rows live when it was made, and stays safe
-        to read (the table's memory never moves and lives as long as the view).
-
-        Parameters
-        ----------
-        name : str
-            id, x, P, hits, misses, age, history, state, score or score_max (and,
-            with motion="imm", mu, xm, Pm: see track_schema).
-
-        Returns
-        -------
-        numpy.ndarray
-
-        Raises
-        ------
-        KeyError
-            For another name.
-
-        Notes
-        -----
-        Thread-safety: a reader; safe while no tick runs (during a tick the values may be mid-update).
-        """
-        if name not in _COLUMNS and not (self.engine.imm.models and name in _IMM_COLUMNS):
-            raise KeyError(f"no column {name!r}; columns are {', '.join(_COLUMNS)}")
-        return self._view(name)
-
-    def columns(self):
-        """Read-only views of every column's live rows.
-
-        Returns
-        -------
-        dict
-            Column name to a view, as :meth:`column`.
-
-        Notes
-        -----
-        Thread-safety: a reader; safe while no tick runs (during a tick the values may be mid-update).
-        """
-        out = self.table.columns()
-        for arr in out.values():
-            arr.flags.writeable = False
-        return out
-
-    def handles(self):
-        """Stable table handles of the live rows.
-
-        Returns
-        -------
-        numpy.ndarray
-            A new uint64 array, in row order.
-
-        Notes
-        -----
-        Thread-safety: a reader; safe while no tick runs (during a tick the values may be mid-update).
-        """
-        return self.table.handles()
-
-    @property
-    def ids(self):
-        """Read-only view of the live rows' track ids (uint64; 0 is no track)."""
-        return self._view("id")
-
-    @property
-    def positions(self):
-        """Read-only (count, dim) view of the live rows' positions."""
-        return self._view("x")[:, :self.engine.dim]
-
-    @property
-    def velocities(self):
-        """Read-only (count, dim) view of the live rows' velocities."""
-        return self._view("x")[:, self.engine.dim:]
-
-    @property
-    def covariances(self):
-        """The live rows' covariances, (count, n, n): a new read-only array
-        unpacked from the P column (which stores each one's upper triangle:
-        unpack_covariance)."""
-        out = unpack_covariance(self._view("P"))       # dod/tracker/covariance.py
-        out.flags.writeable = False
-        return out
-
-    @property
-    def states(self):
-        """1 tentative, 2 confirmed."""
-        return self._view("state")
-
-    @property
-    def model_probabilities(self):
-        """motion="imm": read-only (k, 3) view of the live rows' model
-        probabilities (CV low, CV high, turn); None for motion="cv"."""
-        return self._view("mu") if self.engine.imm.models else None
-
-    @property
-    def turn_rates(self):
-        """motion="imm": the combined turn rate of each live row (rad/s,
-        sum_j mu_j w_j; a new array); None for motion="cv"."""
-        if not self.engine.imm.models:
-            return None
-        return np.einsum("kj,kj->k", self._view("mu"), self._view("xm")[:, :, 2 * self.engine.dim])
-
-    @property
-    def scores(self):
-        """Track scores (log-likelihood ratios) of the live rows; zeros unless
-        confirmation="score"."""
-        return self._view("score")
-
-    @property
-    def clutter_density(self):
-        """The clutter density the latest scan used: the config's, or the
-        online estimate (0.0 before the first scan with detections)."""
-        return self.engine.clutter
-
-    @property
-    def waiting(self):
-        """Detections waiting for a partner (two-point initiation): a
-        read-only (k, dim) view, in the tracker's order (the detection
-        index's cell order, when the index held them all: next scan's
-        pairing walks the index from each; else scan order)."""
-        arr = self.singles["z"]
-        arr.flags.writeable = False
-        return arr
-
-    @property
-    def confirmed(self):
-        """Boolean mask of the confirmed live rows (a new array)."""
-        return self._view("state") == DOD_TRACK_CONFIRMED
-
-    @property
-    def scans(self):
-        """Scans folded in so far (ticks run)."""
-        return self.engine.scans
-
-    def read_counts(self, cnp.ndarray out not None):
-        """Write the latest tick's counters into `out`, allocating nothing.
-
-        Parameters
-        ----------
-        out : numpy.ndarray
-            uint64, native, aligned, contiguous, writable, at least
-            ``len(COUNT_NAMES)`` elements; filled in COUNT_NAMES order.
-
-        Raises
-        ------
-        TypeError, ValueError
-            For another dtype, layout or a shorter array.
-
-        Notes
-        -----
-        Thread-safety: a reader; safe while no tick runs (during a tick the values may be mid-update).
-        """
-        input_array(out, np.uint64, "out", -1, None, "out")     # native, aligned, contiguous, writable
-        if <size_t>cnp.PyArray_SIZE(out) < sizeof(dod_tick_counts) // sizeof(uint64_t) \
-                or not cnp.PyArray_ISWRITEABLE(out):
-            raise ValueError(f"out must be writable with at least {len(COUNT_NAMES)} elements")
-        memcpy(cnp.PyArray_DATA(out), &self.engine.last, sizeof(dod_tick_counts))
-
-    def counts(self):
-        """The latest tick's counters.
-
-        Returns
-        -------
-        dict
-            Keys: COUNT_NAMES, in order.
-
-        Notes
-        -----
-        Thread-safety: a reader; safe while no tick runs (during a tick the values may be mid-update).
-        """
-        return self.engine.last
-
-    def confirmed_tracks(self, box=None):
-        """The ids and positions of the confirmed tracks, in row order.
-
-        One pass over the state and position columns, with the GIL held (no tick
-        can start meanwhile): the demo samples GOSPA over a window of a
-        100,000-track table this way, several times faster than a mask and
-        fancy-indexed copies of the views.
-
-        Parameters
-        ----------
-        box : tuple, optional
-            ``(lo, hi)``, dim numbers each (-inf / inf allowed): only the tracks
-            with lo <= position <= hi on every axis. A box with lo > hi on an axis
-            holds nothing.
-
-        Returns
-        -------
-        tuple of numpy.ndarray
-            ``(ids, positions)``: new arrays, ids uint64 (k,) and positions
-            float64 (k, dim).
-
-        Raises
-        ------
-        ValueError
-            For a NaN in the box or a wrong length.
-
-        Notes
-        -----
-        Thread-safety: any thread; it holds the GIL, so no tick of this tracker
-        runs meanwhile.
-        """
-        cdef double lo[3]
-        cdef double hi[3]
-        cdef const dod_tracker* e = &self.engine
-        cdef int dim = e.dim, a
-        cdef size_t T, i, k = 0
-        cdef cnp.ndarray ids_out, pos_out
-        cdef uint64_t* po
-        cdef double* xo
-        if self.table is None:
-            raise TypeError("this Tracker was never initialised (Tracker.__new__ without __init__)")
-        if self._busy:
-            raise RuntimeError("a tick of this tracker is running in another thread")
-        for a in range(3):
-            lo[a] = -INFINITY
-            hi[a] = INFINITY
-        if box is not None:
-            blo, bhi = box
-            blo = np.asarray(blo, dtype=np.float64).reshape(-1)
-            bhi = np.asarray(bhi, dtype=np.float64).reshape(-1)
-            if blo.shape[0] != dim or bhi.shape[0] != dim:
-                raise ValueError(f"box must be (lo, hi) with {dim} numbers each")
-            if np.isnan(blo).any() or np.isnan(bhi).any():
-                raise ValueError("box must not hold NaN")
-            for a in range(dim):
-                lo[a] = blo[a]
-                hi[a] = bhi[a]
-        # One pass into arrays of the table's length: only the pages the
-        # kept rows touch are ever faulted in, and a window is copied out.
-        T = e.table.count
-        ids_out = np.empty(T, dtype=np.uint64)
-        pos_out = np.empty((T, dim), dtype=np.float64)
-        po = <uint64_t*>cnp.PyArray_DATA(ids_out)
-        xo = <double*>cnp.PyArray_DATA(pos_out)
-        for i in range(T):
-            if e.cols.state[i] == DOD_TRACK_CONFIRMED and _in_box(e.cols.x + i * e.n, lo, hi, dim):
-                po[k] = e.cols.id[i]
-                memcpy(xo + k * dim, e.cols.x + i * e.n, dim * sizeof(double))
-                k += 1
-        if 2 * k >= T:
-            return ids_out[:k], pos_out[:k]
-        return ids_out[:k].copy(), pos_out[:k].copy()
 
     def __repr__(self):
         c = self.engine.last

@@ -144,6 +144,8 @@ ctypedef struct _tick:
     size_t free_parts                               # deaths: parts of the freed slots
     bint cluster_runs       # a cluster's pairs may sit in runs out of row order (_clusters.pyx: _group)
     size_t dead_n[_GATE_CHUNKS]                     # deaths: rows of chunk c to go (listed at k.rm.fill + its first row)
+    size_t told_confirmed[_GATE_CHUNKS]             # events: ids chunk c confirmed (at events.confirmed + its first row)
+    size_t told_died[_GATE_CHUNKS]                  # events: ids chunk c deleted (at events.died + its first row)
     size_t conf_n[_GATE_CHUNKS]                     # confirmed_first: confirmed rows of chunk c at or past front (at k.rm.hole + its first row)
     size_t front            # rows [0, front) should hold confirmed tracks: the previous tick's confirmed count
     size_t ordered          # t.ordered_rows when the tick began

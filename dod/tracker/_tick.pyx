@@ -12,14 +12,16 @@ reading order); this one only orders them and keeps the profile's clock:
               they left (_clutter.pyx), tentative tracks compete for the
               rest, and two-point initiation pairs the free detections
               with the waiting ones (_two_point.pyx)
-    update    score, Kalman update, hits, misses, confirmation (_update.pyx)
+    update    score, Kalman update, hits, misses, confirmation (_update.pyx);
+              the scan's events, when recorded, joined (_events.pyx)
     deaths    remove the rows management marked (_deaths.pyx)
     births    new tracks from the free detections (_births.pyx,
               _two_point.pyx)
     order     rows back into spatial order when a trigger fires (_order.pyx)
 
 Reads the scan and the tracker's state; writes the track table, the
-waiting detections, the counters (t.last) and the profile (t.prof). Every
+waiting detections, the counters (t.last), the events (t.events, with
+config.events) and the profile (t.prof). Every
 temporary comes from `scratch`, rewound before it returns. Threads: the
 passes run their parallel regions themselves (t.threads); the result is
 bit-identical for every thread count.
@@ -45,6 +47,7 @@ from dod.tracker._deaths cimport _deaths_pass
 from dod.tracker._births cimport _births_pass
 from dod.tracker._two_point cimport _pair_singles, _births_two_point
 from dod.tracker._order cimport _rows_in_order, _order_pass
+from dod.tracker._events cimport _events_open, _events_update
 
 
 cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, double dt,
@@ -82,6 +85,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         return -1
     if t.imm.timed:                     # switching rates per second: this step's Markov matrix
         dod_imm_transition_for(&t.imm, dt)
+    _events_open(t, &k)
     _intake(t, &k)
     clock = _pass_done(t, _PASS_SETUP, clock)
 
@@ -109,6 +113,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     clock = _pass_done(t, _PASS_ASSOCIATE, clock)
 
     _update_pass(t, &k, &cnt)
+    _events_update(t, &k)
     clock = _pass_done(t, _PASS_UPDATE, clock)
     _deaths_pass(t, &k, &cnt)
     clock = _pass_done(t, _PASS_DEATHS, clock)

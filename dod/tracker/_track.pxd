@@ -8,7 +8,7 @@
 #         rc = dod_tracker_tick(&t.engine, dets, n_dets, dt, &scratch.engine)
 #
 # Storage: the tracks are the rows of a dod Table (dod/table.pxd), columns
-# id, x, P, hits, misses, age, history, state, score, score_max (and with
+# id, x, P, hits, misses, age, history, status, score, score_max (and with
 # motion="imm" mu, xm, Pm, whose pointers live in `imm`: imm.pxd); `cols`
 # caches their base pointers (table columns never move) and the live count
 # is table.count. Two-point initiation keeps the detections waiting for a
@@ -58,7 +58,7 @@ ctypedef struct dod_track_cols:
     uint32_t* misses        # [capacity]        consecutive scans without one
     uint32_t* age           # [capacity]        scans since birth (1 at birth)
     uint32_t* history       # [capacity]        detection bits, latest in bit 0
-    uint8_t* state          # [capacity]        DOD_TRACK_*
+    uint8_t* state          # [capacity]        DOD_TRACK_*: the status column
     double* score           # [capacity]        track score (log-likelihood ratio; confirmation="score")
     double* score_max       # [capacity]        its running maximum
 
@@ -84,6 +84,23 @@ ctypedef struct dod_tick_counts:
     size_t greedy_clusters  # clusters solved greedily: above max_cluster, or no scratch for the matrix
     size_t unclaimed        # valid detections no confirmed track took (the clutter estimator's count)
     size_t singles          # detections left waiting for a partner (initiation="two_point")
+
+
+# What happened in the latest tick (config.events; ZII: NULL arrays, off).
+# The passes that decide each fact write it (dod/tracker/_events.pyx says
+# which and how); the owner sizes the arrays once: the scan's rows and the
+# births by max_detections, confirmations and deaths by the table's
+# capacity (a tick has at most that many tracks).
+ctypedef struct dod_tick_events:
+    int64_t* track          # [max_detections] each scan row read: id of the track it updated, -1 none
+    int32_t* row_of         # [max_detections] scan row of each valid detection (rows were dropped)
+    uint64_t* born          # [max_detections] ids of the births, ascending
+    int64_t* born_row       # [max_detections] the scan row of each birth's detection
+    uint64_t* confirmed     # [capacity] ids confirmed this scan, in row order
+    uint64_t* died          # [capacity] ids deleted this scan, in row order
+    uint8_t* died_status    # [capacity] their status before (DOD_TRACK_TENTATIVE or _CONFIRMED)
+    size_t rows             # entries of track: the scan's rows read
+    size_t births, confirmations, deaths
 
 
 # Where the latest tick's time went, pass by pass (t.profile on; PASS_NAMES in
@@ -128,6 +145,7 @@ ctypedef struct dod_tracker:
     double* single_allowance    # its column allowance [max_detections]: the pair gate's noise term
     uint64_t next_id        # id of the next birth (starts at 1)
     dod_tick_counts last    # counters of the latest tick
+    dod_tick_events events  # what happened in it (config.events)
     uint64_t scans          # ticks run
     # Threads and locality. ZII: 0 threads runs serially; sort_every, sort_when_mixed and
     # sort_when_displaced 0 never sort; displaced NULL does not count displaced rows.

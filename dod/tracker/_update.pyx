@@ -1,16 +1,18 @@
 """Update and management: the Kalman step, scores, hits, misses, confirmation, deaths marked.
 
 Reads k.track_det and the detections; writes the track columns x, P (and
-the IMM's), score, score_max, hits, misses, history, state (NONE marks a
-death), and the counters (associations, confirmed) and the sort
+the IMM's), score, score_max, hits, misses, history, status (NONE marks
+a death), and the counters (associations, confirmed) and the sort
 triggers' counts (k.mixed, k.unplaced). Each chunk also lists its rows to
-go for the deaths (k.dead_n, k.rm.fill) while they are in cache.
+go for the deaths (k.dead_n, k.rm.fill) while they are in cache, and
+with config.events the scan's associations, confirmations and deaths
+(_events.pyx).
 
 Threads: chunks of rows claimed by the workers; each row reads and writes
 only its own entries and the counts are sums of integers, so any split
 gives the serial result.
 """
-from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.string cimport memset
 from dod.table cimport dod_table_removal_list
 from dod._core cimport dod_prefetch
@@ -19,12 +21,13 @@ from dod.tracker.kalman cimport dod_kalman_mahalanobis2, dod_kalman_log_likeliho
 from dod.tracker.measurement cimport dod_meas_innovation, dod_meas_log_jacobian
 from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
                                  _d, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR, _meas_update)
-from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, DOD_TRACK_NONE,
+from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, dod_tick_events, DOD_TRACK_NONE,
                                  DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED)
 from dod.tracker._frame cimport _sums, _tick, _TAIL_CHUNKS
 from dod.tracker._executor cimport _run_chunks, _PASS_UPDATE
 from dod.tracker._gate cimport _gate_width_part, _grid_side
 from dod.tracker._births cimport _free_dets
+from dod.tracker._events cimport _telling, _told, _quiet
 
 
 cdef enum:
@@ -101,8 +104,8 @@ cdef void _filter_rows(const _dim* v, const _motion* m, const _meas* s, const do
     _update_rows(v, m, s, t, k, row0, row1)
 
 
-cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size_t row1,
-                         size_t* confirmed, size_t* mixed, size_t* unplaced) noexcept nogil:
+cdef size_t _manage_rows(const _telling* told, const dod_tracker* t, const _tick* k, size_t row0, size_t row1,
+                         size_t* confirmed, size_t* mixed, size_t* unplaced, size_t* news) noexcept nogil:
     """Hits, misses, history, score, confirmation and the death mark
     (state NONE) of rows [row0, row1); returns their associations and sets
     `confirmed` to the rows confirmed afterwards (the tick's count: births
@@ -110,18 +113,26 @@ cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size
     k.front that are not (sort_when_mixed) and `unplaced` to the
     confirmed rows at or above k.ordered (sort_when_displaced). Each row reads and
     writes only its own entries: any split over workers gives the serial
-    result."""
+    result. _told (config.events): each updated track's id at its
+    detection, and the rows' confirmations and deaths listed from entry
+    row0 of the events' arrays, news[0] and news[1] of them (_events.pyx)."""
     cdef const dod_track_cols* c = &t.cols
-    cdef size_t ti, assoc = 0, conf = 0, mix = 0, unpl = 0
+    cdef const dod_tick_events* e = &t.events
+    cdef size_t ti, assoc = 0, conf = 0, mix = 0, unpl = 0, nconf = 0, ndied = 0
     cdef uint32_t hist
     cdef uint32_t nmask = <uint32_t>((<uint64_t>1 << t.confirm_n) - 1)
+    cdef uint8_t was = 0
     for ti in range(row0, row1):
+        if _telling is _told:
+            was = c.state[ti]
         hist = c.history[ti] << 1
         if k.track_det[ti] >= 0:
             c.hits[ti] += 1
             c.misses[ti] = 0
             hist |= 1
             assoc += 1
+            if _telling is _told:
+                e.track[k.track_det[ti]] = <int64_t>c.id[ti]
         else:
             c.misses[ti] += 1
             if t.score_logic:
@@ -144,12 +155,23 @@ cdef size_t _manage_rows(const dod_tracker* t, const _tick* k, size_t row0, size
                 c.state[ti] = DOD_TRACK_NONE
         elif c.misses[ti] >= t.max_misses:
             c.state[ti] = DOD_TRACK_NONE
+        if _telling is _told:
+            if c.state[ti] != was:      # (a change is rare: one well-predicted branch a row)
+                if c.state[ti] == DOD_TRACK_CONFIRMED:
+                    e.confirmed[row0 + nconf] = c.id[ti]
+                    nconf += 1
+                else:
+                    e.died[row0 + ndied] = c.id[ti]
+                    e.died_status[row0 + ndied] = was
+                    ndied += 1
         conf += c.state[ti] == DOD_TRACK_CONFIRMED
         mix += (ti < k.front) & (c.state[ti] != DOD_TRACK_CONFIRMED)
         unpl += (ti >= k.ordered) & (c.state[ti] == DOD_TRACK_CONFIRMED)
     confirmed[0] = conf
     mixed[0] = mix
     unplaced[0] = unpl
+    news[0] = nconf
+    news[1] = ndied
     return assoc
 
 
@@ -162,6 +184,7 @@ cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, _sums*
     confirmed rows at or past the front (k.conf_n[ch], at k.rm.hole + its
     first row)."""
     cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), conf, mix, unpl
+    cdef size_t news[2]
     cdef int m = _model_of(t, k)
     if m == 0:
         _filter_rows(<_planar*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)
@@ -179,7 +202,12 @@ cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, _sums*
         _filter_rows(<_planar*>NULL, <_imm*>NULL, <_polar*>NULL, t, k, r0, r1)
     else:
         _filter_rows(<_spatial*>NULL, <_imm*>NULL, <_polar*>NULL, t, k, r0, r1)
-    sums.associations += _manage_rows(t, k, r0, r1, &conf, &mix, &unpl)
+    if t.events.track != NULL:
+        sums.associations += _manage_rows(<_told*>NULL, t, k, r0, r1, &conf, &mix, &unpl, news)
+        k.told_confirmed[ch] = news[0]
+        k.told_died[ch] = news[1]
+    else:
+        sums.associations += _manage_rows(<_quiet*>NULL, t, k, r0, r1, &conf, &mix, &unpl, news)
     sums.confirmed += conf
     sums.mixed += mix
     sums.unplaced += unpl

@@ -57,6 +57,11 @@ scan by its time stamp (``tick(z, time=t)``) instead of its dt, timed in the
 same blocks (the two take turns ticking a block first); a line per size
 compares its median and p99 with the dt ticks' (the goal: no dearer,
 within noise).
+``--events``: each dod tracker has a twin that records what happened each
+scan (``TrackerConfig(events=True)``, :meth:`~dod.tracker.Tracker.events`),
+ticked on the same scans in the same blocks (the two alternate a block at
+a time); a line per size gives both medians and the difference (goal: at
+most 5 % at N = 10,000).
 
 ``--passes``: a second table, where each dod tick's time goes
 (``Tracker.profile``): the median wall time of each pass, and the workers'
@@ -140,14 +145,15 @@ def _stats(ms, cpu, rows):
 
 
 def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, passes=False, initiation="single",
-             prefault=True, stamped=False):
+             prefault=True, stamped=False, events=False):
     """Tick every tracker on the same scans; returns ({name: stats}, confirmed);
     stats["sorts"] holds how many timed ticks of each dod tracker sorted
     its rows ({count: ticks}); with `passes`, stats["passes t<count>"]
     holds each dod tracker's (median ms of each pass in PASS_NAMES order, median idle ms, median idle share);
     with `prefault`, stats["prefault"] the bytes each dod tracker faulted in
     ({count: bytes}) before its first tick; with `stamped`, stats["stamped"]
-    those of a tracker of the first thread count fed time stamps.
+    those of a tracker of the first thread count fed time stamps; with
+    `events`, stats["t<count>e"] the twin's that records the events.
 
     The scans stream in blocks of up to _BLOCK (fewer above 400,000
     targets: a block holds at most ~4 million detections), and every
@@ -157,7 +163,11 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
     between the runs a ratio compares), and memory stays bounded at any N."""
     cfg = TrackerConfig(dim=dim, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64),
                         **dict(BENCH_MANAGEMENT, initiation=initiation))
-    trackers = {f"t{nt}": Tracker(cfg, threads=nt) for nt in threads}
+    trackers = {}
+    for nt in threads:
+        trackers[f"t{nt}"] = Tracker(cfg, threads=nt)
+        if events:
+            trackers[f"t{nt}e"] = Tracker(cfg, threads=nt, events=True)
     prof = {}
     for name, tr in trackers.items():
         tr.profile = passes
@@ -173,6 +183,8 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
         trackers["stamped"] = Tracker(cfg, threads=threads[0])
         if prefault:
             trackers["stamped"].prefault(threads=cores)
+    for nt in threads if prefault and events else ():
+        trackers[f"t{nt}e"].prefault(threads=cores)
     if reference:
         trackers["reference"] = ReferenceTracker(cfg)
     ms = {name: [] for name in trackers}
@@ -260,7 +272,7 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
 
 def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, keep_gc=False,
         seed=0, dim=2, out=print, threads=(1,), markdown=False, reference_max=20000, passes=False,
-        initiation="single", prefault=True, stamped=False):
+        initiation="single", prefault=True, stamped=False, events=False):
     """Time the tick at each size and thread count; print the table with `out`; return the rows.
 
     Parameters
@@ -297,6 +309,9 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
     stamped : bool, default False
         Also time a tracker of the first thread count fed time stamps
         (``tick(z, time=t)``) on the same scans, and print the comparison.
+    events : bool, default False
+        Also tick, in the same blocks, a twin of each dod tracker that records
+        the events (``events=True``), and print the difference of the medians.
 
     Returns
     -------
@@ -306,7 +321,8 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
         that sorted the rows}``, ``reference`` when it ran, with `passes`
         ``passes`` ``{count: (ms per pass in PASS_NAMES order, idle ms, idle
         share)}`` (medians over the timed ticks), with `prefault` ``prefault``
-        ``{count: bytes}``, with `stamped` ``stamped`` (its stats). Stats: ``(p50, p99, max, ticks, cpu p99, cpu p50,
+        ``{count: bytes}``, with `stamped` ``stamped`` (its stats), with `events` ``events``
+        ``{count: stats}`` (the twins'). Stats: ``(p50, p99, max, ticks, cpu p99, cpu p50,
         ns per track)``, times in ms.
 
     Raises
@@ -337,7 +353,7 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
             warmup = 12
         res, confirmed = _measure(n, threads, k, warmup, reference and n <= reference_max, keep_gc, seed, dim,
                                   budget_s=10.0 if quick else 30.0, passes=passes, initiation=initiation,
-                                  prefault=prefault, stamped=stamped)
+                                  prefault=prefault, stamped=stamped, events=events)
         row = {"n": n, "confirmed": confirmed, "threads": {t: res[f"t{t}"] for t in threads},
                "dod": res[f"t{threads[0]}"], "sorts": res["sorts"]}
         if "reference" in res:
@@ -351,6 +367,8 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
             row["prefault"] = res["prefault"]
         if stamped:
             row["stamped"] = res["stamped"]
+        if events:
+            row["events"] = {t: res[f"t{t}e"] for t in threads}
         rows.append(row)
     _print(rows, threads, dim, keep_gc, markdown, out, initiation, prefault)
     for r in rows if stamped else ():
@@ -358,6 +376,12 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
         out(("- " if markdown else "") + f"N={r['n']}: time-stamped ticks p50 {s[0]:.4f} ms, p99 {s[1]:.4f} ms; "
             f"dt ticks p50 {d[0]:.4f} ms, p99 {d[1]:.4f} ms (stamped / dt p50 {s[0] / d[0]:.3f}; "
             "goal: no dearer, within noise)")
+    for r in rows if events else ():
+        for t in threads:
+            a, b = r["threads"][t], r["events"][t]
+            out(("- " if markdown else "") + f"N={r['n']} threads={t}: events on p50 {b[0]:.3f} ms, off "
+                f"{a[0]:.3f} ms ({100 * (b[0] / a[0] - 1):+.1f} %); cpu p50 {b[5]:.3f} / {a[5]:.3f} ms "
+                f"({100 * (b[5] / a[5] - 1):+.1f} %)" + (" (goal <= +5 % at N=10000)" if r["n"] == 10000 else ""))
     if passes:
         _print_passes(rows, threads, markdown, out)
     return rows
@@ -507,6 +531,8 @@ def main(argv=None):
                    help="how dod's trackers start tracks (the demo: two_point)")
     p.add_argument("--passes", action="store_true",
                    help="also print where each tick goes, pass by pass (Tracker.profile)")
+    p.add_argument("--events", action="store_true",
+                   help="also time twins that record the events (events=True), in the same blocks")
     p.add_argument("--no-prefault", action="store_true",
                    help="leave the trackers' pages to be faulted by the ticks that first touch them")
     p.add_argument("--time", action="store_true",
@@ -517,7 +543,7 @@ def main(argv=None):
         threads = tuple(int(s) for s in a.threads.split(",") if s)
         run(sizes, a.scans, a.quick, not a.no_reference, a.gc, a.seed, a.dim, threads=threads,
             markdown=a.markdown, reference_max=a.reference_max, passes=a.passes, initiation=a.initiation,
-            prefault=not a.no_prefault, stamped=a.time)
+            prefault=not a.no_prefault, stamped=a.time, events=a.events)
     except ValueError as e:
         p.error(str(e))
 

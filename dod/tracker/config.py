@@ -594,6 +594,15 @@ class ExecutionConfig:
         elsewhere counts once against ``sort_when_displaced``. False: deaths
         move the last row into each hole wherever it is (the table's own
         removal), and the mixing trigger sorts the leading rows back.
+    events
+        record what happened in each scan (default False): which track each
+        detection updated, the births, confirmations and deaths with their
+        ids (:meth:`Tracker.events`). The passes that decide each fact write
+        it into arrays sized once when the tracker is made (the scan's rows
+        and births: ``max_detections`` entries each; confirmations and
+        deaths: ``capacity`` each; 28 and 17 bytes an entry), so a tick
+        still allocates nothing; off, those passes write nothing and the
+        arrays are not made.
 
     Notes
     -----
@@ -609,6 +618,7 @@ class ExecutionConfig:
     sort_when_displaced: float = 0.2
     sort_when_drifted: float = 2.0
     confirmed_first: bool = True
+    events: bool = False
 
     def __post_init__(self):
         _integer(self, "threads", 1, MAX_THREADS)
@@ -619,6 +629,8 @@ class ExecutionConfig:
         _real(self, "sort_when_drifted", 0.0, math.inf, lo_open=False)
         if not isinstance(self.confirmed_first, bool):
             raise ValueError(f"confirmed_first must be True or False, not {self.confirmed_first!r}")
+        if not isinstance(self.events, bool):
+            raise ValueError(f"events must be True or False, not {self.events!r}")
 
 
 # ---------------------------------------------------------------- the whole

@@ -166,7 +166,7 @@ class ReferenceTracker:
     The numpy tracker.
 
     Same interface as the fast tracker's reading side: tick(detections, dt),
-    ids, positions, velocities, covariances, states, counts().
+    ids, positions, velocities, covariances, status, counts().
 
     Parameters
     ----------
@@ -690,8 +690,16 @@ class ReferenceTracker:
         return self.P
 
     @property
+    def status(self):
+        """1 tentative, 2 confirmed, per row (Tracker.status)."""
+        return self.state
+
+    @property
     def states(self):
-        """1 tentative, 2 confirmed, per row."""
+        """Deprecated name of :attr:`status`, as Tracker.states."""
+        import warnings
+        warnings.warn("ReferenceTracker.states is deprecated: the track status is ReferenceTracker.status",
+                      DeprecationWarning, stacklevel=2)
         return self.state
 
     @property
