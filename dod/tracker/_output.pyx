@@ -224,36 +224,35 @@ cdef class TrackBatch:
     cdef Schema _schema
     cdef readonly Py_ssize_t num_rows
 
-    cdef int _made(self) except -1:
+    cdef int _ready(self, dod_arrow_desc* d, char** cols) except -1:
+        """The export's descriptor and column pointers (six); TypeError for a
+        batch Tracker.tracks_arrow() did not make."""
+        cdef int c
         if self._schema is None:
             raise TypeError("a TrackBatch is made by Tracker.tracks_arrow()")
+        for c in range(6):
+            cols[c] = <char*>cnp.PyArray_DATA(<cnp.ndarray>self.columns[c])
+        self._schema._desc(d)
         return 0
 
     def __arrow_c_schema__(self):
         """The columns as an ``arrow_schema`` PyCapsule."""
-        self._made()
+        if self._schema is None:
+            raise TypeError("a TrackBatch is made by Tracker.tracks_arrow()")
         return self._schema._arrow_schema()
 
     def __arrow_c_array__(self, requested_schema=None):
         """``(arrow_schema, arrow_array)`` PyCapsules over the columns, without a copy."""
         cdef dod_arrow_desc d
         cdef char* cols[6]
-        cdef int c
-        self._made()
-        for c in range(6):
-            cols[c] = <char*>cnp.PyArray_DATA(<cnp.ndarray>self.columns[c])
-        self._schema._desc(&d)
+        self._ready(&d, cols)
         return self._schema._arrow_schema(), dod_arrow_array_capsule(&d, cols, self.num_rows, self)
 
     def __arrow_c_stream__(self, requested_schema=None):
         """An ``arrow_array_stream`` PyCapsule of the one batch, without a copy."""
         cdef dod_arrow_desc d
         cdef char* cols[6]
-        cdef int c
-        self._made()
-        for c in range(6):
-            cols[c] = <char*>cnp.PyArray_DATA(<cnp.ndarray>self.columns[c])
-        self._schema._desc(&d)
+        self._ready(&d, cols)
         return dod_arrow_stream_capsule(&d, cols, self.num_rows, self, self._schema)
 
     def __repr__(self):
