@@ -171,10 +171,11 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
         c.id[i] = t.next_id + b
         memcpy(c.x + i * n, t.single_z + si * dim, dim * sizeof(double))
         _birth_cov(v, c.P + i * pn, r2, t.v0 * t.v0)
-        Cs = t.single_C + si * (dim * (dim + 1) // 2)
-        for a in range(dim):
-            for q in range(a, dim):
-                c.P[i * pn + dod_kalman_packed_index(a, q, n)] = Cs[dod_kalman_packed_index(a, q, dim)]
+        if t.singles_polar:             # (else the birth's r^2 I)
+            Cs = t.single_C + si * (dim * (dim + 1) // 2)
+            for a in range(dim):
+                for q in range(a, dim):
+                    c.P[i * pn + dod_kalman_packed_index(a, q, n)] = Cs[dod_kalman_packed_index(a, q, dim)]
         dod_kalman_predict(c.x + i * n, c.P + i * pn, dim, dt, t.q)
         if _meas is _polar:
             ok = _meas_linearise(v, k, c.x + i * n, c.P + i * pn, h, J, S, Si)

@@ -130,7 +130,11 @@ cdef class Tracker(TrackerOutputs):
     table : dod.table.Table
         The tracks, one row each.
     singles : dod.table.Table
-        Detections waiting for a partner (two-point initiation).
+        Detections waiting for a partner (two-point initiation): column ``z``
+        (positions); after a range-bearing scan also ``C`` (the packed
+        position covariances) and ``allowance`` (the pair gate's noise
+        terms), which a Cartesian scan leaves unwritten (its are ``r**2 I`` and
+        the configuration's).
     scratch : dod.arena.Arena
         Per-tick temporaries (mark and rewind each tick).
     config : TrackerConfig
@@ -177,9 +181,11 @@ cdef class Tracker(TrackerOutputs):
         self.table = table
         # Waiting detections of two-point initiation: a ZII table of their own,
         # sized once (one scan's detections at most).
-        from dod.table import Schema
-        cdef Table singles = Table(Schema(z=(np.float64, (dim,)), C=(np.float64, (dim * (dim + 1) // 2,)),
-                                          allowance=np.float64),
+        from dod.table import Column, Schema
+        # (C and allowance: written for a range-bearing scan's only, so not zeroed)
+        cdef Table singles = Table(Schema(z=(np.float64, (dim,)),
+                                          C=Column(np.float64, (dim * (dim + 1) // 2,), zero=False),
+                                          allowance=Column(np.float64, zero=False)),
                                    config.max_detections if config.initiation == "two_point" else 1)
         self.singles = singles
         _read_config(e, config, table, singles)

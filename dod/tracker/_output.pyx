@@ -322,7 +322,11 @@ cdef class TrackerOutputs:
     table : dod.table.Table
         The tracks, one row each.
     singles : dod.table.Table
-        Detections waiting for a partner (two-point initiation).
+        Detections waiting for a partner (two-point initiation): column ``z``
+        (positions); after a range-bearing scan also ``C`` (the packed
+        position covariances) and ``allowance`` (the pair gate's noise
+        terms), which a Cartesian scan leaves unwritten (its are ``r**2 I`` and
+        the configuration's).
 
     Raises
     ------

@@ -49,6 +49,13 @@ cdef inline void _try_single(const dod_tracker* t, const _tick* k, _pairs* out, 
     _pairs_append(out, i, j, d2)
 
 
+cdef inline const double* _allowances(const dod_tracker* t, size_t* step) noexcept nogil:
+    """The singles' pair-gate noise terms: single i's is at [i * step]
+    (Cartesian singles share pair_noise: step 0)."""
+    step[0] = 1 if t.singles_polar else 0
+    return t.single_allowance if t.singles_polar else &t.pair_noise
+
+
 cdef void _pair_walk(const dod_tracker* t, _tick* k, _pairs* dest, size_t i0, size_t i1,
                      double reach) noexcept nogil:
     """The pairs of singles i0 .. i1 with this scan's free detections within
@@ -61,11 +68,12 @@ cdef void _pair_walk(const dod_tracker* t, _tick* k, _pairs* dest, size_t i0, si
     cdef double blo[3]
     cdef double bhi[3]
     cdef int a, mode, dim = t.dim
-    cdef size_t i, j, s
+    cdef size_t i, j, s, step
+    cdef const double* allowance = _allowances(t, &step)
     cdef double R
     for i in range(i0, i1):
         k.sused[i] = 0
-        R = reach + t.single_allowance[i]
+        R = reach + allowance[i * step]
         for a in range(dim):
             blo[a] = t.single_z[i * dim + a] - R
             bhi[a] = t.single_z[i * dim + a] + R
@@ -99,6 +107,8 @@ cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double d
     cdef size_t ns = t.singles.count, i, j, p, per, ch, m
     cdef int nt = t.threads, w
     cdef double reach = t.v_max * dt, widest = 0.0
+    cdef size_t step
+    cdef const double* allowance = _allowances(t, &step)
     cdef int32_t bi, bd
     cdef size_t matched, dropped = 0
     cdef bint par
@@ -107,7 +117,7 @@ cdef void _pair_singles(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double d
         return
     if not grid_built:                  # cells as wide as the widest gate
         for i in range(ns):
-            widest = max(widest, t.single_allowance[i])
+            widest = max(widest, allowance[i * step])
         k.grid.h = 2.0 * (reach + widest)
         dod_grid_build(&k.grid, k.z, k.D, t.dim)
     par = nt > 1 and ns >= <size_t>nt * t.min_rows
@@ -182,26 +192,20 @@ cdef size_t _waiting_part(const _tick* k, size_t s0, size_t s1, int32_t* out) no
 
 cdef void _singles_part(dod_tracker* t, const _tick* k, const int32_t* wait, size_t r0, size_t r1) noexcept nogil:
     """Waiting rows r0 .. r1 (inserted) take the positions of detections
-    wait[r0:r1], their covariances (Cartesian: r^2 I; range-bearing: the
+    wait[r0:r1]; from a range-bearing scan also their covariances (the
     converted measurement's, as a single-point birth's) and their pair
     gate's noise allowance: pair_factor standard deviations along the
-    position's widest axis (bounded by the largest absolute row sum of C;
-    Cartesian: pair_noise)."""
+    position's widest axis (bounded by the largest absolute row sum of C).
+    Cartesian singles all have r^2 I and pair_noise: nothing is written."""
     cdef size_t r, j
     cdef int dim = t.dim, pc = dim * (dim + 1) // 2, a, b
-    cdef double r2 = t.r * t.r, row, widest
+    cdef double row, widest
     cdef double p[3]
     cdef double C[9]
     cdef double* Cs
     for r in range(r0, r1):
         memcpy(t.single_z + r * dim, k.z + <size_t>wait[r] * dim, dim * sizeof(double))
     if k.sensor == NULL:
-        for r in range(r0, r1):
-            Cs = t.single_C + r * pc
-            for a in range(dim):
-                for b in range(a, dim):
-                    Cs[dod_kalman_packed_index(a, b, dim)] = r2 if a == b else 0.0
-            t.single_allowance[r] = t.pair_noise
         return
     for r in range(r0, r1):
         j = <size_t>wait[r]
@@ -292,6 +296,7 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
     cnt.births += nfit
     dod_table_clear(t.singles)
     dod_table_insert_many(t.singles, nwait, NULL)   # (max_detections rows: they fit)
+    t.singles_polar = k.sensor != NULL
     if parts:
         for ch in range(_TAIL_CHUNKS + 1):
             w_at[ch] = ch * t.singles.count // _TAIL_CHUNKS
