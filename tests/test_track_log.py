@@ -181,8 +181,10 @@ def test_a_disk_that_refuses_later_surfaces_at_the_next_append(tmp_path):
     for _ in range(3):
         t.tick(next(scans), 0.1)
         log.append()
-    while log.written < 3:
+    deadline = time.monotonic() + 30
+    while log.written < 3 and time.monotonic() < deadline:
         time.sleep(0.001)
+    assert log.written == 3
     good = os.path.getsize(path)
     os.close(log._fd)                                  # the disk fills up: writes now fail (ENOSPC)
     log._fd = os.open("/dev/full", os.O_WRONLY)
