@@ -338,6 +338,7 @@ NUMPYDOC_COMPLETE = [
     "dod.cuda.pinned_arena.PinnedArena",
     "dod.cuda.frame.ArenaFrame",
     "dod.tracker.mot.MotSequence",
+    "dod.tracker.track_log.TrackLog",
     "dod.tracker.demo.SampleStore",
     "dod.tracker.demo.DemoRun",
     "dod.bench.Row",
@@ -351,6 +352,10 @@ NUMPYDOC_COMPLETE = [
 ]
 
 NUMPYDOC_COMPLETE_FUNCTIONS = [
+    "dod.tracker.track_log.read_log",
+    "dod.tracker.track_log.repair",
+    "dod.tracker.track_log.convert",
+    "dod.tracker.track_log.log_schema",
     "dod.tracker.solve_assignment",
     "dod.tracker.chi2_ppf",
     "dod.tracker.pack_covariance",

@@ -203,11 +203,19 @@ class DemoRun:
         ``"single"`` or ``"two_point"``; default: TrackerConfig's (two-point).
     profile : bool, default False
         Time each tick's passes (:attr:`Tracker.profile <dod.tracker.Tracker.profile>`) and report them.
+    log : str or os.PathLike, optional
+        Log every scan's confirmed tracks and events there
+        (:class:`dod.tracker.track_log.TrackLog`, an Arrow IPC stream or, for
+        ``.parquet``, Parquet; full ring: the scan is dropped and counted).
+        The tracker then records events; each tick is followed by the log's
+        copy of its scan.
 
     Raises
     ------
     ValueError, TypeError
         For a bad option (before anything runs).
+    OSError
+        For a `log` path that cannot be written (nothing is created).
     MemoryError
         When the tracker's memory cannot be allocated or faulted in.
 
@@ -220,7 +228,7 @@ class DemoRun:
     def __init__(self, targets=1000, rate=50.0, duration=10.0, seed=0, fast=False,
                  keep_tracks=False, threads=1, scenario="default", motion=None, lock_memory=False,
                  cpu=None, realtime_priority=None, rt_strict=False, prefault=True, initiation=None,
-                 profile=False):
+                 profile=False, log=None):
         if targets < 1:
             raise ValueError("targets must be >= 1")
         if not (rate > 0 and math.isfinite(rate)):
@@ -251,10 +259,15 @@ class DemoRun:
         self.config = TrackerConfig(capacity=max(64, 4 * targets),
                                     max_detections=max(64, 2 * targets + 64), overflow="drop",
                                     threads=threads, motion=motion, initiation=initiation,
+                                    events=log is not None,
                                     **({"r": 3.0} if scenario == "radar" else PRESET_CONFIG[scenario]))
         # Validated now (ValueError/TypeError); applied once around run().
         self.realtime = Realtime(lock_memory, cpu, realtime_priority, strict=rt_strict)
         self.tracker = Tracker(self.config)
+        self.log = None
+        if log is not None:
+            from dod.tracker.track_log import TrackLog
+            self.log = TrackLog(log, self.tracker)
         # Every page a tick can touch, faulted in now: no first touch inside
         # a tick, and RSS flat from the first scan (at the worst case:
         # table capacity and scratch). --no-prefault leaves them lazy.
@@ -279,6 +292,12 @@ class DemoRun:
         tick = self.tracker.tick
         take = self.stream.take
         release = self.stream.release_scan
+        if self.log is not None:             # the log's copy of the scan follows its tick
+            release_scan, append = release, self.log.append
+
+            def release():
+                release_scan()
+                append()
         sensors = self.stream.sensors          # None unless radar
         # --profile: each tick's pass times (Tracker.profile) summed in place,
         # allocating nothing: [wall ms per pass, idle ms per pass, ticks].
@@ -477,6 +496,8 @@ class DemoRun:
             self.wall = (monotonic_ns() - start) / 1e9
             self.realtime.undo()
             self.stream.close()
+            if self.log is not None:
+                self.log.close()
         return self
 
     # ----------------------------------------------------------- reporting
@@ -622,6 +643,9 @@ class DemoRun:
             f"{self.gospa_n} samples; last {s['gospa']:.2f} ({s['missed']} missed, {s['false']} false)"
             + (f"; {self.samples_skipped} samples skipped to keep the rate" if self.samples_skipped else ""),
         ]
+        if self.log is not None:
+            lines.append(f"  log        {self.log.written} scans written to {self.log.path} "
+                         f"({self.log.dropped} dropped: the writer behind)")
         if self.profile_sum is not None and self.profile_sum[-1] > 0:
             n = len(PASS_NAMES)
             mean = self.profile_sum[:-1] / self.profile_sum[-1]
@@ -716,6 +740,9 @@ def build_parser():
                         "table's peak rows and the scratch high-water mark, bounded by capacity)")
     p.add_argument("--profile", action="store_true",
                    help="time the tick's passes (Tracker.profile) and print their means in the summary")
+    p.add_argument("--log", metavar="FILE", default=None,
+                   help="log every scan's confirmed tracks and events to FILE (Arrow IPC stream; "
+                        "Parquet for FILE.parquet)")
     p.add_argument("--rt-strict", action="store_true",
                    help="an OS refusal of a real-time option is an error (default: a warning)")
     return p
@@ -757,9 +784,12 @@ def main(argv=None, out=None):
                       threads=a.threads, scenario=a.scenario, motion=a.motion, initiation=a.initiation,
                       lock_memory=a.lock_memory,
                       cpu=a.cpu, realtime_priority=a.realtime_priority, rt_strict=a.rt_strict,
-                      prefault=not a.no_prefault, profile=a.profile)
+                      prefault=not a.no_prefault, profile=a.profile, log=a.log)
     except (ValueError, TypeError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"error: --log {a.log}: {e}", file=sys.stderr)
         return 2
     print(f"dod.tracker demo: {a.targets} targets, {run.total} scans at {a.rate:g} Hz, seed {a.seed} "
           f"({run.tracker.threads} tick threads; scans stream from a producer thread through a ring of "
