@@ -395,6 +395,7 @@ NUMPYDOC_COMPLETE_FUNCTIONS = [
     "dod.tracker.demo_view.prefault_line",
     "dod.tracker.demo_view.plain_line",
     "dod.tracker.demo_view.want_live",
+    "dod.tracker.demo_view.run_with_view",
     "dod.tracker.demo.build_parser",
     "dod.tracker.demo.main",
     "dod.tracker.bench.loop_buffer",

@@ -77,7 +77,7 @@ from dod.tracker.metrics import sparse_gospa
 from dod.tracker.scenario import PRESET_CONFIG, PRESETS, scan_extent
 from dod.tracker.stream import ScanStream
 from dod.tracker.demo_view import (_rich_view, plain_line, prefault_line, realtime_line,  # noqa: F401
-                                   want_live, write_plot)
+                                   run_with_view, want_live, write_plot)
 
 SCENARIOS = tuple(PRESETS) + ("radar",)     # radar: scenario.iter_radar_scans, the EKF update
 
@@ -661,44 +661,6 @@ class DemoRun:
         return "\n".join(lines)
 
 
-# ----------------------------------------------------------------- views
-
-def _run_with_view(run, a, out):
-    if want_live(a.no_live, out):
-        from rich.console import Console
-        from rich.live import Live
-
-        # auto_refresh=False: no refresh thread competing with the ticks for
-        # the GIL; the view is redrawn between chunks only, when the redraw
-        # fits before the next chunk (as GOSPA samples are), else once per
-        # LATE_SAMPLE_S of wall time, and at the end.
-        state = {"cost": 0, "last": 0}
-
-        def redraw(r):
-            now = monotonic_ns()
-            if r.fast or r.done >= r.total or r.slack_ns() > 1.5 * state["cost"] \
-                    or now - state["last"] > LATE_SAMPLE_S * 1e9:
-                live.update(_rich_view(r), refresh=True)
-                state["last"] = monotonic_ns()
-                state["cost"] = state["last"] - now
-
-        with Live(_rich_view(run), console=Console(file=out), auto_refresh=False,
-                  redirect_stdout=False, redirect_stderr=False) as live:
-            run.run(redraw)
-    else:
-        every = max(1, int(round(a.rate)))          # one line per second of scenario time
-        if a.fast:
-            every = max(every, run.total // 10)
-        state = {"next": every}
-
-        def line(r):
-            if r.done >= state["next"] or r.done == r.total:
-                state["next"] += every
-                print(plain_line(r.snapshot()), file=out, flush=True)
-
-        run.run(line)
-
-
 def build_parser():
     """The argument parser of ``python -m dod.tracker`` (``--help`` lists its options).
 
@@ -796,7 +758,7 @@ def main(argv=None, out=None):
           f"{run.stream.scans.slots} slots; real-time options: {realtime_line(run.realtime, before=True)})",
           file=out, flush=True)
     try:
-        _run_with_view(run, a, out)
+        run_with_view(run, a.no_live, a.rate, a.fast, out, LATE_SAMPLE_S)
     except KeyboardInterrupt:
         print(f"interrupted after {run.done} of {run.total} ticks", file=out, flush=True)
     except OSError as e:               # --rt-strict: the OS refused a real-time option

@@ -11,6 +11,8 @@ import os
 
 import numpy as np
 
+from dod.loop import monotonic_ns
+
 
 def realtime_line(rt, before=False):
     """What a :class:`dod.realtime.Realtime` holds (or held), and what the OS refused.
@@ -241,3 +243,66 @@ def write_plot(run, path):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def run_with_view(run, no_live, rate, fast, out, late_s):
+    """Run a :class:`~dod.tracker.demo.DemoRun` while showing it: the live
+    rich view on a terminal, else one plain line per second of scenario time.
+
+    Parameters
+    ----------
+    run : dod.tracker.demo.DemoRun
+        The run (not started).
+    no_live : bool
+        Plain lines even on a terminal.
+    rate : float
+        Scans per second of scenario time (the plain lines' spacing).
+    fast : bool
+        The run ticks as fast as it can: about ten plain lines in all.
+    out : file
+        Where the view goes.
+    late_s : float
+        A loop without slack still redraws once per this many wall seconds.
+
+    Returns
+    -------
+    None
+        The run holds what it measured.
+
+    Notes
+    -----
+    Thread-safety: the run's thread (the view redraws between its chunks).
+    """
+    if want_live(no_live, out):
+        from rich.console import Console
+        from rich.live import Live
+
+        # auto_refresh=False: no refresh thread competing with the ticks for
+        # the GIL; the view is redrawn between chunks only, when the redraw
+        # fits before the next chunk (as GOSPA samples are), else once per
+        # LATE_SAMPLE_S of wall time, and at the end.
+        state = {"cost": 0, "last": 0}
+
+        def redraw(r):
+            now = monotonic_ns()
+            if r.fast or r.done >= r.total or r.slack_ns() > 1.5 * state["cost"] \
+                    or now - state["last"] > late_s * 1e9:
+                live.update(_rich_view(r), refresh=True)
+                state["last"] = monotonic_ns()
+                state["cost"] = state["last"] - now
+
+        with Live(_rich_view(run), console=Console(file=out), auto_refresh=False,
+                  redirect_stdout=False, redirect_stderr=False) as live:
+            run.run(redraw)
+    else:
+        every = max(1, int(round(rate)))          # one line per second of scenario time
+        if fast:
+            every = max(every, run.total // 10)
+        state = {"next": every}
+
+        def line(r):
+            if r.done >= state["next"] or r.done == r.total:
+                state["next"] += every
+                print(plain_line(r.snapshot()), file=out, flush=True)
+
+        run.run(line)
