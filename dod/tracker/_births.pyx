@@ -160,6 +160,14 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
     cdef const double* z
     cdef const double* Cs
     cdef bint ok
+    # The single's position covariance: its own (range-bearing), or the
+    # r^2 I every Cartesian single shares (a step of 0 through `shared`).
+    cdef double shared[6]
+    cdef size_t cstep = <size_t>(dim * (dim + 1) // 2) if t.singles_polar else 0
+    cdef const double* C0 = t.single_C if t.singles_polar else shared
+    for a in range(dim):
+        for q in range(a, dim):
+            shared[dod_kalman_packed_index(a, q, dim)] = r2 if a == q else 0.0
     for r in range(r0, r1):
         if (r - r0) % _BIRTH_BLOCK == 0:        # zeroed a block at a time, written while in cache (_birth_rows)
             dod_table_zero_rows(t.table, row0 + r, min(r1 - r, <size_t>_BIRTH_BLOCK))
@@ -171,11 +179,10 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
         c.id[i] = t.next_id + b
         memcpy(c.x + i * n, t.single_z + si * dim, dim * sizeof(double))
         _birth_cov(v, c.P + i * pn, r2, t.v0 * t.v0)
-        if t.singles_polar:             # (else the birth's r^2 I)
-            Cs = t.single_C + si * (dim * (dim + 1) // 2)
-            for a in range(dim):
-                for q in range(a, dim):
-                    c.P[i * pn + dod_kalman_packed_index(a, q, n)] = Cs[dod_kalman_packed_index(a, q, dim)]
+        Cs = C0 + si * cstep
+        for a in range(dim):
+            for q in range(a, dim):
+                c.P[i * pn + dod_kalman_packed_index(a, q, n)] = Cs[dod_kalman_packed_index(a, q, dim)]
         dod_kalman_predict(c.x + i * n, c.P + i * pn, dim, dt, t.q)
         if _meas is _polar:
             ok = _meas_linearise(v, k, c.x + i * n, c.P + i * pn, h, J, S, Si)
