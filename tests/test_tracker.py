@@ -475,10 +475,13 @@ def test_zero_allocations_per_tick_with_events(management):
             e = t.events()
             e.births.sum(), e.deaths.size
 
-    # Retained: what two more rounds add to the first (whose one-off bytes,
-    # numpy's and the interpreter's, depend on what ran before in the process).
+    # Retained: what two more rounds add to the first two, whose one-off
+    # bytes (the interpreter's specialised code, numpy's caches: ~8 KB
+    # under the sanitize build, filled in the second round) depend on the
+    # build and on what ran before in the process.
     tracemalloc.start()
     try:
+        read_every_scan()
         read_every_scan()
         first = tracemalloc.get_traced_memory()[0]
         read_every_scan()
@@ -486,7 +489,9 @@ def test_zero_allocations_per_tick_with_events(management):
         grown = tracemalloc.get_traced_memory()[0] - first
     finally:
         tracemalloc.stop()
-    assert grown < 1024, grown              # 400 reads: an object kept per read would be >= 6 KB
+    # 400 reads: an object kept per read would be >= 12 KB; the loop's own
+    # noise is up to ~1 KB (the sanitize build's debug interpreter paths).
+    assert grown < 4096, grown
 
 
 def test_no_transient_allocation_inside_a_tick():
