@@ -127,14 +127,9 @@ cdef class Tracker(TrackerOutputs):
 
     Attributes
     ----------
-    table : dod.table.Table
-        The tracks, one row each.
-    singles : dod.table.Table
-        Detections waiting for a partner (two-point initiation): column ``z``
-        (positions); after a range-bearing scan also ``C`` (the packed
-        position covariances) and ``allowance`` (the pair gate's noise
-        terms), which a Cartesian scan leaves unwritten (its are ``r**2 I`` and
-        the configuration's).
+    table, singles : dod.table.Table
+        The tracks, one row each, and the detections waiting for a partner
+        (:class:`TrackerOutputs` says what their columns hold).
     scratch : dod.arena.Arena
         Per-tick temporaries (mark and rewind each tick).
     config : TrackerConfig

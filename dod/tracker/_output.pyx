@@ -325,8 +325,8 @@ cdef class TrackerOutputs:
         Detections waiting for a partner (two-point initiation): column ``z``
         (positions); after a range-bearing scan also ``C`` (the packed
         position covariances) and ``allowance`` (the pair gate's noise
-        terms), which a Cartesian scan leaves unwritten (its are ``r**2 I`` and
-        the configuration's).
+        terms), which a Cartesian scan leaves unwritten (theirs are
+        ``r**2 I`` and the configuration's).
 
     Raises
     ------
