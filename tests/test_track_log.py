@@ -33,9 +33,9 @@ def _scans(n, targets=40, seed=0):
         yield np.vstack([z, rng.uniform(0, 2000, (3, 2))])   # and clutter
 
 
-def _run(path, n=30, **kw):
+def _run(path, n=30, tracker=None, **kw):
     """Log n scans; return what the tracker said each scan (the expected log)."""
-    t = _tracker()
+    t = _tracker() if tracker is None else tracker
     expected = []
     with TrackLog(path, t, full="wait", **kw) as log:
         for z in _scans(n):
@@ -92,6 +92,14 @@ def test_round_trip_with_pyarrow(tmp_path):
 def test_a_scan_larger_than_a_slot_spans_several(tmp_path):
     path = tmp_path / "tracks.arrow"
     expected = _run(path, slots=3, slot_rows=17)        # a scan takes ~6 slots, more than the ring
+    _check(read_log(path), expected)
+
+
+def test_confirmed_tracks_between_tentative_rows_are_logged_in_row_order(tmp_path):
+    path = tmp_path / "tracks.arrow"
+    t = Tracker(TrackerConfig(capacity=256, max_detections=128, events=True, confirmation="m_of_n",
+                              initiation="single", confirmed_first=False))
+    expected = _run(path, tracker=t, slots=3, slot_rows=17)    # runs of confirmed rows cut by slots
     _check(read_log(path), expected)
 
 
