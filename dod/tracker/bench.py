@@ -62,6 +62,15 @@ scan (``TrackerConfig(events=True)``, :meth:`~dod.tracker.Tracker.events`),
 ticked on the same scans in the same blocks (the two alternate a block at
 a time); a line per size gives both medians and the difference (goal: at
 most 5 % at N = 10,000).
+``--log``: as ``--events``, and the twin also appends each scan to a
+:class:`~dod.tracker.track_log.TrackLog` (a temporary Arrow file, deleted
+after) right after its tick; the append is timed on its own and a line per
+size gives the tick alone, with events, and with events and the append
+(medians of the sums per scan, and their ratios to the tick alone; goal: at
+most 5 % at N = 10,000), and the scans the log dropped on a full ring (the
+ticks run back to back, so at 10,000 tracks the writer, bound by the disk,
+falls behind; a dropped scan copies nothing, so only the scans queued time
+the append).
 
 ``--passes``: a second table, where each dod tick's time goes
 (``Tracker.profile``): the median wall time of each pass, and the workers'
@@ -145,7 +154,7 @@ def _stats(ms, cpu, rows):
 
 
 def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, passes=False, initiation="single",
-             prefault=True, stamped=False, events=False):
+             prefault=True, stamped=False, events=False, log=False):
     """Tick every tracker on the same scans; returns ({name: stats}, confirmed);
     stats["sorts"] holds how many timed ticks of each dod tracker sorted
     its rows ({count: ticks}); with `passes`, stats["passes t<count>"]
@@ -153,7 +162,10 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
     with `prefault`, stats["prefault"] the bytes each dod tracker faulted in
     ({count: bytes}) before its first tick; with `stamped`, stats["stamped"]
     those of a tracker of the first thread count fed time stamps; with
-    `events`, stats["t<count>e"] the twin's that records the events.
+    `events`, stats["t<count>e"] the twin's that records the events; with
+    `log` (implies `events`), stats["t<count>a"] the twin's tick plus its
+    track log's append (per scan: the sum) and stats["dropped"] ({count:
+    scans the log dropped}).
 
     The scans stream in blocks of up to _BLOCK (fewer above 400,000
     targets: a block holds at most ~4 million detections), and every
@@ -168,6 +180,15 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
         trackers[f"t{nt}"] = Tracker(cfg, threads=nt)
         if events:
             trackers[f"t{nt}e"] = Tracker(cfg, threads=nt, events=True)
+    logs = {}
+    if log:
+        from dod.tracker.track_log import TrackLog
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="dod-bench-log-")
+        for nt in threads:
+            logs[f"t{nt}e"] = TrackLog(os.path.join(folder, f"t{nt}.arrow"), trackers[f"t{nt}e"])
+    appended = {name: [] for name in logs}
     prof = {}
     for name, tr in trackers.items():
         tr.profile = passes
@@ -225,6 +246,12 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
                         tr.tick(z, dt)
                     t1 = time.perf_counter_ns()
                     c1 = time.process_time_ns()
+                    if name in logs:
+                        # A dropped scan (the writer behind: the disk's pace, not the tick's) costs
+                        # nothing to copy: only queued scans time the append.
+                        queued = logs[name].append()
+                        if s >= warmup:
+                            appended[name].append((time.perf_counter_ns() - t1) / 1e6 if queued else np.nan)
                     spent[name] += (t1 - t0) / 1e9
                     if s >= warmup:
                         ms[name].append((t1 - t0) / 1e6)
@@ -253,10 +280,25 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
     finally:
         if was:
             gc.enable()
+        for lg in logs.values():
+            lg.close()
+            os.unlink(lg.path)
+        if logs:
+            os.rmdir(folder)
     out = {}
     for name in ms:
         if ms[name]:
             out[name] = _stats(np.array(ms[name]), np.array(cpu[name]), np.array(rows[name]))
+    for name in appended:
+        a = np.array(appended[name])
+        q = ~np.isnan(a)
+        if not q.any():
+            raise RuntimeError("the track log dropped every timed scan (its writer never kept up)")
+        both = np.array(ms[name])[q] + a[q]
+        out[name[:-1] + "a"] = _stats(both, np.array(cpu[name])[q], np.array(rows[name])[q])
+        out[name[:-1] + "append"] = float(np.median(a[q]))
+    if logs:
+        out["dropped"] = {int(name[1:-1]): lg.dropped for name, lg in logs.items()}
     if buf is not None:
         out["loop"] = {nt: float(np.median(loop[nt])) for nt in threads}
         out["trip"] = (float(np.median(trips)), float(np.min(trips)), float(np.max(trips)))
@@ -272,7 +314,7 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
 
 def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, keep_gc=False,
         seed=0, dim=2, out=print, threads=(1,), markdown=False, reference_max=20000, passes=False,
-        initiation="single", prefault=True, stamped=False, events=False):
+        initiation="single", prefault=True, stamped=False, events=False, log=False):
     """Time the tick at each size and thread count; print the table with `out`; return the rows.
 
     Parameters
@@ -312,6 +354,10 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
     events : bool, default False
         Also tick, in the same blocks, a twin of each dod tracker that records
         the events (``events=True``), and print the difference of the medians.
+    log : bool, default False
+        As `events`, and the twin appends each scan to a track log
+        (:class:`~dod.tracker.track_log.TrackLog`, a temporary file); print
+        the tick alone, with events, and with events and the append.
 
     Returns
     -------
@@ -322,7 +368,8 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
         ``passes`` ``{count: (ms per pass in PASS_NAMES order, idle ms, idle
         share)}`` (medians over the timed ticks), with `prefault` ``prefault``
         ``{count: bytes}``, with `stamped` ``stamped`` (its stats), with `events` ``events``
-        ``{count: stats}`` (the twins'). Stats: ``(p50, p99, max, ticks, cpu p99, cpu p50,
+        ``{count: stats}`` (the twins'), with `log` ``log`` ``{count: (stats of
+        tick + append, median append ms, scans dropped)}``. Stats: ``(p50, p99, max, ticks, cpu p99, cpu p50,
         ns per track)``, times in ms.
 
     Raises
@@ -336,6 +383,7 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
     busy thread skews every number). Timings are for comparing within one run.
     """
     threads = tuple(threads)
+    events = events or log
     if not threads or any(int(t) < 1 for t in threads):
         raise ValueError(f"thread counts must be >= 1, got {threads!r}")
     rows = []
@@ -353,7 +401,7 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
             warmup = 12
         res, confirmed = _measure(n, threads, k, warmup, reference and n <= reference_max, keep_gc, seed, dim,
                                   budget_s=10.0 if quick else 30.0, passes=passes, initiation=initiation,
-                                  prefault=prefault, stamped=stamped, events=events)
+                                  prefault=prefault, stamped=stamped, events=events, log=log)
         row = {"n": n, "confirmed": confirmed, "threads": {t: res[f"t{t}"] for t in threads},
                "dod": res[f"t{threads[0]}"], "sorts": res["sorts"]}
         if "reference" in res:
@@ -369,6 +417,8 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
             row["stamped"] = res["stamped"]
         if events:
             row["events"] = {t: res[f"t{t}e"] for t in threads}
+        if log:
+            row["log"] = {t: (res[f"t{t}a"], res[f"t{t}append"], res["dropped"][t]) for t in threads}
         rows.append(row)
     _print(rows, threads, dim, keep_gc, markdown, out, initiation, prefault)
     for r in rows if stamped else ():
@@ -382,6 +432,15 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
             out(("- " if markdown else "") + f"N={r['n']} threads={t}: events on p50 {b[0]:.3f} ms, off "
                 f"{a[0]:.3f} ms ({100 * (b[0] / a[0] - 1):+.1f} %); cpu p50 {b[5]:.3f} / {a[5]:.3f} ms "
                 f"({100 * (b[5] / a[5] - 1):+.1f} %)" + (" (goal <= +5 % at N=10000)" if r["n"] == 10000 else ""))
+    for r in rows if log else ():
+        for t in threads:
+            a, b = r["threads"][t], r["events"][t]
+            c, append, dropped = r["log"][t]
+            out(("- " if markdown else "") + f"N={r['n']} threads={t}: p50 tick {a[0]:.3f} ms, "
+                f"+ events {b[0]:.3f} ms ({b[0] / a[0]:.3f}x), + events + log append {c[0]:.3f} ms "
+                f"({c[0] / a[0]:.3f}x; append alone p50 {append:.3f} ms); {dropped} scans dropped (the "
+                f"writer behind: the disk's pace; the append is timed on the scans queued)"
+                + (" (goal <= 1.05x at N=10000)" if r["n"] == 10000 else ""))
     if passes:
         _print_passes(rows, threads, markdown, out)
     return rows
@@ -533,6 +592,8 @@ def main(argv=None):
                    help="also print where each tick goes, pass by pass (Tracker.profile)")
     p.add_argument("--events", action="store_true",
                    help="also time twins that record the events (events=True), in the same blocks")
+    p.add_argument("--log", action="store_true",
+                   help="also time the events twins with a track log appended after each tick")
     p.add_argument("--no-prefault", action="store_true",
                    help="leave the trackers' pages to be faulted by the ticks that first touch them")
     p.add_argument("--time", action="store_true",
@@ -543,7 +604,7 @@ def main(argv=None):
         threads = tuple(int(s) for s in a.threads.split(",") if s)
         run(sizes, a.scans, a.quick, not a.no_reference, a.gc, a.seed, a.dim, threads=threads,
             markdown=a.markdown, reference_max=a.reference_max, passes=a.passes, initiation=a.initiation,
-            prefault=not a.no_prefault, stamped=a.time, events=a.events)
+            prefault=not a.no_prefault, stamped=a.time, events=a.events, log=a.log)
     except ValueError as e:
         p.error(str(e))
 
