@@ -316,10 +316,12 @@ class DemoRun:
             if slot is None:                    # the stream ended early (take raises a producer error)
                 self.loop.stop()
                 return
+            # Each scan carries its time stamp (the producer's scan clock): the tracker
+            # derives dt from it, as it would for a real sensor's scans.
             if sensors is None:
-                tick(slot.rows, slot.dt)
+                tick(slot.rows, time=slot.time)
             else:                               # scan s came from sensor s mod len(sensors)
-                tick(slot.rows, slot.dt, sensor=sensors[slot.tag % len(sensors)])
+                tick(slot.rows, sensor=sensors[slot.tag % len(sensors)], time=slot.time)
             release()
             if total is not None:
                 read_profile(last)

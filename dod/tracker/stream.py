@@ -4,7 +4,8 @@
 (:class:`dod.ring_producer.RingProducer`, made once) that writes each scan's
 detections into a :class:`dod.ring.Ring` of fixed slots; the tick takes the
 oldest slot and hands ``slot.rows`` (a view made once per slot) and
-``slot.dt`` to ``Tracker.tick``, then releases it: no allocation and no lock
+``slot.time`` (the scan's time stamp, ``s * dt`` for scan s; ``slot.dt``
+holds the step) to ``Tracker.tick(rows, time=...)``, then releases it: no allocation and no lock
 per scan on the hand-off, and memory bounded by the slots for any duration.
 When the ring is full the producer waits without the GIL (back-pressure)
 until the consumer calls :meth:`refill` between chunks (``batched``, see
