@@ -77,3 +77,24 @@ def test_track_adsb_takes_a_file_from_the_command_line(capsys, monkeypatch, tmp_
     _, out = _run("track_adsb.py", capsys)
     assert out[0].startswith(f"{len(keep) - 1} reports of 1 aircraft")
     assert out[1].endswith("1 confirmed tracks at the end")
+
+
+def test_track_ais_keeps_one_track_per_vessel_of_the_sample(capsys, monkeypatch):
+    pytest.importorskip("pymap3d")
+    monkeypatch.setattr("sys.argv", ["track_ais.py"])           # the default: the sample file
+    _, out = _run("track_ais.py", capsys)
+    with open(EXAMPLES / "data" / "ais_sample.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if float(r["LAT"]) <= 90 and float(r["LON"]) <= 180]
+    vessels = sorted({r["MMSI"] for r in rows})
+    m = re.fullmatch(r"(\d+) reports of (\d+) vessels; plane centred at ([-\d.]+), ([-\d.]+)", out[0])
+    assert m and int(m[1]) == len(rows) and int(m[2]) == len(vessels)
+    m = re.fullmatch(r"(\d+) scans; (\d+) confirmed tracks at the end", out[1])
+    assert m and int(m[2]) == len(vessels)
+    # Each vessel's reports all went to one track of its own (a scan keeps a vessel's latest report
+    # of its 10 s window: at most as many as the file holds).
+    lines = out[2:2 + len(vessels)]
+    for vessel, line in zip(vessels, lines):
+        m = re.fullmatch(rf"vessel {vessel}: (\d+) reports, track (\d+) \((\d+)\)", line)
+        assert m and int(m[1]) == int(m[3]) <= sum(r["MMSI"] == vessel for r in rows), line
+    assert len({re.search(r"track (\d+)", ln)[1] for ln in lines}) == len(vessels)
+    assert out[-1] == "tracks shared by two vessels: 0"
