@@ -86,7 +86,8 @@ cdef size_t _fill(const dod_tracker* e, bint events, double* w, size_t R, size_t
     cdef uint8_t* kind = <uint8_t*>(P + R * npk)
     cdef uint8_t* status = kind + R
     cdef const uint8_t* state = e.cols.state
-    cdef size_t T = e.table.count, i = 0, i0, run, j = 0, pos = 0, q, lo, hi, base, k, p
+    cdef size_t T = e.table.count, i = 0, i0, run, j = 0, pos = 0, q, lo, hi, base, k
+    cdef int p
     cdef int64_t tr
     # The confirmed tracks: runs of consecutive confirmed rows, each column one memcpy per run.
     while i < T and pos < R:
@@ -186,3 +187,39 @@ def fill_slot(TrackerOutputs tracker, bint events, double[::1] words not None, s
     # The copy keeps the GIL: it is short (~0.1 ms at 10,000 tracks), and a thread that let it go
     # here could wait for the log's writer thread to give it back.
     return _fill(e, events, &words[0], rows, start)
+
+
+def finish_records(const uint8_t[::1] kind not None, double[::1] score not None, double[:, ::1] x not None,
+                   const double[:, ::1] packed not None, double[:, :, ::1] P not None):
+    """The writer thread's half: full covariances from the packed ones, NaN in an event's score, x and P.
+
+    `P` (k, n, n) receives each track record's covariance (the packed upper
+    triangle, row by row, mirrored); event records get NaN in score, x and
+    P. One pass without the GIL, so that the writer leaves the tick's
+    thread the interpreter.
+
+    Raises
+    ------
+    ValueError
+        Columns of different lengths or shapes that do not fit n.
+    """
+    cdef Py_ssize_t k = kind.shape[0], n = x.shape[1], r, a, b, q
+    if not (score.shape[0] == k and x.shape[0] == k and packed.shape[0] == k and P.shape[0] == k) or \
+            packed.shape[1] != n * (n + 1) // 2 or P.shape[1] != n or P.shape[2] != n:
+        raise ValueError("finish_records needs k records of score, x (k, n), packed (k, n(n+1)/2) and P (k, n, n)")
+    cdef double nan = float("nan")
+    with nogil:
+        for r in range(k):
+            if kind[r] != _TRACK:
+                score[r] = nan
+                for a in range(n):
+                    x[r, a] = nan
+                    for b in range(n):
+                        P[r, a, b] = nan
+                continue
+            q = 0
+            for a in range(n):
+                for b in range(a, n):
+                    P[r, a, b] = packed[r, q]
+                    P[r, b, a] = packed[r, q]
+                    q += 1

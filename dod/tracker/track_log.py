@@ -94,15 +94,13 @@ import traceback
 import numpy as np
 
 from dod.ring import Ring, RingClosed
-from dod.tracker._log_slot import fill_slot, scan_records, slot_words
-from dod.tracker.covariance import unpack_covariance
+from dod.tracker._log_slot import fill_slot, finish_records, scan_records, slot_words
 
 __all__ = ["TrackLog", "TrackLogError", "read_log", "repair", "convert", "log_schema", "KINDS"]
 
 KINDS = ("track", "birth", "confirmation", "death", "association")
 """The values of the log's ``kind`` column, in the order of their codes."""
 
-_TRACK = 0                                      # KINDS' code of a track record
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"      # the IPC stream's end-of-stream marker
 
 
@@ -169,23 +167,36 @@ class _Layout:
 
 
 class _Sink:
-    """The IPC writer's output, gathered so that a scan reaches the file in one write."""
+    """The IPC writer's output, gathered so that a scan reaches the file in one write.
+
+    The writer hands over the columns' buffers themselves (pyarrow Buffers
+    over the scan's arrays) and small bytes objects for the metadata: the
+    sink keeps references, not copies, and writes them with one writev
+    (a copy of megabytes here would hold the GIL the tick's thread needs).
+    """
 
     closed = False
 
     def __init__(self):
-        self.buf = bytearray()
+        self.parts = []
 
     def write(self, data):
-        self.buf += data
+        self.parts.append(data)
         return len(data)
 
     def flush(self):
         pass
 
     def drain_to(self, fd):
-        _write_all(fd, self.buf)
-        del self.buf[:]
+        parts, self.parts = self.parts, []
+        views = [memoryview(p).cast("B") for p in parts]
+        done = os.writev(fd, views) if views else 0
+        for v in views:                 # after a short write: the rest, part by part
+            if done >= v.nbytes:
+                done -= v.nbytes
+                continue
+            _write_all(fd, v[done:])
+            done = 0
 
 
 def _open_log(path):
@@ -434,17 +445,13 @@ class TrackLog:
         self.written += 1
 
     def _batch(self, cols, scan, time):
-        """The scan's columns (id, row, score, x, P, kind, status: owned copies) as the log's record batch."""
+        """The scan's columns (id, row, score, x, packed P, kind, status: owned copies) as the log's record batch."""
         pa = self._pa
-        ids, row, score, x, P, kind, status = cols
+        ids, row, score, x, packed, kind, status = cols
         k = ids.shape[0]
         n = 2 * self.dim
-        P = unpack_covariance(P)
-        event = kind != _TRACK
-        if event.any():
-            score[event] = np.nan
-            x[event] = np.nan
-            P[event] = np.nan
+        P = np.empty((k, n, n))
+        finish_records(kind, score, x, packed, P)      # (without the GIL: the tick's thread keeps it)
         if self._kinds is None:
             self._kinds = pa.array(KINDS)
         return pa.record_batch([
