@@ -101,6 +101,31 @@ from dod.errors import StallError
 from dod.ring import Ring, RingClosed
 
 
+def idle_priority():
+    """Move the calling thread into the OS's idle scheduling class (Linux ``SCHED_IDLE``).
+
+    Such a thread gets a core only when no ordinary thread wants it (the
+    module docstring says what that buys and costs).
+
+    Returns
+    -------
+    bool
+        True when the thread now runs so; False where the class does not
+        exist or the OS refuses (the thread keeps the priority it had).
+
+    Notes
+    -----
+    Thread-safety: changes the calling thread only.
+    """
+    if not hasattr(os, "SCHED_IDLE"):
+        return False
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))   # this thread only (Linux: 0 is the caller)
+    except OSError:
+        return False
+    return True
+
+
 class RingProducer:
     """RingProducer(rings, items, fill, *, name="dod-ring-producer", start=False, batched=False, cpus="initial", idle=False)
 
@@ -286,12 +311,8 @@ class RingProducer:
                     if self._cpus_given:
                         raise
                     # "initial" refused (a sandbox, a cpuset changed since): keep the inherited CPUs
-            if self.idle and hasattr(os, "SCHED_IDLE"):
-                try:
-                    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))   # this thread only
-                    self.idle_applied = True
-                except OSError:
-                    pass                 # refused: the inherited priority, as documented
+            if self.idle:
+                self.idle_applied = idle_priority()
             for item in items:
                 if self._stop:
                     break

@@ -103,6 +103,15 @@ def test_confirmed_tracks_between_tentative_rows_are_logged_in_row_order(tmp_pat
     _check(read_log(path), expected)
 
 
+def test_an_idle_priority_writer_writes_every_scan(tmp_path):
+    path = tmp_path / "tracks.arrow"
+    expected = _run(path, idle=True)                 # the writer runs in the slack; full="wait": all written
+    _check(read_log(path), expected)
+    with pytest.raises(ValueError):
+        TrackLog(tmp_path / "bad.arrow", _tracker(), idle=1)
+    assert not (tmp_path / "bad.arrow").exists()
+
+
 def test_round_trip_with_polars(tmp_path):
     pl = pytest.importorskip("polars")
     path = tmp_path / "tracks.arrow"

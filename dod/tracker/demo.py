@@ -267,7 +267,8 @@ class DemoRun:
         self.log = None
         if log is not None:
             from dod.tracker.track_log import TrackLog
-            self.log = TrackLog(log, self.tracker)
+            # As the producer: the writer works in the loop's slack (idle priority), unless --fast.
+            self.log = TrackLog(log, self.tracker, idle=not fast)
         # Every page a tick can touch, faulted in now: no first touch inside
         # a tick, and RSS flat from the first scan (at the worst case:
         # table capacity and scratch). --no-prefault leaves them lazy.

@@ -94,6 +94,7 @@ import traceback
 import numpy as np
 
 from dod.ring import Ring, RingClosed
+from dod.ring_producer import idle_priority
 from dod.tracker._log_slot import fill_slot, finish_records, scan_records, slot_words
 
 __all__ = ["TrackLog", "TrackLogError", "read_log", "repair", "convert", "log_schema", "KINDS"]
@@ -215,7 +216,7 @@ def _write_all(fd, data):
 
 
 class TrackLog:
-    """TrackLog(path, tracker, *, slots=8, slot_rows=None, full="drop", timeout=1.0)
+    """TrackLog(path, tracker, *, slots=8, slot_rows=None, full="drop", timeout=1.0, idle=False)
 
     Append a tracker's confirmed tracks and events, scan by scan, to `path`.
 
@@ -235,6 +236,12 @@ class TrackLog:
         What :meth:`append` does when the ring is full (module docstring).
     timeout : float, default 1.0
         Seconds ``full="wait"`` waits for a slot.
+    idle : bool, default False
+        Run the writer thread at idle priority
+        (:func:`dod.ring_producer.idle_priority`, Linux ``SCHED_IDLE``): it
+        writes in the loop's slack and never preempts the tick's thread or
+        its workers; on a machine whose cores stay busy it falls behind and
+        the ring absorbs it (``full`` decides what happens when full).
 
     Attributes
     ----------
@@ -250,6 +257,8 @@ class TrackLog:
         dropped on a full ring.
     error : BaseException or None
         The writer thread's error, once it failed.
+    idle_applied : bool
+        Whether the writer thread runs at idle priority (set by the thread).
 
     Raises
     ------
@@ -266,7 +275,7 @@ class TrackLog:
     tracker's); the writer thread is the log's own.
     """
 
-    def __init__(self, path, tracker, *, slots=8, slot_rows=None, full="drop", timeout=1.0):
+    def __init__(self, path, tracker, *, slots=8, slot_rows=None, full="drop", timeout=1.0, idle=False):
         pa = _pyarrow()
         if full not in ("drop", "wait"):
             raise ValueError(f'full must be "drop" or "wait", not {full!r}')
@@ -274,6 +283,10 @@ class TrackLog:
             raise ValueError(f"slots must be an int >= 1, not {slots!r}")
         if not timeout >= 0:
             raise ValueError(f"timeout must be >= 0 seconds, not {timeout!r}")
+        if not isinstance(idle, bool):
+            raise ValueError(f"idle must be True or False, not {idle!r}")
+        self.idle = idle
+        self.idle_applied = False
         cfg = tracker.config
         if slot_rows is None:
             slot_rows = min(cfg.capacity + 2 * cfg.max_detections, 1 << 16)
@@ -415,6 +428,8 @@ class TrackLog:
     def _drain(self):
         ring = self._ring
         pending = []
+        if self.idle:
+            self.idle_applied = idle_priority()
         try:
             while True:
                 try:
