@@ -94,6 +94,8 @@ NOT_FUZZED = {
     "dod.tracker.metrics.clear_mot": "lists of per-frame arrays; tests/test_metrics_mot.py (py-motmetrics)",
     "dod.errors.EscapeWarning": "a warning class",
     "dod.errors.StallError": "an exception class (raised by the bounded waits, which the fuzzer calls)",
+    "dod.ring_producer.idle_priority": "changes the calling thread's scheduling class for good; "
+                                       "tests/test_track_log.py runs a writer with it",
     "dod.StallError": "an exception class (as above)",
     "dod.ring.RingClosed": "an exception class (raised by the rings, which the fuzzer calls)",
     "dod.numpy_memory.install_default": "replaces numpy's process-wide allocator for good; "

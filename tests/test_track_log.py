@@ -112,6 +112,31 @@ def test_an_idle_priority_writer_writes_every_scan(tmp_path):
     assert not (tmp_path / "bad.arrow").exists()
 
 
+def test_a_3d_tracker_logs_its_state_and_full_covariance(tmp_path):
+    path = tmp_path / "tracks.arrow"
+    t = Tracker(TrackerConfig(dim=3, capacity=128, max_detections=64, events=True, confirmation="m_of_n",
+                              initiation="single"))
+    rng = np.random.default_rng(1)
+    truth = rng.uniform(0, 1000, (20, 3))
+    expected = []
+    with TrackLog(path, t, full="wait", slot_rows=7) as log:      # (21 packed values a track)
+        for _ in range(12):
+            t.tick(truth + rng.normal(0, 1, truth.shape), 0.1)
+            tr = t.tracks()
+            expected.append((t.scans, tr.ids.copy(), tr.x.copy(), tr.P.copy()))
+            assert log.append()
+    table = read_log(path)
+    track = (np.array(table["kind"].to_pylist()) == "track")
+    scan = table["scan"].to_numpy()
+    x = table["x"].combine_chunks().flatten().to_numpy().reshape(-1, 6)
+    P = table["P"].combine_chunks().flatten().to_numpy().reshape(-1, 6, 6)
+    assert expected[-1][1].size == 20
+    for s, ids, tx, tP in expected:
+        k = track & (scan == s)
+        assert np.array_equal(table["id"].to_numpy()[k], ids)
+        assert np.array_equal(x[k], tx) and np.array_equal(P[k], tP)
+
+
 def test_round_trip_with_polars(tmp_path):
     pl = pytest.importorskip("polars")
     path = tmp_path / "tracks.arrow"
