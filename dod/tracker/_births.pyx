@@ -197,9 +197,10 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
             lb = t.log_birth - lc
             if _meas is _polar:
                 # As the score pass and a single birth: the likelihood per
-                # unit area/volume, or the birth density per measurement
-                # volume (the sensor's own clutter, k.per_area 0); the
-                # single's detection at this one's range (a scan's motion apart).
+                # unit area/volume, less ln |det dp/dz| (k.per_area 1), or
+                # with the sensor's own clutter the birth density per
+                # measurement volume, plus it (k.per_area 0; the single
+                # taken at this detection's range, a scan's motion away).
                 lj = dod_meas_log_jacobian(k.zm + <size_t>j * dim, dim)
                 lb += (1.0 - k.per_area) * lj
             if ok:

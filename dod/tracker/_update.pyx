@@ -47,7 +47,8 @@ cdef void _score_rows(const _dim* v, const _meas* s, const dod_tracker* t, const
                       size_t row0, size_t row1) noexcept nogil:
     """Score confirmation: add to each assigned track among rows [row0,
     row1) the log density of its detection's innovation against the
-    predicted track (before its update: call ahead of _update_rows). Each
+    predicted track (before its update: call ahead of _update_rows), with
+    the scan's ln(pd) and clutter density (_clutter.pyx: _scan_rates). Each
     row writes only its own score: any split over workers gives the serial
     result."""
     cdef const dod_track_cols* c = &t.cols
