@@ -74,6 +74,26 @@ def test_clutter_density_at_is_the_cartesian_density_times_the_jacobian():
         assert np.allclose(np.log(got), np.log(2e-6) + log_jacobian(z), rtol=1e-12)
 
 
+@pytest.mark.parametrize("dim,initiation", [(2, "single"), (2, "two_point"), (3, "single"), (3, "two_point")])
+def test_a_density_per_measurement_volume_is_the_cartesian_one_times_the_jacobian(dim, initiation):
+    # A still target seen without noise from one range: the configuration's
+    # density per unit area/volume and the sensor's own, converted at that
+    # range (clutter_density_at), give the same scores, births included.
+    pos = (300.0, -200.0, 150.0)[:dim]
+    sensor = Sensor((0.0,) * dim, 2.0, 1e-3, elevation_sigma=1e-3 if dim == 3 else None)
+    z = np.ascontiguousarray(sensor.measure([pos]))
+    lam = 1e-5
+    own = dataclasses.replace(sensor, clutter_density=float(clutter_density_at(lam, z)[0]))
+    a = Tracker(dim=dim, r=3.0, clutter_density=lam, initiation=initiation)
+    b = Tracker(dim=dim, r=3.0, clutter_density=lam, initiation=initiation)
+    for _ in range(4):
+        a.tick(z, 0.1, sensor=sensor)
+        b.tick(z, 0.1, sensor=own)
+        assert len(a) == len(b)
+        assert np.allclose(a.column("score"), b.column("score"), rtol=1e-12, atol=1e-12)
+    assert len(a) == 1 and a.column("score")[0] > 0.0
+
+
 # ---------------------------------------------------------------- the tick against the reference
 
 @pytest.mark.parametrize("dim,opts,rates,seed", [
