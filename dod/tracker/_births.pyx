@@ -151,7 +151,7 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
     cdef int dim = _d(v), n = 2 * _d(v), pn = _pn(v), a, q
     cdef size_t b, i, r, si
     cdef int32_t j
-    cdef double r2 = t.r * t.r, d2, ll
+    cdef double r2 = t.r * t.r, d2, ll, lb, lj = 0.0
     cdef double Si[9]
     cdef double S[9]
     cdef double J[9]
@@ -194,12 +194,21 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
                 y[a] = z[a] - c.x[i * n + a]
         if t.score_logic:
             ll = 0.0
+            lb = t.log_birth - lc
+            if _meas is _polar:
+                # As the score pass and a single birth: the likelihood per
+                # unit area/volume, less ln |det dp/dz| (k.per_area 1), or
+                # with the sensor's own clutter the birth density per
+                # measurement volume, plus it (k.per_area 0; the single
+                # taken at this detection's range, a scan's motion away).
+                lj = dod_meas_log_jacobian(k.zm + <size_t>j * dim, dim)
+                lb += (1.0 - k.per_area) * lj
             if ok:
                 d2 = dod_kalman_mahalanobis2(y, Si, dim)
                 ll = dod_kalman_log_likelihood(d2, Si, dim)
-                if _meas is _polar:     # per unit area/volume, as the score pass
-                    ll -= dod_meas_log_jacobian(k.zm + <size_t>j * dim, dim)
-            c.score[i] = (t.log_birth - lc) + (t.log_pd - lc + ll)
+                if _meas is _polar:
+                    ll -= k.per_area * lj
+            c.score[i] = lb + (k.log_pd - lc + ll)
             c.score_max[i] = c.score[i]
         if _meas is _polar:
             if ok:
@@ -332,6 +341,8 @@ cdef void _birth_rows(const _dim* v, const _motion* m, const _meas* s, const dod
         c.state[i] = DOD_TRACK_TENTATIVE
         if t.score_logic:
             c.score[i] = t.log_birth - lc
+            if _meas is _polar:     # the sensor's own clutter: the birth density per measurement volume
+                c.score[i] += (1.0 - k.per_area) * dod_meas_log_jacobian(k.zm + <size_t>k.born[b] * dim, dim)
             c.score_max[i] = c.score[i]
 
 

@@ -287,3 +287,16 @@ cdef void _read_sensor(object sensor, int dim, dod_sensor* out) except *:
         if not (isfinite(v) and v > 0.0):
             raise ValueError(f"sensor noise must be positive and finite, not {v!r}")
         out.var[a] = v * v
+    # The sensor's own detection rates (None: the configuration's, 0 here).
+    rate = sensor.pd
+    if rate is not None:
+        v = rate
+        if not (v > 0.0 and v < 1.0):
+            raise ValueError(f"sensor pd must be in (0, 1) or None, not {rate!r}")
+        out.pd = v
+    rate = sensor.clutter_density
+    if rate is not None:
+        v = rate
+        if not (isfinite(v) and v > 0.0):
+            raise ValueError(f"sensor clutter_density must be positive and finite or None, not {rate!r}")
+        out.clutter = v

@@ -415,7 +415,9 @@ cdef class Tracker(TrackerOutputs):
             folded in by an extended Kalman update (dod/tracker/measurement.pxd),
             gated in measurement space, and starts tracks at the converted
             positions with the converted covariance; scans of several sensors
-            may follow each other in time order.
+            may follow each other in time order. Its ``pd`` and
+            ``clutter_density``, when given, replace the configuration's in
+            this scan's scores (:class:`~dod.tracker.Sensor`).
         time : float, optional
             The scan's time stamp (s, finite; keyword only): dt is time less
             :attr:`time` (the first scan: 0), equal stamps are legal; an older
@@ -433,7 +435,8 @@ cdef class Tracker(TrackerOutputs):
             non-finite time or (out_of_sequence="refuse") one before the
             latest scan's; too many rows with overflow="error"; a sensor of
             the other dimension, with a non-finite position or a non-positive
-            noise.
+            noise, a pd outside (0, 1) or a clutter density that is not
+            positive and finite.
         MemoryError
             When a caller-supplied scratch arena cannot hold the tick's
             temporaries.

@@ -157,6 +157,11 @@ ctypedef struct _tick:
     int32_t* dbest          # [D] a free detection's cheapest pair this round
     size_t pairs_dropped    # pairs beyond pair_cap in the latest gating pass
     double log_clutter      # the clutter density's log, once associated (score confirmation: _score_rows)
+    # this scan's detection rates (score confirmation), from its sensor or
+    # the configuration: scalars of the scan, never branched on per row
+    double log_pd, log_miss # ln(pd), ln(1 - pd)
+    double per_area         # 1.0: log_clutter is per unit area/volume (a polar likelihood less
+                            # ln |det dp/dz|); 0.0: per measurement volume (the sensor's own density)
     # range-bearing scans (sensor != NULL; measurement.pxd): z holds the
     # detections' Cartesian positions (grid, births, clutter), zm the measurements
     const dod_sensor* sensor

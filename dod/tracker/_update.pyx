@@ -47,7 +47,8 @@ cdef void _score_rows(const _dim* v, const _meas* s, const dod_tracker* t, const
                       size_t row0, size_t row1) noexcept nogil:
     """Score confirmation: add to each assigned track among rows [row0,
     row1) the log density of its detection's innovation against the
-    predicted track (before its update: call ahead of _update_rows). Each
+    predicted track (before its update: call ahead of _update_rows), with
+    the scan's ln(pd) and clutter density (_clutter.pyx: _scan_rates). Each
     row writes only its own score: any split over workers gives the serial
     result."""
     cdef const dod_track_cols* c = &t.cols
@@ -60,14 +61,14 @@ cdef void _score_rows(const _dim* v, const _meas* s, const dod_tracker* t, const
         j = k.track_det[ti]
         if j < 0:
             continue
-        if _meas is _polar:         # measurement-space density, per unit area/volume
+        if _meas is _polar:         # measurement-space density, per unit area/volume (k.per_area 1)
             dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
-            c.score[ti] -= dod_meas_log_jacobian(k.zm + j * d, d)
+            c.score[ti] -= k.per_area * dod_meas_log_jacobian(k.zm + j * d, d)
         else:
             for a in range(d):
                 y[a] = k.z[j * d + a] - c.x[ti * 2 * d + a]
         d2 = dod_kalman_mahalanobis2(y, k.Si + ti * d * d, d)
-        c.score[ti] += t.log_pd - k.log_clutter + dod_kalman_log_likelihood(d2, k.Si + ti * d * d, d)
+        c.score[ti] += k.log_pd - k.log_clutter + dod_kalman_log_likelihood(d2, k.Si + ti * d * d, d)
 
 
 cdef void _update_rows(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t, const _tick* k,
@@ -136,7 +137,7 @@ cdef size_t _manage_rows(const _telling* told, const dod_tracker* t, const _tick
         else:
             c.misses[ti] += 1
             if t.score_logic:
-                c.score[ti] += t.log_miss
+                c.score[ti] += k.log_miss
         c.history[ti] = hist
         if t.score_logic:
             if c.score[ti] > c.score_max[ti]:

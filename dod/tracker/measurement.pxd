@@ -59,6 +59,10 @@ cdef enum:
 ctypedef struct dod_sensor:
     double pos[3]               # sensor position (the third entry unused in 2-D)
     double var[3]               # noise variances: range (m^2), bearing and elevation (rad^2)
+    # The sensor's own detection rates (0: the configuration's), resolved
+    # once per scan into the tick's frame (_tick.pyx):
+    double pd                   # detection probability, in (0, 1)
+    double clutter              # false detections per measurement volume a scan (m rad, 2-D; m rad^2, 3-D)
 
 
 cdef inline double dod_meas_min_range2() noexcept nogil:

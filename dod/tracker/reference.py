@@ -31,6 +31,10 @@ holds the gate (:func:`dod.tracker.sensor.gate_box`), births at the
 converted positions with the converted covariance, the score's density
 taken per unit area/volume (minus ``ln |det dp/dz|``); tracks in the sensor's
 singular zone are not gated (dod/tracker/measurement.pxd states the model).
+A sensor's own ``pd`` and ``clutter_density`` (per measurement volume) take
+the configuration's place in its scans' scores: the likelihood then stays in
+measurement space, births add ``ln |det dp/dz|`` (the birth density per
+measurement volume), and the clutter estimate skips the scan.
 
 Detections with NaN/inf are dropped. Rows are kept in birth order (deletion
 compacts); compare with the fast tracker by id.
@@ -307,11 +311,11 @@ class ReferenceTracker:
             track_det[ts[r[ok]]] = ds[c[ok]]
             det_track[ds[c[ok]]] = ts[r[ok]]
 
-    def _estimate_clutter(self, z, det_track, counts):
+    def _estimate_clutter(self, z, det_track, counts, own_clutter):
         cfg = self.config
         u = int((det_track < 0).sum())
         counts["unclaimed"] = u
-        if cfg.clutter_density is not None or z.shape[0] == 0:
+        if cfg.clutter_density is not None or own_clutter or z.shape[0] == 0:    # (own: not a sample of it)
             return
         if cfg.surveillance_volume is not None:
             V = float(cfg.surveillance_volume)
@@ -493,13 +497,19 @@ class ReferenceTracker:
             meas = (zm, hpred)
         track_det = np.full(T, -1, np.intp)
         det_track = np.full(z.shape[0], -1, np.intp)
+        # The scan's rates: its sensor's own, else the configuration's (and
+        # then the clutter per unit area/volume, estimated or given).
+        own_clutter = sensor is not None and sensor.clutter_density is not None
+        pd = cfg.pd if sensor is None or sensor.pd is None else sensor.pd
         for stage in (CONFIRMED, TENTATIVE):
             if stage == TENTATIVE:
-                self._estimate_clutter(z, det_track, counts)
+                self._estimate_clutter(z, det_track, counts, own_clutter)
             rows = np.flatnonzero((self.state == stage) & gateable)
             self._associate(rows, z, det_track, track_det, x, Si, hwmax, counts, meas)
         score_logic = cfg.confirmation == "score"
         lc = float(np.log(self.clutter)) if self.clutter > 0.0 else 0.0
+        if own_clutter:
+            lc = float(np.log(sensor.clutter_density))
         if cfg.initiation == "two_point":
             pair_s, pair_d = self._pairs(z, det_track, dt, counts)
         score = self.score.copy()
@@ -511,14 +521,16 @@ class ReferenceTracker:
             y = self._innovation(zm[track_det[a]], hpred[a])
             if score_logic:
                 d2 = np.einsum("ki,kij,kj->k", y, Sia, y)
-                score[a] += np.log(cfg.pd) - lc + self._log_likelihood(d2, Sia) \
-                    - _meas.log_jacobian(zm[track_det[a]])
+                ll = self._log_likelihood(d2, Sia)
+                if not own_clutter:             # per unit area/volume, as the clutter density
+                    ll = ll - _meas.log_jacobian(zm[track_det[a]])
+                score[a] += np.log(pd) - lc + ll
         elif a.size:
             Pa, xa, Sia = P[a], x[a], Si[a]
             y = z[track_det[a]] - xa[:, :d]
             if score_logic:
                 d2 = np.einsum("ki,kij,kj->k", y, Sia, y)
-                score[a] += np.log(cfg.pd) - lc + self._log_likelihood(d2, Sia)
+                score[a] += np.log(pd) - lc + self._log_likelihood(d2, Sia)
         if a.size and self.imm:             # every model (EKF per model with a sensor), then mu
             zu = z[track_det[a]] if sensor is None else zm[track_det[a]]
             mu[a], xm[a], Pm[a], x[a], P[a] = reference_imm.update(mu[a], xm[a], Pm[a], zu, d, self.r2,
@@ -539,7 +551,7 @@ class ReferenceTracker:
             P[a] = 0.5 * (Pn + np.swapaxes(Pn, 1, 2))
         hit = track_det >= 0
         if score_logic:
-            score[~hit] += np.log(1.0 - cfg.pd)
+            score[~hit] += np.log(1.0 - pd)
         score_max = np.maximum(self.score_max, score) if score_logic else self.score_max
         self.hits = self.hits + hit.astype(np.uint32)
         self.misses = np.where(hit, 0, self.misses + 1).astype(np.uint32)
@@ -568,7 +580,7 @@ class ReferenceTracker:
         if self.imm:
             self.mu, self.xm, self.Pm = mu[keep], xm[keep], Pm[keep]
         if cfg.initiation == "two_point":
-            self._births_two_point(z, zm, sensor, det_track, pair_s, pair_d, dt, lc, counts)
+            self._births_two_point(z, zm, sensor, det_track, pair_s, pair_d, dt, lc, pd, counts)
             k = 0
         else:
             # births
@@ -587,13 +599,15 @@ class ReferenceTracker:
             if sensor is not None:          # the converted measurements' covariance
                 Pb[:, :d, :d] = _meas.converted_covariance(zm[born], sensor.variances)
             sb = np.full(k, np.log(cfg.new_target_density) - lc) if score_logic else np.zeros(k)
+            if score_logic and own_clutter:     # the birth density per measurement volume
+                sb = sb + _meas.log_jacobian(zm[born])
             self._append(xb, Pb, 1, 1, 1, sb)
         counts["confirmed"] = int((self.state == CONFIRMED).sum())
         counts["tentative"] = int((self.state == TENTATIVE).sum())
         self.last = counts
         self.scans += 1
 
-    def _births_two_point(self, z, zm, sensor, det_track, pair_s, pair_d, dt, lc, counts):
+    def _births_two_point(self, z, zm, sensor, det_track, pair_s, pair_d, dt, lc, pd, counts):
         cfg, d, n = self.config, self.dim, self.n
         order = np.argsort(pair_d, kind="stable")        # in the order of the second detection
         pair_s, pair_d = pair_s[order], pair_d[order]
@@ -630,9 +644,12 @@ class ReferenceTracker:
             d2 = np.einsum("ki,kij,kj->k", y, Si, y)
             if cfg.confirmation == "score":
                 ll = self._log_likelihood(d2, Si)
-                if sensor is not None:
+                lb = np.log(cfg.new_target_density) - lc
+                if sensor is not None and sensor.clutter_density is not None:
+                    lb = lb + _meas.log_jacobian(zm[born_d])     # (the single at this detection's range)
+                elif sensor is not None:
                     ll = ll - _meas.log_jacobian(zm[born_d])
-                sb = (np.log(cfg.new_target_density) - lc) + (np.log(cfg.pd) - lc + np.where(ok, ll, 0.0))
+                sb = lb + (np.log(pd) - lc + np.where(ok, ll, 0.0))
             else:
                 sb = np.zeros(k)
             K = P[:, :, :d] @ np.swapaxes(H, 1, 2) @ Si

@@ -14,6 +14,7 @@ from one ``numpy.random.Generator(seed)`` (the per-scan passes over every
 target and detection from a xoshiro256** stream it seeds:
 :mod:`dod.tracker._scenario`), so a seed names a scenario.
 """
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -581,8 +582,12 @@ def iter_radar_scans(n_targets=100, scans=200, **kwargs):
         ``sensors`` (1 or 2, default 2), ``range_sigma`` (m, default 2.0),
         ``bearing_sigma`` and ``elevation_sigma`` (rad, default 1e-3), ``pd``
         (default 0.9), ``clutter`` (mean false detections a scan, default 0.2
-        n_targets), and :func:`iter_scans`'s dim, dt, q, speed, spacing,
-        birth_death, crossing and seed.
+        n_targets), ``sensor_rates`` (default False; True: each sensor
+        carries the scenario's ``pd`` and its true clutter density in its
+        measurement space, ``clutter`` over its range x bearing [x
+        elevation] box, as :class:`dod.tracker.Sensor`'s ``pd`` and
+        ``clutter_density``), and :func:`iter_scans`'s dim, dt, q, speed,
+        spacing, birth_death, crossing and seed.
 
     Yields
     ------
@@ -615,7 +620,8 @@ def iter_radar_scans(n_targets=100, scans=200, **kwargs):
 
 
 def _radar_stream(meta, n_targets=100, scans=200, *, dim=2, sensors=2, range_sigma=2.0,
-                  bearing_sigma=1e-3, elevation_sigma=1e-3, pd=0.9, clutter=None, seed=0, **motion):
+                  bearing_sigma=1e-3, elevation_sigma=1e-3, pd=0.9, clutter=None, sensor_rates=False, seed=0,
+                  **motion):
     from dod.tracker.sensor import to_polar
     if not 0.0 <= pd <= 1.0:
         raise ValueError(f"pd must be in [0, 1], not {pd!r}")
@@ -635,6 +641,12 @@ def _radar_stream(meta, n_targets=100, scans=200, *, dim=2, sensors=2, range_sig
         c = to_polar(corners, s.position)
         spans.append((c[:, 0].max() * 1.05, c[:, 1].min(), c[:, 1].max(),
                       (c[:, 2].min(), c[:, 2].max()) if dim == 3 else None))
+    if sensor_rates:                           # the clutter's density over each sensor's (range, angles) box
+        def own(s, span):
+            rmax, blo, bhi, elev = span
+            box = rmax * (bhi - blo) * ((elev[1] - elev[0]) if dim == 3 else 1.0)
+            return dataclasses.replace(s, pd=pd, clutter_density=lam / box if lam > 0 else None)
+        sens = [own(s, span) for s, span in zip(sens, spans)]
     sigma = np.array([range_sigma, bearing_sigma] + ([elevation_sigma] if dim == 3 else []))
     first = True
     for s, scan in enumerate(truth):

@@ -46,7 +46,7 @@ ORDERS = (RANGE_BEARING, BEARING_RANGE)
 
 @dataclass(frozen=True)
 class Sensor:
-    """Sensor(position, range_sigma, bearing_sigma, elevation_sigma=None, order=RANGE_BEARING)
+    """Sensor(position, range_sigma, bearing_sigma, elevation_sigma=None, order=RANGE_BEARING, pd=None, clutter_density=None)
 
     Parameters
     ----------
@@ -67,6 +67,29 @@ class Sensor:
         :meth:`measure` writes and :meth:`to_cartesian` reads this order; the
         module's functions and the noise sigmas keep range, bearing[,
         elevation].
+    pd
+        this sensor's detection probability, in (0, 1) as
+        ``ManagementConfig.pd`` (``ln(1 - pd)`` must be finite), or None
+        (default): the configuration's. Score confirmation uses it for
+        this sensor's scans: ``ln(pd)`` for a track's detection and
+        ``ln(1 - pd)`` for each track the scan did not update.
+    clutter_density
+        this sensor's false detections per scan per unit of its
+        measurement space, > 0 and finite, or None (default): the
+        configuration's (``ClutterConfig.clutter_density``, per unit
+        area/volume, or its online estimate). In 2-D per metre-radian
+        (range x bearing), in 3-D per metre-radian^2 (range x bearing x
+        elevation): a radar's clutter spread uniformly over its range and
+        bearing cells has one such density, while its Cartesian density
+        falls as 1/r. A Cartesian density ``lambda_c`` at range r is
+        ``lambda_c * r`` here in 2-D and ``lambda_c * r**2 * cos(el)`` in
+        3-D (:func:`clutter_density_at`). Score confirmation then weighs
+        this sensor's detections against it in measurement space (the
+        likelihood of the innovation per measurement volume, with no
+        Jacobian), and its births' ``new_target_density`` (per unit
+        area/volume) is converted to measurement space at each detection;
+        such a scan leaves the Cartesian clutter estimate unchanged (it is
+        not a sample of it). M-of-N confirmation uses neither rate.
 
     Attributes
     ----------
@@ -75,12 +98,15 @@ class Sensor:
     bearing_sigma : float
     elevation_sigma : float or None
     order : str
+    pd : float or None
+    clutter_density : float or None
 
     Raises
     ------
     ValueError
         For a position of the wrong shape or not finite, a noise that is
-        not a positive finite number, or another order.
+        not a positive finite number, another order, a pd outside (0, 1)
+        or a clutter density that is not a positive finite number.
 
     Notes
     -----
@@ -93,6 +119,8 @@ class Sensor:
     bearing_sigma: float
     elevation_sigma: float | None = None
     order: str = RANGE_BEARING
+    pd: float | None = None
+    clutter_density: float | None = None
 
     def __post_init__(self):
         try:
@@ -116,6 +144,8 @@ class Sensor:
         if not (isinstance(self.order, str) and self.order in ORDERS):
             raise ValueError(f"order must be RANGE_BEARING ({RANGE_BEARING!r}) or BEARING_RANGE "
                              f"({BEARING_RANGE!r}), not {self.order!r}")
+        _rate(self, "pd", 0.0, 1.0, "in (0, 1)")
+        _rate(self, "clutter_density", 0.0, math.inf, "a positive finite number")
 
     @property
     def dim(self):
@@ -179,6 +209,54 @@ class Sensor:
         """
         z = input_array(measurements, np.float64, "measurements", 2, self.dim)
         return to_cartesian(z if self.order == RANGE_BEARING else z[:, ::-1], self.position)
+
+
+def _rate(sensor, name, lo, hi, what):
+    """Check and store sensor.name as a float in the open interval (lo, hi), or None."""
+    v = getattr(sensor, name)
+    if v is None:
+        return
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) \
+            or not (math.isfinite(v) and lo < v < hi):
+        raise ValueError(f"{name} must be {what} or None, not {v!r}")
+    object.__setattr__(sensor, name, float(v))
+
+
+def clutter_density_at(cartesian_density, z):
+    """A Cartesian clutter density seen in a sensor's measurement space.
+
+    The density per metre-radian (2-D) or metre-radian^2 (3-D) that a
+    clutter density per unit area/volume has at measurements z:
+    ``cartesian_density * |det dp/dz|``, that is ``cartesian_density * r``
+    in 2-D and ``cartesian_density * r**2 * cos(elevation)`` in 3-D. The
+    unit of :attr:`Sensor.clutter_density`.
+
+    Parameters
+    ----------
+    cartesian_density : float or array_like
+        False detections per unit area (2-D) or volume (3-D) per scan.
+    z : array_like
+        (k, d) measurements: range (m), bearing (rad)[, elevation (rad)].
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 (k,).
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+
+    Examples
+    --------
+    >>> from dod.tracker.sensor import clutter_density_at
+    >>> clutter_density_at(1e-6, [[2000.0, 0.3]]).tolist()      # 1e-6 per m^2 at 2 km
+    [0.002]
+    """
+    z = np.asarray(z, dtype=np.float64)
+    r = np.maximum(z[:, 0], 1e-6)       # log_jacobian's floors
+    jac = r if z.shape[1] == 2 else r * r * np.maximum(np.cos(z[:, 2]), 1e-12)
+    return np.asarray(cartesian_density, dtype=np.float64) * jac
 
 
 def to_polar(points, position):
