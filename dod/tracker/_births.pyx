@@ -249,6 +249,10 @@ cdef void _birth_part(const dod_tracker* t, const _tick* k, size_t r0, size_t r1
         _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_doppler*>NULL, t, k, r0, r1)
     elif m == _MODEL_3D | _MODEL_POLAR | _MODEL_RATE:
         _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_doppler*>NULL, t, k, r0, r1)
+    elif m == _MODEL_IMM | _MODEL_POLAR | _MODEL_RATE:
+        _birth_part_as(<_planar*>NULL, <_imm*>NULL, <_doppler*>NULL, t, k, r0, r1)
+    elif m == _MODEL_3D | _MODEL_IMM | _MODEL_POLAR | _MODEL_RATE:
+        _birth_part_as(<_spatial*>NULL, <_imm*>NULL, <_doppler*>NULL, t, k, r0, r1)
     elif m == _MODEL_IMM | _MODEL_POLAR:
         _birth_part_as(<_planar*>NULL, <_imm*>NULL, <_polar*>NULL, t, k, r0, r1)
     else:

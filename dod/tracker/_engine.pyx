@@ -436,7 +436,7 @@ cdef class Tracker(TrackerOutputs):
             non-finite time or (out_of_sequence="refuse") one before the
             latest scan's; too many rows with overflow="error"; a sensor of
             the other dimension, with a non-finite position or a non-positive
-            noise; a sensor with ``range_rate_sigma`` on an IMM tracker.
+            noise.
         MemoryError
             When a caller-supplied scratch arena cannot hold the tick's
             temporaries.
@@ -463,9 +463,6 @@ cdef class Tracker(TrackerOutputs):
             _read_sensor(sensor, self.engine.dim, &sens)
             sp = &sens
             if sens.rate_var > 0.0:     # a last column: the range rate
-                if self.engine.imm.models:
-                    raise ValueError("a sensor with range_rate_sigma needs motion='cv' (the IMM takes "
-                                     "range-bearing measurements without range rate)")
                 cols += 1
         reverse = _columns_reversed(sensor, self.engine.dim)
         cdef cnp.ndarray z = _scan_array(detections, cols)

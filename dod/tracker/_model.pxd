@@ -6,8 +6,7 @@
 #   motion        _cv (constant velocity: kalman.pxd), _imm (imm.pxd)
 #   measurement   _cartesian (positions), _polar (range-bearing[-elevation]
 #                 of a sensor: measurement.pxd), _doppler (_polar with a
-#                 last range-rate value: m = d + 1, H with a velocity block;
-#                 constant velocity only, the tick refuses it with the IMM)
+#                 last range-rate value: m = d + 1, H with a velocity block)
 # A pass writes its row loop once as a Cython fused function over the axes it
 # depends on (its first arguments: NULL pointers of the tag types below), and
 # each specialisation compiles to the straight-line code of one model:
@@ -49,7 +48,8 @@ from dod.tracker.measurement cimport (dod_meas_predict, dod_meas_innovation_cov,
                                       dod_ekf_position_update, dod_meas_to_cartesian,
                                       dod_meas_rate_predict, dod_meas_rate_innovation_cov,
                                       dod_meas_rate_inverse, dod_meas_rate_innovation, _dod_meas_rate_update,
-                                      dod_meas_rate_variances, dod_meas_rate_birth, dod_meas_mahalanobis2)
+                                      dod_meas_rate_variances, dod_meas_rate_birth, dod_meas_mahalanobis2,
+                                      dod_ekf_rate_update)
 from dod.tracker._track cimport dod_tracker
 from dod.tracker._frame cimport _tick
 
@@ -260,13 +260,14 @@ cdef inline bint _meas_linearise(const _dim* v, const _meas* s, const _tick* k, 
         dod_meas_rate_variances(k.sensor, d, var)
         dod_meas_rate_innovation_cov(Pf, n, d + 1, J, var, S)
         return dod_meas_rate_inverse(S, d + 1, Si)
-    if not dod_meas_predict(x, k.sensor, d, h, J):
-        return False
-    for a in range(d):          # the position block, full
-        for b in range(d):
-            Ppos[a * d + b] = P[dod_kalman_packed_index(a, b, 2 * d)]
-    dod_meas_innovation_cov(Ppos, d, d, J, k.sensor.var, S)
-    return dod_kalman_inverse_spd(S, d, Si)
+    else:
+        if not dod_meas_predict(x, k.sensor, d, h, J):
+            return False
+        for a in range(d):          # the position block, full
+            for b in range(d):
+                Ppos[a * d + b] = P[dod_kalman_packed_index(a, b, 2 * d)]
+        dod_meas_innovation_cov(Ppos, d, d, J, k.sensor.var, S)
+        return dod_kalman_inverse_spd(S, d, Si)
 
 
 cdef inline bint _meas_innovation(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k,
@@ -298,12 +299,19 @@ cdef inline double _meas_d2(const _dim* v, const _meas* s, const _tick* k, size_
 
 cdef inline void _meas_update(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t,
                               const _tick* k, size_t ti, int32_t j, double r2) noexcept nogil:
-    cdef int d = _d(v), n = 2 * d
+    cdef int d = _d(v), n = 2 * d, a
     cdef double y[4]
-    if _meas is _doppler:           # constant velocity only (the tick refuses the IMM with a range rate)
-        dod_meas_rate_innovation(k.zm + j * (d + 1), k.hp + ti * (d + 1), d, y)
-        _cv_rate_update(v, k, t.cols.x + ti * n, t.cols.P + ti * _pn(v), y, k.J + ti * (d + 1) * n,
-                        k.Si + ti * (d + 1) * (d + 1))
+    cdef double ll[DOD_IMM_MODELS]
+    if _meas is _doppler:
+        if _motion is _imm:         # each model's own EKF (its prediction differs), then mu
+            for a in range(DOD_IMM_MODELS):
+                ll[a] = dod_ekf_rate_update(dod_imm_model_x(&t.imm, ti, a, d), dod_imm_model_P(&t.imm, ti, a, d),
+                                            n + 1, k.zm + j * (d + 1), d, k.sensor)
+            dod_imm_weigh(&t.imm, ti, ll, t.cols.x + ti * n, t.cols.P + ti * _pn(v), d)
+        else:
+            dod_meas_rate_innovation(k.zm + j * (d + 1), k.hp + ti * (d + 1), d, y)
+            _cv_rate_update(v, k, t.cols.x + ti * n, t.cols.P + ti * _pn(v), y, k.J + ti * (d + 1) * n,
+                            k.Si + ti * (d + 1) * (d + 1))
     elif _meas is _polar:
         _motion_ekf_update(v, m, t, k, ti, j)
     else:

@@ -57,6 +57,10 @@ cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, 
         _predict_rows_as(<_planar*>NULL, <_cv*>NULL, <_doppler*>NULL, t, k, dt, row0, row1)
     elif m == _MODEL_3D | _MODEL_POLAR | _MODEL_RATE:
         _predict_rows_as(<_spatial*>NULL, <_cv*>NULL, <_doppler*>NULL, t, k, dt, row0, row1)
+    elif m == _MODEL_IMM | _MODEL_POLAR | _MODEL_RATE:
+        _predict_rows_as(<_planar*>NULL, <_imm*>NULL, <_doppler*>NULL, t, k, dt, row0, row1)
+    elif m == _MODEL_3D | _MODEL_IMM | _MODEL_POLAR | _MODEL_RATE:
+        _predict_rows_as(<_spatial*>NULL, <_imm*>NULL, <_doppler*>NULL, t, k, dt, row0, row1)
     elif m == _MODEL_IMM | _MODEL_POLAR:
         _predict_rows_as(<_planar*>NULL, <_imm*>NULL, <_polar*>NULL, t, k, dt, row0, row1)
     else:

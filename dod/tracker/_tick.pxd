@@ -14,8 +14,7 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
 # A range-bearing scan of one sensor (measurement.pxd: dets hold n_dets
 # measurements (range, bearing[, elevation]), each followed by its range
 # rate when sensor.rate_var > 0; the sensor's variances > 0 and position
-# finite are the caller's checks, and a range rate with the IMM (the tick's
-# kernels take range rates with constant velocity only: Tracker.tick
-# refuses it); sensor NULL: Cartesian, as dod_tracker_tick.
+# finite are the caller's checks); sensor NULL: Cartesian, as
+# dod_tracker_tick.
 cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_dets, double dt,
                                  const dod_sensor* sensor, dod_arena* scratch) noexcept nogil

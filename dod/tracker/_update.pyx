@@ -69,15 +69,15 @@ cdef void _score_rows(const _dim* v, const _meas* s, const dod_tracker* t, const
             d2 = dod_meas_mahalanobis2(y, k.Si + ti * mm * mm, mm)
             c.score[ti] += (t.log_pd - k.log_clutter + dod_meas_rate_log_likelihood(d2, k.Si + ti * mm * mm, mm)
                             - dod_meas_rate_log_jacobian(k.zm + j * mm, k.sensor, d))
-            continue
-        if _meas is _polar:         # measurement-space density, per unit area/volume
-            dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
-            c.score[ti] -= dod_meas_log_jacobian(k.zm + j * d, d)
         else:
-            for a in range(d):
-                y[a] = k.z[j * d + a] - c.x[ti * 2 * d + a]
-        d2 = dod_kalman_mahalanobis2(y, k.Si + ti * d * d, d)
-        c.score[ti] += t.log_pd - k.log_clutter + dod_kalman_log_likelihood(d2, k.Si + ti * d * d, d)
+            if _meas is _polar:     # measurement-space density, per unit area/volume
+                dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
+                c.score[ti] -= dod_meas_log_jacobian(k.zm + j * d, d)
+            else:
+                for a in range(d):
+                    y[a] = k.z[j * d + a] - c.x[ti * 2 * d + a]
+            d2 = dod_kalman_mahalanobis2(y, k.Si + ti * d * d, d)
+            c.score[ti] += t.log_pd - k.log_clutter + dod_kalman_log_likelihood(d2, k.Si + ti * d * d, d)
 
 
 cdef void _update_rows(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t, const _tick* k,
@@ -212,6 +212,10 @@ cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, _sums*
         _filter_rows(<_planar*>NULL, <_cv*>NULL, <_doppler*>NULL, t, k, r0, r1)
     elif m == _MODEL_3D | _MODEL_POLAR | _MODEL_RATE:
         _filter_rows(<_spatial*>NULL, <_cv*>NULL, <_doppler*>NULL, t, k, r0, r1)
+    elif m == _MODEL_IMM | _MODEL_POLAR | _MODEL_RATE:
+        _filter_rows(<_planar*>NULL, <_imm*>NULL, <_doppler*>NULL, t, k, r0, r1)
+    elif m == _MODEL_3D | _MODEL_IMM | _MODEL_POLAR | _MODEL_RATE:
+        _filter_rows(<_spatial*>NULL, <_imm*>NULL, <_doppler*>NULL, t, k, r0, r1)
     elif m == _MODEL_IMM | _MODEL_POLAR:
         _filter_rows(<_planar*>NULL, <_imm*>NULL, <_polar*>NULL, t, k, r0, r1)
     else:

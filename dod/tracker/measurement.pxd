@@ -44,14 +44,13 @@
 # model); birth covariance dod_meas_to_cartesian.
 #
 # Range rate (Doppler; rate_var > 0): a measurement gains a last entry, the
-# radial velocity of a constant-velocity state x = [p, v] seen from a
-# static sensor,
-# not run: formula
-#     range_rate = (p - s) . v / |p - s|                       (m/s)
-# so m = d + 1 values per measurement, whatever the sensor's column order.
-# Its row of H has a velocity block: d rr/dp = (v - rr u) / r, d rr/dv = u
-# (u = (p - s) / r the line of sight), so the update is the full EKF with
-# H (m x n) = [[J 0], [d rr/dp, u]] (dod_meas_rate_*). The score compares
+# radial velocity rr = (p - s) . v / |p - s| (m/s) of a state whose
+# velocity v is x[d:2d] (constant velocity; the IMM's models too) seen from
+# a static sensor, so m = d + 1 values per measurement, whatever the
+# sensor's column order. Its row of H has a velocity block: d rr/dp =
+# (v - rr u) / r, d rr/dv = u (u = (p - s) / r the line of sight), so the
+# update is the full EKF with H (m x n) = [[J 0], [d rr/dp, u, 0]]
+# (dod_meas_rate_*; dod_ekf_rate_update per IMM model). The score compares
 # a density in (range, bearing[, elevation], range rate) space: per unit
 # area/volume after ln |det dp/dz| (the range rate maps to itself), and per
 # m/s of range rate, which the clutter density (per unit area/volume) does
@@ -570,6 +569,40 @@ cdef inline void _dod_meas_rate_update(const dod_kalman_shaped* shape, double* x
         for i in range(n):              # the lower triangle mirrors the upper one
             for j in range(i):
                 P[i * n + j] = P[j * n + i]
+
+
+cdef inline double dod_ekf_rate_update(double* x, double* P, int n, const double* z, int d,
+                                       const dod_sensor* s) noexcept nogil:
+    """dod_ekf_position_update with a range rate: measurement z[d + 1] of a
+    state x[n] (n >= 2d: position, velocity, then entries the measurement
+    does not see, as the IMM's turn rate) with full P (n x n). Returns ln
+    N(y; 0, S), or -INFINITY with x and P unchanged (singular zone, S not
+    positive definite)."""
+    cdef double h[DOD_MEAS_MAXM]
+    cdef double Hc[DOD_MEAS_MAXM * 6]
+    cdef double H[DOD_MEAS_MAXM * DOD_MEAS_MAXN]
+    cdef double S[DOD_MEAS_MAXM * DOD_MEAS_MAXM]
+    cdef double Si[DOD_MEAS_MAXM * DOD_MEAS_MAXM]
+    cdef double y[DOD_MEAS_MAXM]
+    cdef double var[DOD_MEAS_MAXM]
+    cdef double d2
+    cdef dod_kalman_shape shape
+    cdef int a, b, m = d + 1
+    if not dod_meas_rate_predict(x, s, d, h, Hc):
+        return -INFINITY
+    for a in range(m):                  # H over the whole state: zeros past the velocity
+        for b in range(n):
+            H[a * n + b] = Hc[a * 2 * d + b] if b < 2 * d else 0.0
+    dod_meas_rate_variances(s, d, var)
+    dod_meas_rate_innovation_cov(P, n, m, H, var, S)
+    if not dod_meas_rate_inverse(S, m, Si):
+        return -INFINITY
+    dod_meas_rate_innovation(z, h, d, y)
+    d2 = dod_meas_mahalanobis2(y, Si, m)
+    shape.n = n
+    shape.d = d
+    _dod_meas_rate_update(&shape, x, P, y, H, Si, var)
+    return dod_meas_rate_log_likelihood(d2, Si, m)
 
 
 cdef inline void dod_meas_rate_variances(const dod_sensor* s, int d, double* var) noexcept nogil:

@@ -35,7 +35,8 @@ A sensor with ``range_rate_sigma`` adds the range rate (last column): H is
 the whole Jacobian over [p, v] (:func:`dod.tracker.sensor.predict_rate`),
 the gate box is the position block's, births take the radial velocity
 (:func:`dod.tracker.sensor.rate_birth`), and the score's density is also
-per the sensor's ``range_rate_span``; CV only.
+per the sensor's ``range_rate_span``; with the IMM every model updates
+through :func:`dod.tracker.reference_imm.ekf_update`'s range-rate case.
 
 Detections with NaN/inf are dropped. Rows are kept in birth order (deletion
 compacts); compare with the fast tracker by id.
@@ -433,8 +434,6 @@ class ReferenceTracker:
         if sensor is not None:
             if sensor.dim != d:
                 raise ValueError(f"sensor position must have {d} coordinates")
-            if rate and self.imm:
-                raise ValueError("a sensor with range_rate_sigma needs motion='cv'")
         cols = d + rate
         detections = np.asarray(detections)
         if detections.dtype != np.float64:

@@ -27,7 +27,7 @@ range_rate) in 3-D. The range rate stays the last column in either
 :data:`ORDERS` (BEARING_RANGE reverses the positional columns only:
 bearing, range, range_rate), and the tick folds it into the extended
 Kalman update (the velocity gets the radial component from the first
-detection on). Constant-velocity trackers only (``motion="cv"``).
+detection on; with ``motion="imm"`` every model's update).
 
 The conversions here (numpy, vectorised) are the ones the tick's kernels
 compute (dod/tracker/measurement.pxd), for scenarios, the reference
