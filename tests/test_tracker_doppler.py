@@ -13,6 +13,9 @@ from dod.tracker import ReferenceTracker, Sensor, Tracker, TrackerConfig, pack_c
 from dod.tracker.sensor import (BEARING_RANGE, RANGE_BEARING, RANGE_RATE_COLUMN, predict_rate, rate_birth,
                                 to_polar, valid)
 
+from dod.tracker.metrics import run_tracker, scenario_gospa
+from dod.tracker.scenario import generate_radar
+
 from alloc_measure import PythonAllocations, c_heap_bytes, per_call_rises
 
 SPAN = 200.0        # the scenarios' clutter range rates: uniform in [-SPAN / 2, SPAN / 2]
@@ -189,6 +192,27 @@ def test_range_rate_improves_velocity_after_three_scans():
         without, n0 = _velocity_rmse(False, 3, seed)
         assert n1 > 150 and n0 > 150, (n1, n0)
         assert with_rate < 0.75 * without, (seed, with_rate, without)
+
+
+def test_radar_scenario_with_range_rate_lowers_gospa():
+    # generate_radar(range_rate_sigma=...): the same targets, rows with a
+    # range rate. Measured (200 targets, 2 sensors, 100 scans, seeds 0-3):
+    # GOSPA 13.1-13.6 with the range rate, 18.3-18.6 without (0.70-0.74x).
+    cfg = TrackerConfig(r=3.0)
+    for seed in (0, 1):
+        sc = generate_radar(200, 100, sensors=2, seed=seed, range_rate_sigma=0.5)
+        plain = generate_radar(200, 100, sensors=2, seed=seed)
+        assert all(np.array_equal(a, b) for a, b in zip(sc.truth_pos, plain.truth_pos))
+        assert sc.detections[0].shape[1] == 3 and sc.sensors[0].range_rate_sigma == 0.5
+        g = scenario_gospa(sc, run_tracker(Tracker(cfg), sc))
+        g0 = scenario_gospa(plain, run_tracker(Tracker(cfg), plain))
+        assert g < 0.85 * g0, (seed, g, g0)
+    cfg3 = TrackerConfig(dim=3, r=3.0)
+    fast, ref = Tracker(cfg3), ReferenceTracker(cfg3)
+    for s, (z, dt, sensor) in enumerate(generate_radar(60, 40, dim=3, sensors=2, seed=5, range_rate_sigma=0.5)):
+        fast.tick(z, dt, sensor=sensor)
+        ref.tick(z, dt, sensor=sensor)
+        _assert_same(fast, ref, s)
 
 
 # ---------------------------------------------------------------- threads and allocations
