@@ -9,7 +9,8 @@ once into the tracker's input buffer (rows of float64, sized at
 construction for ``max_detections`` rows, its pages backed when first
 written): the first min(k, max_detections) rows, each value cast to
 float64, the polar columns put in the kernels' order (range, bearing[,
-elevation]) on the way, so that no kernel branches on a column order.
+elevation]; a range rate stays last) on the way, so that no kernel
+branches on a column order.
 float64, float32, int64 and int32 arrays of any strides (native, aligned)
 are copied here without a Python object (nothing allocated); other dtypes,
 byte-swapped or misaligned arrays go through numpy's copy (which makes
