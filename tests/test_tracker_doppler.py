@@ -86,6 +86,50 @@ def test_range_rate_jacobian_matches_finite_differences(d):
     np.testing.assert_allclose(h[:, d], (r1 - r0) / 1e-6, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("d,n", [(2, 4), (3, 6), (2, 5), (3, 7)])
+def test_ekf_rate_update_matches_a_numpy_ekf(d, n):
+    # The C kernel (n = 2d + 1: the IMM's coordinated-turn state) against a
+    # textbook EKF with a finite-difference Jacobian over the whole state.
+    from dod.tracker._kernel_hooks import _kernel_ekf_rate_update
+    rng = np.random.default_rng(10 * d + n)
+
+    def h(x, s):
+        return to_polar(x[None, :d], s, x[None, d:2 * d])[0]
+
+    for _ in range(20):
+        s = rng.uniform(-100, 100, size=d)
+        x = rng.uniform(-500, 500, size=n)
+        A = rng.normal(size=(n, n))
+        P = A @ A.T + np.eye(n)
+        var = np.array([4.0, 1e-5, 2e-5][:d] + [0.25])
+        z = h(x, s) + rng.normal(size=d + 1) * np.sqrt(var) * 3
+        H = np.zeros((d + 1, n))
+        for a in range(n):
+            e = np.zeros(n)
+            e[a] = 1e-6
+            H[:, a] = (h(x + e, s) - h(x - e, s)) / 2e-6
+        R = np.diag(var)
+        S = H @ P @ H.T + R
+        Si = np.linalg.inv(S)
+        y = z - h(x, s)
+        y[1] = (y[1] + np.pi) % (2 * np.pi) - np.pi
+        K = P @ H.T @ Si
+        Ai = np.eye(n) - K @ H
+        xe, Pe = x + K @ y, Ai @ P @ Ai.T + K @ R @ K.T
+        want = -0.5 * ((d + 1) * math.log(2 * math.pi) + math.log(np.linalg.det(S)) + float(y @ Si @ y))
+        xk, Pk = x.copy(), P.copy()
+        ll = _kernel_ekf_rate_update(xk, Pk, z, s, var)
+        np.testing.assert_allclose(xk, xe, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(Pk, Pe, rtol=1e-5, atol=1e-6 * np.abs(Pe).max())
+        assert ll == pytest.approx(want, rel=1e-6, abs=1e-6)
+        assert np.array_equal(Pk, Pk.T)
+    x = np.zeros(n)
+    x[:d] = 1.0
+    P = np.eye(n)
+    assert _kernel_ekf_rate_update(x, P, np.zeros(d + 1), np.ones(d), np.ones(d + 1)) == -math.inf
+    assert np.array_equal(P, np.eye(n))                 # at the sensor: unchanged
+
+
 def test_rate_birth_takes_the_radial_velocity():
     z = np.array([[1000.0, 0.3, -7.0]])
     v, C = rate_birth(z, 0.25, 100.0)
@@ -259,6 +303,18 @@ def test_zero_allocations_per_tick_with_range_rate(initiation):
     rises = per_call_rises(tick, scans[30:])
     assert max(rises) == 0, sorted(rises)[-5:]
     assert t.scratch.used == 0
+
+
+def test_zero_allocations_with_range_rate_and_threads():
+    scans = [(z, dt, s) for z, dt, s, _, _ in _scenario(600, 50, seed=43, sensors=2)]
+    t = Tracker(r=5.0, q=0.1, threads=2, parallel_min_rows=0)
+    for z, dt, s in scans[:20]:
+        t.tick(z, dt, sensor=s)
+    before = sys.getallocatedblocks()
+    for _ in range(2):
+        for z, dt, s in scans[20:]:
+            t.tick(z, dt, s)
+    assert sys.getallocatedblocks() - before < 20
 
 
 # ---------------------------------------------------------------- bad input
