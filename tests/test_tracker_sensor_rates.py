@@ -115,6 +115,23 @@ def test_fast_and_reference_agree_with_two_sensors_of_their_own_rates(dim, opts,
     assert fast.counts()["confirmed"] > 80
 
 
+@pytest.mark.parametrize("dim,initiation,seed", [(2, "single", 1), (2, "two_point", 2), (3, "single", 3),
+                                                  (3, "two_point", 4)])
+def test_own_rates_with_a_range_rate_agree_with_the_reference(dim, initiation, seed):
+    # The sensor's density is per measurement volume of the position part,
+    # its range rate uniform over range_rate_span as without it.
+    sc = generate_radar(120, 80, dim=dim, sensors=2, seed=seed, crossing=0.2, clutter=60,
+                        range_rate_sigma=0.5, sensor_rates=True)
+    cfg = TrackerConfig(dim=dim, r=3.0, initiation=initiation)
+    fast, ref = Tracker(cfg), ReferenceTracker(cfg)
+    for s, (z, dt, sensor) in enumerate(sc):
+        assert sensor.clutter_density is not None and sensor.range_rate_sigma is not None
+        fast.tick(z, dt, sensor=sensor)
+        ref.tick(z, dt, sensor=sensor)
+        _assert_same(fast, ref, s)
+    assert fast.counts()["confirmed"] > 80
+
+
 @pytest.mark.parametrize("initiation", ["single", "two_point"])
 def test_own_rates_mix_with_cartesian_scans_and_the_estimate(initiation):
     # Scans of a sensor with its own rates, of one without, and Cartesian

@@ -75,12 +75,13 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     k.scan = dets
     k.n_scan = n_dets
     k.sensor = sensor
+    k.mcols = 0 if sensor == NULL else t.dim + (1 if sensor.rate_var > 0.0 else 0)
     k.count_stride = n_dets
     k.dt = dt
     k.par = t.threads > 1 and T >= <size_t>t.threads * t.min_rows
     _chunk_rows(&k, T, t.threads, t.min_rows, k.par)
     if not _frame_open(&k, scratch, T, n_dets, t.singles.count if t.two_point else 0, t.dim, t.two_point,
-                       sensor != NULL):
+                       k.mcols):
         dod_arena_rewind(scratch, mark)
         return -1
     _scan_rates(t, &k)                  # pd and clutter: the sensor's or the configuration's

@@ -208,7 +208,7 @@ cdef void _singles_part(dod_tracker* t, const _tick* k, const int32_t* wait, siz
         return
     for r in range(r0, r1):
         j = <size_t>wait[r]
-        dod_meas_to_cartesian(k.zm + j * dim, k.sensor, dim, p, C)
+        dod_meas_to_cartesian(k.zm + j * <size_t>k.mcols, k.sensor, dim, p, C)     # (a range rate is not kept)
         Cs = t.single_C + r * pc
         widest = 0.0
         for a in range(dim):            # the upper triangle (in 3-D C[a, b] and C[b, a] may differ in the last bit)
