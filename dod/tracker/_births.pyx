@@ -21,9 +21,12 @@ from dod.tracker.grid cimport dod_grid
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse, dod_kalman_packed_index,
                                  dod_kalman_mahalanobis2, dod_kalman_update, dod_kalman_log_likelihood)
 from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
-                                 _d, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR, _motion_birth,
-                                 _cv_ekf_update, _meas_linearise, _meas_birth_cov)
-from dod.tracker.measurement cimport dod_meas_innovation, dod_meas_log_jacobian
+                                 _doppler, _d, _m, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR,
+                                 _MODEL_RATE, _motion_birth, _cv_ekf_update, _cv_rate_update, _meas_linearise,
+                                 _meas_birth_cov)
+from dod.tracker.measurement cimport (dod_meas_innovation, dod_meas_log_jacobian, dod_meas_rate_innovation,
+                                      dod_meas_mahalanobis2,
+                                      dod_meas_rate_log_likelihood)
 from dod.tracker._track cimport dod_tracker, dod_track_cols, dod_tick_counts, DOD_TRACK_TENTATIVE
 from dod.tracker._frame cimport _birth_plan, _tick, _TAIL_CHUNKS, _BIRTH_BITS, _BIRTH_BITS_3D
 from dod.tracker._executor cimport _split_detections, _run_chunks, _parts_of, _offsets, _PASS_BIRTHS
@@ -146,17 +149,19 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
     detection, the score taking both (as two single-point scans would).
     Range-bearing: the extended Kalman update in the sensor's space, as a
     track's (a prediction in the sensor's singular zone is not updated
-    and scores no likelihood). Writes only these rows."""
+    and scores no likelihood); with a range rate the pair's update uses
+    the second detection's (the single's own range rate is not kept: it
+    waited as a position). Writes only these rows."""
     cdef const dod_track_cols* c = &t.cols
-    cdef int dim = _d(v), n = 2 * _d(v), pn = _pn(v), a, q
+    cdef int dim = _d(v), n = 2 * _d(v), pn = _pn(v), a, q, mm = _m(v, s)
     cdef size_t b, i, r, si
     cdef int32_t j
-    cdef double r2 = t.r * t.r, d2, ll
-    cdef double Si[9]
-    cdef double S[9]
-    cdef double J[9]
-    cdef double h[3]
-    cdef double y[3]
+    cdef double r2 = t.r * t.r, d2, ll, lb, lj = 0.0
+    cdef double Si[16]
+    cdef double S[16]
+    cdef double J[24]
+    cdef double h[4]
+    cdef double y[4]
     cdef const double* z
     cdef const double* Cs
     cdef bint ok
@@ -185,25 +190,44 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
                 c.P[i * pn + dod_kalman_packed_index(a, q, n)] = Cs[dod_kalman_packed_index(a, q, dim)]
         dod_kalman_predict(c.x + i * n, c.P + i * pn, dim, dt, t.q)
         if _meas is _polar:
-            ok = _meas_linearise(v, k, c.x + i * n, c.P + i * pn, h, J, S, Si)
+            ok = _meas_linearise(v, s, k, c.x + i * n, c.P + i * pn, h, J, S, Si)
             if ok:
                 dod_meas_innovation(k.zm + <size_t>j * dim, h, dim, y)
+        elif _meas is _doppler:
+            ok = _meas_linearise(v, s, k, c.x + i * n, c.P + i * pn, h, J, S, Si)
+            if ok:
+                dod_meas_rate_innovation(k.zm + <size_t>j * mm, h, dim, y)
         else:
             ok = dod_kalman_innovation_inverse(c.P + i * pn, dim, r2, Si)
             for a in range(dim):
                 y[a] = z[a] - c.x[i * n + a]
         if t.score_logic:
             ll = 0.0
-            if ok:
+            lb = t.log_birth - lc
+            if _meas is _polar or _meas is _doppler:
+                # As the score pass and a single birth: the likelihood per
+                # unit area/volume, less ln |det dp/dz| (k.per_area 1), or
+                # with the sensor's own clutter the birth density per
+                # measurement volume, plus it (k.per_area 0; the single
+                # taken at this detection's range, a scan's motion away).
+                lj = dod_meas_log_jacobian(k.zm + <size_t>j * mm, dim)
+                lb += (1.0 - k.per_area) * lj
+            if ok and _meas is _doppler:     # also per range-rate interval (measurement.pxd)
+                d2 = dod_meas_mahalanobis2(y, Si, mm)
+                ll = dod_meas_rate_log_likelihood(d2, Si, mm) - k.per_area * lj + k.sensor.rate_log_span
+            elif ok:
                 d2 = dod_kalman_mahalanobis2(y, Si, dim)
                 ll = dod_kalman_log_likelihood(d2, Si, dim)
-                if _meas is _polar:     # per unit area/volume, as the score pass
-                    ll -= dod_meas_log_jacobian(k.zm + <size_t>j * dim, dim)
-            c.score[i] = (t.log_birth - lc) + (t.log_pd - lc + ll)
+                if _meas is _polar:
+                    ll -= k.per_area * lj
+            c.score[i] = lb + (k.log_pd - lc + ll)
             c.score_max[i] = c.score[i]
         if _meas is _polar:
             if ok:
                 _cv_ekf_update(v, k, c.x + i * n, c.P + i * pn, y, J, Si)
+        elif _meas is _doppler:
+            if ok:
+                _cv_rate_update(v, k, c.x + i * n, c.P + i * pn, y, J, Si)
         else:
             dod_kalman_update(c.x + i * n, c.P + i * pn, z, Si, dim, r2)
         _motion_birth(v, m, t, i)
@@ -229,6 +253,14 @@ cdef void _birth_part(const dod_tracker* t, const _tick* k, size_t r0, size_t r1
         _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_polar*>NULL, t, k, r0, r1)
     elif m == _MODEL_3D | _MODEL_POLAR:
         _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_polar*>NULL, t, k, r0, r1)
+    elif m == _MODEL_POLAR | _MODEL_RATE:
+        _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_doppler*>NULL, t, k, r0, r1)
+    elif m == _MODEL_3D | _MODEL_POLAR | _MODEL_RATE:
+        _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_doppler*>NULL, t, k, r0, r1)
+    elif m == _MODEL_IMM | _MODEL_POLAR | _MODEL_RATE:
+        _birth_part_as(<_planar*>NULL, <_imm*>NULL, <_doppler*>NULL, t, k, r0, r1)
+    elif m == _MODEL_3D | _MODEL_IMM | _MODEL_POLAR | _MODEL_RATE:
+        _birth_part_as(<_spatial*>NULL, <_imm*>NULL, <_doppler*>NULL, t, k, r0, r1)
     elif m == _MODEL_IMM | _MODEL_POLAR:
         _birth_part_as(<_planar*>NULL, <_imm*>NULL, <_polar*>NULL, t, k, r0, r1)
     else:
@@ -324,7 +356,7 @@ cdef void _birth_rows(const _dim* v, const _motion* m, const _meas* s, const dod
             for a in range(dim):
                 c.x[i * n + a] = k.z[<size_t>k.born[b] * dim + a]
         _birth_cov(v, c.P + i * pn, r2, t.v0 * t.v0)
-        _meas_birth_cov(v, s, k, k.born[b], c.P + i * pn)     # a sensor's: the converted measurement's
+        _meas_birth_cov(v, s, k, k.born[b], c.x + i * n, c.P + i * pn, t.v0 * t.v0)     # a sensor's: the converted measurement's
         _motion_birth(v, m, t, i)   # after the covariance: every IMM model starts from it
         c.hits[i] = 1
         c.age[i] = 1
@@ -332,6 +364,8 @@ cdef void _birth_rows(const _dim* v, const _motion* m, const _meas* s, const dod
         c.state[i] = DOD_TRACK_TENTATIVE
         if t.score_logic:
             c.score[i] = t.log_birth - lc
+            if _meas is _polar or _meas is _doppler:    # the sensor's own clutter: the birth density per measurement volume
+                c.score[i] += (1.0 - k.per_area) * dod_meas_log_jacobian(k.zm + <size_t>k.born[b] * _m(v, s), dim)
             c.score_max[i] = c.score[i]
 
 

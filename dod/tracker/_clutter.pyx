@@ -2,12 +2,33 @@
 
 Reads the detections no confirmed track took and the surveillance volume
 (given, or the box of the scan); writes t.clutter (exponentially smoothed
-over scans, unless fixed by the configuration) and the scan's count.
+over scans, unless fixed by the configuration) and the scan's count. A
+scan whose sensor gives its own rates (Sensor.pd, Sensor.clutter_density)
+uses them instead, resolved once into the tick's frame (_scan_rates), and
+leaves the Cartesian estimate as it was.
 
 Threads: serial (one pass over the detections).
 """
+from libc.math cimport log
 from dod.tracker._track cimport dod_tracker, dod_tick_counts
 from dod.tracker._frame cimport _tick
+
+
+cdef void _scan_rates(const dod_tracker* t, _tick* k) noexcept nogil:
+    """This scan's ln(pd), ln(1 - pd) and the unit of its clutter density
+    into k: the sensor's own where it gives them (dod_sensor: 0 for none),
+    else the configuration's. Scalars of the scan, so the score's row loops
+    read them without a branch."""
+    k.log_pd = t.log_pd
+    k.log_miss = t.log_miss
+    k.per_area = 1.0
+    if k.sensor == NULL:
+        return
+    if k.sensor.pd > 0.0:
+        k.log_pd = log(k.sensor.pd)
+        k.log_miss = log(1.0 - k.sensor.pd)
+    if k.sensor.clutter > 0.0:
+        k.per_area = 0.0
 
 
 # ---------------------------------------------------------------- track management in clutter
@@ -26,7 +47,7 @@ cdef void _estimate_clutter(dod_tracker* t, _tick* k, dod_tick_counts* cnt, bint
     cdef double lo[3]
     cdef double hi[3]
     cnt.unclaimed = u
-    if t.clutter_fixed or k.D == 0:
+    if t.clutter_fixed or k.D == 0 or k.per_area == 0.0:    # (the sensor's density: not a Cartesian sample)
         return
     if t.volume > 0.0:
         V = t.volume

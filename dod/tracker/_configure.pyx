@@ -44,7 +44,7 @@ cdef size_t _scratch_bytes(size_t cap, size_t dmax, int dim) noexcept:
     c.arena = NULL
     c.bytes = 0
     c.ok = True
-    _frame_carve(&k, &c, cap, dmax, dmax, dim, True, True)
+    _frame_carve(&k, &c, cap, dmax, dmax, dim, True, dim + 1)      # (a range rate's: the widest)
     # The covariance is the widest column: dim (2 dim + 1) values packed.
     return max(c.bytes + _CLUSTER_BYTES + (1 << 16), _sort_bytes(cap, dim * (2 * dim + 1) * 8))
 
@@ -287,3 +287,27 @@ cdef void _read_sensor(object sensor, int dim, dod_sensor* out) except *:
         if not (isfinite(v) and v > 0.0):
             raise ValueError(f"sensor noise must be positive and finite, not {v!r}")
         out.var[a] = v * v
+    # The sensor's own detection rates (None: the configuration's, 0 here).
+    rate = sensor.pd
+    if rate is not None:
+        v = rate
+        if not (v > 0.0 and v < 1.0):
+            raise ValueError(f"sensor pd must be in (0, 1) or None, not {rate!r}")
+        out.pd = v
+    rate = sensor.clutter_density
+    if rate is not None:
+        v = rate
+        if not (isfinite(v) and v > 0.0):
+            raise ValueError(f"sensor clutter_density must be positive and finite or None, not {rate!r}")
+        out.clutter = v
+    # A range rate (the scan's last column): its variance and the log of
+    # the clutter's range-rate interval (measurement.pxd: the score's unit).
+    if sensor.range_rate_sigma is not None:
+        v = sensor.range_rate_sigma
+        if not (isfinite(v) and v > 0.0):
+            raise ValueError(f"range_rate_sigma must be positive and finite, not {v!r}")
+        out.rate_var = v * v
+        v = sensor.range_rate_span
+        if not (isfinite(v) and v > 0.0):
+            raise ValueError(f"range_rate_span must be positive and finite, not {v!r}")
+        out.rate_log_span = log(v)

@@ -208,7 +208,8 @@ cdef class Tracker(TrackerOutputs):
         self._overflow_drop = config.overflow == "drop"
         self.clock.drop_late = config.out_of_sequence == "drop"
         # Converted scans (_input.pyx): one scan's rows at most, pages backed when first written.
-        self._inbuf_bytes = dod_os_page_round(config.max_detections * dim * sizeof(double))
+        # (dim + 1 columns: a range-bearing scan's range rate)
+        self._inbuf_bytes = dod_os_page_round(config.max_detections * (dim + 1) * sizeof(double))
         self._inbuf = <double*>dod_os_map(self._inbuf_bytes)
         if self._inbuf == NULL:
             raise MemoryError()
@@ -397,13 +398,15 @@ cdef class Tracker(TrackerOutputs):
             or with ``sensor`` polar measurements (range, bearing[,
             elevation], or reversed for a ``BEARING_RANGE`` sensor) in metres
             and radians, bearing from the x axis towards y, elevation above
-            the x-y plane. Read in place when it is a native-endian, aligned,
+            the x-y plane; with a sensor's ``range_rate_sigma`` a last
+            column (k, dim + 1), the range rate in m/s, last in either
+            order. Read in place when it is a native-endian, aligned,
             C-contiguous float64 array in the range-bearing order; otherwise
             its first min(k, max_detections) rows are cast to float64 and
             put in range-bearing order once, into the tracker's input buffer
             (:attr:`converted_scans`; dod/tracker/_input.pyx). Rows with NaN or
             inf (polar: also a negative range or an elevation outside [-pi/2,
-            pi/2]) are dropped and counted (``invalid``). With more than
+            pi/2], a non-finite range rate) are dropped and counted (``invalid``). With more than
             ``max_detections`` rows, overflow="error" raises ValueError and
             overflow="drop" uses the first max_detections (the rest counted
             in ``overflow``).
@@ -415,7 +418,9 @@ cdef class Tracker(TrackerOutputs):
             folded in by an extended Kalman update (dod/tracker/measurement.pxd),
             gated in measurement space, and starts tracks at the converted
             positions with the converted covariance; scans of several sensors
-            may follow each other in time order.
+            may follow each other in time order. Its ``pd`` and
+            ``clutter_density``, when given, replace the configuration's in
+            this scan's scores (:class:`~dod.tracker.Sensor`).
         time : float, optional
             The scan's time stamp (s, finite; keyword only): dt is time less
             :attr:`time` (the first scan: 0), equal stamps are legal; an older
@@ -433,7 +438,8 @@ cdef class Tracker(TrackerOutputs):
             non-finite time or (out_of_sequence="refuse") one before the
             latest scan's; too many rows with overflow="error"; a sensor of
             the other dimension, with a non-finite position or a non-positive
-            noise.
+            noise, a pd outside (0, 1) or a clutter density that is not
+            positive and finite.
         MemoryError
             When a caller-supplied scratch arena cannot hold the tick's
             temporaries.
@@ -450,6 +456,7 @@ cdef class Tracker(TrackerOutputs):
         cdef int rc, late
         cdef double step = 0.0
         cdef bint reverse
+        cdef int cols = self.engine.dim
         cdef const double* data
         cdef dod_sensor sens
         cdef const dod_sensor* sp = NULL
@@ -458,8 +465,10 @@ cdef class Tracker(TrackerOutputs):
         if sensor is not None:
             _read_sensor(sensor, self.engine.dim, &sens)
             sp = &sens
+            if sens.rate_var > 0.0:     # a last column: the range rate
+                cols += 1
         reverse = _columns_reversed(sensor, self.engine.dim)
-        cdef cnp.ndarray z = _scan_array(detections, self.engine.dim)
+        cdef cnp.ndarray z = _scan_array(detections, cols)
         k = <size_t>cnp.PyArray_DIM(z, 0)
         if k > self.engine.max_detections:
             if not self._overflow_drop:
@@ -483,7 +492,7 @@ cdef class Tracker(TrackerOutputs):
             if _read_in_place(z, reverse):
                 data = <const double*>cnp.PyArray_DATA(z)
             else:
-                _convert_rows(z, k, self.engine.dim, reverse, self._inbuf)
+                _convert_rows(z, k, cols, self.engine.dim if reverse else 0, self._inbuf)
                 data = self._inbuf
                 self._converted += 1
             with nogil:

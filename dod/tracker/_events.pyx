@@ -62,10 +62,11 @@ cdef void _spread_rows(dod_tick_events* e, const _tick* k, int dim) noexcept nog
     moves never overwrite an entry still to move."""
     cdef size_t row = k.n_scan, j = k.D
     cdef const double* z
+    cdef int cols = dim if k.sensor == NULL else k.mcols
     while row > 0:
         row -= 1
-        z = k.scan + row * dim
-        if _all_finite(z, dim) and (k.sensor == NULL or _polar_valid(z, dim)):
+        z = k.scan + row * cols
+        if _all_finite(z, cols) and (k.sensor == NULL or _polar_valid(z, dim)):
             j -= 1
             e.track[row] = e.track[j]
             e.row_of[j] = <int32_t>row

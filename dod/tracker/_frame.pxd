@@ -97,7 +97,7 @@ ctypedef struct _tick:
     size_t invalid          # rows dropped (NaN/inf; range-bearing: also out of range)
     dod_grid grid           # spatial index of z (dod/tracker/grid.pxd)
     # tracks
-    double* Si              # [T, dim, dim] innovation inverse after predict
+    double* Si              # [T, m, m] innovation inverse after predict (m: dim, or mcols with a range rate)
     double* hw              # [T, dim] gate half-widths
     double* hm              # [T] widest half-width of a gateable track (0 otherwise)
     uint8_t* gateable       # [T]
@@ -157,12 +157,18 @@ ctypedef struct _tick:
     int32_t* dbest          # [D] a free detection's cheapest pair this round
     size_t pairs_dropped    # pairs beyond pair_cap in the latest gating pass
     double log_clutter      # the clutter density's log, once associated (score confirmation: _score_rows)
+    # this scan's detection rates (score confirmation), from its sensor or
+    # the configuration: scalars of the scan, never branched on per row
+    double log_pd, log_miss # ln(pd), ln(1 - pd)
+    double per_area         # 1.0: log_clutter is per unit area/volume (a polar likelihood less
+                            # ln |det dp/dz|); 0.0: per measurement volume (the sensor's own density)
     # range-bearing scans (sensor != NULL; measurement.pxd): z holds the
     # detections' Cartesian positions (grid, births, clutter), zm the measurements
     const dod_sensor* sensor
-    double* zm              # [D, dim] valid measurements (range, bearing[, elevation])
-    double* hp              # [T, dim] predicted measurement of each track
-    double* J               # [T, dim, dim] its Jacobian
+    int mcols               # values per measurement: dim, or dim + 1 with a range rate (0: Cartesian)
+    double* zm              # [D, mcols] valid measurements (range, bearing[, elevation][, range rate])
+    double* hp              # [T, mcols] predicted measurement of each track
+    double* J               # [T, dim, dim] its Jacobian; with a range rate the whole H [T, dim + 1, 2 dim]
     # deaths and births
     dod_table_removal rm    # hole, fill, slot: [T] each (dod.table's batch removal)
     int32_t* born           # [D] free detections in scan order (births of single-scan initiation)
@@ -313,6 +319,6 @@ cdef inline void _cell_sort_carve(_carver* c, size_t n, int carry, _cell_sort* m
 
 
 cdef void _frame_carve(_tick* k, _carver* c, size_t T, size_t n_dets, size_t ns, int dim, bint two_point,
-                       bint polar) noexcept nogil
+                       int mcols) noexcept nogil
 cdef bint _frame_open(_tick* k, dod_arena* scratch, size_t T, size_t n_dets, size_t ns, int dim, bint two_point,
-                      bint polar) noexcept nogil
+                      int mcols) noexcept nogil

@@ -14,10 +14,13 @@ from dod._types cimport dod_index
 
 
 cdef void _frame_carve(_tick* k, _carver* c, size_t T, size_t n_dets, size_t ns, int dim, bint two_point,
-                       bint polar) noexcept nogil:
+                       int mcols) noexcept nogil:
     """Carve (or count) the temporaries of a tick over T tracks and a scan
     of n_dets rows, with ns detections waiting (two-point initiation) and a
-    range-bearing scan's arrays when `polar`. Sets k's pointers and pair_cap.
+    range-bearing scan's arrays when mcols > 0 (its values per measurement:
+    dim, or dim + 1 with a range rate, whose rows' Jacobian is the whole
+    (dim + 1) x 2 dim H and Si (dim + 1) x (dim + 1)). Sets k's pointers
+    and pair_cap.
     Carving, c's arena is the frame's own (_frame_open: the scopes rewind it)."""
     cdef size_t nb = 1      # buckets for the whole scan (the index takes the valid ones': _dets_ready)
     cdef size_t high = 0, tick, stage       # the scopes' furthest reach; their marks
@@ -30,7 +33,8 @@ cdef void _frame_carve(_tick* k, _carver* c, size_t T, size_t n_dets, size_t ns,
     k.grid.order = <uint32_t*>_carve(c, n_dets, sizeof(uint32_t))
     k.grid.scell = <int64_t*>_carve(c, n_dets * 3, sizeof(int64_t))
     k.grid.spos = <double*>_carve(c, n_dets * dim, sizeof(double))
-    k.Si = <double*>_carve(c, T * dim * dim, sizeof(double))
+    cdef size_t sd = <size_t>(mcols if mcols > dim else dim)        # Si's side
+    k.Si = <double*>_carve(c, T * sd * sd, sizeof(double))
     k.hw = <double*>_carve(c, T * dim, sizeof(double))
     k.gateable = <uint8_t*>_carve(c, T, 1)
     k.hm = <double*>_carve(c, T, sizeof(double))
@@ -45,10 +49,10 @@ cdef void _frame_carve(_tick* k, _carver* c, size_t T, size_t n_dets, size_t ns,
         k.sused = <uint8_t*>_carve(c, ns, 1)
         k.sbest = <int32_t*>_carve(c, ns, sizeof(int32_t))
         k.dbest = <int32_t*>_carve(c, n_dets, sizeof(int32_t))
-    if polar:
-        k.zm = <double*>_carve(c, n_dets * dim, sizeof(double))
-        k.hp = <double*>_carve(c, T * dim, sizeof(double))
-        k.J = <double*>_carve(c, T * dim * dim, sizeof(double))
+    if mcols > 0:
+        k.zm = <double*>_carve(c, n_dets * mcols, sizeof(double))
+        k.hp = <double*>_carve(c, T * mcols, sizeof(double))
+        k.J = <double*>_carve(c, T * mcols * (2 * dim if mcols > dim else dim), sizeof(double))
     k.rm.hole = <dod_index*>_carve(c, T, sizeof(dod_index))
     k.rm.fill = <dod_index*>_carve(c, T, sizeof(dod_index))
     k.rm.slot = <dod_index*>_carve(c, T, sizeof(dod_index))
@@ -89,7 +93,7 @@ cdef inline void _carve_after(_carver* c, int32_t** first, int32_t** then, size_
 
 
 cdef bint _frame_open(_tick* k, dod_arena* scratch, size_t T, size_t n_dets, size_t ns, int dim, bint two_point,
-                      bint polar) noexcept nogil:
+                      int mcols) noexcept nogil:
     """Carve the frame (_frame_carve) and push its bytes from `scratch`;
     False, and nothing pushed, when they do not fit. The frame carves from
     an arena of its own over the scratch's free bytes (its scopes rewind
@@ -108,13 +112,13 @@ cdef bint _frame_open(_tick* k, dod_arena* scratch, size_t T, size_t n_dets, siz
     if c.ok:
         frame.base = scratch.base + scratch.used + pad
         frame.capacity = avail - pad
-        _frame_carve(k, &c, T, n_dets, ns, dim, two_point, polar)
+        _frame_carve(k, &c, T, n_dets, ns, dim, two_point, mcols)
         if c.ok:
             return dod_arena_push(scratch, frame.used, _ALIGN) == <void*>frame.base
     c.arena = NULL
     c.bytes = 0
     c.ok = True
-    _frame_carve(k, &c, T, n_dets, ns, dim, two_point, polar)
+    _frame_carve(k, &c, T, n_dets, ns, dim, two_point, mcols)
     block = dod_arena_push(scratch, c.bytes, _ALIGN)
     if block == NULL:
         return False
@@ -124,5 +128,5 @@ cdef bint _frame_open(_tick* k, dod_arena* scratch, size_t T, size_t n_dets, siz
     c.arena = &frame
     c.bytes = 0
     c.ok = True
-    _frame_carve(k, &c, T, n_dets, ns, dim, two_point, polar)
+    _frame_carve(k, &c, T, n_dets, ns, dim, two_point, mcols)
     return c.ok

@@ -5,4 +5,4 @@ cimport numpy as cnp
 cdef cnp.ndarray _scan_array(object detections, int dim)
 cdef bint _columns_reversed(object sensor, int dim) except -1
 cdef bint _read_in_place(cnp.ndarray a, bint reverse) noexcept
-cdef int _convert_rows(cnp.ndarray a, size_t k, int dim, bint reverse, double* out) except -1
+cdef int _convert_rows(cnp.ndarray a, size_t k, int dim, int rev, double* out) except -1

@@ -9,7 +9,8 @@ once into the tracker's input buffer (rows of float64, sized at
 construction for ``max_detections`` rows, its pages backed when first
 written): the first min(k, max_detections) rows, each value cast to
 float64, the polar columns put in the kernels' order (range, bearing[,
-elevation]) on the way, so that no kernel branches on a column order.
+elevation]; a range rate stays last) on the way, so that no kernel
+branches on a column order.
 float64, float32, int64 and int32 arrays of any strides (native, aligned)
 are copied here without a Python object (nothing allocated); other dtypes,
 byte-swapped or misaligned arrays go through numpy's copy (which makes
@@ -75,23 +76,23 @@ cdef bint _read_in_place(cnp.ndarray a, bint reverse) noexcept:
 
 
 cdef void _copy_as(const _src* tag, const char* src, Py_ssize_t s0, Py_ssize_t s1, size_t k, int dim,
-                   bint reverse, double* out) noexcept nogil:
-    """out[i, a] = src[i, a] (reverse: src[i, dim - 1 - a]) as float64, for
-    the first k rows of a (k, dim) array with byte strides s0, s1."""
+                   int rev, double* out) noexcept nogil:
+    """out[i, a] = src[i, a] (for a < rev: src[i, rev - 1 - a]) as float64,
+    for the first k rows of a (k, dim) array with byte strides s0, s1."""
     cdef size_t i
     cdef int a, c
     cdef const char* row
     for i in range(k):
         row = src + <Py_ssize_t>i * s0
         for a in range(dim):
-            c = dim - 1 - a if reverse else a
+            c = rev - 1 - a if a < rev else a
             out[i * dim + a] = <double>(<const _src*>(row + c * s1))[0]
 
 
-cdef int _convert_rows(cnp.ndarray a, size_t k, int dim, bint reverse, double* out) except -1:
+cdef int _convert_rows(cnp.ndarray a, size_t k, int dim, int rev, double* out) except -1:
     """The first k rows of `a` (a (>= k, dim) array of real numbers: the
-    caller's checks) into out (k * dim float64), columns reversed when
-    `reverse`."""
+    caller's checks) into out (k * dim float64), its first `rev` columns
+    reversed (0: none; a range rate after them stays last)."""
     cdef const char* src = <const char*>cnp.PyArray_DATA(a)
     cdef Py_ssize_t s0 = cnp.PyArray_STRIDE(a, 0), s1 = cnp.PyArray_STRIDE(a, 1)
     cdef int tn = cnp.PyArray_TYPE(a)
@@ -100,20 +101,21 @@ cdef int _convert_rows(cnp.ndarray a, size_t k, int dim, bint reverse, double* o
         return 0
     if cnp.PyArray_ISNOTSWAPPED(a) and cnp.PyArray_ISALIGNED(a):
         if tn == cnp.NPY_FLOAT64:
-            _copy_as(<const double*>NULL, src, s0, s1, k, dim, reverse, out)
+            _copy_as(<const double*>NULL, src, s0, s1, k, dim, rev, out)
             return 0
         if tn == cnp.NPY_FLOAT32:
-            _copy_as(<const float*>NULL, src, s0, s1, k, dim, reverse, out)
+            _copy_as(<const float*>NULL, src, s0, s1, k, dim, rev, out)
             return 0
         if tn == cnp.NPY_INT64:
-            _copy_as(<const int64_t*>NULL, src, s0, s1, k, dim, reverse, out)
+            _copy_as(<const int64_t*>NULL, src, s0, s1, k, dim, rev, out)
             return 0
         if tn == cnp.NPY_INT32:
-            _copy_as(<const int32_t*>NULL, src, s0, s1, k, dim, reverse, out)
+            _copy_as(<const int32_t*>NULL, src, s0, s1, k, dim, rev, out)
             return 0
     dims[0] = <cnp.npy_intp>k
     dims[1] = dim
     dest = cnp.PyArray_SimpleNewFromData(2, dims, cnp.NPY_FLOAT64, out)
-    rows = a[:k, ::-1] if reverse else a[:k]
-    np.copyto(dest, rows, casting="unsafe")      # (input_array checked that the dtype casts)
+    np.copyto(dest, a[:k], casting="unsafe")      # (input_array checked that the dtype casts)
+    if rev:
+        dest[:, :rev] = dest[:, rev - 1::-1].copy()
     return 0

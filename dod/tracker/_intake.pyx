@@ -174,13 +174,13 @@ cdef void _index(_tick* k, int dim, int nt) noexcept nogil:
 cdef void _intake(const dod_tracker* t, _tick* k) noexcept nogil:
     """The scan's valid detections (NaN/inf rows dropped and counted in
     k.invalid; range-bearing: also a negative range or an elevation outside
-    [-pi/2, pi/2]) into k.z, and for a range-bearing scan the measurements
-    into k.zm. A Cartesian scan with workers is only noted (k.scan_late):
+    [-pi/2, pi/2]; a range rate that is not finite) into k.z, and for a
+    range-bearing scan the measurements (k.mcols values a row) into k.zm. A Cartesian scan with workers is only noted (k.scan_late):
     the worker that builds the index reads, checks and copies it inside the
     predict region while the others start predicting (the check is the
     scan's first read from memory)."""
     cdef size_t j
-    cdef int a, dim = t.dim
+    cdef int a, dim = t.dim, mc = k.mcols
     cdef const double* dets = k.scan
     if k.sensor == NULL:
         if k.par:
@@ -189,10 +189,10 @@ cdef void _intake(const dod_tracker* t, _tick* k) noexcept nogil:
             _take_dets(k, dets, k.n_scan, dim, 1)
         return
     for j in range(k.n_scan):
-        if _all_finite(dets + j * dim, dim) and _polar_valid(dets + j * dim, dim):
-            for a in range(dim):
-                k.zm[k.D * dim + a] = dets[j * dim + a]
-            dod_meas_to_cartesian(dets + j * dim, k.sensor, dim, k.z + k.D * dim, NULL)
+        if _all_finite(dets + j * mc, mc) and _polar_valid(dets + j * mc, dim):    # (a NaN range rate: invalid)
+            for a in range(mc):
+                k.zm[k.D * mc + a] = dets[j * mc + a]
+            dod_meas_to_cartesian(dets + j * mc, k.sensor, dim, k.z + k.D * dim, NULL)
             k.D += 1
         else:
             k.invalid += 1

@@ -6,7 +6,7 @@ reference implementation; the tracker itself never calls them.
 from libc.string cimport memset
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse, dod_kalman_pack,
                                  dod_kalman_unpack, dod_kalman_mahalanobis2, dod_kalman_update)
-from dod.tracker.measurement cimport dod_sensor, dod_ekf_update, dod_ekf_position_update
+from dod.tracker.measurement cimport dod_sensor, dod_ekf_update, dod_ekf_position_update, dod_ekf_rate_update
 
 import numpy as np
 
@@ -70,3 +70,20 @@ def _kernel_ekf_update(double[::1] x, double[:, ::1] P, double[::1] z, double[::
     if d2 < 0:
         return float("nan"), None
     return d2, np.array([Si[a] for a in range(d * d)]).reshape(d, d)
+
+
+def _kernel_ekf_rate_update(double[::1] x, double[:, ::1] P, double[::1] z, double[::1] pos, double[::1] var):
+    """Test hook: dod_ekf_rate_update of one state (n = len(x) >= 2d, d =
+    len(z) - 1: var holds the d variances then the range rate's) in place;
+    returns ln N of the prediction, or -inf with x and P unchanged."""
+    cdef dod_sensor s
+    cdef int a, d = z.shape[0] - 1
+    if d not in (2, 3) or x.shape[0] < 2 * d or x.shape[0] > 8 or P.shape[0] != x.shape[0] \
+            or P.shape[1] != x.shape[0] or pos.shape[0] != d or var.shape[0] != d + 1:
+        raise ValueError("z of 3 or 4 values, x of 2d to 8, P n x n, pos d, var d + 1")
+    memset(&s, 0, sizeof(s))
+    for a in range(d):
+        s.pos[a] = pos[a]
+        s.var[a] = var[a]
+    s.rate_var = var[d]
+    return dod_ekf_rate_update(&x[0], &P[0, 0], x.shape[0], &z[0], d, &s)

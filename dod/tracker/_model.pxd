@@ -5,7 +5,8 @@
 #   dimension     _planar (2-D), _spatial (3-D)
 #   motion        _cv (constant velocity: kalman.pxd), _imm (imm.pxd)
 #   measurement   _cartesian (positions), _polar (range-bearing[-elevation]
-#                 of a sensor: measurement.pxd)
+#                 of a sensor: measurement.pxd), _doppler (_polar with a
+#                 last range-rate value: m = d + 1, H with a velocity block)
 # A pass writes its row loop once as a Cython fused function over the axes it
 # depends on (its first arguments: NULL pointers of the tag types below), and
 # each specialisation compiles to the straight-line code of one model:
@@ -37,14 +38,18 @@
 # Thread-safety: each kernel writes only its row's entries.
 from libc.math cimport sqrt
 from libc.stdint cimport int32_t
-from dod.tracker.kalman cimport (dod_kalman_noise, dod_kalman_predict_step, dod_kalman_update,
+from dod.tracker.kalman cimport (dod_kalman_noise, dod_kalman_predict_step, dod_kalman_update, dod_kalman_mahalanobis2,
                                  dod_kalman_innovation_inverse, dod_kalman_packed_index,
                                  dod_kalman_inverse_spd, dod_kalman_cv2, dod_kalman_cv3)
 from dod.tracker.imm cimport (DOD_IMM_MODELS, dod_imm_predict, dod_imm_update, dod_imm_birth,
                               dod_imm_model_x, dod_imm_model_P, dod_imm_weigh)
 from dod.tracker.measurement cimport (dod_meas_predict, dod_meas_innovation_cov, dod_meas_gate_box,
                                       dod_meas_innovation, _dod_meas_update,
-                                      dod_ekf_position_update, dod_meas_to_cartesian)
+                                      dod_ekf_position_update, dod_meas_to_cartesian,
+                                      dod_meas_rate_predict, dod_meas_rate_innovation_cov,
+                                      dod_meas_rate_inverse, dod_meas_rate_innovation, _dod_meas_rate_update,
+                                      dod_meas_rate_variances, dod_meas_rate_birth, dod_meas_mahalanobis2,
+                                      dod_ekf_rate_update)
 from dod.tracker._track cimport dod_tracker
 from dod.tracker._frame cimport _tick
 
@@ -69,20 +74,25 @@ cdef struct _cartesian:
     char unused
 cdef struct _polar:
     char unused
+cdef struct _doppler:
+    char unused
 ctypedef fused _meas:
     _cartesian
     _polar
+    _doppler
 
 
 cdef enum:                          # _model_of: dimension, motion and measurement in bits
     _MODEL_3D = 1
     _MODEL_IMM = 2
     _MODEL_POLAR = 4
+    _MODEL_RATE = 8                 # with _MODEL_POLAR: the scan has range rates (_doppler)
 
 
 cdef inline int _model_of(const dod_tracker* t, const _tick* k) noexcept nogil:
     return ((_MODEL_3D if t.dim == 3 else 0) | (_MODEL_IMM if t.imm.models else 0)
-            | (_MODEL_POLAR if k.sensor != NULL else 0))
+            | (_MODEL_POLAR if k.sensor != NULL else 0)
+            | (_MODEL_RATE if k.sensor != NULL and k.sensor.rate_var > 0.0 else 0))
 
 
 cdef inline int _d(const _dim* v) noexcept nogil:
@@ -91,6 +101,24 @@ cdef inline int _d(const _dim* v) noexcept nogil:
         return 2
     else:
         return 3
+
+
+cdef inline int _m(const _dim* v, const _meas* s) noexcept nogil:
+    """Values of one measurement (the stride of k.zm, k.hp; k.Si is m x m):
+    d, and d + 1 with a range rate."""
+    if _meas is _doppler:
+        return _d(v) + 1
+    else:
+        return _d(v)
+
+
+cdef inline int _hn(const _dim* v, const _meas* s) noexcept nogil:
+    """Columns of a row's Jacobian in k.J (m x _hn): dh/dp (d), or with a
+    range rate the whole H over the CV state (2d)."""
+    if _meas is _doppler:
+        return 2 * _d(v)
+    else:
+        return _d(v)
 
 
 cdef inline int _pn(const _dim* v) noexcept nogil:
@@ -150,6 +178,18 @@ cdef inline void _cv_ekf_update(const _dim* v, const _tick* k, double* x, double
         _dod_meas_update(<dod_kalman_cv3*>NULL, x, P, y, J, Si, k.sensor.var)
 
 
+cdef inline void _cv_rate_update(const _dim* v, const _tick* k, double* x, double* P, const double* y,
+                                 const double* H, const double* Si) noexcept nogil:
+    """_cv_ekf_update with a range rate: H the whole (d + 1) x 2d Jacobian,
+    Si (d + 1) x (d + 1) (_meas_linearise's)."""
+    cdef double var[4]
+    dod_meas_rate_variances(k.sensor, _d(v), var)
+    if _dim is _planar:
+        _dod_meas_rate_update(<dod_kalman_cv2*>NULL, x, P, y, H, Si, var)
+    else:
+        _dod_meas_rate_update(<dod_kalman_cv3*>NULL, x, P, y, H, Si, var)
+
+
 cdef inline void _motion_birth(const _dim* v, const _motion* m, const dod_tracker* t, size_t i) noexcept nogil:
     """After the row's x and P are set: every IMM model starts from them."""
     cdef int d = _d(v)
@@ -166,15 +206,23 @@ cdef inline void _meas_gate_row(const _dim* v, const _meas* s, const dod_tracker
     be gated, k.gateable). Range-bearing: also the predicted measurement
     (k.hp) and its Jacobian (k.J); a track in the sensor's singular zone, or
     with S not positive definite, is not gated."""
-    cdef int d = _d(v), n = 2 * d, a
+    cdef int d = _d(v), n = 2 * d, a, b, m = _m(v, s), hn = _hn(v, s)
     cdef const double* P = t.cols.P + ti * _pn(v)
-    cdef double S[9]
+    cdef double S[16]
+    cdef double Spos[9]
     cdef double hmax = 0.0, w
     cdef bint ok
-    if _meas is _polar:
-        ok = _meas_linearise(v, k, t.cols.x + ti * n, P, k.hp + ti * d, k.J + ti * d * d, S, k.Si + ti * d * d)
+    if _meas is _polar or _meas is _doppler:
+        ok = _meas_linearise(v, s, k, t.cols.x + ti * n, P, k.hp + ti * m, k.J + ti * m * hn, S,
+                             k.Si + ti * m * m)
         if ok:
-            hmax = dod_meas_gate_box(k.hp + ti * d, k.J + ti * d * d, S, d, t.gate, k.sensor, k.hw + ti * d)
+            # The box holds the position part's gate: a detection within
+            # the whole gate is within its marginal's (S's position block).
+            for a in range(d):
+                for b in range(d):
+                    Spos[a * d + b] = S[a * m + b]
+            # (the box reads J's first row: H's first d entries with a range rate)
+            hmax = dod_meas_gate_box(k.hp + ti * m, k.J + ti * m * hn, Spos, d, t.gate, k.sensor, k.hw + ti * d)
         else:
             for a in range(d):
                 k.hw[ti * d + a] = 0.0
@@ -192,21 +240,34 @@ cdef inline void _meas_gate_row(const _dim* v, const _meas* s, const dod_tracker
     k.hm[ti] = hmax
 
 
-cdef inline bint _meas_linearise(const _dim* v, const _tick* k, const double* x, const double* P, double* h,
-                                 double* J, double* S, double* Si) noexcept nogil:
+cdef inline bint _meas_linearise(const _dim* v, const _meas* s, const _tick* k, const double* x, const double* P,
+                                 double* h, double* J, double* S, double* Si) noexcept nogil:
     """Range-bearing: the predicted measurement h of the CV state x, packed P,
     its Jacobian J, innovation covariance S and inverse Si; False in the
     sensor's singular zone or for S not positive definite (h, J, S, Si
-    then partial)."""
-    cdef int d = _d(v), a, b
+    then partial). With a range rate (_doppler): h[d + 1], J the whole H
+    ((d + 1) x 2d), S and Si (d + 1) x (d + 1)."""
+    cdef int d = _d(v), n = 2 * d, a, b
     cdef double Ppos[9]
-    if not dod_meas_predict(x, k.sensor, d, h, J):
-        return False
-    for a in range(d):          # the position block, full
-        for b in range(d):
-            Ppos[a * d + b] = P[dod_kalman_packed_index(a, b, 2 * d)]
-    dod_meas_innovation_cov(Ppos, d, d, J, k.sensor.var, S)
-    return dod_kalman_inverse_spd(S, d, Si)
+    cdef double Pf[36]
+    cdef double var[4]
+    if _meas is _doppler:
+        if not dod_meas_rate_predict(x, k.sensor, d, h, J):
+            return False
+        for a in range(n):          # the whole P, full
+            for b in range(n):
+                Pf[a * n + b] = P[dod_kalman_packed_index(a, b, n)]
+        dod_meas_rate_variances(k.sensor, d, var)
+        dod_meas_rate_innovation_cov(Pf, n, d + 1, J, var, S)
+        return dod_meas_rate_inverse(S, d + 1, Si)
+    else:
+        if not dod_meas_predict(x, k.sensor, d, h, J):
+            return False
+        for a in range(d):          # the position block, full
+            for b in range(d):
+                Ppos[a * d + b] = P[dod_kalman_packed_index(a, b, 2 * d)]
+        dod_meas_innovation_cov(Ppos, d, d, J, k.sensor.var, S)
+        return dod_kalman_inverse_spd(S, d, Si)
 
 
 cdef inline bint _meas_innovation(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k,
@@ -217,6 +278,8 @@ cdef inline bint _meas_innovation(const _dim* v, const _meas* s, const dod_track
     cdef int d = _d(v), a
     if _meas is _polar:             # in measurement space, the bearing wrapped
         dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
+    elif _meas is _doppler:
+        dod_meas_rate_innovation(k.zm + j * (d + 1), k.hp + ti * (d + 1), d, y)
     else:
         for a in range(d):
             y[a] = zj[a] - t.cols.x[ti * 2 * d + a]
@@ -225,27 +288,54 @@ cdef inline bint _meas_innovation(const _dim* v, const _meas* s, const dod_track
     return True
 
 
+cdef inline double _meas_d2(const _dim* v, const _meas* s, const _tick* k, size_t ti, const double* y) noexcept nogil:
+    """y' Si y of row ti's innovation y (_meas_innovation's)."""
+    cdef int mm = _m(v, s)
+    if _meas is _doppler:
+        return dod_meas_mahalanobis2(y, k.Si + ti * mm * mm, mm)
+    else:
+        return dod_kalman_mahalanobis2(y, k.Si + ti * mm * mm, mm)
+
+
 cdef inline void _meas_update(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t,
                               const _tick* k, size_t ti, int32_t j, double r2) noexcept nogil:
-    cdef int d = _d(v)
-    if _meas is _polar:
+    cdef int d = _d(v), n = 2 * d, a
+    cdef double y[4]
+    cdef double ll[DOD_IMM_MODELS]
+    if _meas is _doppler:
+        if _motion is _imm:         # each model's own EKF (its prediction differs), then mu
+            for a in range(DOD_IMM_MODELS):
+                ll[a] = dod_ekf_rate_update(dod_imm_model_x(&t.imm, ti, a, d), dod_imm_model_P(&t.imm, ti, a, d),
+                                            n + 1, k.zm + j * (d + 1), d, k.sensor)
+            dod_imm_weigh(&t.imm, ti, ll, t.cols.x + ti * n, t.cols.P + ti * _pn(v), d)
+        else:
+            dod_meas_rate_innovation(k.zm + j * (d + 1), k.hp + ti * (d + 1), d, y)
+            _cv_rate_update(v, k, t.cols.x + ti * n, t.cols.P + ti * _pn(v), y, k.J + ti * (d + 1) * n,
+                            k.Si + ti * (d + 1) * (d + 1))
+    elif _meas is _polar:
         _motion_ekf_update(v, m, t, k, ti, j)
     else:
         _motion_update(v, m, t, ti, k.z + j * d, k.Si + ti * d * d, r2)
 
 
 cdef inline void _meas_birth_cov(const _dim* v, const _meas* s, const _tick* k, int32_t j,
-                                 double* P) noexcept nogil:
+                                 double* x, double* P, double v0sq) noexcept nogil:
     """Range-bearing: the position block of a birth's packed covariance P
     from detection j's converted covariance, its upper triangle (in 3-D
     C[a, b] and C[b, a] may differ in the last bit: the packed P keeps one,
-    so the track starts symmetric). Cartesian: nothing (the birth's
-    diagonal stays)."""
-    cdef int d = _d(v), a, b
+    so the track starts symmetric). With a range rate also the velocity
+    x[d:2d] and its block (dod_meas_rate_birth; v0sq the birth's velocity
+    variance). Cartesian: nothing (the birth's diagonal stays)."""
+    cdef int d = _d(v), a, b, mm = _m(v, s)
     cdef double p[3]
     cdef double C[9]
-    if _meas is _polar:
-        dod_meas_to_cartesian(k.zm + <size_t>j * d, k.sensor, d, p, C)
+    if _meas is _polar or _meas is _doppler:
+        dod_meas_to_cartesian(k.zm + <size_t>j * mm, k.sensor, d, p, C)
         for a in range(d):
             for b in range(a, d):
                 P[dod_kalman_packed_index(a, b, 2 * d)] = C[a * d + b]
+    if _meas is _doppler:
+        dod_meas_rate_birth(k.zm + <size_t>j * mm, k.sensor, d, v0sq, x + d, C)
+        for a in range(d):
+            for b in range(a, d):
+                P[dod_kalman_packed_index(d + a, d + b, 2 * d)] = C[a * d + b]

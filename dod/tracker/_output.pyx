@@ -482,8 +482,10 @@ cdef class TrackerOutputs:
 
     @property
     def clutter_density(self):
-        """The clutter density the latest scan used: the config's, or the
-        online estimate (0.0 before the first scan with detections)."""
+        """The clutter density per unit area/volume: the config's, or the
+        online estimate (0.0 before the first scan with detections). A scan
+        whose Sensor gives its own ``clutter_density`` uses that one and
+        leaves this unchanged."""
         return self.engine.clutter
 
     @property

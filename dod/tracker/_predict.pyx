@@ -16,7 +16,8 @@ from libc.string cimport memset
 from dod.atomics cimport dod_atomic_load_u32, dod_atomic_store_u32, dod_atomic_exchange_u32, dod_cpu_relax
 from dod.tracker.kalman cimport dod_kalman_noise, dod_kalman_noise_of
 from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
-                                 _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR, _motion_predict, _meas_gate_row)
+                                 _doppler, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR, _MODEL_RATE,
+                                 _motion_predict, _meas_gate_row)
 from dod.tracker._track cimport dod_tracker, DOD_TRACK_CONFIRMED
 from dod.tracker._frame cimport _pairs, _tick, _TAIL_CHUNKS
 from dod.tracker._executor cimport _clock_ns, _run_chunks, _PASS_PREDICT
@@ -52,6 +53,14 @@ cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, 
         _predict_rows_as(<_planar*>NULL, <_cv*>NULL, <_polar*>NULL, t, k, dt, row0, row1)
     elif m == _MODEL_3D | _MODEL_POLAR:
         _predict_rows_as(<_spatial*>NULL, <_cv*>NULL, <_polar*>NULL, t, k, dt, row0, row1)
+    elif m == _MODEL_POLAR | _MODEL_RATE:
+        _predict_rows_as(<_planar*>NULL, <_cv*>NULL, <_doppler*>NULL, t, k, dt, row0, row1)
+    elif m == _MODEL_3D | _MODEL_POLAR | _MODEL_RATE:
+        _predict_rows_as(<_spatial*>NULL, <_cv*>NULL, <_doppler*>NULL, t, k, dt, row0, row1)
+    elif m == _MODEL_IMM | _MODEL_POLAR | _MODEL_RATE:
+        _predict_rows_as(<_planar*>NULL, <_imm*>NULL, <_doppler*>NULL, t, k, dt, row0, row1)
+    elif m == _MODEL_3D | _MODEL_IMM | _MODEL_POLAR | _MODEL_RATE:
+        _predict_rows_as(<_spatial*>NULL, <_imm*>NULL, <_doppler*>NULL, t, k, dt, row0, row1)
     elif m == _MODEL_IMM | _MODEL_POLAR:
         _predict_rows_as(<_planar*>NULL, <_imm*>NULL, <_polar*>NULL, t, k, dt, row0, row1)
     else:

@@ -12,8 +12,10 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
                           dod_arena* scratch) noexcept nogil
 
 # A range-bearing scan of one sensor (measurement.pxd: dets hold n_dets
-# measurements (range, bearing[, elevation]); the sensor's variances > 0 and
-# position finite are the caller's checks); sensor NULL: Cartesian, as
-# dod_tracker_tick. two_point initiation is not supported with a sensor.
+# measurements (range, bearing[, elevation]), each followed by its range
+# rate when sensor.rate_var > 0; the sensor's variances > 0 and position
+# finite are the caller's checks, and its pd in (0, 1) and clutter density
+# > 0 and finite, each or 0 for the configuration's: zero the struct
+# first); sensor NULL: Cartesian, as dod_tracker_tick.
 cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_dets, double dt,
                                  const dod_sensor* sensor, dod_arena* scratch) noexcept nogil

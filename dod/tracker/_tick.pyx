@@ -41,7 +41,7 @@ from dod.tracker._intake cimport _intake
 from dod.tracker._predict cimport _predict_pass
 from dod.tracker._gate cimport _gate_close, _keep_free
 from dod.tracker._associate cimport _associate
-from dod.tracker._clutter cimport _log_clutter, _estimate_clutter
+from dod.tracker._clutter cimport _log_clutter, _scan_rates, _estimate_clutter
 from dod.tracker._update cimport _update_pass
 from dod.tracker._deaths cimport _deaths_pass
 from dod.tracker._births cimport _births_pass
@@ -75,14 +75,16 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     k.scan = dets
     k.n_scan = n_dets
     k.sensor = sensor
+    k.mcols = 0 if sensor == NULL else t.dim + (1 if sensor.rate_var > 0.0 else 0)
     k.count_stride = n_dets
     k.dt = dt
     k.par = t.threads > 1 and T >= <size_t>t.threads * t.min_rows
     _chunk_rows(&k, T, t.threads, t.min_rows, k.par)
     if not _frame_open(&k, scratch, T, n_dets, t.singles.count if t.two_point else 0, t.dim, t.two_point,
-                       sensor != NULL):
+                       k.mcols):
         dod_arena_rewind(scratch, mark)
         return -1
+    _scan_rates(t, &k)                  # pd and clutter: the sensor's or the configuration's
     if t.imm.timed:                     # switching rates per second: this step's Markov matrix
         dod_imm_transition_for(&t.imm, dt)
     _events_open(t, &k)
@@ -109,7 +111,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
         _associate(t, &k, &cnt, DOD_TRACK_TENTATIVE, scratch, False)
     if t.two_point:
         _pair_singles(t, &k, &cnt, dt, k.grid_built)
-    k.log_clutter = _log_clutter(t)
+    k.log_clutter = _log_clutter(t, &k)
     clock = _pass_done(t, _PASS_ASSOCIATE, clock)
 
     _update_pass(t, &k, &cnt)

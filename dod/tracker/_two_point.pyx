@@ -26,7 +26,6 @@ from dod.tracker._frame cimport (_pairs_append, _pairs, _tick, _GATE_CHUNKS, _GA
                                  _TAIL_CHUNKS, _BIRTH_BITS, _BIRTH_BITS_3D)
 from dod.tracker._executor cimport _split_detections
 from dod.tracker._gate cimport _pairs_whole, _pairs_segments
-from dod.tracker._clutter cimport _log_clutter
 from dod.tracker._births cimport _insert_births
 from dod.tracker._order cimport _cell_order
 
@@ -209,7 +208,7 @@ cdef void _singles_part(dod_tracker* t, const _tick* k, const int32_t* wait, siz
         return
     for r in range(r0, r1):
         j = <size_t>wait[r]
-        dod_meas_to_cartesian(k.zm + j * dim, k.sensor, dim, p, C)
+        dod_meas_to_cartesian(k.zm + j * <size_t>k.mcols, k.sensor, dim, p, C)     # (a range rate is not kept)
         Cs = t.single_C + r * pc
         widest = 0.0
         for a in range(dim):            # the upper triangle (in 3-D C[a, b] and C[b, a] may differ in the last bit)
@@ -235,7 +234,7 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
     cdef int dim = t.dim
     cdef size_t j, nb = 0, nfit
     cdef Py_ssize_t ch
-    cdef double lc = _log_clutter(t)
+    cdef double lc = k.log_clutter
     cdef const dod_index* order = NULL
     cdef const dod_grid* g = &k.grid
     cdef int32_t* wait = k.wait         # the next singles' detections

@@ -18,9 +18,11 @@ from dod.table cimport dod_table_removal_list
 from dod._core cimport dod_prefetch
 from dod._types cimport dod_index
 from dod.tracker.kalman cimport dod_kalman_mahalanobis2, dod_kalman_log_likelihood
-from dod.tracker.measurement cimport dod_meas_innovation, dod_meas_log_jacobian
+from dod.tracker.measurement cimport (dod_meas_innovation, dod_meas_log_jacobian, dod_meas_rate_innovation,
+                                      dod_meas_mahalanobis2, dod_meas_rate_log_likelihood)
 from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
-                                 _d, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR, _meas_update)
+                                 _doppler, _d, _m, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR,
+                                 _MODEL_RATE, _meas_update)
 from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, dod_tick_events, DOD_TRACK_NONE,
                                  DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED)
 from dod.tracker._frame cimport _sums, _tick, _TAIL_CHUNKS
@@ -47,27 +49,35 @@ cdef void _score_rows(const _dim* v, const _meas* s, const dod_tracker* t, const
                       size_t row0, size_t row1) noexcept nogil:
     """Score confirmation: add to each assigned track among rows [row0,
     row1) the log density of its detection's innovation against the
-    predicted track (before its update: call ahead of _update_rows). Each
+    predicted track (before its update: call ahead of _update_rows), with
+    the scan's ln(pd) and clutter density (_clutter.pyx: _scan_rates). Each
     row writes only its own score: any split over workers gives the serial
     result."""
     cdef const dod_track_cols* c = &t.cols
     cdef int d = _d(v), a
     cdef size_t ti
     cdef int32_t j
-    cdef double y[3]
+    cdef double y[4]
     cdef double d2
+    cdef int mm = _m(v, s)
     for ti in range(row0, row1):
         j = k.track_det[ti]
         if j < 0:
             continue
-        if _meas is _polar:         # measurement-space density, per unit area/volume
-            dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
-            c.score[ti] -= dod_meas_log_jacobian(k.zm + j * d, d)
+        if _meas is _doppler:       # per unit area/volume (k.per_area 1) and range-rate interval (measurement.pxd)
+            dod_meas_rate_innovation(k.zm + j * mm, k.hp + ti * mm, d, y)
+            d2 = dod_meas_mahalanobis2(y, k.Si + ti * mm * mm, mm)
+            c.score[ti] += (k.log_pd - k.log_clutter + dod_meas_rate_log_likelihood(d2, k.Si + ti * mm * mm, mm)
+                            - (k.per_area * dod_meas_log_jacobian(k.zm + j * mm, d) - k.sensor.rate_log_span))
         else:
-            for a in range(d):
-                y[a] = k.z[j * d + a] - c.x[ti * 2 * d + a]
-        d2 = dod_kalman_mahalanobis2(y, k.Si + ti * d * d, d)
-        c.score[ti] += t.log_pd - k.log_clutter + dod_kalman_log_likelihood(d2, k.Si + ti * d * d, d)
+            if _meas is _polar:     # measurement-space density, per unit area/volume (k.per_area 1)
+                dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
+                c.score[ti] -= k.per_area * dod_meas_log_jacobian(k.zm + j * d, d)
+            else:
+                for a in range(d):
+                    y[a] = k.z[j * d + a] - c.x[ti * 2 * d + a]
+            d2 = dod_kalman_mahalanobis2(y, k.Si + ti * d * d, d)
+            c.score[ti] += k.log_pd - k.log_clutter + dod_kalman_log_likelihood(d2, k.Si + ti * d * d, d)
 
 
 cdef void _update_rows(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t, const _tick* k,
@@ -89,7 +99,7 @@ cdef void _update_rows(const _dim* v, const _motion* m, const _meas* s, const do
             dod_prefetch(c.P + tp * _pn(v))
             dod_prefetch(c.P + tp * _pn(v) + 8)
             dod_prefetch(c.x + tp * 2 * d)
-            dod_prefetch(k.Si + tp * d * d)
+            dod_prefetch(k.Si + tp * _m(v, s) * _m(v, s))
             dod_prefetch(k.z + k.track_det[tp] * d)
         j = k.track_det[ti]
         if j >= 0:
@@ -136,7 +146,7 @@ cdef size_t _manage_rows(const _telling* told, const dod_tracker* t, const _tick
         else:
             c.misses[ti] += 1
             if t.score_logic:
-                c.score[ti] += t.log_miss
+                c.score[ti] += k.log_miss
         c.history[ti] = hist
         if t.score_logic:
             if c.score[ti] > c.score_max[ti]:
@@ -198,6 +208,14 @@ cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, _sums*
         _filter_rows(<_planar*>NULL, <_cv*>NULL, <_polar*>NULL, t, k, r0, r1)
     elif m == _MODEL_3D | _MODEL_POLAR:
         _filter_rows(<_spatial*>NULL, <_cv*>NULL, <_polar*>NULL, t, k, r0, r1)
+    elif m == _MODEL_POLAR | _MODEL_RATE:
+        _filter_rows(<_planar*>NULL, <_cv*>NULL, <_doppler*>NULL, t, k, r0, r1)
+    elif m == _MODEL_3D | _MODEL_POLAR | _MODEL_RATE:
+        _filter_rows(<_spatial*>NULL, <_cv*>NULL, <_doppler*>NULL, t, k, r0, r1)
+    elif m == _MODEL_IMM | _MODEL_POLAR | _MODEL_RATE:
+        _filter_rows(<_planar*>NULL, <_imm*>NULL, <_doppler*>NULL, t, k, r0, r1)
+    elif m == _MODEL_3D | _MODEL_IMM | _MODEL_POLAR | _MODEL_RATE:
+        _filter_rows(<_spatial*>NULL, <_imm*>NULL, <_doppler*>NULL, t, k, r0, r1)
     elif m == _MODEL_IMM | _MODEL_POLAR:
         _filter_rows(<_planar*>NULL, <_imm*>NULL, <_polar*>NULL, t, k, r0, r1)
     else:

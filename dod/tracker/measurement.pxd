@@ -43,6 +43,25 @@
 # _dod_meas_update on the track's packed P (IMM: dod_ekf_position_update per
 # model); birth covariance dod_meas_to_cartesian.
 #
+# Range rate (Doppler; rate_var > 0): a measurement gains a last entry, the
+# radial velocity rr = (p - s) . v / |p - s| (m/s) of a state whose
+# velocity v is x[d:2d] (constant velocity; the IMM's models too) seen from
+# a static sensor, so m = d + 1 values per measurement, whatever the
+# sensor's column order. Its row of H has a velocity block: d rr/dp =
+# (v - rr u) / r, d rr/dv = u (u = (p - s) / r the line of sight), so the
+# update is the full EKF with H (m x n) = [[J 0], [d rr/dp, u, 0]]
+# (dod_meas_rate_*; dod_ekf_rate_update per IMM model). The score compares
+# a density in (range, bearing[, elevation], range rate) space: per unit
+# area/volume after ln |det dp/dz| (the range rate maps to itself), and per
+# m/s of range rate, which the clutter density (per unit area/volume) does
+# not have: clutter is taken uniform in range rate over an interval of
+# width w = exp(rate_log_span) (the sensor's unambiguous Doppler interval),
+# a density of clutter_density / w per unit area/volume and m/s, so the
+# score's ln p(z) - ln(clutter_density / w) adds ln w (a sensor's own
+# clutter density per measurement volume the same: its range rate is
+# uniform over w too). A birth from one detection takes the radial
+# velocity rr u (variance rate_var along u, the birth's v0^2 across it).
+#
 # Contract (checks the caller owns): d is 2 or 3; d <= n <= DOD_MEAS_MAXN;
 # P is symmetric (the update keeps it so, exactly); var > 0; the arrays do
 # not overlap. Thread-safety: pure functions of their arguments.
@@ -59,6 +78,12 @@ cdef enum:
 ctypedef struct dod_sensor:
     double pos[3]               # sensor position (the third entry unused in 2-D)
     double var[3]               # noise variances: range (m^2), bearing and elevation (rad^2)
+    # The sensor's own detection rates (0: the configuration's), resolved
+    # once per scan into the tick's frame (_tick.pyx):
+    double pd                   # detection probability, in (0, 1)
+    double clutter              # false detections per measurement volume a scan (m rad, 2-D; m rad^2, 3-D)
+    double rate_var             # range rate noise variance ((m/s)^2); 0: the scan has no range rate
+    double rate_log_span        # ln of the clutter's range-rate interval (m/s): the score's density unit
 
 
 cdef inline double dod_meas_min_range2() noexcept nogil:
@@ -361,3 +386,254 @@ cdef inline double dod_meas_log_jacobian(const double* z, int d) noexcept nogil:
     if c < 1e-12:
         c = 1e-12
     return log(r * r * c)
+
+
+# --- range rate (Doppler) -------------------------------------------------
+
+cdef enum:
+    DOD_MEAS_MAXM = 4           # most measurement values: range, bearing, elevation, range rate
+
+
+cdef inline bint dod_meas_rate_predict(const double* x, const dod_sensor* s, int d, double* h,
+                                       double* H) noexcept nogil:
+    """Predicted measurement h[d + 1] (range, bearing[, elevation], range
+    rate) of the constant-velocity state x[2d] and its Jacobian H ((d + 1)
+    x 2d, row-major); False in the sensor's singular zone (the header)."""
+    cdef double J[9]
+    cdef double u[3]
+    cdef double r = 0.0, rr = 0.0
+    cdef int a, b, m = d + 1, n = 2 * d
+    if not dod_meas_predict(x, s, d, h, J):
+        return False
+    for a in range(d):
+        u[a] = x[a] - s.pos[a]
+        r += u[a] * u[a]
+    r = sqrt(r)
+    for a in range(d):
+        u[a] = u[a] / r
+        rr += u[a] * x[d + a]
+    h[d] = rr
+    for a in range(d):
+        for b in range(n):
+            H[a * n + b] = J[a * d + b] if b < d else 0.0
+        H[d * n + a] = (x[d + a] - rr * u[a]) / r
+        H[d * n + d + a] = u[a]
+    return True
+
+
+cdef inline void dod_meas_rate_innovation_cov(const double* P, int n, int m, const double* H,
+                                              const double* var, double* S) noexcept nogil:
+    """S = H P H' + diag(var) (m x m, exactly symmetric) for a full P (n x n)."""
+    cdef double HP[DOD_MEAS_MAXM * DOD_MEAS_MAXN]
+    cdef int i, j, k
+    cdef double acc
+    for i in range(m):
+        for j in range(n):
+            acc = 0.0
+            for k in range(n):
+                acc += H[i * n + k] * P[k * n + j]
+            HP[i * n + j] = acc
+    for i in range(m):
+        for j in range(i, m):
+            acc = 0.0
+            for k in range(n):
+                acc += HP[i * n + k] * H[j * n + k]
+            S[i * m + j] = acc
+            S[j * m + i] = acc
+        S[i * m + i] += var[i]
+
+
+cdef inline bint dod_meas_rate_inverse(const double* S, int m, double* Si) noexcept nogil:
+    """Si = S^-1 of a symmetric m x m S (m <= DOD_MEAS_MAXM) through its
+    Cholesky factor, exactly symmetric; False when S is not positive
+    definite (Si then partial)."""
+    cdef double L[DOD_MEAS_MAXM * DOD_MEAS_MAXM]
+    cdef double W[DOD_MEAS_MAXM * DOD_MEAS_MAXM]
+    cdef int i, j, k
+    cdef double acc
+    for i in range(m):                  # S = L L'
+        for j in range(i + 1):
+            acc = S[i * m + j]
+            for k in range(j):
+                acc -= L[i * m + k] * L[j * m + k]
+            if i == j:
+                if not acc > 0.0:
+                    return False
+                L[i * m + i] = sqrt(acc)
+            else:
+                L[i * m + j] = acc / L[j * m + j]
+    for j in range(m):                  # W = L^-1 (lower triangular)
+        for i in range(m):
+            if i < j:
+                W[i * m + j] = 0.0
+            elif i == j:
+                W[i * m + i] = 1.0 / L[i * m + i]
+            else:
+                acc = 0.0
+                for k in range(j, i):
+                    acc -= L[i * m + k] * W[k * m + j]
+                W[i * m + j] = acc / L[i * m + i]
+    for i in range(m):                  # Si = W' W
+        for j in range(i, m):
+            acc = 0.0
+            for k in range(j, m):
+                acc += W[k * m + i] * W[k * m + j]
+            Si[i * m + j] = acc
+            Si[j * m + i] = acc
+    return True
+
+
+cdef inline double dod_meas_rate_log_likelihood(double d2, const double* Si, int m) noexcept nogil:
+    """ln N(y; 0, S) with y' Si y = d2 for an m x m Si (positive definite):
+    -(m ln(2 pi) - ln det(Si) + d2) / 2, det(Si) through its Cholesky factor."""
+    cdef double L[DOD_MEAS_MAXM * DOD_MEAS_MAXM]
+    cdef double acc, logdet = 0.0
+    cdef int i, j, k
+    for i in range(m):
+        for j in range(i + 1):
+            acc = Si[i * m + j]
+            for k in range(j):
+                acc -= L[i * m + k] * L[j * m + k]
+            if i == j:
+                L[i * m + i] = sqrt(acc)
+                logdet += log(acc)
+            else:
+                L[i * m + j] = acc / L[j * m + j]
+    return -0.5 * (m * 1.8378770664093453 - logdet + d2)
+
+
+cdef inline double dod_meas_mahalanobis2(const double* y, const double* Si, int m) noexcept nogil:
+    """y' Si y for an m x m Si."""
+    cdef double acc = 0.0
+    cdef int i, j
+    for i in range(m):
+        for j in range(m):
+            acc += y[i] * Si[i * m + j] * y[j]
+    return acc
+
+
+cdef inline void dod_meas_rate_innovation(const double* z, const double* h, int d, double* y) noexcept nogil:
+    """y = z - h for the d + 1 values of a range-rate measurement (the bearing wrapped)."""
+    dod_meas_innovation(z, h, d, y)
+    y[d] = z[d] - h[d]
+
+
+cdef inline void _dod_meas_rate_update(const dod_kalman_shaped* shape, double* x, double* P, const double* y,
+                                       const double* H, const double* Si, const double* var) noexcept nogil:
+    """The EKF update with a full H (m = d + 1 rows of n, the shape's n and
+    d): K = P H' Si, x += K y, Joseph form P = (I - G) P (I - G)' + K R K'
+    with G = K H, R = diag(var); P in the shape's layout (packed for the
+    constant-velocity shapes), symmetric on return. Every read of P comes
+    before the first write."""
+    cdef double PH[DOD_MEAS_MAXN * DOD_MEAS_MAXM]
+    cdef double K[DOD_MEAS_MAXN * DOD_MEAS_MAXM]
+    cdef double G[DOD_MEAS_MAXN * DOD_MEAS_MAXN]
+    cdef double M[DOD_MEAS_MAXN * DOD_MEAS_MAXN]
+    cdef int i, j, k, n, d, m
+    cdef double acc
+    _dod_kalman_dims(shape, &n, &d)
+    m = d + 1
+    for i in range(n):                  # PH = P H'
+        for j in range(m):
+            acc = 0.0
+            for k in range(n):
+                acc += P[_dod_kalman_at(shape, i, k, n)] * H[j * n + k]
+            PH[i * m + j] = acc
+    for i in range(n):                  # K = PH Si
+        for j in range(m):
+            acc = 0.0
+            for k in range(m):
+                acc += PH[i * m + k] * Si[k * m + j]
+            K[i * m + j] = acc
+    for i in range(n):
+        acc = 0.0
+        for j in range(m):
+            acc += K[i * m + j] * y[j]
+        x[i] += acc
+    for i in range(n):                  # G = K H
+        for j in range(n):
+            acc = 0.0
+            for k in range(m):
+                acc += K[i * m + k] * H[k * n + j]
+            G[i * n + j] = acc
+    for i in range(n):                  # M = (I - G) P
+        for j in range(n):
+            acc = P[_dod_kalman_at(shape, i, j, n)]
+            for k in range(n):
+                acc -= G[i * n + k] * P[_dod_kalman_at(shape, k, j, n)]
+            M[i * n + j] = acc
+    for i in range(n):                  # P = M (I - G)' + K R K' (upper triangle)
+        for j in range(i, n):
+            acc = M[i * n + j]
+            for k in range(n):
+                acc -= M[i * n + k] * G[j * n + k]
+            for k in range(m):
+                acc += var[k] * K[i * m + k] * K[j * m + k]
+            P[_dod_kalman_at(shape, i, j, n)] = acc
+    if dod_kalman_shaped is dod_kalman_shape:
+        for i in range(n):              # the lower triangle mirrors the upper one
+            for j in range(i):
+                P[i * n + j] = P[j * n + i]
+
+
+cdef inline double dod_ekf_rate_update(double* x, double* P, int n, const double* z, int d,
+                                       const dod_sensor* s) noexcept nogil:
+    """dod_ekf_position_update with a range rate: measurement z[d + 1] of a
+    state x[n] (n >= 2d: position, velocity, then entries the measurement
+    does not see, as the IMM's turn rate) with full P (n x n). Returns ln
+    N(y; 0, S), or -INFINITY with x and P unchanged (singular zone, S not
+    positive definite)."""
+    cdef double h[DOD_MEAS_MAXM]
+    cdef double Hc[DOD_MEAS_MAXM * 6]
+    cdef double H[DOD_MEAS_MAXM * DOD_MEAS_MAXN]
+    cdef double S[DOD_MEAS_MAXM * DOD_MEAS_MAXM]
+    cdef double Si[DOD_MEAS_MAXM * DOD_MEAS_MAXM]
+    cdef double y[DOD_MEAS_MAXM]
+    cdef double var[DOD_MEAS_MAXM]
+    cdef double d2
+    cdef dod_kalman_shape shape
+    cdef int a, b, m = d + 1
+    if not dod_meas_rate_predict(x, s, d, h, Hc):
+        return -INFINITY
+    for a in range(m):                  # H over the whole state: zeros past the velocity
+        for b in range(n):
+            H[a * n + b] = Hc[a * 2 * d + b] if b < 2 * d else 0.0
+    dod_meas_rate_variances(s, d, var)
+    dod_meas_rate_innovation_cov(P, n, m, H, var, S)
+    if not dod_meas_rate_inverse(S, m, Si):
+        return -INFINITY
+    dod_meas_rate_innovation(z, h, d, y)
+    d2 = dod_meas_mahalanobis2(y, Si, m)
+    shape.n = n
+    shape.d = d
+    _dod_meas_rate_update(&shape, x, P, y, H, Si, var)
+    return dod_meas_rate_log_likelihood(d2, Si, m)
+
+
+cdef inline void dod_meas_rate_variances(const dod_sensor* s, int d, double* var) noexcept nogil:
+    """var[d + 1]: the sensor's noise variances with the range rate's last."""
+    cdef int a
+    for a in range(d):
+        var[a] = s.var[a]
+    var[d] = s.rate_var
+
+
+cdef inline void dod_meas_rate_birth(const double* z, const dod_sensor* s, int d, double v0sq, double* v,
+                                     double* C) noexcept nogil:
+    """A single-point birth's velocity v[d] from the range rate z[d] of
+    measurement z: rr u along the measured line of sight u, with covariance
+    C (d x d) = rate_var u u' + v0sq (I - u u') (v0sq: the birth's velocity
+    variance across it)."""
+    cdef double u[3]
+    cdef double cb = cos(z[1]), sb = sin(z[1]), ce = 1.0
+    cdef int a, b
+    if d == 3:
+        ce = cos(z[2])
+        u[2] = sin(z[2])
+    u[0] = ce * cb
+    u[1] = ce * sb
+    for a in range(d):
+        v[a] = z[d] * u[a]
+        for b in range(d):
+            C[a * d + b] = (s.rate_var - v0sq) * u[a] * u[b] + (v0sq if a == b else 0.0)
+

@@ -31,6 +31,16 @@ holds the gate (:func:`dod.tracker.sensor.gate_box`), births at the
 converted positions with the converted covariance, the score's density
 taken per unit area/volume (minus ``ln |det dp/dz|``); tracks in the sensor's
 singular zone are not gated (dod/tracker/measurement.pxd states the model).
+A sensor's own ``pd`` and ``clutter_density`` (per measurement volume) take
+the configuration's place in its scans' scores: the likelihood then stays in
+measurement space, births add ``ln |det dp/dz|`` (the birth density per
+measurement volume), and the clutter estimate skips the scan.
+A sensor with ``range_rate_sigma`` adds the range rate (last column): H is
+the whole Jacobian over [p, v] (:func:`dod.tracker.sensor.predict_rate`),
+the gate box is the position block's, births take the radial velocity
+(:func:`dod.tracker.sensor.rate_birth`), and the score's density is also
+per the sensor's ``range_rate_span``; with the IMM every model updates
+through :func:`dod.tracker.reference_imm.ekf_update`'s range-rate case.
 
 Detections with NaN/inf are dropped. Rows are kept in birth order (deletion
 compacts); compare with the fast tracker by id.
@@ -307,11 +317,11 @@ class ReferenceTracker:
             track_det[ts[r[ok]]] = ds[c[ok]]
             det_track[ds[c[ok]]] = ts[r[ok]]
 
-    def _estimate_clutter(self, z, det_track, counts):
+    def _estimate_clutter(self, z, det_track, counts, own_clutter):
         cfg = self.config
         u = int((det_track < 0).sum())
         counts["unclaimed"] = u
-        if cfg.clutter_density is not None or z.shape[0] == 0:
+        if cfg.clutter_density is not None or own_clutter or z.shape[0] == 0:    # (own: not a sample of it)
             return
         if cfg.surveillance_volume is not None:
             V = float(cfg.surveillance_volume)
@@ -327,6 +337,8 @@ class ReferenceTracker:
 
     def _log_likelihood(self, d2, Si):
         """ln N(y; 0, S) per row, from y' Si y and Si (as kalman.pxd computes it)."""
+        if Si.shape[-1] != self.dim:        # with a range rate (measurement.pxd)
+            return -0.5 * (Si.shape[-1] * 1.8378770664093453 - np.linalg.slogdet(Si)[1] + d2)
         if self.dim == 2:
             det = Si[:, 0, 0] * Si[:, 1, 1] - Si[:, 0, 1] * Si[:, 1, 0]
         else:
@@ -420,18 +432,21 @@ class ReferenceTracker:
         Thread-safety: one thread at a time (plain numpy state).
         """
         cfg, d, n = self.config, self.dim, self.n
+        if sensor is not None and not isinstance(sensor, _meas.Sensor):
+            raise TypeError("sensor must be a dod.tracker.Sensor")
+        rate = sensor is not None and sensor.range_rate_sigma is not None
         if sensor is not None:
-            if not isinstance(sensor, _meas.Sensor):
-                raise TypeError("sensor must be a dod.tracker.Sensor")
             if sensor.dim != d:
                 raise ValueError(f"sensor position must have {d} coordinates")
+        cols = d + rate
         detections = np.asarray(detections)
         if detections.dtype != np.float64:
             raise TypeError("detections must be float64")
-        if detections.ndim != 2 or detections.shape[1] != d:
-            raise ValueError(f"detections must have shape (k, {d})")
+        if detections.ndim != 2 or detections.shape[1] != cols:
+            raise ValueError(f"detections must have shape (k, {cols})")
         if sensor is not None and sensor.order == _meas.BEARING_RANGE:
-            detections = detections[:, ::-1]        # the kernels' order: range, bearing[, elevation]
+            # the kernels' order: range, bearing[, elevation] (a range rate stays last)
+            detections = np.concatenate([detections[:, d - 1::-1], detections[:, d:]], axis=1)
         over = 0
         if detections.shape[0] > cfg.max_detections:
             if cfg.overflow == "error":
@@ -454,12 +469,12 @@ class ReferenceTracker:
             return
         self.time = self.time + dt if time is None else float(time)
         self._started = True
-        finite = np.isfinite(detections).all(axis=1) if sensor is None else _meas.valid(detections)
+        finite = np.isfinite(detections).all(axis=1) if sensor is None else _meas.valid(detections, d)
         z = detections[finite]
         zm = None
         if sensor is not None:              # measurements; z: their Cartesian positions
-            zm, z = z, _meas.to_cartesian(z, sensor.position)
-            R = np.diag(sensor.variances)
+            zm, z = z, _meas.to_cartesian(z[:, :d], sensor.position)
+            R = np.diag(np.append(sensor.variances, [sensor.range_rate_sigma ** 2] if rate else []))
         counts = dict.fromkeys(COUNT_NAMES, 0)      # the engine's one list of counters
         counts.update(detections=int(z.shape[0]), invalid=int((~finite).sum()), overflow=over)
         T = self.x.shape[0]
@@ -481,6 +496,16 @@ class ReferenceTracker:
             Si = _inv_spd(S) if T else np.zeros((0, d, d))
             hw = np.sqrt(self.gate * np.diagonal(S, axis1=1, axis2=2)) if T else np.zeros((0, d))
             hwmax = hw.max(axis=1) if T else np.zeros(0)
+        elif rate:                          # H over [p, v]; the box of the position block
+            hpred, J, gateable = _meas.predict_rate(x, sensor.position, d)
+            S = J @ P @ np.swapaxes(J, 1, 2) + R
+            S = 0.5 * (S + np.swapaxes(S, 1, 2))
+            gateable &= np.all(np.linalg.eigvalsh(S) > 0, axis=1) if T else gateable
+            S[~gateable] = np.eye(d + 1)
+            Si = np.linalg.inv(S) if T else np.zeros((0, d + 1, d + 1))
+            hwmax = np.where(gateable, _meas.gate_box(hpred[:, :d], J[:, :d, :d], S[:, :d, :d], self.gate,
+                                                      sensor.position).max(axis=1), 0.0) if T else np.zeros(0)
+            meas = (zm, hpred)
         else:
             hpred, J, gateable = _meas.predict(x, sensor.position, d)
             S = J @ P[:, :d, :d] @ np.swapaxes(J, 1, 2) + R
@@ -493,13 +518,19 @@ class ReferenceTracker:
             meas = (zm, hpred)
         track_det = np.full(T, -1, np.intp)
         det_track = np.full(z.shape[0], -1, np.intp)
+        # The scan's rates: its sensor's own, else the configuration's (and
+        # then the clutter per unit area/volume, estimated or given).
+        own_clutter = sensor is not None and sensor.clutter_density is not None
+        pd = cfg.pd if sensor is None or sensor.pd is None else sensor.pd
         for stage in (CONFIRMED, TENTATIVE):
             if stage == TENTATIVE:
-                self._estimate_clutter(z, det_track, counts)
+                self._estimate_clutter(z, det_track, counts, own_clutter)
             rows = np.flatnonzero((self.state == stage) & gateable)
             self._associate(rows, z, det_track, track_det, x, Si, hwmax, counts, meas)
         score_logic = cfg.confirmation == "score"
         lc = float(np.log(self.clutter)) if self.clutter > 0.0 else 0.0
+        if own_clutter:
+            lc = float(np.log(sensor.clutter_density))
         if cfg.initiation == "two_point":
             pair_s, pair_d = self._pairs(z, det_track, dt, counts)
         score = self.score.copy()
@@ -511,18 +542,28 @@ class ReferenceTracker:
             y = self._innovation(zm[track_det[a]], hpred[a])
             if score_logic:
                 d2 = np.einsum("ki,kij,kj->k", y, Sia, y)
-                score[a] += np.log(cfg.pd) - lc + self._log_likelihood(d2, Sia) \
-                    - _meas.log_jacobian(zm[track_det[a]])
+                ll = self._log_likelihood(d2, Sia)
+                if not own_clutter:             # per unit area/volume, as the clutter density
+                    ll = ll - _meas.log_jacobian(zm[track_det[a], :d])
+                if rate:                        # per m/s: clutter uniform in range rate over the span
+                    ll = ll + np.log(sensor.range_rate_span)
+                score[a] += np.log(pd) - lc + ll
         elif a.size:
             Pa, xa, Sia = P[a], x[a], Si[a]
             y = z[track_det[a]] - xa[:, :d]
             if score_logic:
                 d2 = np.einsum("ki,kij,kj->k", y, Sia, y)
-                score[a] += np.log(cfg.pd) - lc + self._log_likelihood(d2, Sia)
+                score[a] += np.log(pd) - lc + self._log_likelihood(d2, Sia)
         if a.size and self.imm:             # every model (EKF per model with a sensor), then mu
             zu = z[track_det[a]] if sensor is None else zm[track_det[a]]
             mu[a], xm[a], Pm[a], x[a], P[a] = reference_imm.update(mu[a], xm[a], Pm[a], zu, d, self.r2,
                                                                    sensor)
+        elif a.size and rate:               # the same with the whole H (k, d + 1, n)
+            K = Pa @ np.swapaxes(Ja, 1, 2) @ Sia
+            x[a] = xa + np.einsum("knd,kd->kn", K, y)
+            A = np.broadcast_to(np.eye(n), Pa.shape) - K @ Ja
+            Pn = A @ Pa @ np.swapaxes(A, 1, 2) + K @ R @ np.swapaxes(K, 1, 2)
+            P[a] = 0.5 * (Pn + np.swapaxes(Pn, 1, 2))
         elif a.size and sensor is not None:  # extended Kalman update (Joseph form)
             K = Pa[:, :, :d] @ np.swapaxes(Ja, 1, 2) @ Sia          # (k, n, d)
             x[a] = xa + np.einsum("knd,kd->kn", K, y)
@@ -539,7 +580,7 @@ class ReferenceTracker:
             P[a] = 0.5 * (Pn + np.swapaxes(Pn, 1, 2))
         hit = track_det >= 0
         if score_logic:
-            score[~hit] += np.log(1.0 - cfg.pd)
+            score[~hit] += np.log(1.0 - pd)
         score_max = np.maximum(self.score_max, score) if score_logic else self.score_max
         self.hits = self.hits + hit.astype(np.uint32)
         self.misses = np.where(hit, 0, self.misses + 1).astype(np.uint32)
@@ -568,7 +609,7 @@ class ReferenceTracker:
         if self.imm:
             self.mu, self.xm, self.Pm = mu[keep], xm[keep], Pm[keep]
         if cfg.initiation == "two_point":
-            self._births_two_point(z, zm, sensor, det_track, pair_s, pair_d, dt, lc, counts)
+            self._births_two_point(z, zm, sensor, det_track, pair_s, pair_d, dt, lc, pd, counts, R if rate else None)
             k = 0
         else:
             # births
@@ -585,15 +626,19 @@ class ReferenceTracker:
             Pb[:, range(d), range(d)] = self.r2
             Pb[:, range(d, n), range(d, n)] = cfg.v0 * cfg.v0
             if sensor is not None:          # the converted measurements' covariance
-                Pb[:, :d, :d] = _meas.converted_covariance(zm[born], sensor.variances)
+                Pb[:, :d, :d] = _meas.converted_covariance(zm[born, :d], sensor.variances)
+            if rate:                        # the radial velocity
+                xb[:, d:], Pb[:, d:, d:] = _meas.rate_birth(zm[born], sensor.range_rate_sigma ** 2, cfg.v0 * cfg.v0)
             sb = np.full(k, np.log(cfg.new_target_density) - lc) if score_logic else np.zeros(k)
+            if score_logic and own_clutter:     # the birth density per measurement volume
+                sb = sb + _meas.log_jacobian(zm[born, :d])
             self._append(xb, Pb, 1, 1, 1, sb)
         counts["confirmed"] = int((self.state == CONFIRMED).sum())
         counts["tentative"] = int((self.state == TENTATIVE).sum())
         self.last = counts
         self.scans += 1
 
-    def _births_two_point(self, z, zm, sensor, det_track, pair_s, pair_d, dt, lc, counts):
+    def _births_two_point(self, z, zm, sensor, det_track, pair_s, pair_d, dt, lc, pd, counts, Rrate=None):
         cfg, d, n = self.config, self.dim, self.n
         order = np.argsort(pair_d, kind="stable")        # in the order of the second detection
         pair_s, pair_d = pair_s[order], pair_d[order]
@@ -612,7 +657,16 @@ class ReferenceTracker:
             x = x0 @ F.T
             P = F @ P0 @ F.T + Q
             P = 0.5 * (P + np.swapaxes(P, 1, 2))
-            if sensor is None:
+            if Rrate is not None:           # with a range rate: the whole H, as a track's update
+                h, H, ok = _meas.predict_rate(x, sensor.position, d)
+                R = Rrate
+                S = H @ P @ np.swapaxes(H, 1, 2) + R
+                S = 0.5 * (S + np.swapaxes(S, 1, 2))
+                ok &= np.all(np.linalg.eigvalsh(S) > 0, axis=1)
+                S[~ok] = np.eye(d + 1)
+                Si = np.linalg.inv(S)
+                y = self._innovation(zm[born_d], h)
+            elif sensor is None:
                 ok = np.ones(k, bool)
                 Si = _inv_spd(P[:, :d, :d] + self.r2 * np.eye(d))
                 y = z[born_d] - x[:, :d]
@@ -630,15 +684,24 @@ class ReferenceTracker:
             d2 = np.einsum("ki,kij,kj->k", y, Si, y)
             if cfg.confirmation == "score":
                 ll = self._log_likelihood(d2, Si)
-                if sensor is not None:
-                    ll = ll - _meas.log_jacobian(zm[born_d])
-                sb = (np.log(cfg.new_target_density) - lc) + (np.log(cfg.pd) - lc + np.where(ok, ll, 0.0))
+                lb = np.log(cfg.new_target_density) - lc
+                if sensor is not None and sensor.clutter_density is not None:
+                    lb = lb + _meas.log_jacobian(zm[born_d, :d])     # (the single at this detection's range)
+                elif sensor is not None:
+                    ll = ll - _meas.log_jacobian(zm[born_d, :d])
+                if Rrate is not None:
+                    ll = ll + np.log(sensor.range_rate_span)
+                sb = lb + (np.log(pd) - lc + np.where(ok, ll, 0.0))
             else:
                 sb = np.zeros(k)
-            K = P[:, :, :d] @ np.swapaxes(H, 1, 2) @ Si
+            if Rrate is not None:
+                K = P @ np.swapaxes(H, 1, 2) @ Si
+                A = np.broadcast_to(np.eye(n), P.shape) - K @ H
+            else:
+                K = P[:, :, :d] @ np.swapaxes(H, 1, 2) @ Si
+                A = np.broadcast_to(np.eye(n), P.shape).copy()
+                A[:, :, :d] -= K @ H
             xu = x + np.einsum("knd,kd->kn", K, y)
-            A = np.broadcast_to(np.eye(n), P.shape).copy()
-            A[:, :, :d] -= K @ H
             Pn = A @ P @ np.swapaxes(A, 1, 2) + K @ R @ np.swapaxes(K, 1, 2)
             Pn = 0.5 * (Pn + np.swapaxes(Pn, 1, 2))
             x = np.where(ok[:, None], xu, x)
@@ -652,7 +715,7 @@ class ReferenceTracker:
             self.single_C = np.broadcast_to(self.r2 * np.eye(d), (m, d, d)).copy()
             self.single_allowance = np.full(m, cfg.pair_radius_factor * cfg.r)
         else:                               # the converted covariance's upper triangle, symmetric
-            C = np.triu(_meas.converted_covariance(zm[waiting], sensor.variances))
+            C = np.triu(_meas.converted_covariance(zm[waiting, :d], sensor.variances))
             self.single_C = C + np.swapaxes(np.triu(C, 1), 1, 2)
             widest = np.abs(self.single_C).sum(axis=2).max(axis=1)
             self.single_allowance = cfg.pair_radius_factor * np.sqrt(widest)

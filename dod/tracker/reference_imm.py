@@ -376,6 +376,8 @@ def ekf_update(x, P, zm, d, sensor):
     thread may call it.
     """
     N = x.shape[1]
+    if sensor.range_rate_sigma is not None:     # zm's last column: H over position and velocity
+        return _ekf_rate_update(x, P, zm, d, sensor)
     h, J, ok = _meas.predict(x, sensor.position, d)
     R = np.diag(sensor.variances)
     Jt = np.swapaxes(J, 1, 2)
@@ -389,6 +391,31 @@ def ekf_update(x, P, zm, d, sensor):
     xn = x + np.einsum("knd,kd->kn", K, y)
     A = np.broadcast_to(np.eye(N), P.shape).copy()
     A[:, :, :d] -= K @ J
+    Pn = A @ P @ np.swapaxes(A, 1, 2) + K @ R @ np.swapaxes(K, 1, 2)
+    Pn = 0.5 * (Pn + np.swapaxes(Pn, 1, 2))
+    return (np.where(ok[:, None], xn, x), np.where(ok[:, None, None], Pn, P),
+            np.where(ok, ll, -np.inf))
+
+
+def _ekf_rate_update(x, P, zm, d, sensor):
+    """ekf_update with a range rate (measurement.pxd dod_ekf_rate_update):
+    zm (k, d + 1), H (d + 1) x N with zeros past the velocity."""
+    k, N = x.shape
+    h, H2, ok = _meas.predict_rate(x[:, :2 * d], sensor.position, d)
+    H = np.zeros((k, d + 1, N))
+    H[:, :, :2 * d] = H2
+    R = np.diag(np.append(sensor.variances, sensor.range_rate_sigma ** 2))
+    Ht = np.swapaxes(H, 1, 2)
+    S = H @ P @ Ht + R
+    S = 0.5 * (S + np.swapaxes(S, 1, 2))
+    Si = np.linalg.inv(S)
+    y = zm - h
+    y[:, 1] = _meas.wrap_angle(y[:, 1])
+    d2 = np.einsum("ki,kij,kj->k", y, Si, y)
+    ll = -0.5 * ((d + 1) * 1.8378770664093453 - np.linalg.slogdet(Si)[1] + d2)
+    K = P @ Ht @ Si
+    xn = x + np.einsum("knd,kd->kn", K, y)
+    A = np.broadcast_to(np.eye(N), P.shape) - K @ H
     Pn = A @ P @ np.swapaxes(A, 1, 2) + K @ R @ np.swapaxes(K, 1, 2)
     Pn = 0.5 * (Pn + np.swapaxes(Pn, 1, 2))
     return (np.where(ok[:, None], xn, x), np.where(ok[:, None, None], Pn, P),

@@ -220,6 +220,29 @@ class Reports:
             yield t0 + (j + 1) * period, ids[rows].copy(), pos[rows].copy()
 
 
+def _read_csv(path, want, report, width):
+    """The columns of a CSV file's reports: ``width`` lists, one entry per row
+    for which ``report(row, columns)`` returns a tuple (None skips the row; a
+    ValueError or IndexError it raises names the file and line)."""
+    rows = []
+    with open(path, newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header is None:
+            raise ValueError(f"{path}: empty file (a header row is required)")
+        c = _columns(header, want, path)
+        for line, row in enumerate(reader, start=2):
+            if not row:
+                continue
+            try:
+                r = report(row, c)
+            except (ValueError, IndexError) as e:
+                raise ValueError(f"{path}, line {line}: {e}") from None
+            if r is not None:
+                rows.append(r)
+    return [list(col) for col in zip(*rows)] if rows else [[] for _ in range(width)]
+
+
 def _columns(header, want, path):
     names = {h.strip().lstrip("#").strip().lower(): i for i, h in enumerate(header)}
     out = {}
@@ -281,44 +304,29 @@ def read_opensky(path):
     -----
     Thread-safety: a pure function of the file.
     """
-    t, ids, lat, lon, alt, speed, course = [], [], [], [], [], [], []
-    with open(path, newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        if header is None:
-            raise ValueError(f"{path}: empty file (a header row is required)")
-        c = _columns(header, [("time", ("time",), True), ("id", ("icao24",), True),
-                              ("lat", ("lat",), True), ("lon", ("lon",), True),
-                              ("pos_time", ("lastposupdate",), False),
-                              ("geo", ("geoaltitude",), False), ("baro", ("baroaltitude",), False),
-                              ("speed", ("velocity",), False), ("course", ("heading",), False)], path)
-        for line, row in enumerate(reader, start=2):
-            if not row:
-                continue
-            try:
-                la, lo = _float(row[c["lat"]]), _float(row[c["lon"]])
-                if math.isnan(la) or math.isnan(lo):
-                    continue                    # no position in this snapshot
-                when = _float(row[c["pos_time"]]) if "pos_time" in c else math.nan
-                if math.isnan(when):
-                    when = _float(row[c["time"]])
-                h = _float(row[c["geo"]]) if "geo" in c else math.nan
-                if math.isnan(h) and "baro" in c:
-                    h = _float(row[c["baro"]])
-                sp = _float(row[c["speed"]]) if "speed" in c else math.nan
-                co = _float(row[c["course"]]) if "course" in c else math.nan
-            except (ValueError, IndexError) as e:
-                raise ValueError(f"{path}, line {line}: {e}") from None
-            if math.isnan(when):
-                raise ValueError(f"{path}, line {line}: no time")
-            t.append(when)
-            ids.append(row[c["id"]].strip().lower())
-            lat.append(la)
-            lon.append(lo)
-            alt.append(h)
-            speed.append(sp)
-            course.append(co)
-    return _finish(t, ids, lat, lon, alt, speed, course, str(path))
+    want = [("time", ("time",), True), ("id", ("icao24",), True),
+            ("lat", ("lat",), True), ("lon", ("lon",), True),
+            ("pos_time", ("lastposupdate",), False),
+            ("geo", ("geoaltitude",), False), ("baro", ("baroaltitude",), False),
+            ("speed", ("velocity",), False), ("course", ("heading",), False)]
+
+    def report(row, c):
+        la, lo = _float(row[c["lat"]]), _float(row[c["lon"]])
+        if math.isnan(la) or math.isnan(lo):
+            return None                         # no position in this snapshot
+        when = _float(row[c["pos_time"]]) if "pos_time" in c else math.nan
+        if math.isnan(when):
+            when = _float(row[c["time"]])
+        if math.isnan(when):
+            raise ValueError("no time")
+        h = _float(row[c["geo"]]) if "geo" in c else math.nan
+        if math.isnan(h) and "baro" in c:
+            h = _float(row[c["baro"]])
+        sp = _float(row[c["speed"]]) if "speed" in c else math.nan
+        co = _float(row[c["course"]]) if "course" in c else math.nan
+        return when, row[c["id"]].strip().lower(), la, lo, h, sp, co
+
+    return _finish(*_read_csv(path, want, report, 7), str(path))
 
 
 def _iso_seconds(s):
@@ -354,33 +362,19 @@ def read_ais(path):
     Reports whose position is "not available" (latitude 91 or longitude 181)
     are skipped. Thread-safety: a pure function of the file.
     """
-    t, ids, lat, lon, speed, course = [], [], [], [], [], []
-    with open(path, newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        if header is None:
-            raise ValueError(f"{path}: empty file (a header row is required)")
-        c = _columns(header, [("id", ("mmsi",), True), ("time", ("basedatetime", "timestamp"), True),
-                              ("lat", ("lat", "latitude"), True), ("lon", ("lon", "longitude"), True),
-                              ("speed", ("sog",), False), ("course", ("cog",), False)], path)
-        for line, row in enumerate(reader, start=2):
-            if not row:
-                continue
-            try:
-                la, lo = _float(row[c["lat"]]), _float(row[c["lon"]])
-                if math.isnan(la) or math.isnan(lo) or abs(la) > 90 or abs(lo) > 180:
-                    continue                    # 91 / 181: no position
-                when = _iso_seconds(row[c["time"]])
-                sp = _float(row[c["speed"]]) if "speed" in c else math.nan
-                co = _float(row[c["course"]]) if "course" in c else math.nan
-                if sp >= 102.2 or co >= 360.0:      # 102.3 kn / 360 deg: not available
-                    sp = co = math.nan
-            except (ValueError, IndexError) as e:
-                raise ValueError(f"{path}, line {line}: {e}") from None
-            t.append(when)
-            ids.append(row[c["id"]].strip())
-            lat.append(la)
-            lon.append(lo)
-            speed.append(sp * KNOT)
-            course.append(co)
-    return _finish(t, ids, lat, lon, np.zeros(len(t)), speed, course, str(path))
+    want = [("id", ("mmsi",), True), ("time", ("basedatetime", "timestamp"), True),
+            ("lat", ("lat", "latitude"), True), ("lon", ("lon", "longitude"), True),
+            ("speed", ("sog",), False), ("course", ("cog",), False)]
+
+    def report(row, c):
+        la, lo = _float(row[c["lat"]]), _float(row[c["lon"]])
+        if math.isnan(la) or math.isnan(lo) or abs(la) > 90 or abs(lo) > 180:
+            return None                         # 91 / 181: no position
+        when = _iso_seconds(row[c["time"]])
+        sp = _float(row[c["speed"]]) if "speed" in c else math.nan
+        co = _float(row[c["course"]]) if "course" in c else math.nan
+        if sp >= 102.2 or co >= 360.0:          # 102.3 kn / 360 deg: not available
+            sp = co = math.nan
+        return when, row[c["id"]].strip(), la, lo, 0.0, sp * KNOT, co
+
+    return _finish(*_read_csv(path, want, report, 7), str(path))

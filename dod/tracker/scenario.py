@@ -14,6 +14,7 @@ from one ``numpy.random.Generator(seed)`` (the per-scan passes over every
 target and detection from a xoshiro256** stream it seeds:
 :mod:`dod.tracker._scenario`), so a seed names a scenario.
 """
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -304,9 +305,12 @@ def _scan_stream(meta, n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.
              clutter=None, clutter_density=None, patches=0, patch_fraction=0.5,
              patch_radius=None, speed=(5.0, 20.0), spacing=200.0, birth_death=0.2,
              crossing=0.1, manoeuvre=0.0, turn_rate=(0.05, 0.3), leg=(2.0, 6.0),
-             turn_time=(1.0, 5.0), seed=0):
+             turn_time=(1.0, 5.0), seed=0, velocities=None):
     """The scans of a seeded scenario, one :class:`Scan` at a time; fills
-    `meta` (the Scenario fields) before the first scan.
+    `meta` (the Scenario fields) before the first scan. With `velocities`
+    (a list) its one item is set to each scan's truth velocities (rows of
+    truth_pos) before the scan is yielded (the radar scenario's range
+    rates; nothing drawn for it).
 
     Parameters
     ----------
@@ -454,6 +458,8 @@ def _scan_stream(meta, n_targets=100, scans=200, *, dim=2, dt=0.02, pd=0.9, r=1.
         det, det_ids = det[:nd + nc], det_ids[:nd + nc]
         fast.shuffle(det, det_ids)
         scan = Scan(det, dt, truth_ids[:na], truth[:na], det_ids)
+        if velocities is not None:              # (ids are rows + 1)
+            velocities[:] = [vel[truth_ids[:na] - 1]]
         if k_man:
             switch = np.flatnonzero(phase_end <= s)
             if switch.size:
@@ -499,7 +505,7 @@ class RadarScenario(Scenario):
 
 class RadarScan(NamedTuple):
     """One scan of a radar scenario, as :func:`iter_radar_scans` yields it."""
-    detections: np.ndarray      # float64 (k, dim): range, bearing[, elevation], C-contiguous
+    detections: np.ndarray      # float64 (k, dim[+1]): range, bearing[, elevation][, range rate], C-contiguous
     dt: float
     sensor: object              # the dod.tracker.Sensor of this scan
     truth_ids: np.ndarray       # int64 (m,)
@@ -508,16 +514,18 @@ class RadarScan(NamedTuple):
 
 
 def radar_sensors(n_targets, *, dim=2, sensors=2, range_sigma=2.0, bearing_sigma=1e-3,
-                  elevation_sigma=1e-3, spacing=200.0, **_):
+                  elevation_sigma=1e-3, spacing=200.0, range_rate_sigma=None, range_rate_span=1000.0, **_):
     """The sensors of a radar scenario: one west of the region (at 0.75 of its
-    side from the centre), a second south of it; on the ground (z = 0) in 3-D."""
+    side from the centre), a second south of it; on the ground (z = 0) in 3-D;
+    with range_rate_sigma they measure range rate (Sensor's parameters)."""
     from dod.tracker.sensor import Sensor
     if sensors not in (1, 2):
         raise ValueError(f"sensors must be 1 or 2, not {sensors!r}")
     ext = scan_extent(n_targets, dim=dim, spacing=spacing)
     places = [(-0.75 * ext, 0.0), (0.0, -0.75 * ext)][:sensors]
     noise = dict(range_sigma=range_sigma, bearing_sigma=bearing_sigma,
-                 elevation_sigma=elevation_sigma if dim == 3 else None)
+                 elevation_sigma=elevation_sigma if dim == 3 else None, range_rate_sigma=range_rate_sigma,
+                 range_rate_span=range_rate_span)
     return [Sensor(p + ((0.0,) if dim == 3 else ()), **noise) for p in places]
 
 
@@ -581,8 +589,15 @@ def iter_radar_scans(n_targets=100, scans=200, **kwargs):
         ``sensors`` (1 or 2, default 2), ``range_sigma`` (m, default 2.0),
         ``bearing_sigma`` and ``elevation_sigma`` (rad, default 1e-3), ``pd``
         (default 0.9), ``clutter`` (mean false detections a scan, default 0.2
-        n_targets), and :func:`iter_scans`'s dim, dt, q, speed, spacing,
-        birth_death, crossing and seed.
+        n_targets), ``sensor_rates`` (default False; True: each sensor
+        carries the scenario's ``pd`` and its true clutter density in its
+        measurement space, ``clutter`` over its range x bearing [x
+        elevation] box, as :class:`dod.tracker.Sensor`'s ``pd`` and
+        ``clutter_density``), ``range_rate_sigma`` (m/s, default None: no range rate;
+        with it each row gains the range rate of the target's true
+        velocity plus noise, clutter's uniform over ``range_rate_span``,
+        default 1000 m/s), and :func:`iter_scans`'s dim, dt, q, speed,
+        spacing, birth_death, crossing and seed.
 
     Yields
     ------
@@ -615,17 +630,22 @@ def iter_radar_scans(n_targets=100, scans=200, **kwargs):
 
 
 def _radar_stream(meta, n_targets=100, scans=200, *, dim=2, sensors=2, range_sigma=2.0,
-                  bearing_sigma=1e-3, elevation_sigma=1e-3, pd=0.9, clutter=None, seed=0, **motion):
+                  bearing_sigma=1e-3, elevation_sigma=1e-3, pd=0.9, clutter=None, sensor_rates=False, seed=0,
+                  range_rate_sigma=None, range_rate_span=1000.0, **motion):
     from dod.tracker.sensor import to_polar
     if not 0.0 <= pd <= 1.0:
         raise ValueError(f"pd must be in [0, 1], not {pd!r}")
     spacing = motion.get("spacing", 200.0)
     sens = radar_sensors(n_targets, dim=dim, sensors=sensors, range_sigma=range_sigma,
-                         bearing_sigma=bearing_sigma, elevation_sigma=elevation_sigma, spacing=spacing)
+                         bearing_sigma=bearing_sigma, elevation_sigma=elevation_sigma, spacing=spacing,
+                         range_rate_sigma=range_rate_sigma, range_rate_span=range_rate_span)
+    rate = range_rate_sigma is not None
+    vel = [] if rate else None
     lam = 0.2 * int(n_targets) if clutter is None else float(clutter)
     if not (lam >= 0.0 and np.isfinite(lam)):
         raise ValueError(f"clutter must be a finite number >= 0, not {lam!r}")
-    truth = _scan_stream(meta, n_targets, scans, dim=dim, pd=1.0, r=1e-9, clutter=0, seed=seed, **motion)
+    truth = _scan_stream(meta, n_targets, scans, dim=dim, pd=1.0, r=1e-9, clutter=0, seed=seed, velocities=vel,
+                         **motion)
     rng = np.random.default_rng(seed + 1)
     ext = scan_extent(n_targets, dim=dim, spacing=spacing)
     half = ext / 2.0
@@ -635,7 +655,15 @@ def _radar_stream(meta, n_targets=100, scans=200, *, dim=2, sensors=2, range_sig
         c = to_polar(corners, s.position)
         spans.append((c[:, 0].max() * 1.05, c[:, 1].min(), c[:, 1].max(),
                       (c[:, 2].min(), c[:, 2].max()) if dim == 3 else None))
-    sigma = np.array([range_sigma, bearing_sigma] + ([elevation_sigma] if dim == 3 else []))
+    if sensor_rates:                           # the clutter's density over each sensor's (range, angles) box
+        def own(s, span):
+            rmax, blo, bhi, elev = span
+            box = rmax * (bhi - blo) * ((elev[1] - elev[0]) if dim == 3 else 1.0)
+            return dataclasses.replace(s, pd=pd, clutter_density=lam / box if lam > 0 else None)
+        sens = [own(s, span) for s, span in zip(sens, spans)]
+    sigma = np.array([range_sigma, bearing_sigma] + ([elevation_sigma] if dim == 3 else [])
+                     + ([range_rate_sigma] if rate else []))
+    cols = dim + rate
     first = True
     for s, scan in enumerate(truth):
         if first:
@@ -646,14 +674,17 @@ def _radar_stream(meta, n_targets=100, scans=200, *, dim=2, sensors=2, range_sig
         rmax, blo, bhi, elev = spans[k]
         tp = scan.truth_pos
         det_mask = rng.random(tp.shape[0]) < pd
-        z = to_polar(tp[det_mask], sensor.position) + rng.normal(size=(int(det_mask.sum()), dim)) * sigma
+        z = to_polar(tp[det_mask], sensor.position, vel[0][det_mask] if rate else None) \
+            + rng.normal(size=(int(det_mask.sum()), cols)) * sigma
         z[:, 0] = np.abs(z[:, 0])               # a range is never negative
         nc = rng.poisson(lam) if lam > 0 else 0
-        zc = np.empty((nc, dim))
+        zc = np.empty((nc, cols))
         zc[:, 0] = rng.uniform(0.0, rmax, size=nc)
         zc[:, 1] = rng.uniform(blo, bhi, size=nc)
         if dim == 3:
             zc[:, 2] = rng.uniform(elev[0], elev[1], size=nc)
+        if rate:
+            zc[:, dim] = rng.uniform(-0.5 * range_rate_span, 0.5 * range_rate_span, size=nc)
         allz = np.concatenate([z, zc])
         allt = np.concatenate([scan.truth_ids[det_mask], np.full(nc, -1, dtype=np.int64)])
         perm = rng.permutation(allz.shape[0])

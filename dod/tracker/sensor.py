@@ -19,6 +19,16 @@ moves) feed one track picture, scan by scan in time order:
 >>> len(t), bool(np.allclose(t.positions, target))
 (1, True)
 
+A sensor with ``range_rate_sigma`` also measures range rate (Doppler: the
+radial velocity d/dt |p - s| = (p - s) . v / |p - s| of a target at p
+moving at v, in m/s, positive going away): its scans have one more column,
+(range, bearing, range_rate) in 2-D and (range, bearing, elevation,
+range_rate) in 3-D. The range rate stays the last column in either
+:data:`ORDERS` (BEARING_RANGE reverses the positional columns only:
+bearing, range, range_rate), and the tick folds it into the extended
+Kalman update (the velocity gets the radial component from the first
+detection on; with ``motion="imm"`` every model's update).
+
 The conversions here (numpy, vectorised) are the ones the tick's kernels
 compute (dod/tracker/measurement.pxd), for scenarios, the reference
 tracker and users who need the same model.
@@ -43,10 +53,14 @@ BEARING_RANGE = "bearing_range"
 #: The column orders a Sensor accepts.
 ORDERS = (RANGE_BEARING, BEARING_RANGE)
 
+#: Where a range rate lies in a scan's row, in either order: the last column.
+RANGE_RATE_COLUMN = -1
+
 
 @dataclass(frozen=True)
 class Sensor:
-    """Sensor(position, range_sigma, bearing_sigma, elevation_sigma=None, order=RANGE_BEARING)
+    """Sensor(position, range_sigma, bearing_sigma, elevation_sigma=None, order=RANGE_BEARING,
+    pd=None, clutter_density=None, range_rate_sigma=None, range_rate_span=1000.0)
 
     Parameters
     ----------
@@ -67,6 +81,39 @@ class Sensor:
         :meth:`measure` writes and :meth:`to_cartesian` reads this order; the
         module's functions and the noise sigmas keep range, bearing[,
         elevation].
+    pd
+        this sensor's detection probability, in (0, 1) as
+        ``ManagementConfig.pd`` (``ln(1 - pd)`` must be finite), or None
+        (default): the configuration's. Score confirmation uses it for
+        this sensor's scans: ``ln(pd)`` for a track's detection and
+        ``ln(1 - pd)`` for each track the scan did not update.
+    clutter_density
+        this sensor's false detections per scan per unit of its
+        measurement space, > 0 and finite, or None (default): the
+        configuration's (``ClutterConfig.clutter_density``, per unit
+        area/volume, or its online estimate). In 2-D per metre-radian
+        (range x bearing), in 3-D per metre-radian^2 (range x bearing x
+        elevation): a radar's clutter spread uniformly over its range and
+        bearing cells has one such density, while its Cartesian density
+        falls as 1/r. A Cartesian density ``lambda_c`` at range r is
+        ``lambda_c * r`` here in 2-D and ``lambda_c * r**2 * cos(el)`` in
+        3-D (:func:`clutter_density_at`). Score confirmation then weighs
+        this sensor's detections against it in measurement space (the
+        likelihood of the innovation per measurement volume, with no
+        Jacobian), and its births' ``new_target_density`` (per unit
+        area/volume) is converted to measurement space at each detection;
+        such a scan leaves the Cartesian clutter estimate unchanged (it is
+        not a sample of it). M-of-N confirmation uses neither rate.
+    range_rate_sigma
+        range rate noise standard deviation (m/s), > 0, or None (default:
+        no range rate). With it each scan row has a last column, the
+        range rate (:data:`RANGE_RATE_COLUMN`, in either order).
+    range_rate_span
+        the width (m/s, > 0; default 1000) of the interval over which a
+        false detection's range rate is uniform (the radar's unambiguous
+        Doppler interval). Score confirmation compares a detection's
+        density per unit area/volume and per m/s of range rate with
+        ``clutter_density / range_rate_span``; M-of-N ignores it.
 
     Attributes
     ----------
@@ -75,12 +122,18 @@ class Sensor:
     bearing_sigma : float
     elevation_sigma : float or None
     order : str
+    pd : float or None
+    clutter_density : float or None
+    range_rate_sigma : float or None
+    range_rate_span : float
 
     Raises
     ------
     ValueError
-        For a position of the wrong shape or not finite, a noise that is
-        not a positive finite number, or another order.
+        For a position of the wrong shape or not finite, a noise (or
+        range_rate_span) that is not a positive finite number, another
+        order, a pd outside (0, 1) or a clutter density that is not a
+        positive finite number.
 
     Notes
     -----
@@ -93,6 +146,10 @@ class Sensor:
     bearing_sigma: float
     elevation_sigma: float | None = None
     order: str = RANGE_BEARING
+    pd: float | None = None
+    clutter_density: float | None = None
+    range_rate_sigma: float | None = None
+    range_rate_span: float = 1000.0
 
     def __post_init__(self):
         try:
@@ -104,7 +161,8 @@ class Sensor:
         if not np.isfinite(p).all():
             raise ValueError(f"sensor position must be finite, not {self.position!r}")
         object.__setattr__(self, "position", tuple(float(v) for v in p))
-        names = ("range_sigma", "bearing_sigma") + (("elevation_sigma",) if p.size == 3 else ())
+        names = ("range_sigma", "bearing_sigma") + (("elevation_sigma",) if p.size == 3 else ()) \
+            + (("range_rate_sigma",) if self.range_rate_sigma is not None else ()) + ("range_rate_span",)
         for name in names:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) \
@@ -116,6 +174,8 @@ class Sensor:
         if not (isinstance(self.order, str) and self.order in ORDERS):
             raise ValueError(f"order must be RANGE_BEARING ({RANGE_BEARING!r}) or BEARING_RANGE "
                              f"({BEARING_RANGE!r}), not {self.order!r}")
+        _rate(self, "pd", 0.0, 1.0, "in (0, 1)")
+        _rate(self, "clutter_density", 0.0, math.inf, "a positive finite number")
 
     @property
     def dim(self):
@@ -123,24 +183,32 @@ class Sensor:
         return len(self.position)
 
     @property
+    def columns(self):
+        """Values per measurement row: dim, plus one with a range rate."""
+        return self.dim + (self.range_rate_sigma is not None)
+
+    @property
     def variances(self):
         """Noise variances (range, bearing[, elevation]) as a float64 array."""
         s = (self.range_sigma, self.bearing_sigma) + ((self.elevation_sigma,) if self.dim == 3 else ())
         return np.square(np.array(s, dtype=np.float64))
 
-    def measure(self, points):
+    def measure(self, points, velocities=None):
         """Noise-free measurements of Cartesian points, seen from this sensor.
 
         Parameters
         ----------
         points : array_like
             Shape (k, dim), any real numbers.
+        velocities : array_like, optional
+            Shape (k, dim): the points' velocities; required (and only
+            allowed) for a sensor with ``range_rate_sigma``.
 
         Returns
         -------
         numpy.ndarray
-            (k, dim) float64: range, bearing[, elevation], in the sensor's
-            :attr:`order`.
+            (k, :attr:`columns`) float64: range, bearing[, elevation], in
+            the sensor's :attr:`order`, then the range rate if any.
 
         Raises
         ------
@@ -151,8 +219,16 @@ class Sensor:
         -----
         Thread-safety: a pure function of its arguments.
         """
-        z = to_polar(input_array(points, np.float64, "points", 2, self.dim), self.position)
-        return z if self.order == RANGE_BEARING else np.ascontiguousarray(z[:, ::-1])
+        if (velocities is None) != (self.range_rate_sigma is None):
+            raise ValueError("velocities are required with range_rate_sigma and refused without")
+        p = input_array(points, np.float64, "points", 2, self.dim)
+        v = None if velocities is None else input_array(velocities, np.float64, "velocities", 2, self.dim)
+        if v is not None and v.shape != p.shape:
+            raise ValueError(f"velocities must have the points' shape {p.shape}, not {v.shape}")
+        z = to_polar(p, self.position, v)
+        if self.order == BEARING_RANGE:
+            z[:, :self.dim] = z[:, self.dim - 1::-1].copy()
+        return z
 
     def to_cartesian(self, measurements):
         """Cartesian positions of measurements taken by this sensor.
@@ -160,8 +236,9 @@ class Sensor:
         Parameters
         ----------
         measurements : array_like
-            Shape (k, dim): range, bearing[, elevation] in the sensor's
-            :attr:`order`, any real numbers.
+            Shape (k, :attr:`columns`): range, bearing[, elevation] in the
+            sensor's :attr:`order` (then the range rate, not used), any
+            real numbers.
 
         Returns
         -------
@@ -177,11 +254,59 @@ class Sensor:
         -----
         Thread-safety: a pure function of its arguments.
         """
-        z = input_array(measurements, np.float64, "measurements", 2, self.dim)
+        z = input_array(measurements, np.float64, "measurements", 2, self.columns)[:, :self.dim]
         return to_cartesian(z if self.order == RANGE_BEARING else z[:, ::-1], self.position)
 
 
-def to_polar(points, position):
+def _rate(sensor, name, lo, hi, what):
+    """Check and store sensor.name as a float in the open interval (lo, hi), or None."""
+    v = getattr(sensor, name)
+    if v is None:
+        return
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) \
+            or not (math.isfinite(v) and lo < v < hi):
+        raise ValueError(f"{name} must be {what} or None, not {v!r}")
+    object.__setattr__(sensor, name, float(v))
+
+
+def clutter_density_at(cartesian_density, z):
+    """A Cartesian clutter density seen in a sensor's measurement space.
+
+    The density per metre-radian (2-D) or metre-radian^2 (3-D) that a
+    clutter density per unit area/volume has at measurements z:
+    ``cartesian_density * |det dp/dz|``, that is ``cartesian_density * r``
+    in 2-D and ``cartesian_density * r**2 * cos(elevation)`` in 3-D. The
+    unit of :attr:`Sensor.clutter_density`.
+
+    Parameters
+    ----------
+    cartesian_density : float or array_like
+        False detections per unit area (2-D) or volume (3-D) per scan.
+    z : array_like
+        (k, d) measurements: range (m), bearing (rad)[, elevation (rad)].
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 (k,).
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+
+    Examples
+    --------
+    >>> from dod.tracker.sensor import clutter_density_at
+    >>> clutter_density_at(1e-6, [[2000.0, 0.3]]).tolist()      # 1e-6 per m^2 at 2 km
+    [0.002]
+    """
+    z = np.asarray(z, dtype=np.float64)
+    r = np.maximum(z[:, 0], 1e-6)       # log_jacobian's floors
+    jac = r if z.shape[1] == 2 else r * r * np.maximum(np.cos(z[:, 2]), 1e-12)
+    return np.asarray(cartesian_density, dtype=np.float64) * jac
+
+
+def to_polar(points, position, velocities=None):
     """Range, bearing (and elevation) of Cartesian points seen from a sensor.
 
     Parameters
@@ -190,12 +315,16 @@ def to_polar(points, position):
         (k, d) positions, d 2 or 3, metres.
     position : array_like
         The sensor's position, d numbers.
+    velocities : array_like, optional
+        (k, d) velocities of the points (m/s): adds the range rate column.
 
     Returns
     -------
     numpy.ndarray
-        float64 (k, d): range (m), bearing from the x axis towards y (rad, in
-        [-pi, pi]), and in 3-D the elevation above the x-y plane (rad).
+        float64 (k, d), or (k, d + 1) with velocities: range (m), bearing
+        from the x axis towards y (rad, in [-pi, pi]), in 3-D the elevation
+        above the x-y plane (rad), then the range rate (m/s,
+        ``(p - s) . v / |p - s|``; 0 at the sensor).
 
     Notes
     -----
@@ -211,14 +340,19 @@ def to_polar(points, position):
     p = np.asarray(points, dtype=np.float64)
     s = np.asarray(position, dtype=np.float64)
     dx = p - s
+    d = p.shape[1]
     g = np.hypot(dx[:, 0], dx[:, 1])
-    out = np.empty_like(dx)
+    out = np.empty((p.shape[0], d + (velocities is not None)))
     out[:, 1] = np.arctan2(dx[:, 1], dx[:, 0])
-    if p.shape[1] == 2:
+    if d == 2:
         out[:, 0] = g
     else:
         out[:, 0] = np.sqrt(g * g + dx[:, 2] * dx[:, 2])
         out[:, 2] = np.arctan2(dx[:, 2], g)
+    if velocities is not None:
+        v = np.asarray(velocities, dtype=np.float64)
+        r = out[:, 0]
+        out[:, d] = np.where(r > 0, (dx * v).sum(axis=1) / np.where(r > 0, r, 1.0), 0.0)
     return out
 
 
@@ -374,13 +508,16 @@ def log_jacobian(z):
     return np.log(r * r * np.maximum(np.cos(z[:, 2]), 1e-12))
 
 
-def valid(z):
+def valid(z, d=None):
     """Which rows of measurements the tracker uses.
 
     Parameters
     ----------
     z : numpy.ndarray
-        (k, d) measurements: range, bearing[, elevation].
+        (k, d) measurements: range, bearing[, elevation], or (k, d + 1)
+        with a last range rate (which must be finite).
+    d : int, optional
+        The dimension (2 or 3); default: z's columns.
 
     Returns
     -------
@@ -395,6 +532,47 @@ def valid(z):
     ok = np.isfinite(z).all(axis=1)
     with np.errstate(invalid="ignore"):
         ok &= z[:, 0] >= 0.0
-        if z.shape[1] == 3:
+        if (z.shape[1] if d is None else d) == 3:
             ok &= (z[:, 2] >= -np.pi / 2) & (z[:, 2] <= np.pi / 2)
     return ok
+
+
+def predict_rate(x, position, d):
+    """With a range rate: predicted measurements h (k, d + 1) of the
+    constant-velocity states x (k, 2d), their Jacobians H (k, d + 1, 2d)
+    and the mask of :func:`predict` (measurement.pxd dod_meas_rate_predict)."""
+    h0, J, ok = predict(x, position, d)
+    k = x.shape[0]
+    dx = x[:, :d] - np.asarray(position, dtype=np.float64)
+    r = np.sqrt((dx * dx).sum(axis=1))
+    r = np.where(ok, r, 1.0)
+    u = dx / r[:, None]
+    v = x[:, d:2 * d]
+    rr = (u * v).sum(axis=1)
+    h = np.zeros((k, d + 1))
+    H = np.zeros((k, d + 1, 2 * d))
+    h[:, :d] = h0
+    h[:, d] = rr
+    H[:, :d, :d] = J
+    H[:, d, :d] = (v - rr[:, None] * u) / r[:, None]
+    H[:, d, d:] = u
+    h[~ok] = 0.0
+    H[~ok] = 0.0
+    return h, H, ok
+
+
+def rate_birth(z, rate_variance, v0sq):
+    """A single-point birth's velocity (k, d) and its covariance (k, d, d)
+    from measurements z (k, d + 1) with range rates: the range rate along
+    the measured line of sight u, variance rate_variance along u and v0sq
+    across (measurement.pxd dod_meas_rate_birth)."""
+    z = np.asarray(z, dtype=np.float64)
+    d = z.shape[1] - 1
+    cb, sb = np.cos(z[:, 1]), np.sin(z[:, 1])
+    if d == 2:
+        u = np.stack([cb, sb], axis=1)
+    else:
+        ce = np.cos(z[:, 2])
+        u = np.stack([ce * cb, ce * sb, np.sin(z[:, 2])], axis=1)
+    C = (rate_variance - v0sq) * u[:, :, None] * u[:, None, :] + v0sq * np.eye(d)
+    return z[:, d:d + 1] * u, C
