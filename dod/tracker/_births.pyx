@@ -19,9 +19,10 @@ from dod.table cimport (dod_table, dod_table_zero_rows, dod_table_reusable, dod_
 from dod._types cimport dod_index
 from dod.tracker.grid cimport dod_grid
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse, dod_kalman_packed_index,
-                                 dod_kalman_mahalanobis2, dod_kalman_update, dod_kalman_log_likelihood)
+                                 dod_kalman_mahalanobis2, dod_kalman_update, dod_kalman_log_likelihood,
+                                 dod_kalman_innovation_inverse_cov, dod_kalman_update_cov)
 from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
-                                 _d, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR, _motion_birth,
+                                 _cartesian_cov, _d, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR, _motion_birth,
                                  _cv_ekf_update, _meas_linearise, _meas_birth_cov)
 from dod.tracker.measurement cimport dod_meas_innovation, dod_meas_log_jacobian
 from dod.tracker._track cimport dod_tracker, dod_track_cols, dod_tick_counts, DOD_TRACK_TENTATIVE
@@ -189,7 +190,10 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
             if ok:
                 dod_meas_innovation(k.zm + <size_t>j * dim, h, dim, y)
         else:
-            ok = dod_kalman_innovation_inverse(c.P + i * pn, dim, r2, Si)
+            if _meas is _cartesian_cov:         # the detection's own noise
+                ok = dod_kalman_innovation_inverse_cov(c.P + i * pn, dim, k.R + <size_t>j * dim * dim, Si)
+            else:
+                ok = dod_kalman_innovation_inverse(c.P + i * pn, dim, r2, Si)
             for a in range(dim):
                 y[a] = z[a] - c.x[i * n + a]
         if t.score_logic:
@@ -204,6 +208,9 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
         if _meas is _polar:
             if ok:
                 _cv_ekf_update(v, k, c.x + i * n, c.P + i * pn, y, J, Si)
+        elif _meas is _cartesian_cov:
+            if ok:
+                dod_kalman_update_cov(c.x + i * n, c.P + i * pn, z, Si, dim, k.R + <size_t>j * dim * dim)
         else:
             dod_kalman_update(c.x + i * n, c.P + i * pn, z, Si, dim, r2)
         _motion_birth(v, m, t, i)
@@ -217,7 +224,12 @@ cdef void _birth_part(const dod_tracker* t, const _tick* k, size_t r0, size_t r1
     """Births [r0, r1) of the plan k.births, in the tracker's model
     (_model.pxd)."""
     cdef int m = _model_of(t, k)
-    if m == 0:
+    if k.R != NULL:         # the detections' own noise (constant velocity, Cartesian: the owner's check)
+        if m == 0:
+            _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+        else:
+            _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+    elif m == 0:
         _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)
     elif m == _MODEL_3D:
         _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)

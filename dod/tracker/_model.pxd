@@ -5,7 +5,8 @@
 #   dimension     _planar (2-D), _spatial (3-D)
 #   motion        _cv (constant velocity: kalman.pxd), _imm (imm.pxd)
 #   measurement   _cartesian (positions), _polar (range-bearing[-elevation]
-#                 of a sensor: measurement.pxd)
+#                 of a sensor: measurement.pxd), _cartesian_cov (positions,
+#                 each detection with its own noise: the scan's k.R)
 # A pass writes its row loop once as a Cython fused function over the axes it
 # depends on (its first arguments: NULL pointers of the tag types below), and
 # each specialisation compiles to the straight-line code of one model:
@@ -29,6 +30,9 @@
 #                                   the detection lies outside the row's box
 #                _meas_update       the row's update with its detection
 #                _meas_birth_cov    a single-point birth's position covariance
+#                _meas_pair_inverse the innovation inverse of a (row, detection)
+#                                   pair: the row's k.Si, or with the
+#                                   detection's own R its own
 # A new model is its .pxd with these kernels on one row, a tag struct and a
 # line in its axis' fused type here, an arm in each kernel of its axis, and a
 # case in _model_of: nothing in the passes changes.
@@ -39,6 +43,7 @@ from libc.math cimport sqrt
 from libc.stdint cimport int32_t
 from dod.tracker.kalman cimport (dod_kalman_noise, dod_kalman_predict_step, dod_kalman_update,
                                  dod_kalman_innovation_inverse, dod_kalman_packed_index,
+                                 dod_kalman_innovation_inverse_cov, dod_kalman_update_cov,
                                  dod_kalman_inverse_spd, dod_kalman_cv2, dod_kalman_cv3)
 from dod.tracker.imm cimport (DOD_IMM_MODELS, dod_imm_predict, dod_imm_update, dod_imm_birth,
                               dod_imm_model_x, dod_imm_model_P, dod_imm_weigh)
@@ -69,9 +74,12 @@ cdef struct _cartesian:
     char unused
 cdef struct _polar:
     char unused
+cdef struct _cartesian_cov:
+    char unused
 ctypedef fused _meas:
     _cartesian
     _polar
+    _cartesian_cov
 
 
 cdef enum:                          # _model_of: dimension, motion and measurement in bits
@@ -225,11 +233,31 @@ cdef inline bint _meas_innovation(const _dim* v, const _meas* s, const dod_track
     return True
 
 
+cdef inline const double* _meas_pair_inverse(const _dim* v, const _meas* s, const dod_tracker* t,
+                                             const _tick* k, size_t ti, int32_t j, double* Si) noexcept nogil:
+    """The innovation inverse of row ti's prediction and detection j: the
+    row's own (k.Si, _meas_gate_row's), or with the detection's own noise
+    (H P H' + R_j)^-1 written into Si (d x d); NULL when that S is not
+    positive definite (not for a live row's P and a checked R_j)."""
+    cdef int d = _d(v)
+    if _meas is _cartesian_cov:
+        if not dod_kalman_innovation_inverse_cov(t.cols.P + ti * _pn(v), d, k.R + <size_t>j * d * d, Si):
+            return NULL
+        return Si
+    else:
+        return k.Si + ti * d * d
+
+
 cdef inline void _meas_update(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t,
                               const _tick* k, size_t ti, int32_t j, double r2) noexcept nogil:
     cdef int d = _d(v)
+    cdef double Si[9]
     if _meas is _polar:
         _motion_ekf_update(v, m, t, k, ti, j)
+    elif _meas is _cartesian_cov:       # (the constant-velocity model alone: the owner's check)
+        if _meas_pair_inverse(v, s, t, k, ti, j, Si) != NULL:
+            dod_kalman_update_cov(t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), k.z + j * d, Si, d,
+                                  k.R + <size_t>j * d * d)
     else:
         _motion_update(v, m, t, ti, k.z + j * d, k.Si + ti * d * d, r2)
 
@@ -239,12 +267,16 @@ cdef inline void _meas_birth_cov(const _dim* v, const _meas* s, const _tick* k, 
     """Range-bearing: the position block of a birth's packed covariance P
     from detection j's converted covariance, its upper triangle (in 3-D
     C[a, b] and C[b, a] may differ in the last bit: the packed P keeps one,
-    so the track starts symmetric). Cartesian: nothing (the birth's
-    diagonal stays)."""
+    so the track starts symmetric). A detection with its own noise: R_j.
+    Cartesian: nothing (the birth's diagonal stays)."""
     cdef int d = _d(v), a, b
     cdef double p[3]
     cdef double C[9]
-    if _meas is _polar:
+    if _meas is _cartesian_cov:
+        for a in range(d):
+            for b in range(a, d):
+                P[dod_kalman_packed_index(a, b, 2 * d)] = k.R[(<size_t>j * d + a) * d + b]
+    elif _meas is _polar:
         dod_meas_to_cartesian(k.zm + <size_t>j * d, k.sensor, d, p, C)
         for a in range(d):
             for b in range(a, d):

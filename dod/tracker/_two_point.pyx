@@ -196,20 +196,25 @@ cdef void _singles_part(dod_tracker* t, const _tick* k, const int32_t* wait, siz
     converted measurement's, as a single-point birth's) and their pair
     gate's noise allowance: pair_factor standard deviations along the
     position's widest axis (bounded by the largest absolute row sum of C).
-    Cartesian singles all have r^2 I and pair_noise: nothing is written."""
+    A scan whose detections carry their own noise: the same from each one's
+    R. Cartesian singles all have r^2 I and pair_noise: nothing is written."""
     cdef size_t r, j
     cdef int dim = t.dim, pc = dim * (dim + 1) // 2, a, b
     cdef double row, widest
     cdef double p[3]
-    cdef double C[9]
+    cdef double own[9]
+    cdef const double* C = own
     cdef double* Cs
     for r in range(r0, r1):
         memcpy(t.single_z + r * dim, k.z + <size_t>wait[r] * dim, dim * sizeof(double))
-    if k.sensor == NULL:
+    if k.sensor == NULL and k.R == NULL:
         return
     for r in range(r0, r1):
         j = <size_t>wait[r]
-        dod_meas_to_cartesian(k.zm + j * dim, k.sensor, dim, p, C)
+        if k.R != NULL:
+            C = k.R + j * dim * dim
+        else:
+            dod_meas_to_cartesian(k.zm + j * dim, k.sensor, dim, p, own)
         Cs = t.single_C + r * pc
         widest = 0.0
         for a in range(dim):            # the upper triangle (in 3-D C[a, b] and C[b, a] may differ in the last bit)
@@ -296,7 +301,7 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
     cnt.births += nfit
     dod_table_clear(t.singles)
     dod_table_insert_many(t.singles, nwait, NULL)   # (max_detections rows: they fit)
-    t.singles_polar = k.sensor != NULL
+    t.singles_polar = k.sensor != NULL or k.R != NULL
     if parts:
         for ch in range(_TAIL_CHUNKS + 1):
             w_at[ch] = ch * t.singles.count // _TAIL_CHUNKS

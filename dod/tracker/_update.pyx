@@ -20,7 +20,8 @@ from dod._types cimport dod_index
 from dod.tracker.kalman cimport dod_kalman_mahalanobis2, dod_kalman_log_likelihood
 from dod.tracker.measurement cimport dod_meas_innovation, dod_meas_log_jacobian
 from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
-                                 _d, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR, _meas_update)
+                                 _cartesian_cov, _d, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR,
+                                 _meas_update, _meas_pair_inverse)
 from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, dod_tick_events, DOD_TRACK_NONE,
                                  DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED)
 from dod.tracker._frame cimport _sums, _tick, _TAIL_CHUNKS
@@ -55,7 +56,9 @@ cdef void _score_rows(const _dim* v, const _meas* s, const dod_tracker* t, const
     cdef size_t ti
     cdef int32_t j
     cdef double y[3]
+    cdef double own[9]
     cdef double d2
+    cdef const double* Si
     for ti in range(row0, row1):
         j = k.track_det[ti]
         if j < 0:
@@ -66,8 +69,9 @@ cdef void _score_rows(const _dim* v, const _meas* s, const dod_tracker* t, const
         else:
             for a in range(d):
                 y[a] = k.z[j * d + a] - c.x[ti * 2 * d + a]
-        d2 = dod_kalman_mahalanobis2(y, k.Si + ti * d * d, d)
-        c.score[ti] += t.log_pd - k.log_clutter + dod_kalman_log_likelihood(d2, k.Si + ti * d * d, d)
+        Si = _meas_pair_inverse(v, s, t, k, ti, j, own)      # (a gated pair's: never NULL)
+        d2 = dod_kalman_mahalanobis2(y, Si, d)
+        c.score[ti] += t.log_pd - k.log_clutter + dod_kalman_log_likelihood(d2, Si, d)
 
 
 cdef void _update_rows(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t, const _tick* k,
@@ -186,7 +190,12 @@ cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, _sums*
     cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), conf, mix, unpl
     cdef size_t news[2]
     cdef int m = _model_of(t, k)
-    if m == 0:
+    if k.R != NULL:         # the detections' own noise (constant velocity, Cartesian: the owner's check)
+        if m == 0:
+            _filter_rows(<_planar*>NULL, <_cv*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+        else:
+            _filter_rows(<_spatial*>NULL, <_cv*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+    elif m == 0:
         _filter_rows(<_planar*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)
     elif m == _MODEL_3D:
         _filter_rows(<_spatial*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)

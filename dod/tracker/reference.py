@@ -229,8 +229,10 @@ class ReferenceTracker:
     def _model(self, dt):
         return cv_model(self.dim, dt, self.config.q)
 
-    def _gate(self, rows, z, free, xp, Si, hw, meas=None):
-        """Gated pairs (track row, detection, d2) of `rows` against the free detections."""
+    def _gate(self, rows, z, free, xp, Si, hw, meas=None, own=None):
+        """Gated pairs (track row, detection, d2) of `rows` against the free
+        detections; own: (P's position blocks, the detections' R) when each
+        pair takes its own S = P + R_j."""
         d = self.dim
         dets = np.flatnonzero(free)
         if rows.size == 0 or dets.size == 0:
@@ -267,7 +269,8 @@ class ReferenceTracker:
         pt = np.concatenate(pt_parts)
         pd = np.concatenate(pd_parts)
         y = z[pd] - xp[pt, :d] if meas is None else self._innovation(meas[0][pd], meas[1][pt])
-        d2 = np.einsum("ki,kij,kj->k", y, Si[pt], y)
+        Sp = Si[pt] if own is None else _inv_spd(own[0][pt] + own[1][pd])
+        d2 = np.einsum("ki,kij,kj->k", y, Sp, y)
         keep = d2 <= self.gate
         return pt[keep], pd[keep], d2[keep]
 
@@ -278,8 +281,8 @@ class ReferenceTracker:
         y[:, 1] = _meas.wrap_angle(y[:, 1])
         return y
 
-    def _associate(self, rows, z, det_track, track_det, xp, Si, hw, counts, meas=None):
-        pt, pd, d2 = self._gate(rows, z, det_track < 0, xp, Si, hw, meas)
+    def _associate(self, rows, z, det_track, track_det, xp, Si, hw, counts, meas=None, own=None):
+        pt, pd, d2 = self._gate(rows, z, det_track < 0, xp, Si, hw, meas, own)
         counts["pairs"] += pt.size
         if pt.size == 0:
             return
@@ -388,7 +391,7 @@ class ReferenceTracker:
 
     # ------------------------------------------------------------ the tick
 
-    def tick(self, detections, dt=None, sensor=None, *, time=None):
+    def tick(self, detections, dt=None, sensor=None, *, time=None, covariance=None):
         """Advance all tracks to the scan's time and fold in one scan.
 
         The same rules as :meth:`dod.tracker.Tracker.tick`, in numpy.
@@ -405,6 +408,10 @@ class ReferenceTracker:
         time : float, optional
             The scan's time stamp (keyword; exactly one of dt and time), as
             :meth:`dod.tracker.Tracker.tick` reads it (the clock, late scans).
+        covariance : numpy.ndarray, optional
+            Shape (k, dim, dim): each detection's own noise (keyword), as
+            :meth:`dod.tracker.Tracker.tick` takes it (Cartesian, constant
+            velocity).
 
         Raises
         ------
@@ -432,6 +439,13 @@ class ReferenceTracker:
             raise ValueError(f"detections must have shape (k, {d})")
         if sensor is not None and sensor.order == _meas.BEARING_RANGE:
             detections = detections[:, ::-1]        # the kernels' order: range, bearing[, elevation]
+        if covariance is not None:
+            if sensor is not None or self.imm:
+                raise ValueError("covariance is for Cartesian scans of the constant-velocity model")
+            covariance = np.asarray(covariance, np.float64)
+            if covariance.shape != (detections.shape[0], d, d):
+                raise ValueError(f"covariance must have shape ({detections.shape[0]}, {d}, {d})")
+            covariance = covariance[: cfg.max_detections]
         over = 0
         if detections.shape[0] > cfg.max_detections:
             if cfg.overflow == "error":
@@ -457,6 +471,15 @@ class ReferenceTracker:
         finite = np.isfinite(detections).all(axis=1) if sensor is None else _meas.valid(detections)
         z = detections[finite]
         zm = None
+        Rz = None                           # the valid rows' own noise, symmetrised (as _input.pyx)
+        r2box = self.r2                     # the gate boxes' noise: r^2, or the largest own variance
+        if covariance is not None:
+            Rz = covariance[finite]
+            Rz = 0.5 * (Rz + np.swapaxes(Rz, 1, 2))
+            if not (np.isfinite(Rz).all() and (Rz[:, 0, 0] > 0).all()
+                    and (np.linalg.det(Rz[:, :2, :2]) > 0).all() and (np.linalg.det(Rz) > 0).all()):
+                raise ValueError("covariance must be finite, symmetric and positive definite")
+            r2box = float(np.diagonal(Rz, axis1=1, axis2=2).max()) if Rz.shape[0] else 0.0
         if sensor is not None:              # measurements; z: their Cartesian positions
             zm, z = z, _meas.to_cartesian(z, sensor.position)
             R = np.diag(sensor.variances)
@@ -477,7 +500,7 @@ class ReferenceTracker:
         gateable = np.ones(T, bool)
         meas = None
         if sensor is None:
-            S = P[:, :d, :d] + self.r2 * np.eye(d)
+            S = P[:, :d, :d] + r2box * np.eye(d)
             Si = _inv_spd(S) if T else np.zeros((0, d, d))
             hw = np.sqrt(self.gate * np.diagonal(S, axis1=1, axis2=2)) if T else np.zeros((0, d))
             hwmax = hw.max(axis=1) if T else np.zeros(0)
@@ -497,7 +520,8 @@ class ReferenceTracker:
             if stage == TENTATIVE:
                 self._estimate_clutter(z, det_track, counts)
             rows = np.flatnonzero((self.state == stage) & gateable)
-            self._associate(rows, z, det_track, track_det, x, Si, hwmax, counts, meas)
+            self._associate(rows, z, det_track, track_det, x, Si, hwmax, counts, meas,
+                            None if Rz is None else (P[:, :d, :d], Rz))
         score_logic = cfg.confirmation == "score"
         lc = float(np.log(self.clutter)) if self.clutter > 0.0 else 0.0
         if cfg.initiation == "two_point":
@@ -515,6 +539,8 @@ class ReferenceTracker:
                     - _meas.log_jacobian(zm[track_det[a]])
         elif a.size:
             Pa, xa, Sia = P[a], x[a], Si[a]
+            if Rz is not None:              # each pair's own S = P + R_j
+                Sia = _inv_spd(Pa[:, :d, :d] + Rz[track_det[a]])
             y = z[track_det[a]] - xa[:, :d]
             if score_logic:
                 d2 = np.einsum("ki,kij,kj->k", y, Sia, y)
@@ -535,7 +561,9 @@ class ReferenceTracker:
             x[a] = xa + np.einsum("knd,kd->kn", K, y)
             A = np.broadcast_to(np.eye(n), Pa.shape).copy()
             A[:, :, :d] -= K
-            Pn = A @ Pa @ np.swapaxes(A, 1, 2) + self.r2 * K @ np.swapaxes(K, 1, 2)
+            R = self.r2 if Rz is None else Rz[track_det[a]]
+            KRK = R * K @ np.swapaxes(K, 1, 2) if Rz is None else K @ R @ np.swapaxes(K, 1, 2)
+            Pn = A @ Pa @ np.swapaxes(A, 1, 2) + KRK
             P[a] = 0.5 * (Pn + np.swapaxes(Pn, 1, 2))
         hit = track_det >= 0
         if score_logic:
@@ -568,7 +596,7 @@ class ReferenceTracker:
         if self.imm:
             self.mu, self.xm, self.Pm = mu[keep], xm[keep], Pm[keep]
         if cfg.initiation == "two_point":
-            self._births_two_point(z, zm, sensor, det_track, pair_s, pair_d, dt, lc, counts)
+            self._births_two_point(z, zm, sensor, det_track, pair_s, pair_d, dt, lc, counts, Rz)
             k = 0
         else:
             # births
@@ -586,6 +614,8 @@ class ReferenceTracker:
             Pb[:, range(d, n), range(d, n)] = cfg.v0 * cfg.v0
             if sensor is not None:          # the converted measurements' covariance
                 Pb[:, :d, :d] = _meas.converted_covariance(zm[born], sensor.variances)
+            elif Rz is not None:            # the detections' own
+                Pb[:, :d, :d] = Rz[born]
             sb = np.full(k, np.log(cfg.new_target_density) - lc) if score_logic else np.zeros(k)
             self._append(xb, Pb, 1, 1, 1, sb)
         counts["confirmed"] = int((self.state == CONFIRMED).sum())
@@ -593,7 +623,7 @@ class ReferenceTracker:
         self.last = counts
         self.scans += 1
 
-    def _births_two_point(self, z, zm, sensor, det_track, pair_s, pair_d, dt, lc, counts):
+    def _births_two_point(self, z, zm, sensor, det_track, pair_s, pair_d, dt, lc, counts, Rz=None):
         cfg, d, n = self.config, self.dim, self.n
         order = np.argsort(pair_d, kind="stable")        # in the order of the second detection
         pair_s, pair_d = pair_s[order], pair_d[order]
@@ -614,10 +644,10 @@ class ReferenceTracker:
             P = 0.5 * (P + np.swapaxes(P, 1, 2))
             if sensor is None:
                 ok = np.ones(k, bool)
-                Si = _inv_spd(P[:, :d, :d] + self.r2 * np.eye(d))
+                R = self.r2 * np.eye(d) if Rz is None else Rz[born_d]
+                Si = _inv_spd(P[:, :d, :d] + R)
                 y = z[born_d] - x[:, :d]
                 H = np.broadcast_to(np.eye(d), (k, d, d))
-                R = self.r2 * np.eye(d)
             else:                           # the EKF, as a track's update (none in the singular zone)
                 h, H, ok = _meas.predict(x, sensor.position, d)
                 R = np.diag(sensor.variances)
@@ -648,11 +678,11 @@ class ReferenceTracker:
         waiting[pair_d] = False
         self.singles = z[waiting].copy()
         m = self.singles.shape[0]
-        if sensor is None:
+        if sensor is None and Rz is None:
             self.single_C = np.broadcast_to(self.r2 * np.eye(d), (m, d, d)).copy()
             self.single_allowance = np.full(m, cfg.pair_radius_factor * cfg.r)
-        else:                               # the converted covariance's upper triangle, symmetric
-            C = np.triu(_meas.converted_covariance(zm[waiting], sensor.variances))
+        else:                               # the converted or own covariance's upper triangle, symmetric
+            C = np.triu(Rz[waiting] if sensor is None else _meas.converted_covariance(zm[waiting], sensor.variances))
             self.single_C = C + np.swapaxes(np.triu(C, 1), 1, 2)
             widest = np.abs(self.single_C).sum(axis=2).max(axis=1)
             self.single_allowance = cfg.pair_radius_factor * np.sqrt(widest)
