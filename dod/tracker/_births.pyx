@@ -224,11 +224,15 @@ cdef void _birth_part(const dod_tracker* t, const _tick* k, size_t r0, size_t r1
     """Births [r0, r1) of the plan k.births, in the tracker's model
     (_model.pxd)."""
     cdef int m = _model_of(t, k)
-    if k.R != NULL:         # the detections' own noise (constant velocity, Cartesian: the owner's check)
+    if k.R != NULL:         # the detections' own noise (Cartesian scans alone: the owner's check)
         if m == 0:
             _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
-        else:
+        elif m == _MODEL_3D:
             _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_IMM:
+            _birth_part_as(<_planar*>NULL, <_imm*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+        else:
+            _birth_part_as(<_spatial*>NULL, <_imm*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
     elif m == 0:
         _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)
     elif m == _MODEL_3D:

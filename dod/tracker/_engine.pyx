@@ -324,8 +324,9 @@ cdef class Tracker(TrackerOutputs):
 
         That is the table at its full ``capacity`` (and the two-point waiting
         table), the scratch arena (all of it: a tick's temporaries at the worst
-        case, :func:`scratch_bytes`), the input buffer and each worker's
-        arena. Without it those pages are touched for the first time by whichever tick first reaches
+        case, :func:`scratch_bytes`), the input buffer, the covariance
+        buffer (once a scan has given ``covariance``: prefault after such a
+        scan to have it too) and each worker's arena. Without it those pages are touched for the first time by whichever tick first reaches
         them: a page fault inside the deadline, and RSS that rises with the
         table's peak row count and the scratch's high-water mark for minutes
         (bounded by the capacity, but not flat). With it RSS is the worst case
@@ -441,8 +442,8 @@ cdef class Tracker(TrackerOutputs):
             matrices of the rows used are checked and copied once into a
             buffer of the tracker's (dod/tracker/_input.pyx); a row dropped
             as invalid or beyond ``max_detections`` drops its matrix unread.
-            Cartesian scans of the constant-velocity model only: ValueError
-            with a ``sensor`` or ``motion="imm"``.
+            With ``motion="imm"`` each model updates with R_j. Cartesian
+            scans only: ValueError with a ``sensor``.
 
         Raises
         ------
@@ -455,7 +456,7 @@ cdef class Tracker(TrackerOutputs):
             non-finite time or (out_of_sequence="refuse") one before the
             latest scan's; too many rows with overflow="error"; a sensor of
             the other dimension, with a non-finite position or a non-positive
-            noise; a covariance with a sensor or the IMM, of another shape,
+            noise; a covariance with a sensor, of another shape,
             or (naming its row) not finite, not symmetric (beyond a relative
             1e-6) or not positive definite.
         MemoryError
@@ -489,12 +490,10 @@ cdef class Tracker(TrackerOutputs):
         cdef cnp.ndarray z = _scan_array(detections, self.engine.dim)
         k = <size_t>cnp.PyArray_DIM(z, 0)
         if covariance is not None:
-            # (the kernels' per-detection noise is the Cartesian position's,
-            # with the constant-velocity update: dod/tracker/_model.pxd)
+            # (the kernels' per-detection noise is the Cartesian position's:
+            # dod/tracker/_model.pxd, _cartesian_cov)
             if sensor is not None:
                 raise ValueError("covariance is for Cartesian scans: not with a sensor")
-            if self.engine.imm.models:
-                raise ValueError('covariance is not supported with motion="imm"')
             cov = _covariance_array(covariance, k, self._cov_trailing)
         if k > self.engine.max_detections:
             if not self._overflow_drop:

@@ -45,7 +45,7 @@ from dod.tracker.kalman cimport (dod_kalman_noise, dod_kalman_predict_step, dod_
                                  dod_kalman_innovation_inverse, dod_kalman_packed_index,
                                  dod_kalman_innovation_inverse_cov, dod_kalman_update_cov,
                                  dod_kalman_inverse_spd, dod_kalman_cv2, dod_kalman_cv3)
-from dod.tracker.imm cimport (DOD_IMM_MODELS, dod_imm_predict, dod_imm_update, dod_imm_birth,
+from dod.tracker.imm cimport (DOD_IMM_MODELS, dod_imm_predict, dod_imm_update, dod_imm_birth, dod_imm_update_cov,
                               dod_imm_model_x, dod_imm_model_P, dod_imm_weigh)
 from dod.tracker.measurement cimport (dod_meas_predict, dod_meas_innovation_cov, dod_meas_gate_box,
                                       dod_meas_innovation, _dod_meas_update,
@@ -235,7 +235,8 @@ cdef inline bint _meas_innovation(const _dim* v, const _meas* s, const dod_track
 
 cdef inline const double* _meas_pair_inverse(const _dim* v, const _meas* s, const dod_tracker* t,
                                              const _tick* k, size_t ti, int32_t j, double* Si) noexcept nogil:
-    """The innovation inverse of row ti's prediction and detection j: the
+    """The innovation inverse of row ti's prediction (the combined one with
+    the IMM: the gate's and the score's) and detection j: the
     row's own (k.Si, _meas_gate_row's), or with the detection's own noise
     (H P H' + R_j)^-1 written into Si (d x d); NULL when that S is not
     positive definite (not for a live row's P and a checked R_j)."""
@@ -254,8 +255,11 @@ cdef inline void _meas_update(const _dim* v, const _motion* m, const _meas* s, c
     cdef double Si[9]
     if _meas is _polar:
         _motion_ekf_update(v, m, t, k, ti, j)
-    elif _meas is _cartesian_cov:       # (the constant-velocity model alone: the owner's check)
-        if _meas_pair_inverse(v, s, t, k, ti, j, Si) != NULL:
+    elif _meas is _cartesian_cov:
+        if _motion is _imm:     # every model with R_j, then the probabilities and the combination
+            dod_imm_update_cov(&t.imm, ti, k.z + j * d, k.R + <size_t>j * d * d, t.cols.x + ti * 2 * d,
+                               t.cols.P + ti * _pn(v), d)
+        elif _meas_pair_inverse(v, s, t, k, ti, j, Si) != NULL:
             dod_kalman_update_cov(t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), k.z + j * d, Si, d,
                                   k.R + <size_t>j * d * d)
     else:

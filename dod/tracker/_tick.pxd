@@ -22,8 +22,7 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
 # d x d row-major matrix for each VALID row of dets (the rows intake keeps:
 # finite, in scan order), each symmetric and positive definite, and
 # cov_box the largest diagonal entry among them (the gate boxes' noise).
-# Cartesian scans of the constant-velocity model only (sensor NULL, no
-# IMM): the caller's checks, as the rest. cov NULL: dod_tracker_tick_sensor.
+# Cartesian scans only (sensor NULL): the caller's checks, as the rest. cov NULL: dod_tracker_tick_sensor.
 cdef int dod_tracker_tick_cov(dod_tracker* t, const double* dets, size_t n_dets, double dt,
                               const dod_sensor* sensor, const double* cov, double cov_box,
                               dod_arena* scratch) noexcept nogil

@@ -190,11 +190,15 @@ cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, _sums*
     cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), conf, mix, unpl
     cdef size_t news[2]
     cdef int m = _model_of(t, k)
-    if k.R != NULL:         # the detections' own noise (constant velocity, Cartesian: the owner's check)
+    if k.R != NULL:         # the detections' own noise (Cartesian scans alone: the owner's check)
         if m == 0:
             _filter_rows(<_planar*>NULL, <_cv*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
-        else:
+        elif m == _MODEL_3D:
             _filter_rows(<_spatial*>NULL, <_cv*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_IMM:
+            _filter_rows(<_planar*>NULL, <_imm*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+        else:
+            _filter_rows(<_spatial*>NULL, <_imm*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
     elif m == 0:
         _filter_rows(<_planar*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)
     elif m == _MODEL_3D:

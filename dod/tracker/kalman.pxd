@@ -193,6 +193,19 @@ cdef inline bint dod_kalman_innovation_inverse(const double* P, int d, double r2
     return dod_kalman_inverse_spd(S, d, Si)
 
 
+cdef inline bint dod_kalman_position_inverse_cov(const double* P, int n, int d, const double* R,
+                                                 double* Si) noexcept nogil:
+    """dod_kalman_position_inverse with a full d x d R (row-major,
+    symmetric): a detection's own noise."""
+    cdef double S[9]
+    cdef int i, j
+    for i in range(d):
+        S[i * d + i] = P[i * n + i] + R[i * d + i]
+        for j in range(i + 1, d):
+            S[i * d + j] = 0.5 * (P[i * n + j] + P[j * n + i]) + R[i * d + j]
+    return dod_kalman_inverse_spd(S, d, Si)
+
+
 cdef inline bint dod_kalman_innovation_inverse_cov(const double* P, int d, const double* R,
                                                    double* Si) noexcept nogil:
     """Si = (H P H' + R)^-1 of the constant-velocity state (n = 2d, P packed)
@@ -367,6 +380,16 @@ cdef inline void dod_kalman_update(double* x, double* P, const double* z, const 
         _dod_kalman_position_update(<dod_kalman_cv2*>NULL, x, P, z, Si, r2)
     else:
         _dod_kalman_position_update(<dod_kalman_cv3*>NULL, x, P, z, Si, r2)
+
+
+cdef inline void dod_kalman_position_update_cov(double* x, double* P, int n, const double* z, const double* Si,
+                                               int d, const double* R) noexcept nogil:
+    """dod_kalman_position_update with a full d x d noise R (row-major,
+    symmetric) and Si = (H P H' + R)^-1."""
+    cdef dod_kalman_shape shape
+    shape.n = n
+    shape.d = d
+    _dod_kalman_position_update_cov(&shape, x, P, z, Si, R)
 
 
 cdef inline void dod_kalman_update_cov(double* x, double* P, const double* z, const double* Si, int d,

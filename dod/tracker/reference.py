@@ -410,8 +410,7 @@ class ReferenceTracker:
             :meth:`dod.tracker.Tracker.tick` reads it (the clock, late scans).
         covariance : numpy.ndarray, optional
             Shape (k, dim, dim): each detection's own noise (keyword), as
-            :meth:`dod.tracker.Tracker.tick` takes it (Cartesian, constant
-            velocity).
+            :meth:`dod.tracker.Tracker.tick` takes it (Cartesian scans).
 
         Raises
         ------
@@ -440,8 +439,8 @@ class ReferenceTracker:
         if sensor is not None and sensor.order == _meas.BEARING_RANGE:
             detections = detections[:, ::-1]        # the kernels' order: range, bearing[, elevation]
         if covariance is not None:
-            if sensor is not None or self.imm:
-                raise ValueError("covariance is for Cartesian scans of the constant-velocity model")
+            if sensor is not None:
+                raise ValueError("covariance is for Cartesian scans: not with a sensor")
             covariance = np.asarray(covariance, np.float64)
             if covariance.shape != (detections.shape[0], d, d):
                 raise ValueError(f"covariance must have shape ({detections.shape[0]}, {d}, {d})")
@@ -547,8 +546,8 @@ class ReferenceTracker:
                 score[a] += np.log(cfg.pd) - lc + self._log_likelihood(d2, Sia)
         if a.size and self.imm:             # every model (EKF per model with a sensor), then mu
             zu = z[track_det[a]] if sensor is None else zm[track_det[a]]
-            mu[a], xm[a], Pm[a], x[a], P[a] = reference_imm.update(mu[a], xm[a], Pm[a], zu, d, self.r2,
-                                                                   sensor)
+            Ru = self.r2 if Rz is None else Rz[track_det[a]]
+            mu[a], xm[a], Pm[a], x[a], P[a] = reference_imm.update(mu[a], xm[a], Pm[a], zu, d, Ru, sensor)
         elif a.size and sensor is not None:  # extended Kalman update (Joseph form)
             K = Pa[:, :, :d] @ np.swapaxes(Ja, 1, 2) @ Sia          # (k, n, d)
             x[a] = xa + np.einsum("knd,kd->kn", K, y)

@@ -316,8 +316,9 @@ def position_update(x, P, z, d, r2):
         Measured positions.
     d : int
         Dimension, 2 or 3.
-    r2 : float
-        Measurement noise variance on each axis.
+    r2 : float or ndarray
+        Measurement noise variance on each axis, or shape (k, d, d): each
+        detection's own noise covariance.
 
     Returns
     -------
@@ -332,7 +333,8 @@ def position_update(x, P, z, d, r2):
     thread may call it.
     """
     N = x.shape[1]
-    S = P[:, :d, :d] + r2 * np.eye(d)
+    R = r2 * np.eye(d) if np.ndim(r2) == 0 else r2
+    S = P[:, :d, :d] + R
     Si = np.linalg.inv(S)
     y = z - x[:, :d]
     d2 = np.einsum("ki,kij,kj->k", y, Si, y)
@@ -341,7 +343,8 @@ def position_update(x, P, z, d, r2):
     xn = x + np.einsum("knd,kd->kn", K, y)
     A = np.broadcast_to(np.eye(N), P.shape).copy()
     A[:, :, :d] -= K
-    Pn = A @ P @ np.swapaxes(A, 1, 2) + r2 * K @ np.swapaxes(K, 1, 2)
+    KRK = r2 * K @ np.swapaxes(K, 1, 2) if np.ndim(r2) == 0 else K @ R @ np.swapaxes(K, 1, 2)
+    Pn = A @ P @ np.swapaxes(A, 1, 2) + KRK
     return xn, 0.5 * (Pn + np.swapaxes(Pn, 1, 2)), ll
 
 
@@ -410,8 +413,9 @@ def update(mu, xm, Pm, z, d, r2, sensor=None):
         Positions, or the measurements of `sensor`.
     d : int
         Dimension, 2 or 3.
-    r2 : float
-        Position noise variance (used when `sensor` is None).
+    r2 : float or ndarray
+        Position noise variance (used when `sensor` is None), or shape
+        (k, d, d): each detection's own noise covariance.
     sensor : Sensor or None, default None
         A range-bearing sensor: the models update through :func:`ekf_update`.
 
