@@ -22,7 +22,8 @@ from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inver
                                  dod_kalman_mahalanobis2, dod_kalman_update, dod_kalman_log_likelihood,
                                  dod_kalman_innovation_inverse_cov, dod_kalman_update_cov)
 from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
-                                 _cartesian_cov, _d, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR, _motion_birth,
+                                 _cartesian_cov, _polar_cov, _meas_linearise_cov, _cv_ekf_update_cov,
+                                 _d, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR, _motion_birth,
                                  _cv_ekf_update, _meas_linearise, _meas_birth_cov)
 from dod.tracker.measurement cimport dod_meas_innovation, dod_meas_log_jacobian
 from dod.tracker._track cimport dod_tracker, dod_track_cols, dod_tick_counts, DOD_TRACK_TENTATIVE
@@ -185,8 +186,12 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
             for q in range(a, dim):
                 c.P[i * pn + dod_kalman_packed_index(a, q, n)] = Cs[dod_kalman_packed_index(a, q, dim)]
         dod_kalman_predict(c.x + i * n, c.P + i * pn, dim, dt, t.q)
-        if _meas is _polar:
-            ok = _meas_linearise(v, k, c.x + i * n, c.P + i * pn, h, J, S, Si)
+        if _meas is _polar or _meas is _polar_cov:
+            if _meas is _polar_cov:             # the detection's own noise
+                ok = _meas_linearise_cov(v, k, c.x + i * n, c.P + i * pn, k.R + <size_t>j * dim * dim, h, J, S,
+                                         Si)
+            else:
+                ok = _meas_linearise(v, k, c.x + i * n, c.P + i * pn, h, J, S, Si)
             if ok:
                 dod_meas_innovation(k.zm + <size_t>j * dim, h, dim, y)
         else:
@@ -201,13 +206,16 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
             if ok:
                 d2 = dod_kalman_mahalanobis2(y, Si, dim)
                 ll = dod_kalman_log_likelihood(d2, Si, dim)
-                if _meas is _polar:     # per unit area/volume, as the score pass
+                if _meas is _polar or _meas is _polar_cov:      # per unit area/volume, as the score pass
                     ll -= dod_meas_log_jacobian(k.zm + <size_t>j * dim, dim)
             c.score[i] = (t.log_birth - lc) + (t.log_pd - lc + ll)
             c.score_max[i] = c.score[i]
         if _meas is _polar:
             if ok:
                 _cv_ekf_update(v, k, c.x + i * n, c.P + i * pn, y, J, Si)
+        elif _meas is _polar_cov:
+            if ok:
+                _cv_ekf_update_cov(v, c.x + i * n, c.P + i * pn, y, J, Si, k.R + <size_t>j * dim * dim)
         elif _meas is _cartesian_cov:
             if ok:
                 dod_kalman_update_cov(c.x + i * n, c.P + i * pn, z, Si, dim, k.R + <size_t>j * dim * dim)
@@ -224,15 +232,19 @@ cdef void _birth_part(const dod_tracker* t, const _tick* k, size_t r0, size_t r1
     """Births [r0, r1) of the plan k.births, in the tracker's model
     (_model.pxd)."""
     cdef int m = _model_of(t, k)
-    if k.R != NULL:         # the detections' own noise (Cartesian scans alone: the owner's check)
+    if k.R != NULL:         # the detections' own noise
         if m == 0:
             _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
         elif m == _MODEL_3D:
             _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
         elif m == _MODEL_IMM:
             _birth_part_as(<_planar*>NULL, <_imm*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
-        else:
+        elif m == _MODEL_3D | _MODEL_IMM:
             _birth_part_as(<_spatial*>NULL, <_imm*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_POLAR:         # (a sensor's: constant velocity alone)
+            _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
+        else:
+            _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
     elif m == 0:
         _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)
     elif m == _MODEL_3D:

@@ -432,18 +432,21 @@ cdef class Tracker(TrackerOutputs):
             skipped and counted (:attr:`late_scans`). No retrodiction.
         covariance : array_like, optional
             Shape (k, dim, dim) (keyword only): each detection row's own
-            measurement noise covariance (m^2), symmetric and positive
-            definite, in place of ``config.r``'s r^2 I for this scan. Each
-            gated pair is then tested against its own S = H P H' + R_j
-            (the gate's search box widens to the scan's largest variance,
-            so no pair is missed), and the update, a single-point birth's
-            position covariance (R_j), a waiting detection's covariance and
+            measurement noise covariance, symmetric and positive definite,
+            in the scan's measurement space: the position's (m^2) in place
+            of ``config.r``'s r^2 I, or with ``sensor`` the measurement's
+            (m^2, rad^2, in the sensor's column order) in place of its
+            variances. Each gated pair is then tested against its own
+            S = H P H' + R_j (the gate's search box widens to the scan's
+            largest variance on each axis, so no pair is missed), and the
+            update, a single-point birth's position covariance (R_j,
+            converted for a sensor), a waiting detection's covariance and
             pair gate (two-point) and the score's likelihood take R_j. The
             matrices of the rows used are checked and copied once into a
             buffer of the tracker's (dod/tracker/_input.pyx); a row dropped
             as invalid or beyond ``max_detections`` drops its matrix unread.
-            With ``motion="imm"`` each model updates with R_j. Cartesian
-            scans only: ValueError with a ``sensor``.
+            With ``motion="imm"`` each model updates with R_j (Cartesian
+            scans; ValueError with a ``sensor``).
 
         Raises
         ------
@@ -456,7 +459,7 @@ cdef class Tracker(TrackerOutputs):
             non-finite time or (out_of_sequence="refuse") one before the
             latest scan's; too many rows with overflow="error"; a sensor of
             the other dimension, with a non-finite position or a non-positive
-            noise; a covariance with a sensor, of another shape,
+            noise; a covariance with a sensor and the IMM, of another shape,
             or (naming its row) not finite, not symmetric (beyond a relative
             1e-6) or not positive definite.
         MemoryError
@@ -480,7 +483,7 @@ cdef class Tracker(TrackerOutputs):
         cdef const dod_sensor* sp = NULL
         cdef cnp.ndarray cov = None
         cdef const double* covp = NULL
-        cdef double cov_box = 0.0
+        cdef double cov_box[3]
         if self.table is None or self.scratch is None:
             raise TypeError("this Tracker was never initialised (Tracker.__new__ without __init__)")
         if sensor is not None:
@@ -490,10 +493,10 @@ cdef class Tracker(TrackerOutputs):
         cdef cnp.ndarray z = _scan_array(detections, self.engine.dim)
         k = <size_t>cnp.PyArray_DIM(z, 0)
         if covariance is not None:
-            # (the kernels' per-detection noise is the Cartesian position's:
-            # dod/tracker/_model.pxd, _cartesian_cov)
-            if sensor is not None:
-                raise ValueError("covariance is for Cartesian scans: not with a sensor")
+            # (the kernels' per-detection noise: dod/tracker/_model.pxd,
+            # _cartesian_cov and _polar_cov)
+            if sensor is not None and self.engine.imm.models:
+                raise ValueError('covariance with a sensor is not supported with motion="imm"')
             cov = _covariance_array(covariance, k, self._cov_trailing)
         if k > self.engine.max_detections:
             if not self._overflow_drop:
@@ -527,7 +530,8 @@ cdef class Tracker(TrackerOutputs):
                     if self._covbuf == NULL:
                         self._covbuf_bytes = 0
                         raise MemoryError()
-                cov_box = _convert_covariance(cov, data, k, self.engine.dim, self._covbuf)
+                _convert_covariance(cov, data, k, self.engine.dim, reverse, sensor is not None, self._covbuf,
+                                    cov_box)
                 covp = self._covbuf
             if data == self._inbuf:
                 self._converted += 1

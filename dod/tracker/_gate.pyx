@@ -20,7 +20,7 @@ from dod.tracker.grid cimport (dod_grid, dod_grid_holds, dod_grid_keep_free, dod
                                dod_grid_bucket_from, dod_grid_keep_free_part, dod_grid_walk_begin,
                                dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS)
 from dod.tracker.kalman cimport dod_kalman_mahalanobis2
-from dod.tracker._model cimport (_dim, _meas, _planar, _spatial, _cartesian, _polar, _cartesian_cov, _d,
+from dod.tracker._model cimport (_dim, _meas, _planar, _spatial, _cartesian, _polar, _cartesian_cov, _polar_cov, _d,
                                  _model_of, _MODEL_3D, _MODEL_POLAR, _meas_innovation, _meas_pair_inverse)
 from dod.tracker._track cimport dod_tracker, DOD_TRACK_TENTATIVE
 from dod.tracker._frame cimport (_pairs_append, _pairs, _tick, _TAIL_CHUNKS, _LONE_PARTS_MIN_THREADS,
@@ -55,11 +55,15 @@ cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t
     dod_grid_keep_free), appended to `dest` in row order, in the tracker's
     dimension and measurement (_model.pxd)."""
     cdef int m = _model_of(t, k) & (_MODEL_3D | _MODEL_POLAR)
-    if k.R != NULL:         # each pair its own S = H P H' + R_j (Cartesian scans alone carry R)
+    if k.R != NULL:         # each pair its own S = H P H' + R_j
         if m == 0:
             _gate_rows_as(<_planar*>NULL, <_cartesian_cov*>NULL, t, k, dest, stage, row0, row1)
-        else:
+        elif m == _MODEL_3D:
             _gate_rows_as(<_spatial*>NULL, <_cartesian_cov*>NULL, t, k, dest, stage, row0, row1)
+        elif m == _MODEL_POLAR:
+            _gate_rows_as(<_planar*>NULL, <_polar_cov*>NULL, t, k, dest, stage, row0, row1)
+        else:
+            _gate_rows_as(<_spatial*>NULL, <_polar_cov*>NULL, t, k, dest, stage, row0, row1)
     elif m == 0:
         _gate_rows_as(<_planar*>NULL, <_cartesian*>NULL, t, k, dest, stage, row0, row1)
     elif m == _MODEL_3D:

@@ -18,11 +18,12 @@ large as the scan), which is read in place when it is float64 in the
 kernels' order, else converted as above.
 
 A scan's per-detection covariance (``covariance=``) is checked and
-copied once into the tracker's covariance buffer (sized at construction
-for ``max_detections`` (dim, dim) matrices, its pages backed when first
-written): the matrices of the rows the tick keeps (finite, among the first
-min(k, max_detections)), in their order, symmetrised, so that the kernels
-index it by valid detection. A C-contiguous float64 array is read in
+copied once into the tracker's covariance buffer (``max_detections``
+(dim, dim) matrices, mapped at the first scan that has them): the matrices
+of the rows the tick keeps (valid, among the first min(k,
+max_detections)), in their order, symmetrised, for a ``BEARING_RANGE``
+sensor's scan rows and columns reordered, so that the kernels index it by
+valid detection. A C-contiguous float64 array is read in
 place for the copy; any other array-like goes through numpy's conversion
 first (a temporary as large as it).
 
@@ -34,6 +35,7 @@ from libc.math cimport isfinite, fabs, sqrt
 from libc.stdint cimport int32_t, int64_t
 
 from dod._ndarray cimport input_array          # the one input gate for caller arrays
+from dod.tracker._intake cimport _polar_valid   # (the rows the tick keeps: intake's test)
 
 import numpy as np
 
@@ -175,31 +177,41 @@ cdef int _cov_check(const double* C, int dim, double* out) noexcept nogil:
     return 0
 
 
-cdef double _convert_covariance(cnp.ndarray c, const double* dets, size_t k, int dim, double* out) except -1.0:
+cdef int _convert_covariance(cnp.ndarray c, const double* dets, size_t k, int dim, bint reverse, bint polar,
+                             double* out, double* box) except -1:
     """Check and copy the covariances of the rows the tick keeps among the
-    first k rows of the scan `dets` (float64, k x dim, as the tick reads
-    it: a row with a NaN or inf is dropped, and its matrix with it, unread)
-    from c (a C-contiguous float64 (>= k, dim, dim) array) into out, in
-    order, symmetrised. Returns the largest diagonal entry among them (0.0
-    for none: the gate boxes' noise). ValueError naming the first bad
-    matrix's row: not finite, not symmetric, not positive definite."""
+    first k rows of the scan `dets` (float64, k x dim, as the tick reads it,
+    in the kernels' column order: a row with a NaN or inf, or for a sensor's
+    scan (`polar`) a negative range or an elevation outside [-pi/2, pi/2],
+    is dropped, and its matrix with it, unread) from c (a C-contiguous
+    float64 (>= k, dim, dim) array; `reverse`: in the reverse column order,
+    put in the kernels' on the way) into out, in order, symmetrised. box[a]:
+    the largest variance of axis a among them (0.0 for none: the gate
+    boxes' noise). ValueError naming the first bad matrix's row: not
+    finite, not symmetric, not positive definite."""
     cdef const double* src = <const double*>cnp.PyArray_DATA(c)
     cdef size_t j, n = 0, dd = <size_t>dim * dim
-    cdef int a, bad = 0
-    cdef bint finite
-    cdef double box = 0.0
+    cdef int a, b, bad = 0
+    cdef bint valid
+    cdef double C[9]
+    for a in range(dim):
+        box[a] = 0.0
     with nogil:
         for j in range(k):
-            finite = True
+            valid = True
             for a in range(dim):
-                finite = finite and isfinite(dets[j * dim + a])
-            if not finite:
+                valid = valid and isfinite(dets[j * dim + a])
+            if not valid or (polar and not _polar_valid(dets + j * dim, dim)):
                 continue
-            bad = _cov_check(src + j * dd, dim, out + n * dd)
+            for a in range(dim):
+                for b in range(dim):
+                    C[a * dim + b] = (src[j * dd + (dim - 1 - a) * dim + dim - 1 - b] if reverse
+                                      else src[j * dd + a * dim + b])
+            bad = _cov_check(C, dim, out + n * dd)
             if bad != 0:
                 break
             for a in range(dim):
-                box = max(box, out[n * dd + a * dim + a])
+                box[a] = max(box[a], out[n * dd + a * dim + a])
             n += 1
     if bad == 1:
         raise ValueError(f"covariance[{j}] is not finite")
@@ -207,4 +219,4 @@ cdef double _convert_covariance(cnp.ndarray c, const double* dets, size_t k, int
         raise ValueError(f"covariance[{j}] is not symmetric")
     if bad == 3:
         raise ValueError(f"covariance[{j}] is not positive definite")
-    return box
+    return 0

@@ -5,8 +5,9 @@
 #   dimension     _planar (2-D), _spatial (3-D)
 #   motion        _cv (constant velocity: kalman.pxd), _imm (imm.pxd)
 #   measurement   _cartesian (positions), _polar (range-bearing[-elevation]
-#                 of a sensor: measurement.pxd), _cartesian_cov (positions,
-#                 each detection with its own noise: the scan's k.R)
+#                 of a sensor: measurement.pxd), _cartesian_cov and
+#                 _polar_cov (the same, each detection with its own noise:
+#                 the scan's k.R)
 # A pass writes its row loop once as a Cython fused function over the axes it
 # depends on (its first arguments: NULL pointers of the tag types below), and
 # each specialisation compiles to the straight-line code of one model:
@@ -49,7 +50,9 @@ from dod.tracker.imm cimport (DOD_IMM_MODELS, dod_imm_predict, dod_imm_update, d
                               dod_imm_model_x, dod_imm_model_P, dod_imm_weigh)
 from dod.tracker.measurement cimport (dod_meas_predict, dod_meas_innovation_cov, dod_meas_gate_box,
                                       dod_meas_innovation, _dod_meas_update,
-                                      dod_ekf_position_update, dod_meas_to_cartesian)
+                                      dod_ekf_position_update, dod_meas_to_cartesian,
+                                      dod_meas_innovation_cov_full, _dod_meas_update_cov,
+                                      dod_meas_to_cartesian_cov)
 from dod.tracker._track cimport dod_tracker
 from dod.tracker._frame cimport _tick
 
@@ -76,10 +79,13 @@ cdef struct _polar:
     char unused
 cdef struct _cartesian_cov:
     char unused
+cdef struct _polar_cov:
+    char unused
 ctypedef fused _meas:
     _cartesian
     _polar
     _cartesian_cov
+    _polar_cov
 
 
 cdef enum:                          # _model_of: dimension, motion and measurement in bits
@@ -158,6 +164,15 @@ cdef inline void _cv_ekf_update(const _dim* v, const _tick* k, double* x, double
         _dod_meas_update(<dod_kalman_cv3*>NULL, x, P, y, J, Si, k.sensor.var)
 
 
+cdef inline void _cv_ekf_update_cov(const _dim* v, double* x, double* P, const double* y, const double* J,
+                                    const double* Si, const double* R) noexcept nogil:
+    """_cv_ekf_update with a detection's own noise R (d x d)."""
+    if _dim is _planar:
+        _dod_meas_update_cov(<dod_kalman_cv2*>NULL, x, P, y, J, Si, R)
+    else:
+        _dod_meas_update_cov(<dod_kalman_cv3*>NULL, x, P, y, J, Si, R)
+
+
 cdef inline void _motion_birth(const _dim* v, const _motion* m, const dod_tracker* t, size_t i) noexcept nogil:
     """After the row's x and P are set: every IMM model starts from them."""
     cdef int d = _d(v)
@@ -179,7 +194,7 @@ cdef inline void _meas_gate_row(const _dim* v, const _meas* s, const dod_tracker
     cdef double S[9]
     cdef double hmax = 0.0, w
     cdef bint ok
-    if _meas is _polar:
+    if _meas is _polar or _meas is _polar_cov:      # (_polar_cov: k.sensor's variances are the box's)
         ok = _meas_linearise(v, k, t.cols.x + ti * n, P, k.hp + ti * d, k.J + ti * d * d, S, k.Si + ti * d * d)
         if ok:
             hmax = dod_meas_gate_box(k.hp + ti * d, k.J + ti * d * d, S, d, t.gate, k.sensor, k.hw + ti * d)
@@ -217,13 +232,29 @@ cdef inline bint _meas_linearise(const _dim* v, const _tick* k, const double* x,
     return dod_kalman_inverse_spd(S, d, Si)
 
 
+cdef inline bint _meas_linearise_cov(const _dim* v, const _tick* k, const double* x, const double* P,
+                                     const double* R, double* h, double* J, double* S,
+                                     double* Si) noexcept nogil:
+    """_meas_linearise with a detection's own noise R (d x d) in place of
+    the sensor's variances."""
+    cdef int d = _d(v), a, b
+    cdef double Ppos[9]
+    if not dod_meas_predict(x, k.sensor, d, h, J):
+        return False
+    for a in range(d):
+        for b in range(d):
+            Ppos[a * d + b] = P[dod_kalman_packed_index(a, b, 2 * d)]
+    dod_meas_innovation_cov_full(Ppos, d, d, J, R, S)
+    return dod_kalman_inverse_spd(S, d, Si)
+
+
 cdef inline bint _meas_innovation(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k,
                                   size_t ti, int32_t j, const double* zj, double* y) noexcept nogil:
     """y = the innovation of row ti's prediction by detection j (Cartesian: at
     zj). Cartesian: False as soon as an axis leaves the row's box (y then
     partial)."""
     cdef int d = _d(v), a
-    if _meas is _polar:             # in measurement space, the bearing wrapped
+    if _meas is _polar or _meas is _polar_cov:      # in measurement space, the bearing wrapped
         dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
     else:
         for a in range(d):
@@ -240,9 +271,19 @@ cdef inline const double* _meas_pair_inverse(const _dim* v, const _meas* s, cons
     row's own (k.Si, _meas_gate_row's), or with the detection's own noise
     (H P H' + R_j)^-1 written into Si (d x d); NULL when that S is not
     positive definite (not for a live row's P and a checked R_j)."""
-    cdef int d = _d(v)
+    cdef int d = _d(v), a, b
+    cdef double Ppos[9]
+    cdef double S[9]
     if _meas is _cartesian_cov:
         if not dod_kalman_innovation_inverse_cov(t.cols.P + ti * _pn(v), d, k.R + <size_t>j * d * d, Si):
+            return NULL
+        return Si
+    elif _meas is _polar_cov:           # J P J' + R_j with the row's Jacobian
+        for a in range(d):
+            for b in range(d):
+                Ppos[a * d + b] = t.cols.P[ti * _pn(v) + dod_kalman_packed_index(a, b, 2 * d)]
+        dod_meas_innovation_cov_full(Ppos, d, d, k.J + ti * d * d, k.R + <size_t>j * d * d, S)
+        if not dod_kalman_inverse_spd(S, d, Si):
             return NULL
         return Si
     else:
@@ -253,8 +294,14 @@ cdef inline void _meas_update(const _dim* v, const _motion* m, const _meas* s, c
                               const _tick* k, size_t ti, int32_t j, double r2) noexcept nogil:
     cdef int d = _d(v)
     cdef double Si[9]
+    cdef double y[3]
     if _meas is _polar:
         _motion_ekf_update(v, m, t, k, ti, j)
+    elif _meas is _polar_cov:           # (constant velocity alone: the owner's check)
+        if _meas_pair_inverse(v, s, t, k, ti, j, Si) != NULL:
+            dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
+            _cv_ekf_update_cov(v, t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), y, k.J + ti * d * d, Si,
+                               k.R + <size_t>j * d * d)
     elif _meas is _cartesian_cov:
         if _motion is _imm:     # every model with R_j, then the probabilities and the combination
             dod_imm_update_cov(&t.imm, ti, k.z + j * d, k.R + <size_t>j * d * d, t.cols.x + ti * 2 * d,
@@ -280,6 +327,11 @@ cdef inline void _meas_birth_cov(const _dim* v, const _meas* s, const _tick* k, 
         for a in range(d):
             for b in range(a, d):
                 P[dod_kalman_packed_index(a, b, 2 * d)] = k.R[(<size_t>j * d + a) * d + b]
+    elif _meas is _polar_cov:
+        dod_meas_to_cartesian_cov(k.zm + <size_t>j * d, k.sensor, d, k.R + <size_t>j * d * d, p, C)
+        for a in range(d):
+            for b in range(a, d):
+                P[dod_kalman_packed_index(a, b, 2 * d)] = C[a * d + b]
     elif _meas is _polar:
         dod_meas_to_cartesian(k.zm + <size_t>j * d, k.sensor, d, p, C)
         for a in range(d):

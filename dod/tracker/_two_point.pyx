@@ -20,7 +20,7 @@ from dod._types cimport dod_index
 from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_holds, dod_grid_walk, dod_grid_walk_begin,
                                dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS)
 from dod.tracker.kalman cimport dod_kalman_packed_index
-from dod.tracker.measurement cimport dod_meas_to_cartesian
+from dod.tracker.measurement cimport dod_meas_to_cartesian, dod_meas_to_cartesian_cov
 from dod.tracker._track cimport dod_tracker, dod_tick_counts
 from dod.tracker._frame cimport (_pairs_append, _pairs, _tick, _GATE_CHUNKS, _GATE_CHUNKS_PER_THREAD,
                                  _TAIL_CHUNKS, _BIRTH_BITS, _BIRTH_BITS_3D)
@@ -211,7 +211,9 @@ cdef void _singles_part(dod_tracker* t, const _tick* k, const int32_t* wait, siz
         return
     for r in range(r0, r1):
         j = <size_t>wait[r]
-        if k.R != NULL:
+        if k.R != NULL and k.sensor != NULL:
+            dod_meas_to_cartesian_cov(k.zm + j * dim, k.sensor, dim, k.R + j * dim * dim, p, own)
+        elif k.R != NULL:
             C = k.R + j * dim * dim
         else:
             dod_meas_to_cartesian(k.zm + j * dim, k.sensor, dim, p, own)

@@ -20,7 +20,7 @@ from dod._types cimport dod_index
 from dod.tracker.kalman cimport dod_kalman_mahalanobis2, dod_kalman_log_likelihood
 from dod.tracker.measurement cimport dod_meas_innovation, dod_meas_log_jacobian
 from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
-                                 _cartesian_cov, _d, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR,
+                                 _cartesian_cov, _polar_cov, _d, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR,
                                  _meas_update, _meas_pair_inverse)
 from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, dod_tick_events, DOD_TRACK_NONE,
                                  DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED)
@@ -63,7 +63,7 @@ cdef void _score_rows(const _dim* v, const _meas* s, const dod_tracker* t, const
         j = k.track_det[ti]
         if j < 0:
             continue
-        if _meas is _polar:         # measurement-space density, per unit area/volume
+        if _meas is _polar or _meas is _polar_cov:      # measurement-space density, per unit area/volume
             dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
             c.score[ti] -= dod_meas_log_jacobian(k.zm + j * d, d)
         else:
@@ -190,15 +190,19 @@ cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, _sums*
     cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), conf, mix, unpl
     cdef size_t news[2]
     cdef int m = _model_of(t, k)
-    if k.R != NULL:         # the detections' own noise (Cartesian scans alone: the owner's check)
+    if k.R != NULL:         # the detections' own noise
         if m == 0:
             _filter_rows(<_planar*>NULL, <_cv*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
         elif m == _MODEL_3D:
             _filter_rows(<_spatial*>NULL, <_cv*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
         elif m == _MODEL_IMM:
             _filter_rows(<_planar*>NULL, <_imm*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
-        else:
+        elif m == _MODEL_3D | _MODEL_IMM:
             _filter_rows(<_spatial*>NULL, <_imm*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_POLAR:         # (a sensor's: constant velocity alone)
+            _filter_rows(<_planar*>NULL, <_cv*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
+        else:
+            _filter_rows(<_spatial*>NULL, <_cv*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
     elif m == 0:
         _filter_rows(<_planar*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)
     elif m == _MODEL_3D:

@@ -142,6 +142,14 @@ def _inv_spd(S):
     return out
 
 
+def _own_S(Pp, R, J):
+    """J P J' + R per row (a sensor's measurement with its own noise),
+    exactly symmetric."""
+    S = J @ Pp @ np.swapaxes(J, 1, 2)
+    S = 0.5 * (S + np.swapaxes(S, 1, 2))
+    return S + R
+
+
 def _components(pt, pd, n_tracks):
     """Connected-component label (smallest track index) of each gated pair."""
     lab_t = np.arange(n_tracks)
@@ -231,8 +239,8 @@ class ReferenceTracker:
 
     def _gate(self, rows, z, free, xp, Si, hw, meas=None, own=None):
         """Gated pairs (track row, detection, d2) of `rows` against the free
-        detections; own: (P's position blocks, the detections' R) when each
-        pair takes its own S = P + R_j."""
+        detections; own: (P's position blocks, the detections' R, the
+        Jacobians or None) when each pair takes its own S = J P J' + R_j."""
         d = self.dim
         dets = np.flatnonzero(free)
         if rows.size == 0 or dets.size == 0:
@@ -269,7 +277,12 @@ class ReferenceTracker:
         pt = np.concatenate(pt_parts)
         pd = np.concatenate(pd_parts)
         y = z[pd] - xp[pt, :d] if meas is None else self._innovation(meas[0][pd], meas[1][pt])
-        Sp = Si[pt] if own is None else _inv_spd(own[0][pt] + own[1][pd])
+        if own is None:
+            Sp = Si[pt]
+        elif own[2] is None:
+            Sp = _inv_spd(own[0][pt] + own[1][pd])
+        else:
+            Sp = np.linalg.inv(_own_S(own[0][pt], own[1][pd], own[2][pt]))
         d2 = np.einsum("ki,kij,kj->k", y, Sp, y)
         keep = d2 <= self.gate
         return pt[keep], pd[keep], d2[keep]
@@ -439,12 +452,14 @@ class ReferenceTracker:
         if sensor is not None and sensor.order == _meas.BEARING_RANGE:
             detections = detections[:, ::-1]        # the kernels' order: range, bearing[, elevation]
         if covariance is not None:
-            if sensor is not None:
-                raise ValueError("covariance is for Cartesian scans: not with a sensor")
+            if sensor is not None and self.imm:
+                raise ValueError('covariance with a sensor is not supported with motion="imm"')
             covariance = np.asarray(covariance, np.float64)
             if covariance.shape != (detections.shape[0], d, d):
                 raise ValueError(f"covariance must have shape ({detections.shape[0]}, {d}, {d})")
             covariance = covariance[: cfg.max_detections]
+            if sensor is not None and sensor.order == _meas.BEARING_RANGE:
+                covariance = covariance[:, ::-1, ::-1]      # as the detections' columns
         over = 0
         if detections.shape[0] > cfg.max_detections:
             if cfg.overflow == "error":
@@ -478,10 +493,11 @@ class ReferenceTracker:
             if not (np.isfinite(Rz).all() and (Rz[:, 0, 0] > 0).all()
                     and (np.linalg.det(Rz[:, :2, :2]) > 0).all() and (np.linalg.det(Rz) > 0).all()):
                 raise ValueError("covariance must be finite, symmetric and positive definite")
-            r2box = float(np.diagonal(Rz, axis1=1, axis2=2).max()) if Rz.shape[0] else 0.0
+            boxvar = np.diagonal(Rz, axis1=1, axis2=2).max(axis=0) if Rz.shape[0] else np.zeros(d)
+            r2box = float(boxvar.max())
         if sensor is not None:              # measurements; z: their Cartesian positions
             zm, z = z, _meas.to_cartesian(z, sensor.position)
-            R = np.diag(sensor.variances)
+            R = np.diag(sensor.variances if Rz is None else boxvar)     # the gate boxes' noise
         counts = dict.fromkeys(COUNT_NAMES, 0)      # the engine's one list of counters
         counts.update(detections=int(z.shape[0]), invalid=int((~finite).sum()), overflow=over)
         T = self.x.shape[0]
@@ -520,7 +536,7 @@ class ReferenceTracker:
                 self._estimate_clutter(z, det_track, counts)
             rows = np.flatnonzero((self.state == stage) & gateable)
             self._associate(rows, z, det_track, track_det, x, Si, hwmax, counts, meas,
-                            None if Rz is None else (P[:, :d, :d], Rz))
+                            None if Rz is None else (P[:, :d, :d], Rz, None if sensor is None else J))
         score_logic = cfg.confirmation == "score"
         lc = float(np.log(self.clutter)) if self.clutter > 0.0 else 0.0
         if cfg.initiation == "two_point":
@@ -531,6 +547,9 @@ class ReferenceTracker:
         counts["associations"] = int(a.size)
         if a.size and sensor is not None:   # the EKF's innovation, H = [J 0]
             Pa, xa, Sia, Ja = P[a], x[a], Si[a], J[a]
+            if Rz is not None:              # each pair's own S = J P J' + R_j
+                R = Rz[track_det[a]]
+                Sia = np.linalg.inv(_own_S(Pa[:, :d, :d], R, Ja))
             y = self._innovation(zm[track_det[a]], hpred[a])
             if score_logic:
                 d2 = np.einsum("ki,kij,kj->k", y, Sia, y)
@@ -612,7 +631,8 @@ class ReferenceTracker:
             Pb[:, range(d), range(d)] = self.r2
             Pb[:, range(d, n), range(d, n)] = cfg.v0 * cfg.v0
             if sensor is not None:          # the converted measurements' covariance
-                Pb[:, :d, :d] = _meas.converted_covariance(zm[born], sensor.variances)
+                Pb[:, :d, :d] = (_meas.converted_covariance(zm[born], sensor.variances) if Rz is None
+                                 else _meas.converted_covariance_of(zm[born], Rz[born]))
             elif Rz is not None:            # the detections' own
                 Pb[:, :d, :d] = Rz[born]
             sb = np.full(k, np.log(cfg.new_target_density) - lc) if score_logic else np.zeros(k)
@@ -649,7 +669,7 @@ class ReferenceTracker:
                 H = np.broadcast_to(np.eye(d), (k, d, d))
             else:                           # the EKF, as a track's update (none in the singular zone)
                 h, H, ok = _meas.predict(x, sensor.position, d)
-                R = np.diag(sensor.variances)
+                R = np.diag(sensor.variances) if Rz is None else Rz[born_d]
                 S = H @ P[:, :d, :d] @ np.swapaxes(H, 1, 2) + R
                 S = 0.5 * (S + np.swapaxes(S, 1, 2))
                 ok &= np.linalg.det(S) > 0
@@ -681,7 +701,12 @@ class ReferenceTracker:
             self.single_C = np.broadcast_to(self.r2 * np.eye(d), (m, d, d)).copy()
             self.single_allowance = np.full(m, cfg.pair_radius_factor * cfg.r)
         else:                               # the converted or own covariance's upper triangle, symmetric
-            C = np.triu(Rz[waiting] if sensor is None else _meas.converted_covariance(zm[waiting], sensor.variances))
+            if sensor is None:
+                C = np.triu(Rz[waiting])
+            elif Rz is None:
+                C = np.triu(_meas.converted_covariance(zm[waiting], sensor.variances))
+            else:
+                C = np.triu(_meas.converted_covariance_of(zm[waiting], Rz[waiting]))
             self.single_C = C + np.swapaxes(np.triu(C, 1), 1, 2)
             widest = np.abs(self.single_C).sum(axis=2).max(axis=1)
             self.single_allowance = cfg.pair_radius_factor * np.sqrt(widest)
