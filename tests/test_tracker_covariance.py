@@ -264,6 +264,39 @@ def test_covariance_ticks_bit_identical_for_every_thread_count(dim, seed, initia
     assert ts[1].counts()["confirmed"] > 1000
 
 
+@pytest.mark.parametrize("dim,initiation", [(2, "single"), (3, "two_point")])
+def test_radar_covariance_ticks_bit_identical_for_every_thread_count(dim, initiation):
+    rng = np.random.default_rng(44)
+    sc = generate_radar(1200, 20, dim=dim, sensors=2, seed=44, crossing=0.2)
+    scans = _radar_own_noise(sc, rng, order_reversed=dim == 3)
+    ts = {n: Tracker(dim=dim, r=3.0, threads=n, sort_every=7, parallel_min_rows=0, initiation=initiation,
+                     capacity=5000, max_detections=3000)
+          for n in (1, 2, 3, 4)}
+    for i, (z, dt, sensor, R) in enumerate(scans):
+        for t in ts.values():
+            t.tick(z, dt, sensor=sensor, covariance=R)
+        want = _state(ts[1])
+        for n in (2, 3, 4):
+            assert _state(ts[n]) == want, f"threads={n} differs at scan {i}"
+    assert ts[1].counts()["confirmed"] > 500
+
+
+def test_zero_allocations_per_tick_with_radar_covariance():
+    rng = np.random.default_rng(10)
+    scans = _radar_own_noise(generate_radar(50, 200, sensors=2, seed=10), rng, order_reversed=True)
+    t = Tracker(r=3.0)
+    for z, dt, s, R in scans[:100]:
+        t.tick(z, dt, s, covariance=R)
+    rises = per_call_rises(lambda z, dt, s, R: t.tick(z, dt, s, covariance=R), scans[100:])
+    assert max(rises) == 0, sorted(rises)[-5:]
+    with PythonAllocations() as m:
+        for _ in range(5):
+            for z, dt, s, R in scans[100:]:
+                t.tick(z, dt, s, covariance=R)
+    assert m.growth < 1024, m.growth
+    assert m.peak < 8192, m.peak
+
+
 @pytest.mark.parametrize("initiation", ["single", "two_point"])
 def test_zero_allocations_per_tick_with_covariance(initiation):
     rng = np.random.default_rng(9)
