@@ -162,7 +162,8 @@ def _radar_own_noise(sc, rng, order_reversed=False):
 @pytest.mark.parametrize("dim,opts,seed,reverse", [
     (2, {}, 1, False), (3, {}, 2, False), (2, {"confirmation": "score"}, 3, True),
     (3, {"confirmation": "score", "clutter_density": 1e-6}, 4, False),
-    (2, {"initiation": "two_point"}, 5, False), (3, {"initiation": "two_point", "confirmation": "score"}, 6, True)])
+    (2, {"initiation": "two_point"}, 5, False), (3, {"initiation": "two_point", "confirmation": "score"}, 6, True),
+    (2, {"motion": "imm", "confirmation": "score"}, 7, False), (3, {"motion": "imm"}, 8, True)])
 def test_fast_and_reference_agree_on_radar_scans_with_their_own_noise(dim, opts, seed, reverse):
     rng = np.random.default_rng(seed)
     sc = generate_radar(80, 80, dim=dim, sensors=2, seed=seed, crossing=0.2)
@@ -356,11 +357,9 @@ def test_bad_covariances_raise_before_anything_changes():
             t.tick(z, 0.02, covariance=cov)
         _same(before, _columns(t))
         assert t.time == clock and t.converted_scans == converted
-    imm = Tracker(motion="imm")
-    with pytest.raises(ValueError, match="imm"):
-        imm.tick(np.array([[10.0, 0.1]]), 0.02, sensor=Sensor((0.0, 0.0), 1.0, 0.01),
-                 covariance=np.eye(2)[None])
-    assert imm.scans == 0
+    with pytest.raises(ValueError, match="positive definite"):       # a sensor's scan is checked the same
+        t.tick(np.array([[10.0, 0.1]]), 0.02, sensor=Sensor((0.0, 0.0), 1.0, 0.01),
+               covariance=-np.eye(2)[None])
     _same(before, _columns(t))
     t.tick(z, 0.02, covariance=good.tolist())                # a nested list is numbers too
     t.tick(np.zeros((0, 2)), 0.02, covariance=np.zeros((0, 2, 2)))

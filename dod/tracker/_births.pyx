@@ -241,10 +241,14 @@ cdef void _birth_part(const dod_tracker* t, const _tick* k, size_t r0, size_t r1
             _birth_part_as(<_planar*>NULL, <_imm*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
         elif m == _MODEL_3D | _MODEL_IMM:
             _birth_part_as(<_spatial*>NULL, <_imm*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
-        elif m == _MODEL_POLAR:         # (a sensor's: constant velocity alone)
+        elif m == _MODEL_POLAR:
             _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
-        else:
+        elif m == _MODEL_3D | _MODEL_POLAR:
             _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_IMM | _MODEL_POLAR:
+            _birth_part_as(<_planar*>NULL, <_imm*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
+        else:
+            _birth_part_as(<_spatial*>NULL, <_imm*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
     elif m == 0:
         _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)
     elif m == _MODEL_3D:

@@ -445,8 +445,7 @@ cdef class Tracker(TrackerOutputs):
             matrices of the rows used are checked and copied once into a
             buffer of the tracker's (dod/tracker/_input.pyx); a row dropped
             as invalid or beyond ``max_detections`` drops its matrix unread.
-            With ``motion="imm"`` each model updates with R_j (Cartesian
-            scans; ValueError with a ``sensor``).
+            With ``motion="imm"`` each model updates with R_j.
 
         Raises
         ------
@@ -459,7 +458,7 @@ cdef class Tracker(TrackerOutputs):
             non-finite time or (out_of_sequence="refuse") one before the
             latest scan's; too many rows with overflow="error"; a sensor of
             the other dimension, with a non-finite position or a non-positive
-            noise; a covariance with a sensor and the IMM, of another shape,
+            noise; a covariance of another shape,
             or (naming its row) not finite, not symmetric (beyond a relative
             1e-6) or not positive definite.
         MemoryError
@@ -495,8 +494,6 @@ cdef class Tracker(TrackerOutputs):
         if covariance is not None:
             # (the kernels' per-detection noise: dod/tracker/_model.pxd,
             # _cartesian_cov and _polar_cov)
-            if sensor is not None and self.engine.imm.models:
-                raise ValueError('covariance with a sensor is not supported with motion="imm"')
             cov = _covariance_array(covariance, k, self._cov_trailing)
         if k > self.engine.max_detections:
             if not self._overflow_drop:

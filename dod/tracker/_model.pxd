@@ -52,7 +52,7 @@ from dod.tracker.measurement cimport (dod_meas_predict, dod_meas_innovation_cov,
                                       dod_meas_innovation, _dod_meas_update,
                                       dod_ekf_position_update, dod_meas_to_cartesian,
                                       dod_meas_innovation_cov_full, _dod_meas_update_cov,
-                                      dod_meas_to_cartesian_cov)
+                                      dod_meas_to_cartesian_cov, dod_ekf_position_update_cov)
 from dod.tracker._track cimport dod_tracker
 from dod.tracker._frame cimport _tick
 
@@ -292,13 +292,20 @@ cdef inline const double* _meas_pair_inverse(const _dim* v, const _meas* s, cons
 
 cdef inline void _meas_update(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t,
                               const _tick* k, size_t ti, int32_t j, double r2) noexcept nogil:
-    cdef int d = _d(v)
+    cdef int d = _d(v), a
     cdef double Si[9]
     cdef double y[3]
+    cdef double ll[DOD_IMM_MODELS]
     if _meas is _polar:
         _motion_ekf_update(v, m, t, k, ti, j)
-    elif _meas is _polar_cov:           # (constant velocity alone: the owner's check)
-        if _meas_pair_inverse(v, s, t, k, ti, j, Si) != NULL:
+    elif _meas is _polar_cov:
+        if _motion is _imm:             # each model's own EKF update with R_j, then mu and the combination
+            for a in range(DOD_IMM_MODELS):
+                ll[a] = dod_ekf_position_update_cov(dod_imm_model_x(&t.imm, ti, a, d),
+                                                    dod_imm_model_P(&t.imm, ti, a, d), 2 * d + 1, k.zm + j * d,
+                                                    d, k.sensor, k.R + <size_t>j * d * d)
+            dod_imm_weigh(&t.imm, ti, ll, t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), d)
+        elif _meas_pair_inverse(v, s, t, k, ti, j, Si) != NULL:
             dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
             _cv_ekf_update_cov(v, t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), y, k.J + ti * d * d, Si,
                                k.R + <size_t>j * d * d)

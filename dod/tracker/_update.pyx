@@ -199,10 +199,14 @@ cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, _sums*
             _filter_rows(<_planar*>NULL, <_imm*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
         elif m == _MODEL_3D | _MODEL_IMM:
             _filter_rows(<_spatial*>NULL, <_imm*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
-        elif m == _MODEL_POLAR:         # (a sensor's: constant velocity alone)
+        elif m == _MODEL_POLAR:
             _filter_rows(<_planar*>NULL, <_cv*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
-        else:
+        elif m == _MODEL_3D | _MODEL_POLAR:
             _filter_rows(<_spatial*>NULL, <_cv*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_IMM | _MODEL_POLAR:
+            _filter_rows(<_planar*>NULL, <_imm*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
+        else:
+            _filter_rows(<_spatial*>NULL, <_imm*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
     elif m == 0:
         _filter_rows(<_planar*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)
     elif m == _MODEL_3D:

@@ -350,6 +350,33 @@ cdef inline double dod_ekf_position_update(double* x, double* P, int n, const do
     return dod_kalman_log_likelihood(d2, Si, d)
 
 
+cdef inline double dod_ekf_position_update_cov(double* x, double* P, int n, const double* z, int d,
+                                               const dod_sensor* s, const double* R) noexcept nogil:
+    """dod_ekf_position_update with the measurement's own noise R (d x d,
+    row-major, symmetric) in place of the sensor's variances."""
+    cdef double h[3]
+    cdef double J[9]
+    cdef double S[9]
+    cdef double Si[9]
+    cdef double y[3]
+    cdef double d2 = 0.0
+    cdef int i, j
+    cdef dod_kalman_shape shape
+    if not dod_meas_predict(x, s, d, h, J):
+        return -INFINITY
+    dod_meas_innovation_cov_full(P, n, d, J, R, S)
+    if not dod_kalman_inverse_spd(S, d, Si):
+        return -INFINITY
+    dod_meas_innovation(z, h, d, y)
+    for i in range(d):
+        for j in range(d):
+            d2 += y[i] * Si[i * d + j] * y[j]
+    shape.n = n
+    shape.d = d
+    _dod_meas_update_cov(&shape, x, P, y, J, Si, R)
+    return dod_kalman_log_likelihood(d2, Si, d)
+
+
 cdef inline void dod_meas_to_cartesian(const double* z, const dod_sensor* s, int d, double* p,
                                        double* C) noexcept nogil:
     """Position p[d] of measurement z seen from s, and its converted

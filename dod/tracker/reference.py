@@ -452,8 +452,6 @@ class ReferenceTracker:
         if sensor is not None and sensor.order == _meas.BEARING_RANGE:
             detections = detections[:, ::-1]        # the kernels' order: range, bearing[, elevation]
         if covariance is not None:
-            if sensor is not None and self.imm:
-                raise ValueError('covariance with a sensor is not supported with motion="imm"')
             covariance = np.asarray(covariance, np.float64)
             if covariance.shape != (detections.shape[0], d, d):
                 raise ValueError(f"covariance must have shape ({detections.shape[0]}, {d}, {d})")

@@ -348,7 +348,7 @@ def position_update(x, P, z, d, r2):
     return xn, 0.5 * (Pn + np.swapaxes(Pn, 1, 2)), ll
 
 
-def ekf_update(x, P, zm, d, sensor):
+def ekf_update(x, P, zm, d, sensor, R=None):
     """Extended Kalman update of states with range-bearing measurements
     (measurement.pxd's dod_ekf_update, Joseph form).
 
@@ -364,6 +364,9 @@ def ekf_update(x, P, zm, d, sensor):
         Dimension, 2 or 3.
     sensor : Sensor
         The sensor's position and noise variances.
+    R : ndarray, optional
+        Shape (k, d, d): each measurement's own noise, in place of the
+        sensor's variances.
 
     Returns
     -------
@@ -380,7 +383,7 @@ def ekf_update(x, P, zm, d, sensor):
     """
     N = x.shape[1]
     h, J, ok = _meas.predict(x, sensor.position, d)
-    R = np.diag(sensor.variances)
+    R = np.diag(sensor.variances) if R is None else R
     Jt = np.swapaxes(J, 1, 2)
     S = J @ P[:, :d, :d] @ Jt + R
     Si = np.linalg.inv(S)
@@ -415,7 +418,8 @@ def update(mu, xm, Pm, z, d, r2, sensor=None):
         Dimension, 2 or 3.
     r2 : float or ndarray
         Position noise variance (used when `sensor` is None), or shape
-        (k, d, d): each detection's own noise covariance.
+        (k, d, d): each detection's own noise covariance (in the sensor's
+        measurement space with `sensor`).
     sensor : Sensor or None, default None
         A range-bearing sensor: the models update through :func:`ekf_update`.
 
@@ -437,7 +441,7 @@ def update(mu, xm, Pm, z, d, r2, sensor=None):
         if sensor is None:
             xj, Pj, lj = position_update(xm[:, j], Pm[:, j], z, d, r2)
         else:
-            xj, Pj, lj = ekf_update(xm[:, j], Pm[:, j], z, d, sensor)
+            xj, Pj, lj = ekf_update(xm[:, j], Pm[:, j], z, d, sensor, None if np.ndim(r2) == 0 else r2)
         xs.append(xj)
         Ps.append(Pj)
         lls.append(lj)
