@@ -19,14 +19,15 @@ from dod.table cimport (dod_table, dod_table_zero_rows, dod_table_reusable, dod_
 from dod._types cimport dod_index
 from dod.tracker.grid cimport dod_grid
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse, dod_kalman_packed_index,
-                                 dod_kalman_mahalanobis2, dod_kalman_update, dod_kalman_log_likelihood)
+                                 dod_kalman_mahalanobis2, dod_kalman_update, dod_kalman_log_likelihood,
+                                 dod_kalman_innovation_inverse_cov, dod_kalman_update_cov)
 from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
-                                 _doppler, _d, _m, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR,
-                                 _MODEL_RATE, _motion_birth, _cv_ekf_update, _cv_rate_update, _meas_linearise,
+                                 _doppler, _cartesian_cov, _polar_cov, _d, _m, _pn, _model_of, _MODEL_3D,
+                                 _MODEL_IMM, _MODEL_POLAR, _MODEL_RATE, _motion_birth, _cv_ekf_update,
+                                 _cv_ekf_update_cov, _cv_rate_update, _meas_linearise, _meas_linearise_cov,
                                  _meas_birth_cov)
 from dod.tracker.measurement cimport (dod_meas_innovation, dod_meas_log_jacobian, dod_meas_rate_innovation,
-                                      dod_meas_mahalanobis2,
-                                      dod_meas_rate_log_likelihood)
+                                      dod_meas_mahalanobis2, dod_meas_rate_log_likelihood)
 from dod.tracker._track cimport dod_tracker, dod_track_cols, dod_tick_counts, DOD_TRACK_TENTATIVE
 from dod.tracker._frame cimport _birth_plan, _tick, _TAIL_CHUNKS, _BIRTH_BITS, _BIRTH_BITS_3D
 from dod.tracker._executor cimport _split_detections, _run_chunks, _parts_of, _offsets, _PASS_BIRTHS
@@ -189,8 +190,12 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
             for q in range(a, dim):
                 c.P[i * pn + dod_kalman_packed_index(a, q, n)] = Cs[dod_kalman_packed_index(a, q, dim)]
         dod_kalman_predict(c.x + i * n, c.P + i * pn, dim, dt, t.q)
-        if _meas is _polar:
-            ok = _meas_linearise(v, s, k, c.x + i * n, c.P + i * pn, h, J, S, Si)
+        if _meas is _polar or _meas is _polar_cov:
+            if _meas is _polar_cov:             # the detection's own noise
+                ok = _meas_linearise_cov(v, k, c.x + i * n, c.P + i * pn, k.R + <size_t>j * dim * dim, h, J, S,
+                                         Si)
+            else:
+                ok = _meas_linearise(v, s, k, c.x + i * n, c.P + i * pn, h, J, S, Si)
             if ok:
                 dod_meas_innovation(k.zm + <size_t>j * dim, h, dim, y)
         elif _meas is _doppler:
@@ -198,13 +203,16 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
             if ok:
                 dod_meas_rate_innovation(k.zm + <size_t>j * mm, h, dim, y)
         else:
-            ok = dod_kalman_innovation_inverse(c.P + i * pn, dim, r2, Si)
+            if _meas is _cartesian_cov:         # the detection's own noise
+                ok = dod_kalman_innovation_inverse_cov(c.P + i * pn, dim, k.R + <size_t>j * dim * dim, Si)
+            else:
+                ok = dod_kalman_innovation_inverse(c.P + i * pn, dim, r2, Si)
             for a in range(dim):
                 y[a] = z[a] - c.x[i * n + a]
         if t.score_logic:
             ll = 0.0
             lb = t.log_birth - lc
-            if _meas is _polar or _meas is _doppler:
+            if _meas is _polar or _meas is _doppler or _meas is _polar_cov:
                 # As the score pass and a single birth: the likelihood per
                 # unit area/volume, less ln |det dp/dz| (k.per_area 1), or
                 # with the sensor's own clutter the birth density per
@@ -218,7 +226,7 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
             elif ok:
                 d2 = dod_kalman_mahalanobis2(y, Si, dim)
                 ll = dod_kalman_log_likelihood(d2, Si, dim)
-                if _meas is _polar:
+                if _meas is _polar or _meas is _polar_cov:
                     ll -= k.per_area * lj
             c.score[i] = lb + (k.log_pd - lc + ll)
             c.score_max[i] = c.score[i]
@@ -228,6 +236,12 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
         elif _meas is _doppler:
             if ok:
                 _cv_rate_update(v, k, c.x + i * n, c.P + i * pn, y, J, Si)
+        elif _meas is _polar_cov:
+            if ok:
+                _cv_ekf_update_cov(v, c.x + i * n, c.P + i * pn, y, J, Si, k.R + <size_t>j * dim * dim)
+        elif _meas is _cartesian_cov:
+            if ok:
+                dod_kalman_update_cov(c.x + i * n, c.P + i * pn, z, Si, dim, k.R + <size_t>j * dim * dim)
         else:
             dod_kalman_update(c.x + i * n, c.P + i * pn, z, Si, dim, r2)
         _motion_birth(v, m, t, i)
@@ -241,7 +255,24 @@ cdef void _birth_part(const dod_tracker* t, const _tick* k, size_t r0, size_t r1
     """Births [r0, r1) of the plan k.births, in the tracker's model
     (_model.pxd)."""
     cdef int m = _model_of(t, k)
-    if m == 0:
+    if k.R != NULL:         # the detections' own noise
+        if m == 0:
+            _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_3D:
+            _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_IMM:
+            _birth_part_as(<_planar*>NULL, <_imm*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_3D | _MODEL_IMM:
+            _birth_part_as(<_spatial*>NULL, <_imm*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_POLAR:
+            _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_3D | _MODEL_POLAR:
+            _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_IMM | _MODEL_POLAR:
+            _birth_part_as(<_planar*>NULL, <_imm*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
+        else:
+            _birth_part_as(<_spatial*>NULL, <_imm*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
+    elif m == 0:
         _birth_part_as(<_planar*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)
     elif m == _MODEL_3D:
         _birth_part_as(<_spatial*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)
@@ -364,7 +395,7 @@ cdef void _birth_rows(const _dim* v, const _motion* m, const _meas* s, const dod
         c.state[i] = DOD_TRACK_TENTATIVE
         if t.score_logic:
             c.score[i] = t.log_birth - lc
-            if _meas is _polar or _meas is _doppler:    # the sensor's own clutter: the birth density per measurement volume
+            if _meas is _polar or _meas is _doppler or _meas is _polar_cov:     # the sensor's own clutter: the birth density per measurement volume
                 c.score[i] += (1.0 - k.per_area) * dod_meas_log_jacobian(k.zm + <size_t>k.born[b] * _m(v, s), dim)
             c.score_max[i] = c.score[i]
 

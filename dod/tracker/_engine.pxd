@@ -33,6 +33,9 @@ cdef class Tracker(TrackerOutputs):
     cdef double* _inbuf                 # converted scans (_input.pyx): max_detections rows, mapped
     cdef size_t _inbuf_bytes
     cdef size_t _converted              # scans converted into _inbuf
+    cdef double* _covbuf                # per-detection covariances (_input.pyx): max_detections
+    cdef size_t _covbuf_bytes           # (dim, dim) matrices, mapped at the first scan that has them
+    cdef object _cov_trailing           # (dim, dim): their shape, made once
 
     cdef double _track_time(self)
 

@@ -24,10 +24,11 @@ from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, d
                                  DOD_TRACKER_MAX_THREADS, DOD_TICK_PASSES,
                                  DOD_TRACK_NONE, DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED)
 from dod.tracker._frame cimport _CLUSTER_BYTES
-from dod.tracker._tick cimport dod_tracker_tick, dod_tracker_tick_sensor
+from dod.tracker._tick cimport dod_tracker_tick, dod_tracker_tick_sensor, dod_tracker_tick_cov
 from dod.tracker._configure cimport _tracker_scratch_bytes, _read_config, _read_sensor
 from dod.tracker._clock cimport _scan_step, dod_clock_stamp, dod_clock_step
-from dod.tracker._input cimport _scan_array, _columns_reversed, _read_in_place, _convert_rows
+from dod.tracker._input cimport (_scan_array, _columns_reversed, _read_in_place, _convert_rows,
+                                 _covariance_array, _convert_covariance)
 from dod.tracker._output cimport TrackerOutputs, _EventArrays
 
 import numpy as np
@@ -70,6 +71,11 @@ cdef size_t _tracker_ranges(Tracker tr, dod_page_range* out):
         out[n].base = tr._inbuf
         out[n].size = tr._inbuf_bytes
     n += 1
+    if tr._covbuf != NULL:
+        if out != NULL:
+            out[n].base = tr._covbuf
+            out[n].size = tr._covbuf_bytes
+        n += 1
     n += tr.scratch.page_ranges(NULL if out == NULL else out + n)
     for wa in tr._worker_arenas:
         n += (<Arena>wa).page_ranges(NULL if out == NULL else out + n)
@@ -213,6 +219,7 @@ cdef class Tracker(TrackerOutputs):
         self._inbuf = <double*>dod_os_map(self._inbuf_bytes)
         if self._inbuf == NULL:
             raise MemoryError()
+        self._cov_trailing = (dim, dim)
         if config.events:
             self._events = _EventArrays(config.max_detections, config.capacity)
             (<_EventArrays>self._events).attach(e)
@@ -222,6 +229,7 @@ cdef class Tracker(TrackerOutputs):
         PyMem_Free(self._workers)
         dod_os_unmap(self.engine.displaced, self._displaced_bytes)
         dod_os_unmap(self._inbuf, self._inbuf_bytes)
+        dod_os_unmap(self._covbuf, self._covbuf_bytes)
 
     @property
     def threads(self):
@@ -317,8 +325,9 @@ cdef class Tracker(TrackerOutputs):
 
         That is the table at its full ``capacity`` (and the two-point waiting
         table), the scratch arena (all of it: a tick's temporaries at the worst
-        case, :func:`scratch_bytes`), the input buffer and each worker's
-        arena. Without it those pages are touched for the first time by whichever tick first reaches
+        case, :func:`scratch_bytes`), the input buffer, the covariance
+        buffer (once a scan has given ``covariance``: prefault after such a
+        scan to have it too) and each worker's arena. Without it those pages are touched for the first time by whichever tick first reaches
         them: a page fault inside the deadline, and RSS that rises with the
         table's peak row count and the scratch's high-water mark for minutes
         (bounded by the capacity, but not flat). With it RSS is the worst case
@@ -384,7 +393,7 @@ cdef class Tracker(TrackerOutputs):
                               "contents unchanged")
         return total
 
-    def tick(self, detections, dt=None, sensor=None, *, time=None):
+    def tick(self, detections, dt=None, sensor=None, *, time=None, covariance=None):
         """Fold in one scan: advance all tracks to its time, then its detections.
 
         Give the scan's time as exactly one of `dt` (seconds since the previous
@@ -426,6 +435,22 @@ cdef class Tracker(TrackerOutputs):
             :attr:`time` (the first scan: 0), equal stamps are legal; an older
             one is refused (ValueError) or with ``out_of_sequence="drop"``
             skipped and counted (:attr:`late_scans`). No retrodiction.
+        covariance : array_like, optional
+            Shape (k, dim, dim) (keyword only): each detection row's own
+            measurement noise covariance, symmetric and positive definite,
+            in the scan's measurement space: the position's (m^2) in place
+            of ``config.r``'s r^2 I, or with ``sensor`` the measurement's
+            (m^2, rad^2, in the sensor's column order) in place of its
+            variances. Each gated pair is then tested against its own
+            S = H P H' + R_j (the gate's search box widens to the scan's
+            largest variance on each axis, so no pair is missed), and the
+            update, a single-point birth's position covariance (R_j,
+            converted for a sensor), a waiting detection's covariance and
+            pair gate (two-point) and the score's likelihood take R_j. The
+            matrices of the rows used are checked and copied once into a
+            buffer of the tracker's (dod/tracker/_input.pyx); a row dropped
+            as invalid or beyond ``max_detections`` drops its matrix unread.
+            With ``motion="imm"`` each model updates with R_j.
 
         Raises
         ------
@@ -439,7 +464,9 @@ cdef class Tracker(TrackerOutputs):
             latest scan's; too many rows with overflow="error"; a sensor of
             the other dimension, with a non-finite position or a non-positive
             noise, a pd outside (0, 1) or a clutter density that is not
-            positive and finite.
+            positive and finite; a covariance of another shape, with a
+            range-rate sensor, or (naming its row) not finite, not symmetric
+            (beyond a relative 1e-6) or not positive definite.
         MemoryError
             When a caller-supplied scratch arena cannot hold the tick's
             temporaries.
@@ -460,6 +487,9 @@ cdef class Tracker(TrackerOutputs):
         cdef const double* data
         cdef dod_sensor sens
         cdef const dod_sensor* sp = NULL
+        cdef cnp.ndarray cov = None
+        cdef const double* covp = NULL
+        cdef double cov_box[3]
         if self.table is None or self.scratch is None:
             raise TypeError("this Tracker was never initialised (Tracker.__new__ without __init__)")
         if sensor is not None:
@@ -470,6 +500,13 @@ cdef class Tracker(TrackerOutputs):
         reverse = _columns_reversed(sensor, self.engine.dim)
         cdef cnp.ndarray z = _scan_array(detections, cols)
         k = <size_t>cnp.PyArray_DIM(z, 0)
+        if covariance is not None:
+            # (the kernels' per-detection noise: dod/tracker/_model.pxd,
+            # _cartesian_cov and _polar_cov)
+            if cols != self.engine.dim:
+                raise ValueError("covariance is not supported with a range-rate sensor (its rows take the "
+                                 "sensor's noise)")
+            cov = _covariance_array(covariance, k, self._cov_trailing)
         if k > self.engine.max_detections:
             if not self._overflow_drop:
                 raise ValueError(
@@ -494,9 +531,21 @@ cdef class Tracker(TrackerOutputs):
             else:
                 _convert_rows(z, k, cols, self.engine.dim if reverse else 0, self._inbuf)
                 data = self._inbuf
+            if cov is not None:         # (a bad matrix raises here: nothing changed yet)
+                if self._covbuf == NULL:
+                    self._covbuf_bytes = dod_os_page_round(self.engine.max_detections * self.engine.dim
+                                                           * self.engine.dim * sizeof(double))
+                    self._covbuf = <double*>dod_os_map(self._covbuf_bytes)
+                    if self._covbuf == NULL:
+                        self._covbuf_bytes = 0
+                        raise MemoryError()
+                _convert_covariance(cov, data, k, self.engine.dim, reverse, sensor is not None, self._covbuf,
+                                    cov_box)
+                covp = self._covbuf
+            if data == self._inbuf:
                 self._converted += 1
             with nogil:
-                rc = dod_tracker_tick_sensor(&self.engine, data, k, step, sp, &self.scratch.engine)
+                rc = dod_tracker_tick_cov(&self.engine, data, k, step, sp, covp, cov_box, &self.scratch.engine)
         finally:
             _release_tables(self)
         if rc != 0:

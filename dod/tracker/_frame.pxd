@@ -169,6 +169,12 @@ ctypedef struct _tick:
     double* zm              # [D, mcols] valid measurements (range, bearing[, elevation][, range rate])
     double* hp              # [T, mcols] predicted measurement of each track
     double* J               # [T, dim, dim] its Jacobian; with a range rate the whole H [T, dim + 1, 2 dim]
+    # per-detection covariance (Tracker.tick's covariance; NULL: every
+    # detection has the tracker's r^2 I or its sensor's variances; never
+    # with a range rate): R[j] is valid detection j's full d x d noise,
+    # symmetric positive definite (the owner's checks)
+    const double* R         # [D, dim, dim]
+    double r2               # the gate boxes' noise variance: r^2, or the scan's largest diagonal entry of R
     # deaths and births
     dod_table_removal rm    # hole, fill, slot: [T] each (dod.table's batch removal)
     int32_t* born           # [D] free detections in scan order (births of single-scan initiation)

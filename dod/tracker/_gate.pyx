@@ -20,8 +20,9 @@ from dod.tracker.grid cimport (dod_grid, dod_grid_holds, dod_grid_keep_free, dod
                                dod_grid_bucket_from, dod_grid_keep_free_part, dod_grid_walk_begin,
                                dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS)
 from dod.tracker.kalman cimport dod_kalman_mahalanobis2
-from dod.tracker._model cimport (_dim, _meas, _planar, _spatial, _cartesian, _polar, _doppler, _d, _model_of,
-                                 _MODEL_3D, _MODEL_POLAR, _MODEL_RATE, _meas_innovation, _meas_d2)
+from dod.tracker._model cimport (_dim, _meas, _planar, _spatial, _cartesian, _polar, _doppler, _cartesian_cov,
+                                 _polar_cov, _d, _model_of, _MODEL_3D, _MODEL_POLAR, _MODEL_RATE, _meas_innovation,
+                                 _meas_d2, _meas_pair_inverse)
 from dod.tracker._track cimport dod_tracker, DOD_TRACK_TENTATIVE
 from dod.tracker._frame cimport (_pairs_append, _pairs, _tick, _TAIL_CHUNKS, _LONE_PARTS_MIN_THREADS,
                                  _LONE_PARTS_MIN_DETECTIONS)
@@ -31,12 +32,17 @@ from dod.tracker._executor cimport _split_detections, _run_chunks, _parts_of, _o
 cdef inline void _try_pair(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k, _pairs* out,
                            size_t ti, size_t j, const double* zj, bint free_only) noexcept nogil:
     cdef double y[4]
+    cdef double own[9]
     cdef double d2
+    cdef const double* Si
     if free_only and k.det_track[j] >= 0:
         return
     if not _meas_innovation(v, s, t, k, ti, <int32_t>j, zj, y):
         return
-    d2 = _meas_d2(v, s, k, ti, y)
+    Si = _meas_pair_inverse(v, s, t, k, ti, <int32_t>j, own)
+    if Si == NULL:
+        return
+    d2 = _meas_d2(v, s, Si, y)
     if not d2 <= t.gate:
         return
     if _pairs_append(out, ti, j, d2) and out.count != NULL:
@@ -50,7 +56,16 @@ cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t
     dod_grid_keep_free), appended to `dest` in row order, in the tracker's
     dimension and measurement (_model.pxd)."""
     cdef int m = _model_of(t, k) & (_MODEL_3D | _MODEL_POLAR | _MODEL_RATE)
-    if m == 0:
+    if k.R != NULL:         # each pair its own S = H P H' + R_j (never with a range rate: Tracker.tick)
+        if m == 0:
+            _gate_rows_as(<_planar*>NULL, <_cartesian_cov*>NULL, t, k, dest, stage, row0, row1)
+        elif m == _MODEL_3D:
+            _gate_rows_as(<_spatial*>NULL, <_cartesian_cov*>NULL, t, k, dest, stage, row0, row1)
+        elif m == _MODEL_POLAR:
+            _gate_rows_as(<_planar*>NULL, <_polar_cov*>NULL, t, k, dest, stage, row0, row1)
+        else:
+            _gate_rows_as(<_spatial*>NULL, <_polar_cov*>NULL, t, k, dest, stage, row0, row1)
+    elif m == 0:
         _gate_rows_as(<_planar*>NULL, <_cartesian*>NULL, t, k, dest, stage, row0, row1)
     elif m == _MODEL_3D:
         _gate_rows_as(<_spatial*>NULL, <_cartesian*>NULL, t, k, dest, stage, row0, row1)

@@ -18,13 +18,25 @@ small temporaries). A list is made an array by numpy (a temporary as
 large as the scan), which is read in place when it is float64 in the
 kernels' order, else converted as above.
 
+A scan's per-detection covariance (``covariance=``) is checked and
+copied once into the tracker's covariance buffer (``max_detections``
+(dim, dim) matrices, mapped at the first scan that has them): the matrices
+of the rows the tick keeps (valid, among the first min(k,
+max_detections)), in their order, symmetrised, for a ``BEARING_RANGE``
+sensor's scan rows and columns reordered, so that the kernels index it by
+valid detection. A C-contiguous float64 array is read in
+place for the copy; any other array-like goes through numpy's conversion
+first (a temporary as large as it).
+
 Threads: called by the owner with the GIL held, the tracker marked busy
 (the buffer is the tracker's: one tick at a time writes it).
 """
 cimport numpy as cnp
+from libc.math cimport isfinite, fabs, sqrt
 from libc.stdint cimport int32_t, int64_t
 
 from dod._ndarray cimport input_array          # the one input gate for caller arrays
+from dod.tracker._intake cimport _polar_valid   # (the rows the tick keeps: intake's test)
 
 import numpy as np
 
@@ -118,4 +130,95 @@ cdef int _convert_rows(cnp.ndarray a, size_t k, int dim, int rev, double* out) e
     np.copyto(dest, a[:k], casting="unsafe")      # (input_array checked that the dtype casts)
     if rev:
         dest[:, :rev] = dest[:, rev - 1::-1].copy()
+    return 0
+
+
+# A covariance's entries a and b (a != b) may differ by this much relative
+# to sqrt(C[a, a] C[b, b]) and still count as symmetric: the rounding of a
+# matrix computed as J C J' (a converted measurement) in float64, with room
+# for a float32 source, but not a transposed or mistyped matrix.
+cdef double _SYMMETRY_RTOL = 1e-6
+
+
+cdef cnp.ndarray _covariance_array(object covariance, size_t rows, object trailing):
+    """`covariance` as a C-contiguous float64 (rows, dim, dim) array (the
+    same array when it already is one), or a clear exception (TypeError for
+    no numbers, ValueError for another shape)."""
+    cdef cnp.ndarray c = input_array(covariance, np.float64, "covariance", 3, trailing, "c")
+    if <size_t>cnp.PyArray_DIM(c, 0) != rows:
+        raise ValueError(f"covariance must have shape ({rows}, {trailing[0]}, {trailing[1]}): one matrix "
+                         f"per detection row, not {(<object>c).shape}")
+    return c
+
+
+cdef int _cov_check(const double* C, int dim, double* out) noexcept nogil:
+    """C (dim x dim, row-major) into out symmetrised; 0, or what is wrong
+    with it: 1 not finite, 2 not symmetric, 3 not positive definite
+    (Sylvester: the leading minors, of the symmetrised matrix)."""
+    cdef int a, b
+    cdef double x, y, m1, m2, m3
+    for a in range(dim * dim):
+        if not isfinite(C[a]):
+            return 1
+    for a in range(dim):
+        for b in range(a, dim):
+            x = C[a * dim + b]
+            y = C[b * dim + a]
+            if fabs(x - y) > _SYMMETRY_RTOL * sqrt(fabs(C[a * dim + a] * C[b * dim + b])):
+                return 2
+            out[a * dim + b] = out[b * dim + a] = 0.5 * (x + y) if a != b else x
+    m1 = out[0]
+    m2 = out[0] * out[dim + 1] - out[1] * out[dim]
+    if not (m1 > 0.0 and m2 > 0.0):
+        return 3
+    if dim == 3:
+        m3 = (out[0] * (out[4] * out[8] - out[5] * out[7]) - out[1] * (out[3] * out[8] - out[5] * out[6])
+              + out[2] * (out[3] * out[7] - out[4] * out[6]))
+        if not m3 > 0.0:
+            return 3
+    return 0
+
+
+cdef int _convert_covariance(cnp.ndarray c, const double* dets, size_t k, int dim, bint reverse, bint polar,
+                             double* out, double* box) except -1:
+    """Check and copy the covariances of the rows the tick keeps among the
+    first k rows of the scan `dets` (float64, k x dim, as the tick reads it,
+    in the kernels' column order: a row with a NaN or inf, or for a sensor's
+    scan (`polar`) a negative range or an elevation outside [-pi/2, pi/2],
+    is dropped, and its matrix with it, unread) from c (a C-contiguous
+    float64 (>= k, dim, dim) array; `reverse`: in the reverse column order,
+    put in the kernels' on the way) into out, in order, symmetrised. box[a]:
+    the largest variance of axis a among them (0.0 for none: the gate
+    boxes' noise). ValueError naming the first bad matrix's row: not
+    finite, not symmetric, not positive definite."""
+    cdef const double* src = <const double*>cnp.PyArray_DATA(c)
+    cdef size_t j, n = 0, dd = <size_t>dim * dim
+    cdef int a, b, bad = 0
+    cdef bint valid
+    cdef double C[9]
+    for a in range(dim):
+        box[a] = 0.0
+    with nogil:
+        for j in range(k):
+            valid = True
+            for a in range(dim):
+                valid = valid and isfinite(dets[j * dim + a])
+            if not valid or (polar and not _polar_valid(dets + j * dim, dim)):
+                continue
+            for a in range(dim):
+                for b in range(dim):
+                    C[a * dim + b] = (src[j * dd + (dim - 1 - a) * dim + dim - 1 - b] if reverse
+                                      else src[j * dd + a * dim + b])
+            bad = _cov_check(C, dim, out + n * dd)
+            if bad != 0:
+                break
+            for a in range(dim):
+                box[a] = max(box[a], out[n * dd + a * dim + a])
+            n += 1
+    if bad == 1:
+        raise ValueError(f"covariance[{j}] is not finite")
+    if bad == 2:
+        raise ValueError(f"covariance[{j}] is not symmetric")
+    if bad == 3:
+        raise ValueError(f"covariance[{j}] is not positive definite")
     return 0

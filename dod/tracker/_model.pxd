@@ -6,7 +6,9 @@
 #   motion        _cv (constant velocity: kalman.pxd), _imm (imm.pxd)
 #   measurement   _cartesian (positions), _polar (range-bearing[-elevation]
 #                 of a sensor: measurement.pxd), _doppler (_polar with a
-#                 last range-rate value: m = d + 1, H with a velocity block)
+#                 last range-rate value: m = d + 1, H with a velocity block),
+#                 _cartesian_cov and _polar_cov (_cartesian and _polar, each
+#                 detection with its own noise: the scan's k.R)
 # A pass writes its row loop once as a Cython fused function over the axes it
 # depends on (its first arguments: NULL pointers of the tag types below), and
 # each specialisation compiles to the straight-line code of one model:
@@ -30,6 +32,9 @@
 #                                   the detection lies outside the row's box
 #                _meas_update       the row's update with its detection
 #                _meas_birth_cov    a single-point birth's position covariance
+#                _meas_pair_inverse the innovation inverse of a (row, detection)
+#                                   pair: the row's k.Si, or with the
+#                                   detection's own R its own
 # A new model is its .pxd with these kernels on one row, a tag struct and a
 # line in its axis' fused type here, an arm in each kernel of its axis, and a
 # case in _model_of: nothing in the passes changes.
@@ -40,8 +45,9 @@ from libc.math cimport sqrt
 from libc.stdint cimport int32_t
 from dod.tracker.kalman cimport (dod_kalman_noise, dod_kalman_predict_step, dod_kalman_update, dod_kalman_mahalanobis2,
                                  dod_kalman_innovation_inverse, dod_kalman_packed_index,
+                                 dod_kalman_innovation_inverse_cov, dod_kalman_update_cov,
                                  dod_kalman_inverse_spd, dod_kalman_cv2, dod_kalman_cv3)
-from dod.tracker.imm cimport (DOD_IMM_MODELS, dod_imm_predict, dod_imm_update, dod_imm_birth,
+from dod.tracker.imm cimport (DOD_IMM_MODELS, dod_imm_predict, dod_imm_update, dod_imm_birth, dod_imm_update_cov,
                               dod_imm_model_x, dod_imm_model_P, dod_imm_weigh)
 from dod.tracker.measurement cimport (dod_meas_predict, dod_meas_innovation_cov, dod_meas_gate_box,
                                       dod_meas_innovation, _dod_meas_update,
@@ -49,7 +55,8 @@ from dod.tracker.measurement cimport (dod_meas_predict, dod_meas_innovation_cov,
                                       dod_meas_rate_predict, dod_meas_rate_innovation_cov,
                                       dod_meas_rate_inverse, dod_meas_rate_innovation, _dod_meas_rate_update,
                                       dod_meas_rate_variances, dod_meas_rate_birth, dod_meas_mahalanobis2,
-                                      dod_ekf_rate_update)
+                                      dod_ekf_rate_update, dod_meas_innovation_cov_full, _dod_meas_update_cov,
+                                      dod_meas_to_cartesian_cov, dod_ekf_position_update_cov)
 from dod.tracker._track cimport dod_tracker
 from dod.tracker._frame cimport _tick
 
@@ -76,10 +83,16 @@ cdef struct _polar:
     char unused
 cdef struct _doppler:
     char unused
+cdef struct _cartesian_cov:
+    char unused
+cdef struct _polar_cov:
+    char unused
 ctypedef fused _meas:
     _cartesian
     _polar
     _doppler
+    _cartesian_cov
+    _polar_cov
 
 
 cdef enum:                          # _model_of: dimension, motion and measurement in bits
@@ -188,6 +201,13 @@ cdef inline void _cv_rate_update(const _dim* v, const _tick* k, double* x, doubl
         _dod_meas_rate_update(<dod_kalman_cv2*>NULL, x, P, y, H, Si, var)
     else:
         _dod_meas_rate_update(<dod_kalman_cv3*>NULL, x, P, y, H, Si, var)
+cdef inline void _cv_ekf_update_cov(const _dim* v, double* x, double* P, const double* y, const double* J,
+                                    const double* Si, const double* R) noexcept nogil:
+    """_cv_ekf_update with a detection's own noise R (d x d)."""
+    if _dim is _planar:
+        _dod_meas_update_cov(<dod_kalman_cv2*>NULL, x, P, y, J, Si, R)
+    else:
+        _dod_meas_update_cov(<dod_kalman_cv3*>NULL, x, P, y, J, Si, R)
 
 
 cdef inline void _motion_birth(const _dim* v, const _motion* m, const dod_tracker* t, size_t i) noexcept nogil:
@@ -212,7 +232,7 @@ cdef inline void _meas_gate_row(const _dim* v, const _meas* s, const dod_tracker
     cdef double Spos[9]
     cdef double hmax = 0.0, w
     cdef bint ok
-    if _meas is _polar or _meas is _doppler:
+    if _meas is _polar or _meas is _doppler or _meas is _polar_cov:     # (_polar_cov: k.sensor's variances are the box's)
         ok = _meas_linearise(v, s, k, t.cols.x + ti * n, P, k.hp + ti * m, k.J + ti * m * hn, S,
                              k.Si + ti * m * m)
         if ok:
@@ -270,13 +290,29 @@ cdef inline bint _meas_linearise(const _dim* v, const _meas* s, const _tick* k, 
         return dod_kalman_inverse_spd(S, d, Si)
 
 
+cdef inline bint _meas_linearise_cov(const _dim* v, const _tick* k, const double* x, const double* P,
+                                     const double* R, double* h, double* J, double* S,
+                                     double* Si) noexcept nogil:
+    """_meas_linearise with a detection's own noise R (d x d) in place of
+    the sensor's variances."""
+    cdef int d = _d(v), a, b
+    cdef double Ppos[9]
+    if not dod_meas_predict(x, k.sensor, d, h, J):
+        return False
+    for a in range(d):
+        for b in range(d):
+            Ppos[a * d + b] = P[dod_kalman_packed_index(a, b, 2 * d)]
+    dod_meas_innovation_cov_full(Ppos, d, d, J, R, S)
+    return dod_kalman_inverse_spd(S, d, Si)
+
+
 cdef inline bint _meas_innovation(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k,
                                   size_t ti, int32_t j, const double* zj, double* y) noexcept nogil:
     """y = the innovation of row ti's prediction by detection j (Cartesian: at
     zj). Cartesian: False as soon as an axis leaves the row's box (y then
     partial)."""
     cdef int d = _d(v), a
-    if _meas is _polar:             # in measurement space, the bearing wrapped
+    if _meas is _polar or _meas is _polar_cov:      # in measurement space, the bearing wrapped
         dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
     elif _meas is _doppler:
         dod_meas_rate_innovation(k.zm + j * (d + 1), k.hp + ti * (d + 1), d, y)
@@ -288,18 +324,45 @@ cdef inline bint _meas_innovation(const _dim* v, const _meas* s, const dod_track
     return True
 
 
-cdef inline double _meas_d2(const _dim* v, const _meas* s, const _tick* k, size_t ti, const double* y) noexcept nogil:
-    """y' Si y of row ti's innovation y (_meas_innovation's)."""
-    cdef int mm = _m(v, s)
+cdef inline double _meas_d2(const _dim* v, const _meas* s, const double* Si, const double* y) noexcept nogil:
+    """y' Si y of an innovation y (_meas_innovation's) and its inverse Si
+    (_meas_pair_inverse's)."""
     if _meas is _doppler:
-        return dod_meas_mahalanobis2(y, k.Si + ti * mm * mm, mm)
+        return dod_meas_mahalanobis2(y, Si, _m(v, s))
     else:
-        return dod_kalman_mahalanobis2(y, k.Si + ti * mm * mm, mm)
+        return dod_kalman_mahalanobis2(y, Si, _m(v, s))
+
+
+cdef inline const double* _meas_pair_inverse(const _dim* v, const _meas* s, const dod_tracker* t,
+                                             const _tick* k, size_t ti, int32_t j, double* Si) noexcept nogil:
+    """The innovation inverse of row ti's prediction (the combined one with
+    the IMM: the gate's and the score's) and detection j: the
+    row's own (k.Si, _meas_gate_row's), or with the detection's own noise
+    (H P H' + R_j)^-1 written into Si (d x d); NULL when that S is not
+    positive definite (not for a live row's P and a checked R_j)."""
+    cdef int d = _d(v), a, b
+    cdef double Ppos[9]
+    cdef double S[9]
+    if _meas is _cartesian_cov:
+        if not dod_kalman_innovation_inverse_cov(t.cols.P + ti * _pn(v), d, k.R + <size_t>j * d * d, Si):
+            return NULL
+        return Si
+    elif _meas is _polar_cov:           # J P J' + R_j with the row's Jacobian
+        for a in range(d):
+            for b in range(d):
+                Ppos[a * d + b] = t.cols.P[ti * _pn(v) + dod_kalman_packed_index(a, b, 2 * d)]
+        dod_meas_innovation_cov_full(Ppos, d, d, k.J + ti * d * d, k.R + <size_t>j * d * d, S)
+        if not dod_kalman_inverse_spd(S, d, Si):
+            return NULL
+        return Si
+    else:
+        return k.Si + ti * _m(v, s) * _m(v, s)
 
 
 cdef inline void _meas_update(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t,
                               const _tick* k, size_t ti, int32_t j, double r2) noexcept nogil:
     cdef int d = _d(v), n = 2 * d, a
+    cdef double Si[9]
     cdef double y[4]
     cdef double ll[DOD_IMM_MODELS]
     if _meas is _doppler:
@@ -314,6 +377,24 @@ cdef inline void _meas_update(const _dim* v, const _motion* m, const _meas* s, c
                             k.Si + ti * (d + 1) * (d + 1))
     elif _meas is _polar:
         _motion_ekf_update(v, m, t, k, ti, j)
+    elif _meas is _polar_cov:
+        if _motion is _imm:             # each model's own EKF update with R_j, then mu and the combination
+            for a in range(DOD_IMM_MODELS):
+                ll[a] = dod_ekf_position_update_cov(dod_imm_model_x(&t.imm, ti, a, d),
+                                                    dod_imm_model_P(&t.imm, ti, a, d), 2 * d + 1, k.zm + j * d,
+                                                    d, k.sensor, k.R + <size_t>j * d * d)
+            dod_imm_weigh(&t.imm, ti, ll, t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), d)
+        elif _meas_pair_inverse(v, s, t, k, ti, j, Si) != NULL:
+            dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
+            _cv_ekf_update_cov(v, t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), y, k.J + ti * d * d, Si,
+                               k.R + <size_t>j * d * d)
+    elif _meas is _cartesian_cov:
+        if _motion is _imm:     # every model with R_j, then the probabilities and the combination
+            dod_imm_update_cov(&t.imm, ti, k.z + j * d, k.R + <size_t>j * d * d, t.cols.x + ti * 2 * d,
+                               t.cols.P + ti * _pn(v), d)
+        elif _meas_pair_inverse(v, s, t, k, ti, j, Si) != NULL:
+            dod_kalman_update_cov(t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), k.z + j * d, Si, d,
+                                  k.R + <size_t>j * d * d)
     else:
         _motion_update(v, m, t, ti, k.z + j * d, k.Si + ti * d * d, r2)
 
@@ -325,11 +406,21 @@ cdef inline void _meas_birth_cov(const _dim* v, const _meas* s, const _tick* k, 
     C[a, b] and C[b, a] may differ in the last bit: the packed P keeps one,
     so the track starts symmetric). With a range rate also the velocity
     x[d:2d] and its block (dod_meas_rate_birth; v0sq the birth's velocity
-    variance). Cartesian: nothing (the birth's diagonal stays)."""
+    variance). A detection with its own noise: R_j. Cartesian: nothing
+    (the birth's diagonal stays)."""
     cdef int d = _d(v), a, b, mm = _m(v, s)
     cdef double p[3]
     cdef double C[9]
-    if _meas is _polar or _meas is _doppler:
+    if _meas is _cartesian_cov:
+        for a in range(d):
+            for b in range(a, d):
+                P[dod_kalman_packed_index(a, b, 2 * d)] = k.R[(<size_t>j * d + a) * d + b]
+    elif _meas is _polar_cov:
+        dod_meas_to_cartesian_cov(k.zm + <size_t>j * d, k.sensor, d, k.R + <size_t>j * d * d, p, C)
+        for a in range(d):
+            for b in range(a, d):
+                P[dod_kalman_packed_index(a, b, 2 * d)] = C[a * d + b]
+    elif _meas is _polar or _meas is _doppler:
         dod_meas_to_cartesian(k.zm + <size_t>j * mm, k.sensor, d, p, C)
         for a in range(d):
             for b in range(a, d):

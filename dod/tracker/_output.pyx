@@ -323,10 +323,11 @@ cdef class TrackerOutputs:
         The tracks, one row each.
     singles : dod.table.Table
         Detections waiting for a partner (two-point initiation): column ``z``
-        (positions); after a range-bearing scan also ``C`` (the packed
-        position covariances) and ``allowance`` (the pair gate's noise
-        terms), which a Cartesian scan leaves unwritten (theirs are
-        ``r**2 I`` and the configuration's).
+        (positions); after a range-bearing scan, or one with per-detection
+        covariance, also ``C`` (the packed position covariances) and
+        ``allowance`` (the pair gate's noise terms), which a plain Cartesian
+        scan leaves unwritten (theirs are ``r**2 I`` and the
+        configuration's).
 
     Raises
     ------

@@ -70,7 +70,7 @@ cdef void _predict_rows(const dod_tracker* t, _tick* k, double dt, size_t row0, 
 cdef void _predict_rows_as(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t, _tick* k,
                            double dt, size_t row0, size_t row1) noexcept nogil:
     cdef size_t ti
-    cdef double r2 = t.r * t.r
+    cdef double r2 = k.r2       # r^2, or the scan's largest own variance (the boxes hold every pair's gate)
     cdef dod_kalman_noise w = dod_kalman_noise_of(dt, t.q)     # once, not per row
     cdef bint moves = dt != 0.0     # a scan at the same instant predicts nothing (the IMM would still mix)
     for ti in range(row0, row1):

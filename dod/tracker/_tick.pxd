@@ -19,3 +19,13 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
 # first); sensor NULL: Cartesian, as dod_tracker_tick.
 cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_dets, double dt,
                                  const dod_sensor* sensor, dod_arena* scratch) noexcept nogil
+
+# A scan whose detections carry their own measurement noise: cov holds one
+# d x d row-major matrix for each VALID row of dets (the rows intake keeps,
+# in scan order), in the measurement's space and the kernels' column order,
+# each symmetric and positive definite, and cov_box[a] the largest variance
+# of axis a among them (the gate boxes' noise): the caller's checks, as the
+# rest. cov NULL: dod_tracker_tick_sensor.
+cdef int dod_tracker_tick_cov(dod_tracker* t, const double* dets, size_t n_dets, double dt,
+                              const dod_sensor* sensor, const double* cov, const double* cov_box,
+                              dod_arena* scratch) noexcept nogil

@@ -57,7 +57,15 @@ cdef int dod_tracker_tick(dod_tracker* t, const double* dets, size_t n_dets, dou
 
 cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_dets, double dt,
                                  const dod_sensor* sensor, dod_arena* scratch) noexcept nogil:
+    return dod_tracker_tick_cov(t, dets, n_dets, dt, sensor, NULL, NULL, scratch)
+
+
+cdef int dod_tracker_tick_cov(dod_tracker* t, const double* dets, size_t n_dets, double dt,
+                              const dod_sensor* sensor, const double* cov, const double* cov_box,
+                              dod_arena* scratch) noexcept nogil:
     cdef _tick k
+    cdef dod_sensor boxed
+    cdef int a
     cdef dod_tick_counts cnt
     cdef size_t mark = dod_arena_mark(scratch)
     cdef dod_table* tab = t.table
@@ -78,6 +86,19 @@ cdef int dod_tracker_tick_sensor(dod_tracker* t, const double* dets, size_t n_de
     k.mcols = 0 if sensor == NULL else t.dim + (1 if sensor.rate_var > 0.0 else 0)
     k.count_stride = n_dets
     k.dt = dt
+    # The passes pick their kernels from k.R once per call over rows
+    # (_model.pxd: _cartesian_cov); the boxes only widen to the noisiest.
+    k.R = cov
+    k.r2 = t.r * t.r
+    if cov != NULL:
+        k.r2 = 0.0
+        for a in range(t.dim):
+            k.r2 = max(k.r2, cov_box[a])
+        if sensor != NULL:      # the sensor's variances the gate rows read: each axis's largest own
+            boxed = sensor[0]
+            for a in range(t.dim):
+                boxed.var[a] = cov_box[a]
+            k.sensor = &boxed
     k.par = t.threads > 1 and T >= <size_t>t.threads * t.min_rows
     _chunk_rows(&k, T, t.threads, t.min_rows, k.par)
     if not _frame_open(&k, scratch, T, n_dets, t.singles.count if t.two_point else 0, t.dim, t.two_point,

@@ -141,7 +141,8 @@ ctypedef struct dod_tracker:
     double clutter_w        # smoothing weight of the newest scan
     dod_table* singles      # detections waiting one scan (rows 0 .. singles.count - 1)
     double* single_z        # its column z [max_detections, dim]: the position
-    bint singles_polar      # the singles came from a range-bearing scan: C and allowance hold theirs
+    bint singles_polar      # the singles came from a range-bearing scan, or one with per-detection
+                            # covariance: C and allowance hold theirs
     double* single_C        # its column C [max_detections, dim(dim+1)/2]: the position's packed covariance
     double* single_allowance    # its column allowance [max_detections]: the pair gate's noise term
                                 # (Cartesian singles: r^2 I and pair_noise, not written)

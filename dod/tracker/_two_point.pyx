@@ -20,7 +20,7 @@ from dod._types cimport dod_index
 from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_holds, dod_grid_walk, dod_grid_walk_begin,
                                dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS)
 from dod.tracker.kalman cimport dod_kalman_packed_index
-from dod.tracker.measurement cimport dod_meas_to_cartesian
+from dod.tracker.measurement cimport dod_meas_to_cartesian, dod_meas_to_cartesian_cov
 from dod.tracker._track cimport dod_tracker, dod_tick_counts
 from dod.tracker._frame cimport (_pairs_append, _pairs, _tick, _GATE_CHUNKS, _GATE_CHUNKS_PER_THREAD,
                                  _TAIL_CHUNKS, _BIRTH_BITS, _BIRTH_BITS_3D)
@@ -195,20 +195,27 @@ cdef void _singles_part(dod_tracker* t, const _tick* k, const int32_t* wait, siz
     converted measurement's, as a single-point birth's) and their pair
     gate's noise allowance: pair_factor standard deviations along the
     position's widest axis (bounded by the largest absolute row sum of C).
-    Cartesian singles all have r^2 I and pair_noise: nothing is written."""
+    A scan whose detections carry their own noise: the same from each one's
+    R. Cartesian singles all have r^2 I and pair_noise: nothing is written."""
     cdef size_t r, j
     cdef int dim = t.dim, pc = dim * (dim + 1) // 2, a, b
     cdef double row, widest
     cdef double p[3]
-    cdef double C[9]
+    cdef double own[9]
+    cdef const double* C = own
     cdef double* Cs
     for r in range(r0, r1):
         memcpy(t.single_z + r * dim, k.z + <size_t>wait[r] * dim, dim * sizeof(double))
-    if k.sensor == NULL:
+    if k.sensor == NULL and k.R == NULL:
         return
     for r in range(r0, r1):
         j = <size_t>wait[r]
-        dod_meas_to_cartesian(k.zm + j * <size_t>k.mcols, k.sensor, dim, p, C)     # (a range rate is not kept)
+        if k.R != NULL and k.sensor != NULL:
+            dod_meas_to_cartesian_cov(k.zm + j * dim, k.sensor, dim, k.R + j * dim * dim, p, own)
+        elif k.R != NULL:
+            C = k.R + j * dim * dim
+        else:
+            dod_meas_to_cartesian(k.zm + j * <size_t>k.mcols, k.sensor, dim, p, own)     # (a range rate is not kept)
         Cs = t.single_C + r * pc
         widest = 0.0
         for a in range(dim):            # the upper triangle (in 3-D C[a, b] and C[b, a] may differ in the last bit)
@@ -295,7 +302,7 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
     cnt.births += nfit
     dod_table_clear(t.singles)
     dod_table_insert_many(t.singles, nwait, NULL)   # (max_detections rows: they fit)
-    t.singles_polar = k.sensor != NULL
+    t.singles_polar = k.sensor != NULL or k.R != NULL
     if parts:
         for ch in range(_TAIL_CHUNKS + 1):
             w_at[ch] = ch * t.singles.count // _TAIL_CHUNKS

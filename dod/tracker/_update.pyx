@@ -21,8 +21,8 @@ from dod.tracker.kalman cimport dod_kalman_mahalanobis2, dod_kalman_log_likeliho
 from dod.tracker.measurement cimport (dod_meas_innovation, dod_meas_log_jacobian, dod_meas_rate_innovation,
                                       dod_meas_mahalanobis2, dod_meas_rate_log_likelihood)
 from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
-                                 _doppler, _d, _m, _pn, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR,
-                                 _MODEL_RATE, _meas_update)
+                                 _doppler, _cartesian_cov, _polar_cov, _d, _m, _pn, _model_of, _MODEL_3D,
+                                 _MODEL_IMM, _MODEL_POLAR, _MODEL_RATE, _meas_update, _meas_pair_inverse)
 from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, dod_tick_events, DOD_TRACK_NONE,
                                  DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED)
 from dod.tracker._frame cimport _sums, _tick, _TAIL_CHUNKS
@@ -58,7 +58,9 @@ cdef void _score_rows(const _dim* v, const _meas* s, const dod_tracker* t, const
     cdef size_t ti
     cdef int32_t j
     cdef double y[4]
+    cdef double own[9]
     cdef double d2
+    cdef const double* Si
     cdef int mm = _m(v, s)
     for ti in range(row0, row1):
         j = k.track_det[ti]
@@ -70,14 +72,15 @@ cdef void _score_rows(const _dim* v, const _meas* s, const dod_tracker* t, const
             c.score[ti] += (k.log_pd - k.log_clutter + dod_meas_rate_log_likelihood(d2, k.Si + ti * mm * mm, mm)
                             - (k.per_area * dod_meas_log_jacobian(k.zm + j * mm, d) - k.sensor.rate_log_span))
         else:
-            if _meas is _polar:     # measurement-space density, per unit area/volume (k.per_area 1)
+            if _meas is _polar or _meas is _polar_cov:  # measurement-space density, per unit area/volume (k.per_area 1)
                 dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
                 c.score[ti] -= k.per_area * dod_meas_log_jacobian(k.zm + j * d, d)
             else:
                 for a in range(d):
                     y[a] = k.z[j * d + a] - c.x[ti * 2 * d + a]
-            d2 = dod_kalman_mahalanobis2(y, k.Si + ti * d * d, d)
-            c.score[ti] += k.log_pd - k.log_clutter + dod_kalman_log_likelihood(d2, k.Si + ti * d * d, d)
+            Si = _meas_pair_inverse(v, s, t, k, ti, j, own)      # (a gated pair's: never NULL)
+            d2 = dod_kalman_mahalanobis2(y, Si, d)
+            c.score[ti] += k.log_pd - k.log_clutter + dod_kalman_log_likelihood(d2, Si, d)
 
 
 cdef void _update_rows(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t, const _tick* k,
@@ -196,7 +199,24 @@ cdef void _update_manage_chunk(const dod_tracker* t, _tick* k, size_t ch, _sums*
     cdef size_t r0 = ch * k.chunk_rows, r1 = min(k.T, r0 + k.chunk_rows), conf, mix, unpl
     cdef size_t news[2]
     cdef int m = _model_of(t, k)
-    if m == 0:
+    if k.R != NULL:         # the detections' own noise
+        if m == 0:
+            _filter_rows(<_planar*>NULL, <_cv*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_3D:
+            _filter_rows(<_spatial*>NULL, <_cv*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_IMM:
+            _filter_rows(<_planar*>NULL, <_imm*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_3D | _MODEL_IMM:
+            _filter_rows(<_spatial*>NULL, <_imm*>NULL, <_cartesian_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_POLAR:
+            _filter_rows(<_planar*>NULL, <_cv*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_3D | _MODEL_POLAR:
+            _filter_rows(<_spatial*>NULL, <_cv*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
+        elif m == _MODEL_IMM | _MODEL_POLAR:
+            _filter_rows(<_planar*>NULL, <_imm*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
+        else:
+            _filter_rows(<_spatial*>NULL, <_imm*>NULL, <_polar_cov*>NULL, t, k, r0, r1)
+    elif m == 0:
         _filter_rows(<_planar*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)
     elif m == _MODEL_3D:
         _filter_rows(<_spatial*>NULL, <_cv*>NULL, <_cartesian*>NULL, t, k, r0, r1)

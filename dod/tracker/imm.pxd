@@ -57,7 +57,8 @@ from libc.math cimport sin, cos, exp, INFINITY, isfinite
 
 from dod.tracker.kalman cimport (dod_kalman_position_inverse, dod_kalman_position_update,
                                  dod_kalman_mahalanobis2, dod_kalman_log_likelihood,
-                                 dod_kalman_packed_index)
+                                 dod_kalman_packed_index, dod_kalman_position_inverse_cov,
+                                 dod_kalman_position_update_cov)
 
 cdef enum:
     DOD_IMM_MODELS = 3          # CV low, CV high, coordinated turn
@@ -250,6 +251,23 @@ cdef inline double dod_imm_position_update(double* x, double* P, int N, const do
     return dod_kalman_log_likelihood(d2, Si, d)
 
 
+cdef inline double dod_imm_position_update_cov(double* x, double* P, int N, const double* z, int d,
+                                               const double* R) noexcept nogil:
+    """dod_imm_position_update with the detection's own noise R (d x d,
+    row-major, symmetric) in place of r2 I."""
+    cdef double Si[9]
+    cdef double y[3]
+    cdef double d2
+    cdef int i
+    if not dod_kalman_position_inverse_cov(P, N, d, R, Si):
+        return -INFINITY
+    for i in range(d):
+        y[i] = z[i] - x[i]
+    d2 = dod_kalman_mahalanobis2(y, Si, d)
+    dod_kalman_position_update_cov(x, P, N, z, Si, d, R)
+    return dod_kalman_log_likelihood(d2, Si, d)
+
+
 cdef inline void dod_imm_combine(const dod_imm* m, size_t row, double* x, double* P, int d) noexcept nogil:
     """The mixture of the row's models, weighted by mu: its position-velocity
     part into x (2d values) and P (2d x 2d, packed as the tracker's P:
@@ -386,6 +404,18 @@ cdef inline void dod_imm_update(const dod_imm* m, size_t row, const double* z, d
     for j in range(DOD_IMM_MODELS):
         ll[j] = dod_imm_position_update(dod_imm_model_x(m, row, j, d), dod_imm_model_P(m, row, j, d),
                                         N, z, d, r2)
+    dod_imm_weigh(m, row, ll, x, P, d)
+
+
+cdef inline void dod_imm_update_cov(const dod_imm* m, size_t row, const double* z, const double* R, double* x,
+                                    double* P, int d) noexcept nogil:
+    """dod_imm_update with the detection's own noise R (d x d, row-major,
+    symmetric): dod_imm_position_update_cov per model, then dod_imm_weigh."""
+    cdef int N = 2 * d + 1, j
+    cdef double ll[DOD_IMM_MODELS]
+    for j in range(DOD_IMM_MODELS):
+        ll[j] = dod_imm_position_update_cov(dod_imm_model_x(m, row, j, d), dod_imm_model_P(m, row, j, d),
+                                            N, z, d, R)
     dod_imm_weigh(m, row, ll, x, P, d)
 
 

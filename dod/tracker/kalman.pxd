@@ -23,7 +23,9 @@
 # measurement _cartesian: predict dod_kalman_predict_step, update
 # dod_kalman_update, gate row dod_kalman_innovation_inverse (and the
 # half-widths sqrt(gate * (P[a, a] + r2))), pair test dod_kalman_mahalanobis2,
-# birth: nothing beyond the row's x and P.
+# birth: nothing beyond the row's x and P. A detection with its own noise
+# (a full d x d R: Tracker.tick's covariance) takes
+# dod_kalman_innovation_inverse_cov and dod_kalman_update_cov instead.
 #
 # Contract (checks the caller owns): d is 2 or 3; a full P is symmetric
 # (every kernel keeps it so, exactly); the arrays do not overlap. The
@@ -191,6 +193,32 @@ cdef inline bint dod_kalman_innovation_inverse(const double* P, int d, double r2
     return dod_kalman_inverse_spd(S, d, Si)
 
 
+cdef inline bint dod_kalman_position_inverse_cov(const double* P, int n, int d, const double* R,
+                                                 double* Si) noexcept nogil:
+    """dod_kalman_position_inverse with a full d x d R (row-major,
+    symmetric): a detection's own noise."""
+    cdef double S[9]
+    cdef int i, j
+    for i in range(d):
+        S[i * d + i] = P[i * n + i] + R[i * d + i]
+        for j in range(i + 1, d):
+            S[i * d + j] = 0.5 * (P[i * n + j] + P[j * n + i]) + R[i * d + j]
+    return dod_kalman_inverse_spd(S, d, Si)
+
+
+cdef inline bint dod_kalman_innovation_inverse_cov(const double* P, int d, const double* R,
+                                                   double* Si) noexcept nogil:
+    """Si = (H P H' + R)^-1 of the constant-velocity state (n = 2d, P packed)
+    for a full d x d R (row-major, symmetric: its upper triangle is read): a
+    detection's own noise. False when S is not positive definite."""
+    cdef double S[9]
+    cdef int i, j, n = 2 * d
+    for i in range(d):
+        for j in range(i, d):
+            S[i * d + j] = P[dod_kalman_packed_index(i, j, n)] + R[i * d + j]
+    return dod_kalman_inverse_spd(S, d, Si)
+
+
 cdef inline double dod_kalman_mahalanobis2(const double* y, const double* Si, int d) noexcept nogil:
     """y' Si y: the squared Mahalanobis distance of innovation y (d values)."""
     cdef double s = 0.0
@@ -253,15 +281,12 @@ cdef inline void dod_kalman_position_update(double* x, double* P, int n, const d
     _dod_kalman_position_update(&shape, x, P, z, Si, r2)
 
 
-cdef inline void _dod_kalman_position_update(const dod_kalman_shaped* shape, double* x, double* P,
-                                            const double* z, const double* Si, double r2) noexcept nogil:
-    """dod_kalman_position_update, with n and d from `shape` (constants for
-    the constant-velocity shapes, read from it for dod_kalman_shape) and P
-    in the shape's layout (_dod_kalman_at). Every read of P comes before the
-    first write."""
+cdef inline void _dod_kalman_gain_step(const dod_kalman_shaped* shape, double* x, const double* P,
+                                       const double* z, const double* Si, double* K, double* M) noexcept nogil:
+    """The update's first half, the same whatever R: the gain K = P H' Si
+    (n x d), x += K (z - x[:d]), and M = A P (n x n, A = I - K H). P is
+    only read."""
     cdef int i, j, k, n, d
-    cdef double K[DOD_KALMAN_MAXN * 3]
-    cdef double M[DOD_KALMAN_MAXN * DOD_KALMAN_MAXN]
     cdef double y[3]
     cdef double s
     _dod_kalman_dims(shape, &n, &d)
@@ -288,16 +313,64 @@ cdef inline void _dod_kalman_position_update(const dod_kalman_shaped* shape, dou
             for k in range(d):
                 s -= K[i * d + k] * P[_dod_kalman_at(shape, k, j, n)]
             M[i * n + j] = s
+
+
+cdef inline void _dod_kalman_mirror(const dod_kalman_shaped* shape, double* P) noexcept nogil:
+    """A full P's lower triangle from its upper one (packed: nothing)."""
+    cdef int i, j, n, d
+    _dod_kalman_dims(shape, &n, &d)
+    if dod_kalman_shaped is dod_kalman_shape:
+        for i in range(n):
+            for j in range(i):
+                P[i * n + j] = P[j * n + i]
+
+
+cdef inline void _dod_kalman_position_update(const dod_kalman_shaped* shape, double* x, double* P,
+                                            const double* z, const double* Si, double r2) noexcept nogil:
+    """dod_kalman_position_update, with n and d from `shape` (constants for
+    the constant-velocity shapes, read from it for dod_kalman_shape) and P
+    in the shape's layout (_dod_kalman_at). Every read of P comes before the
+    first write."""
+    cdef int i, j, k, n, d
+    cdef double K[DOD_KALMAN_MAXN * 3]
+    cdef double M[DOD_KALMAN_MAXN * DOD_KALMAN_MAXN]
+    cdef double s
+    _dod_kalman_dims(shape, &n, &d)
+    _dod_kalman_gain_step(shape, x, P, z, Si, K, M)
     for i in range(n):                  # P = M A' + r2 K K' (upper triangle)
         for j in range(i, n):
             s = M[i * n + j]
             for k in range(d):
                 s += (r2 * K[i * d + k] - M[i * n + k]) * K[j * d + k]
             P[_dod_kalman_at(shape, i, j, n)] = s
-    if dod_kalman_shaped is dod_kalman_shape:
-        for i in range(n):              # the lower triangle mirrors the upper one
-            for j in range(i):
-                P[i * n + j] = P[j * n + i]
+    _dod_kalman_mirror(shape, P)
+
+
+cdef inline void _dod_kalman_position_update_cov(const dod_kalman_shaped* shape, double* x, double* P,
+                                                const double* z, const double* Si,
+                                                const double* R) noexcept nogil:
+    """_dod_kalman_position_update with a full d x d noise R (row-major,
+    symmetric): P = M A' + K R K'."""
+    cdef int i, j, k, l, n, d
+    cdef double K[DOD_KALMAN_MAXN * 3]
+    cdef double KR[DOD_KALMAN_MAXN * 3]
+    cdef double M[DOD_KALMAN_MAXN * DOD_KALMAN_MAXN]
+    cdef double s
+    _dod_kalman_dims(shape, &n, &d)
+    _dod_kalman_gain_step(shape, x, P, z, Si, K, M)
+    for i in range(n):                  # K R
+        for k in range(d):
+            s = 0.0
+            for l in range(d):
+                s += K[i * d + l] * R[l * d + k]
+            KR[i * d + k] = s
+    for i in range(n):                  # P = M A' + K R K' (upper triangle)
+        for j in range(i, n):
+            s = M[i * n + j]
+            for k in range(d):
+                s += (KR[i * d + k] - M[i * n + k]) * K[j * d + k]
+            P[_dod_kalman_at(shape, i, j, n)] = s
+    _dod_kalman_mirror(shape, P)
 
 
 cdef inline void dod_kalman_update(double* x, double* P, const double* z, const double* Si, int d,
@@ -307,6 +380,26 @@ cdef inline void dod_kalman_update(double* x, double* P, const double* z, const 
         _dod_kalman_position_update(<dod_kalman_cv2*>NULL, x, P, z, Si, r2)
     else:
         _dod_kalman_position_update(<dod_kalman_cv3*>NULL, x, P, z, Si, r2)
+
+
+cdef inline void dod_kalman_position_update_cov(double* x, double* P, int n, const double* z, const double* Si,
+                                               int d, const double* R) noexcept nogil:
+    """dod_kalman_position_update with a full d x d noise R (row-major,
+    symmetric) and Si = (H P H' + R)^-1."""
+    cdef dod_kalman_shape shape
+    shape.n = n
+    shape.d = d
+    _dod_kalman_position_update_cov(&shape, x, P, z, Si, R)
+
+
+cdef inline void dod_kalman_update_cov(double* x, double* P, const double* z, const double* Si, int d,
+                                       const double* R) noexcept nogil:
+    """dod_kalman_update with a detection's own full noise R (d x d,
+    row-major, symmetric) and Si = (H P H' + R)^-1."""
+    if d == 2:
+        _dod_kalman_position_update_cov(<dod_kalman_cv2*>NULL, x, P, z, Si, R)
+    else:
+        _dod_kalman_position_update_cov(<dod_kalman_cv3*>NULL, x, P, z, Si, R)
 
 
 cdef inline double dod_kalman_log_likelihood(double d2, const double* Si, int d) noexcept nogil:

@@ -69,7 +69,7 @@
 from libc.math cimport sqrt, atan2, cos, sin, fmod, log, M_PI, INFINITY
 
 from dod.tracker.kalman cimport (dod_kalman_inverse_spd, dod_kalman_log_likelihood, dod_kalman_shape,
-                                 dod_kalman_shaped, _dod_kalman_at, _dod_kalman_dims)
+                                 dod_kalman_shaped, _dod_kalman_at, _dod_kalman_dims, _dod_kalman_mirror)
 
 cdef enum:
     DOD_MEAS_MAXN = 8           # largest state dimension an update takes (IMM's coordinated turn: 7 in 3-D)
@@ -138,9 +138,8 @@ cdef inline bint dod_meas_predict(const double* x, const dod_sensor* s, int d, d
     return True
 
 
-cdef inline void dod_meas_innovation_cov(const double* P, int n, int d, const double* J,
-                                         const double* var, double* S) noexcept nogil:
-    """S = J P[:d, :d] J' + diag(var) (d x d, exactly symmetric)."""
+cdef inline void _dod_meas_jpj(const double* P, int n, int d, const double* J, double* S) noexcept nogil:
+    """S = J P[:d, :d] J' (d x d, exactly symmetric)."""
     cdef double JP[9]
     cdef int i, j, k
     cdef double acc
@@ -157,7 +156,26 @@ cdef inline void dod_meas_innovation_cov(const double* P, int n, int d, const do
                 acc += JP[i * d + k] * J[j * d + k]
             S[i * d + j] = acc
             S[j * d + i] = acc
+
+
+cdef inline void dod_meas_innovation_cov(const double* P, int n, int d, const double* J,
+                                         const double* var, double* S) noexcept nogil:
+    """S = J P[:d, :d] J' + diag(var) (d x d, exactly symmetric)."""
+    cdef int i
+    _dod_meas_jpj(P, n, d, J, S)
+    for i in range(d):
         S[i * d + i] += var[i]
+
+
+cdef inline void dod_meas_innovation_cov_full(const double* P, int n, int d, const double* J,
+                                              const double* R, double* S) noexcept nogil:
+    """S = J P[:d, :d] J' + R for a detection's own noise R (d x d,
+    row-major, exactly symmetric)."""
+    cdef int i, j
+    _dod_meas_jpj(P, n, d, J, S)
+    for i in range(d):
+        for j in range(d):
+            S[i * d + j] += R[i * d + j]
 
 
 cdef inline void dod_meas_innovation(const double* z, const double* h, int d, double* y) noexcept nogil:
@@ -224,16 +242,12 @@ cdef inline void dod_meas_update(double* x, double* P, int n, int d, const doubl
     _dod_meas_update(&shape, x, P, y, J, Si, var)
 
 
-cdef inline void _dod_meas_update(const dod_kalman_shaped* shape, double* x, double* P, const double* y,
-                                  const double* J, const double* Si, const double* var) noexcept nogil:
-    """dod_meas_update with n and d from `shape` (kalman.pxd: constants for
-    the constant-velocity shapes, whose P is packed, as the tracker's rows)
-    and P in the shape's layout. Every read of P comes before the first
-    write."""
+cdef inline void _dod_meas_gain_step(const dod_kalman_shaped* shape, double* x, const double* P,
+                                     const double* y, const double* J, const double* Si, double* K,
+                                     double* G, double* M) noexcept nogil:
+    """The EKF update's first half, the same whatever R: the gain K = P H' Si,
+    x += K y, G = K J and M = A P (A = I - K H). P is only read."""
     cdef double PH[DOD_MEAS_MAXN * 3]
-    cdef double K[DOD_MEAS_MAXN * 3]
-    cdef double G[DOD_MEAS_MAXN * 3]
-    cdef double M[DOD_MEAS_MAXN * DOD_MEAS_MAXN]
     cdef int i, j, k, n, d
     cdef double acc
     _dod_kalman_dims(shape, &n, &d)
@@ -268,16 +282,55 @@ cdef inline void _dod_meas_update(const dod_kalman_shaped* shape, double* x, dou
             for k in range(d):
                 acc -= G[i * d + k] * P[_dod_kalman_at(shape, k, j, n)]
             M[i * n + j] = acc
+
+
+cdef inline void _dod_meas_update(const dod_kalman_shaped* shape, double* x, double* P, const double* y,
+                                  const double* J, const double* Si, const double* var) noexcept nogil:
+    """dod_meas_update with n and d from `shape` (kalman.pxd: constants for
+    the constant-velocity shapes, whose P is packed, as the tracker's rows)
+    and P in the shape's layout. Every read of P comes before the first
+    write."""
+    cdef double K[DOD_MEAS_MAXN * 3]
+    cdef double G[DOD_MEAS_MAXN * 3]
+    cdef double M[DOD_MEAS_MAXN * DOD_MEAS_MAXN]
+    cdef int i, j, k, n, d
+    cdef double acc
+    _dod_kalman_dims(shape, &n, &d)
+    _dod_meas_gain_step(shape, x, P, y, J, Si, K, G, M)
     for i in range(n):                  # P = M A' + K R K' (upper triangle)
         for j in range(i, n):
             acc = M[i * n + j]
             for k in range(d):
                 acc += var[k] * K[i * d + k] * K[j * d + k] - M[i * n + k] * G[j * d + k]
             P[_dod_kalman_at(shape, i, j, n)] = acc
-    if dod_kalman_shaped is dod_kalman_shape:
-        for i in range(n):              # the lower triangle mirrors the upper one
-            for j in range(i):
-                P[i * n + j] = P[j * n + i]
+    _dod_kalman_mirror(shape, P)
+
+
+cdef inline void _dod_meas_update_cov(const dod_kalman_shaped* shape, double* x, double* P, const double* y,
+                                      const double* J, const double* Si, const double* R) noexcept nogil:
+    """_dod_meas_update with a detection's own noise R (d x d, row-major,
+    symmetric) in place of diag(var)."""
+    cdef double K[DOD_MEAS_MAXN * 3]
+    cdef double KR[DOD_MEAS_MAXN * 3]
+    cdef double G[DOD_MEAS_MAXN * 3]
+    cdef double M[DOD_MEAS_MAXN * DOD_MEAS_MAXN]
+    cdef int i, j, k, l, n, d
+    cdef double acc
+    _dod_kalman_dims(shape, &n, &d)
+    _dod_meas_gain_step(shape, x, P, y, J, Si, K, G, M)
+    for i in range(n):                  # K R
+        for k in range(d):
+            acc = 0.0
+            for l in range(d):
+                acc += K[i * d + l] * R[l * d + k]
+            KR[i * d + k] = acc
+    for i in range(n):                  # P = M A' + K R K' (upper triangle)
+        for j in range(i, n):
+            acc = M[i * n + j]
+            for k in range(d):
+                acc += KR[i * d + k] * K[j * d + k] - M[i * n + k] * G[j * d + k]
+            P[_dod_kalman_at(shape, i, j, n)] = acc
+    _dod_kalman_mirror(shape, P)
 
 
 cdef inline double dod_ekf_update(double* x, double* P, int n, int d, const double* z,
@@ -319,6 +372,33 @@ cdef inline double dod_ekf_position_update(double* x, double* P, int n, const do
     cdef double d2 = dod_ekf_update(x, P, n, d, z, s, Si)
     if d2 < 0.0:
         return -INFINITY
+    return dod_kalman_log_likelihood(d2, Si, d)
+
+
+cdef inline double dod_ekf_position_update_cov(double* x, double* P, int n, const double* z, int d,
+                                               const dod_sensor* s, const double* R) noexcept nogil:
+    """dod_ekf_position_update with the measurement's own noise R (d x d,
+    row-major, symmetric) in place of the sensor's variances."""
+    cdef double h[3]
+    cdef double J[9]
+    cdef double S[9]
+    cdef double Si[9]
+    cdef double y[3]
+    cdef double d2 = 0.0
+    cdef int i, j
+    cdef dod_kalman_shape shape
+    if not dod_meas_predict(x, s, d, h, J):
+        return -INFINITY
+    dod_meas_innovation_cov_full(P, n, d, J, R, S)
+    if not dod_kalman_inverse_spd(S, d, Si):
+        return -INFINITY
+    dod_meas_innovation(z, h, d, y)
+    for i in range(d):
+        for j in range(d):
+            d2 += y[i] * Si[i * d + j] * y[j]
+    shape.n = n
+    shape.d = d
+    _dod_meas_update_cov(&shape, x, P, y, J, Si, R)
     return dod_kalman_log_likelihood(d2, Si, d)
 
 
@@ -372,6 +452,63 @@ cdef inline void dod_meas_to_cartesian(const double* z, const dod_sensor* s, int
     for i in range(3):
         for j in range(3):
             C[i * 3 + j] = vr * u[i] * u[j] + vb * v[i] * v[j] + ve * w[i] * w[j]
+
+
+cdef inline void dod_meas_to_cartesian_cov(const double* z, const dod_sensor* s, int d, const double* R,
+                                           double* p, double* C) noexcept nogil:
+    """dod_meas_to_cartesian for a measurement with its own noise R (d x d,
+    row-major, symmetric, in the kernels' column order): C = U L U' with U
+    the radial, bearing (and elevation) unit vectors and L = D R D, D =
+    diag(1, r cos(elevation)[, r]) (the noise in metres along them), its
+    cross-range variances floored at its range variance as the sensor's
+    (a diagonal R gives dod_meas_to_cartesian's C)."""
+    cdef double r = z[0], cb = cos(z[1]), sb = sin(z[1]), ce = 1.0, se = 0.0, acc
+    cdef double D[3]
+    cdef double U[9]                    # column a: unit vector a
+    cdef double L[9]
+    cdef double UL[9]
+    cdef int a, b, i, j
+    dod_meas_to_cartesian(z, s, d, p, NULL)
+    if d == 3:
+        ce = cos(z[2])
+        se = sin(z[2])
+    D[0] = 1.0
+    D[1] = r * ce
+    D[2] = r
+    if d == 2:
+        U[0] = cb
+        U[1] = -sb
+        U[2] = sb
+        U[3] = cb
+    else:
+        U[0] = ce * cb
+        U[1] = -sb
+        U[2] = -se * cb
+        U[3] = ce * sb
+        U[4] = cb
+        U[5] = -se * sb
+        U[6] = se
+        U[7] = 0.0
+        U[8] = ce
+    for a in range(d):
+        for b in range(d):
+            L[a * d + b] = D[a] * R[a * d + b] * D[b]
+    for a in range(1, d):
+        if L[a * d + a] < L[0]:
+            L[a * d + a] = L[0]
+    for i in range(d):                  # U L
+        for b in range(d):
+            acc = 0.0
+            for a in range(d):
+                acc += U[i * d + a] * L[a * d + b]
+            UL[i * d + b] = acc
+    for i in range(d):                  # (U L) U', exactly symmetric
+        for j in range(i, d):
+            acc = 0.0
+            for b in range(d):
+                acc += UL[i * d + b] * U[j * d + b]
+            C[i * d + j] = acc
+            C[j * d + i] = acc
 
 
 cdef inline double dod_meas_log_jacobian(const double* z, int d) noexcept nogil:

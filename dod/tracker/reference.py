@@ -152,6 +152,14 @@ def _inv_spd(S):
     return out
 
 
+def _own_S(Pp, R, J):
+    """J P J' + R per row (a sensor's measurement with its own noise),
+    exactly symmetric."""
+    S = J @ Pp @ np.swapaxes(J, 1, 2)
+    S = 0.5 * (S + np.swapaxes(S, 1, 2))
+    return S + R
+
+
 def _components(pt, pd, n_tracks):
     """Connected-component label (smallest track index) of each gated pair."""
     lab_t = np.arange(n_tracks)
@@ -239,8 +247,10 @@ class ReferenceTracker:
     def _model(self, dt):
         return cv_model(self.dim, dt, self.config.q)
 
-    def _gate(self, rows, z, free, xp, Si, hw, meas=None):
-        """Gated pairs (track row, detection, d2) of `rows` against the free detections."""
+    def _gate(self, rows, z, free, xp, Si, hw, meas=None, own=None):
+        """Gated pairs (track row, detection, d2) of `rows` against the free
+        detections; own: (P's position blocks, the detections' R, the
+        Jacobians or None) when each pair takes its own S = J P J' + R_j."""
         d = self.dim
         dets = np.flatnonzero(free)
         if rows.size == 0 or dets.size == 0:
@@ -277,7 +287,13 @@ class ReferenceTracker:
         pt = np.concatenate(pt_parts)
         pd = np.concatenate(pd_parts)
         y = z[pd] - xp[pt, :d] if meas is None else self._innovation(meas[0][pd], meas[1][pt])
-        d2 = np.einsum("ki,kij,kj->k", y, Si[pt], y)
+        if own is None:
+            Sp = Si[pt]
+        elif own[2] is None:
+            Sp = _inv_spd(own[0][pt] + own[1][pd])
+        else:
+            Sp = np.linalg.inv(_own_S(own[0][pt], own[1][pd], own[2][pt]))
+        d2 = np.einsum("ki,kij,kj->k", y, Sp, y)
         keep = d2 <= self.gate
         return pt[keep], pd[keep], d2[keep]
 
@@ -288,8 +304,8 @@ class ReferenceTracker:
         y[:, 1] = _meas.wrap_angle(y[:, 1])
         return y
 
-    def _associate(self, rows, z, det_track, track_det, xp, Si, hw, counts, meas=None):
-        pt, pd, d2 = self._gate(rows, z, det_track < 0, xp, Si, hw, meas)
+    def _associate(self, rows, z, det_track, track_det, xp, Si, hw, counts, meas=None, own=None):
+        pt, pd, d2 = self._gate(rows, z, det_track < 0, xp, Si, hw, meas, own)
         counts["pairs"] += pt.size
         if pt.size == 0:
             return
@@ -400,7 +416,7 @@ class ReferenceTracker:
 
     # ------------------------------------------------------------ the tick
 
-    def tick(self, detections, dt=None, sensor=None, *, time=None):
+    def tick(self, detections, dt=None, sensor=None, *, time=None, covariance=None):
         """Advance all tracks to the scan's time and fold in one scan.
 
         The same rules as :meth:`dod.tracker.Tracker.tick`, in numpy.
@@ -417,6 +433,9 @@ class ReferenceTracker:
         time : float, optional
             The scan's time stamp (keyword; exactly one of dt and time), as
             :meth:`dod.tracker.Tracker.tick` reads it (the clock, late scans).
+        covariance : numpy.ndarray, optional
+            Shape (k, dim, dim): each detection's own noise (keyword), as
+            :meth:`dod.tracker.Tracker.tick` takes it (Cartesian scans).
 
         Raises
         ------
@@ -447,6 +466,15 @@ class ReferenceTracker:
         if sensor is not None and sensor.order == _meas.BEARING_RANGE:
             # the kernels' order: range, bearing[, elevation] (a range rate stays last)
             detections = np.concatenate([detections[:, d - 1::-1], detections[:, d:]], axis=1)
+        if covariance is not None:
+            if rate:
+                raise ValueError("covariance is not supported with a range-rate sensor")
+            covariance = np.asarray(covariance, np.float64)
+            if covariance.shape != (detections.shape[0], d, d):
+                raise ValueError(f"covariance must have shape ({detections.shape[0]}, {d}, {d})")
+            covariance = covariance[: cfg.max_detections]
+            if sensor is not None and sensor.order == _meas.BEARING_RANGE:
+                covariance = covariance[:, ::-1, ::-1]      # as the detections' columns
         over = 0
         if detections.shape[0] > cfg.max_detections:
             if cfg.overflow == "error":
@@ -472,9 +500,20 @@ class ReferenceTracker:
         finite = np.isfinite(detections).all(axis=1) if sensor is None else _meas.valid(detections, d)
         z = detections[finite]
         zm = None
+        Rz = None                           # the valid rows' own noise, symmetrised (as _input.pyx)
+        r2box = self.r2                     # the gate boxes' noise: r^2, or the largest own variance
+        if covariance is not None:
+            Rz = covariance[finite]
+            Rz = 0.5 * (Rz + np.swapaxes(Rz, 1, 2))
+            if not (np.isfinite(Rz).all() and (Rz[:, 0, 0] > 0).all()
+                    and (np.linalg.det(Rz[:, :2, :2]) > 0).all() and (np.linalg.det(Rz) > 0).all()):
+                raise ValueError("covariance must be finite, symmetric and positive definite")
+            boxvar = np.diagonal(Rz, axis1=1, axis2=2).max(axis=0) if Rz.shape[0] else np.zeros(d)
+            r2box = float(boxvar.max())
         if sensor is not None:              # measurements; z: their Cartesian positions
             zm, z = z, _meas.to_cartesian(z[:, :d], sensor.position)
-            R = np.diag(np.append(sensor.variances, [sensor.range_rate_sigma ** 2] if rate else []))
+            R = np.diag(np.append(sensor.variances if Rz is None else boxvar,     # (Rz: the gate boxes' noise)
+                                  [sensor.range_rate_sigma ** 2] if rate else []))
         counts = dict.fromkeys(COUNT_NAMES, 0)      # the engine's one list of counters
         counts.update(detections=int(z.shape[0]), invalid=int((~finite).sum()), overflow=over)
         T = self.x.shape[0]
@@ -492,7 +531,7 @@ class ReferenceTracker:
         gateable = np.ones(T, bool)
         meas = None
         if sensor is None:
-            S = P[:, :d, :d] + self.r2 * np.eye(d)
+            S = P[:, :d, :d] + r2box * np.eye(d)
             Si = _inv_spd(S) if T else np.zeros((0, d, d))
             hw = np.sqrt(self.gate * np.diagonal(S, axis1=1, axis2=2)) if T else np.zeros((0, d))
             hwmax = hw.max(axis=1) if T else np.zeros(0)
@@ -526,7 +565,8 @@ class ReferenceTracker:
             if stage == TENTATIVE:
                 self._estimate_clutter(z, det_track, counts, own_clutter)
             rows = np.flatnonzero((self.state == stage) & gateable)
-            self._associate(rows, z, det_track, track_det, x, Si, hwmax, counts, meas)
+            self._associate(rows, z, det_track, track_det, x, Si, hwmax, counts, meas,
+                            None if Rz is None else (P[:, :d, :d], Rz, None if sensor is None else J))
         score_logic = cfg.confirmation == "score"
         lc = float(np.log(self.clutter)) if self.clutter > 0.0 else 0.0
         if own_clutter:
@@ -539,6 +579,9 @@ class ReferenceTracker:
         counts["associations"] = int(a.size)
         if a.size and sensor is not None:   # the EKF's innovation, H = [J 0]
             Pa, xa, Sia, Ja = P[a], x[a], Si[a], J[a]
+            if Rz is not None:              # each pair's own S = J P J' + R_j
+                R = Rz[track_det[a]]
+                Sia = np.linalg.inv(_own_S(Pa[:, :d, :d], R, Ja))
             y = self._innovation(zm[track_det[a]], hpred[a])
             if score_logic:
                 d2 = np.einsum("ki,kij,kj->k", y, Sia, y)
@@ -550,14 +593,16 @@ class ReferenceTracker:
                 score[a] += np.log(pd) - lc + ll
         elif a.size:
             Pa, xa, Sia = P[a], x[a], Si[a]
+            if Rz is not None:              # each pair's own S = P + R_j
+                Sia = _inv_spd(Pa[:, :d, :d] + Rz[track_det[a]])
             y = z[track_det[a]] - xa[:, :d]
             if score_logic:
                 d2 = np.einsum("ki,kij,kj->k", y, Sia, y)
                 score[a] += np.log(pd) - lc + self._log_likelihood(d2, Sia)
         if a.size and self.imm:             # every model (EKF per model with a sensor), then mu
             zu = z[track_det[a]] if sensor is None else zm[track_det[a]]
-            mu[a], xm[a], Pm[a], x[a], P[a] = reference_imm.update(mu[a], xm[a], Pm[a], zu, d, self.r2,
-                                                                   sensor)
+            Ru = self.r2 if Rz is None else Rz[track_det[a]]
+            mu[a], xm[a], Pm[a], x[a], P[a] = reference_imm.update(mu[a], xm[a], Pm[a], zu, d, Ru, sensor)
         elif a.size and rate:               # the same with the whole H (k, d + 1, n)
             K = Pa @ np.swapaxes(Ja, 1, 2) @ Sia
             x[a] = xa + np.einsum("knd,kd->kn", K, y)
@@ -576,7 +621,9 @@ class ReferenceTracker:
             x[a] = xa + np.einsum("knd,kd->kn", K, y)
             A = np.broadcast_to(np.eye(n), Pa.shape).copy()
             A[:, :, :d] -= K
-            Pn = A @ Pa @ np.swapaxes(A, 1, 2) + self.r2 * K @ np.swapaxes(K, 1, 2)
+            R = self.r2 if Rz is None else Rz[track_det[a]]
+            KRK = R * K @ np.swapaxes(K, 1, 2) if Rz is None else K @ R @ np.swapaxes(K, 1, 2)
+            Pn = A @ Pa @ np.swapaxes(A, 1, 2) + KRK
             P[a] = 0.5 * (Pn + np.swapaxes(Pn, 1, 2))
         hit = track_det >= 0
         if score_logic:
@@ -609,7 +656,8 @@ class ReferenceTracker:
         if self.imm:
             self.mu, self.xm, self.Pm = mu[keep], xm[keep], Pm[keep]
         if cfg.initiation == "two_point":
-            self._births_two_point(z, zm, sensor, det_track, pair_s, pair_d, dt, lc, pd, counts, R if rate else None)
+            self._births_two_point(z, zm, sensor, det_track, pair_s, pair_d, dt, lc, pd, counts,
+                                   R if rate else None, Rz)
             k = 0
         else:
             # births
@@ -626,7 +674,10 @@ class ReferenceTracker:
             Pb[:, range(d), range(d)] = self.r2
             Pb[:, range(d, n), range(d, n)] = cfg.v0 * cfg.v0
             if sensor is not None:          # the converted measurements' covariance
-                Pb[:, :d, :d] = _meas.converted_covariance(zm[born, :d], sensor.variances)
+                Pb[:, :d, :d] = (_meas.converted_covariance(zm[born, :d], sensor.variances) if Rz is None
+                                 else _meas.converted_covariance_of(zm[born], Rz[born]))
+            elif Rz is not None:            # the detections' own
+                Pb[:, :d, :d] = Rz[born]
             if rate:                        # the radial velocity
                 xb[:, d:], Pb[:, d:, d:] = _meas.rate_birth(zm[born], sensor.range_rate_sigma ** 2, cfg.v0 * cfg.v0)
             sb = np.full(k, np.log(cfg.new_target_density) - lc) if score_logic else np.zeros(k)
@@ -638,7 +689,7 @@ class ReferenceTracker:
         self.last = counts
         self.scans += 1
 
-    def _births_two_point(self, z, zm, sensor, det_track, pair_s, pair_d, dt, lc, pd, counts, Rrate=None):
+    def _births_two_point(self, z, zm, sensor, det_track, pair_s, pair_d, dt, lc, pd, counts, Rrate=None, Rz=None):
         cfg, d, n = self.config, self.dim, self.n
         order = np.argsort(pair_d, kind="stable")        # in the order of the second detection
         pair_s, pair_d = pair_s[order], pair_d[order]
@@ -668,13 +719,13 @@ class ReferenceTracker:
                 y = self._innovation(zm[born_d], h)
             elif sensor is None:
                 ok = np.ones(k, bool)
-                Si = _inv_spd(P[:, :d, :d] + self.r2 * np.eye(d))
+                R = self.r2 * np.eye(d) if Rz is None else Rz[born_d]
+                Si = _inv_spd(P[:, :d, :d] + R)
                 y = z[born_d] - x[:, :d]
                 H = np.broadcast_to(np.eye(d), (k, d, d))
-                R = self.r2 * np.eye(d)
             else:                           # the EKF, as a track's update (none in the singular zone)
                 h, H, ok = _meas.predict(x, sensor.position, d)
-                R = np.diag(sensor.variances)
+                R = np.diag(sensor.variances) if Rz is None else Rz[born_d]
                 S = H @ P[:, :d, :d] @ np.swapaxes(H, 1, 2) + R
                 S = 0.5 * (S + np.swapaxes(S, 1, 2))
                 ok &= np.linalg.det(S) > 0
@@ -711,11 +762,16 @@ class ReferenceTracker:
         waiting[pair_d] = False
         self.singles = z[waiting].copy()
         m = self.singles.shape[0]
-        if sensor is None:
+        if sensor is None and Rz is None:
             self.single_C = np.broadcast_to(self.r2 * np.eye(d), (m, d, d)).copy()
             self.single_allowance = np.full(m, cfg.pair_radius_factor * cfg.r)
-        else:                               # the converted covariance's upper triangle, symmetric
-            C = np.triu(_meas.converted_covariance(zm[waiting, :d], sensor.variances))
+        else:                               # the converted or own covariance's upper triangle, symmetric
+            if sensor is None:
+                C = np.triu(Rz[waiting])
+            elif Rz is None:
+                C = np.triu(_meas.converted_covariance(zm[waiting, :d], sensor.variances))
+            else:
+                C = np.triu(_meas.converted_covariance_of(zm[waiting], Rz[waiting]))
             self.single_C = C + np.swapaxes(np.triu(C, 1), 1, 2)
             widest = np.abs(self.single_C).sum(axis=2).max(axis=1)
             self.single_allowance = cfg.pair_radius_factor * np.sqrt(widest)

@@ -316,8 +316,9 @@ def position_update(x, P, z, d, r2):
         Measured positions.
     d : int
         Dimension, 2 or 3.
-    r2 : float
-        Measurement noise variance on each axis.
+    r2 : float or ndarray
+        Measurement noise variance on each axis, or shape (k, d, d): each
+        detection's own noise covariance.
 
     Returns
     -------
@@ -332,7 +333,8 @@ def position_update(x, P, z, d, r2):
     thread may call it.
     """
     N = x.shape[1]
-    S = P[:, :d, :d] + r2 * np.eye(d)
+    R = r2 * np.eye(d) if np.ndim(r2) == 0 else r2
+    S = P[:, :d, :d] + R
     Si = np.linalg.inv(S)
     y = z - x[:, :d]
     d2 = np.einsum("ki,kij,kj->k", y, Si, y)
@@ -341,11 +343,12 @@ def position_update(x, P, z, d, r2):
     xn = x + np.einsum("knd,kd->kn", K, y)
     A = np.broadcast_to(np.eye(N), P.shape).copy()
     A[:, :, :d] -= K
-    Pn = A @ P @ np.swapaxes(A, 1, 2) + r2 * K @ np.swapaxes(K, 1, 2)
+    KRK = r2 * K @ np.swapaxes(K, 1, 2) if np.ndim(r2) == 0 else K @ R @ np.swapaxes(K, 1, 2)
+    Pn = A @ P @ np.swapaxes(A, 1, 2) + KRK
     return xn, 0.5 * (Pn + np.swapaxes(Pn, 1, 2)), ll
 
 
-def ekf_update(x, P, zm, d, sensor):
+def ekf_update(x, P, zm, d, sensor, R=None):
     """Extended Kalman update of states with range-bearing measurements
     (measurement.pxd's dod_ekf_update, Joseph form).
 
@@ -361,6 +364,9 @@ def ekf_update(x, P, zm, d, sensor):
         Dimension, 2 or 3.
     sensor : Sensor
         The sensor's position and noise variances.
+    R : ndarray, optional
+        Shape (k, d, d): each measurement's own noise, in place of the
+        sensor's variances.
 
     Returns
     -------
@@ -379,7 +385,7 @@ def ekf_update(x, P, zm, d, sensor):
     if sensor.range_rate_sigma is not None:     # zm's last column: H over position and velocity
         return _ekf_rate_update(x, P, zm, d, sensor)
     h, J, ok = _meas.predict(x, sensor.position, d)
-    R = np.diag(sensor.variances)
+    R = np.diag(sensor.variances) if R is None else R
     Jt = np.swapaxes(J, 1, 2)
     S = J @ P[:, :d, :d] @ Jt + R
     Si = np.linalg.inv(S)
@@ -437,8 +443,10 @@ def update(mu, xm, Pm, z, d, r2, sensor=None):
         Positions, or the measurements of `sensor`.
     d : int
         Dimension, 2 or 3.
-    r2 : float
-        Position noise variance (used when `sensor` is None).
+    r2 : float or ndarray
+        Position noise variance (used when `sensor` is None), or shape
+        (k, d, d): each detection's own noise covariance (in the sensor's
+        measurement space with `sensor`).
     sensor : Sensor or None, default None
         A range-bearing sensor: the models update through :func:`ekf_update`.
 
@@ -460,7 +468,7 @@ def update(mu, xm, Pm, z, d, r2, sensor=None):
         if sensor is None:
             xj, Pj, lj = position_update(xm[:, j], Pm[:, j], z, d, r2)
         else:
-            xj, Pj, lj = ekf_update(xm[:, j], Pm[:, j], z, d, sensor)
+            xj, Pj, lj = ekf_update(xm[:, j], Pm[:, j], z, d, sensor, None if np.ndim(r2) == 0 else r2)
         xs.append(xj)
         Ps.append(Pj)
         lls.append(lj)

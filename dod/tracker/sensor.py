@@ -576,3 +576,46 @@ def rate_birth(z, rate_variance, v0sq):
         u = np.stack([ce * cb, ce * sb, np.sin(z[:, 2])], axis=1)
     C = (rate_variance - v0sq) * u[:, :, None] * u[:, None, :] + v0sq * np.eye(d)
     return z[:, d:d + 1] * u, C
+def converted_covariance_of(z, R):
+    """Covariance of the Cartesian positions of measurements that carry their
+    own noise (a birth's covariance, as measurement.pxd's
+    dod_meas_to_cartesian_cov computes it).
+
+    ``U L U'`` with U the radial, bearing (and elevation) unit vectors and
+    ``L = D R D``, ``D = diag(1, r cos(elevation)[, r])``, its cross-range
+    variances floored at its range variance (a diagonal R gives
+    :func:`converted_covariance`).
+
+    Parameters
+    ----------
+    z : array_like
+        (k, d) measurements: range, bearing[, elevation].
+    R : array_like
+        (k, d, d) their noise covariances, in the same column order.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 (k, d, d).
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
+    z = np.asarray(z, dtype=np.float64)
+    R = np.asarray(R, dtype=np.float64)
+    k, d = z.shape
+    r, cb, sb = z[:, 0], np.cos(z[:, 1]), np.sin(z[:, 1])
+    ce = np.cos(z[:, 2]) if d == 3 else np.ones(k)
+    se = np.sin(z[:, 2]) if d == 3 else np.zeros(k)
+    D = np.stack([np.ones(k), r * ce, r][:d], axis=1)
+    L = D[:, :, None] * R * D[:, None, :]
+    for a in range(1, d):
+        L[:, a, a] = np.maximum(L[:, a, a], L[:, 0, 0])
+    if d == 2:
+        U = np.stack([np.stack([cb, -sb], axis=1), np.stack([sb, cb], axis=1)], axis=1)
+    else:
+        U = np.stack([np.stack([ce * cb, -sb, -se * cb], axis=1), np.stack([ce * sb, cb, -se * sb], axis=1),
+                      np.stack([se, np.zeros(k), ce], axis=1)], axis=1)
+    C = U @ L @ np.swapaxes(U, 1, 2)
+    return 0.5 * (C + np.swapaxes(C, 1, 2))
