@@ -12,6 +12,7 @@ from dod.tracker.scenario import generate, generate_radar
 from dod.tracker.sensor import BEARING_RANGE
 
 from alloc_measure import PythonAllocations, c_heap_bytes, per_call_rises
+from test_tracker_radar import _assert_same
 
 
 def _columns(t):
@@ -68,17 +69,6 @@ def test_r2_identity_covariance_is_the_plain_scan_bit_for_bit(dim, opts):
 
 
 # ---------------------------------------------------------------- the tick against the reference
-
-def _assert_same(fast, ref, scan):
-    fi, ri = np.argsort(fast.ids), np.argsort(ref.ids)
-    assert np.array_equal(fast.ids[fi], ref.ids[ri]), f"scan {scan}"
-    assert np.array_equal(fast.status[fi], ref.status[ri]), f"scan {scan}"
-    for col, mine in (("x", ref.x), ("P", pack_covariance(ref.P)), ("score", ref.score)):
-        a, b = fast.column(col)[fi], mine[ri]
-        if b.size:
-            scale = np.maximum(np.abs(b), 1.0)
-            assert (np.abs(a - b) <= 1e-9 * scale).all(), (scan, col, float(np.abs(a - b).max()))
-    assert fast.counts() == ref.counts(), f"scan {scan}"
 
 
 @pytest.mark.parametrize("dim,opts,seed", [
