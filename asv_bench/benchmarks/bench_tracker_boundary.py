@@ -7,14 +7,18 @@ at most 5 % to the tick at N = 10,000.
 TrackerBoundary.time_tick times one steady-state tick (N targets, clutter
 0.2 N, Pd 0.9; number = 1, setup re-warms before every sample) of each
 variant on the same scans: ``dt`` (``tick(z, dt)``), ``time`` (the same
-scan by its time stamp), ``events`` (a tracker made with ``events=True``)
-and ``events+log`` (that tick, then :meth:`TrackLog.append` of the scan
-into the log's ring). TrackLogAppend.time_append times the append alone.
+scan by its time stamp), ``covariance`` (the same scan with each
+detection's own noise, ``tick(z, dt, covariance=R)``, R = r^2 I per row:
+the plain scan's result at the per-pair kernels' cost), ``events`` (a
+tracker made with ``events=True``) and ``events+log`` (that tick, then
+:meth:`TrackLog.append` of the scan into the log's ring). TrackLogAppend.time_append times the append alone.
 Each variant skips (NotImplementedError) on commits that lack its API.
 """
 import os
 import shutil
 import tempfile
+
+import numpy as np
 
 from ._util import management
 
@@ -57,7 +61,7 @@ def _log(t):
 class TrackerBoundary:
     """One steady-state tick by dt, by time stamp, with events, and with events and the log's append."""
 
-    params = ([1000, 10000], ["dt", "time", "events", "events+log"])
+    params = ([1000, 10000], ["dt", "time", "covariance", "events", "events+log"])
     param_names = ["n", "variant"]
     number = 1
     repeat = 15
@@ -68,6 +72,15 @@ class TrackerBoundary:
         self.t, self.sc = _warm(n, variant)
         self.z = self.sc.detections[WARMUP]
         self.stamp = float(self.t.time) + self.sc.dt if variant == "time" else None
+        self.cov = None
+        if variant == "covariance":
+            k, d = self.z.shape
+            try:                    # (a throwaway tracker: the timed one's state stays as warmed)
+                Tracker().tick(np.zeros((0, 2)), 0.02, covariance=np.zeros((0, 2, 2)))
+            except TypeError:
+                raise NotImplementedError("tick(..., covariance=R) not in this commit") from None
+            r = self.t.config.r
+            self.cov = np.ascontiguousarray(np.broadcast_to(r * r * np.eye(d), (k, d, d)))
         self.log, self.folder = _log(self.t) if variant == "events+log" else (None, None)
 
     def teardown(self, n, variant):
@@ -78,6 +91,8 @@ class TrackerBoundary:
     def time_tick(self, n, variant):
         if self.stamp is not None:
             self.t.tick(self.z, time=self.stamp)
+        elif self.cov is not None:
+            self.t.tick(self.z, self.sc.dt, covariance=self.cov)
         else:
             self.t.tick(self.z, self.sc.dt)
         if self.log is not None:
