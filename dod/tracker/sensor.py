@@ -20,7 +20,7 @@ moves) feed one track picture, scan by scan in time order:
 (1, True)
 
 A sensor with ``range_rate_sigma`` also measures range rate (Doppler: the
-radial velocity d/dt |p - s| = (p - s) . v / |p - s| of a target at p
+radial velocity ``d/dt |p - s| = (p - s) . v / |p - s|`` of a target at p
 moving at v, in m/s, positive going away): its scans have one more column,
 (range, bearing, range_rate) in 2-D and (range, bearing, elevation,
 range_rate) in 3-D. The range rate stays the last column in either
