@@ -13,7 +13,7 @@ same rows, ids and slots for every thread count.
 """
 from cython.parallel cimport prange
 from libc.stdint cimport uint32_t, int32_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 from dod.table cimport (dod_table, dod_table_zero_rows, dod_table_reusable, dod_table_insert_reusing,
                         dod_table_insert_freed)
 from dod._types cimport dod_index
@@ -25,7 +25,7 @@ from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _
                                  _doppler, _cartesian_cov, _polar_cov, _d, _m, _pn, _model_of, _MODEL_3D,
                                  _MODEL_IMM, _MODEL_POLAR, _MODEL_RATE, _motion_birth, _cv_ekf_update,
                                  _cv_ekf_update_cov, _cv_rate_update, _meas_linearise, _meas_linearise_cov,
-                                 _meas_birth_cov)
+                                 _meas_birth_cov, _row_store)
 from dod.tracker.measurement cimport (dod_meas_innovation, dod_meas_log_jacobian, dod_meas_rate_innovation,
                                       dod_meas_mahalanobis2, dod_meas_rate_log_likelihood)
 from dod.tracker._track cimport dod_tracker, dod_track_cols, dod_tick_counts, DOD_TRACK_TENTATIVE
@@ -154,7 +154,7 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
     the second detection's (the single's own range rate is not kept: it
     waited as a position). Writes only these rows."""
     cdef const dod_track_cols* c = &t.cols
-    cdef int dim = _d(v), n = 2 * _d(v), pn = _pn(v), a, q, mm = _m(v, s)
+    cdef int dim = _d(v), n = 2 * _d(v), a, q, mm = _m(v, s)
     cdef size_t b, i, r, si
     cdef int32_t j
     cdef double r2 = t.r * t.r, d2, ll, lb, lj = 0.0
@@ -166,6 +166,8 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
     cdef const double* z
     cdef const double* Cs
     cdef bint ok
+    cdef double x[6]            # the row's x and P, written to the columns at the end (_row_store)
+    cdef double P[21]
     # The single's position covariance: its own (range-bearing), or the
     # r^2 I every Cartesian single shares (a step of 0 through `shared`).
     cdef double shared[6]
@@ -183,32 +185,33 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
         si = <size_t>partner[b]
         i = row0 + r
         c.id[i] = t.next_id + b
-        memcpy(c.x + i * n, t.single_z + si * dim, dim * sizeof(double))
-        _birth_cov(v, c.P + i * pn, r2, t.v0 * t.v0)
+        memset(x, 0, sizeof(x))
+        memset(P, 0, sizeof(P))
+        memcpy(x, t.single_z + si * dim, dim * sizeof(double))
+        _birth_cov(v, P, r2, t.v0 * t.v0)
         Cs = C0 + si * cstep
         for a in range(dim):
             for q in range(a, dim):
-                c.P[i * pn + dod_kalman_packed_index(a, q, n)] = Cs[dod_kalman_packed_index(a, q, dim)]
-        dod_kalman_predict(c.x + i * n, c.P + i * pn, dim, dt, t.q)
+                P[dod_kalman_packed_index(a, q, n)] = Cs[dod_kalman_packed_index(a, q, dim)]
+        dod_kalman_predict(x, P, dim, dt, t.q)
         if _meas is _polar or _meas is _polar_cov:
             if _meas is _polar_cov:             # the detection's own noise
-                ok = _meas_linearise_cov(v, k, c.x + i * n, c.P + i * pn, k.R + <size_t>j * dim * dim, h, J, S,
-                                         Si)
+                ok = _meas_linearise_cov(v, k, x, P, k.R + <size_t>j * dim * dim, h, J, S, Si)
             else:
-                ok = _meas_linearise(v, s, k, c.x + i * n, c.P + i * pn, h, J, S, Si)
+                ok = _meas_linearise(v, s, k, x, P, h, J, S, Si)
             if ok:
                 dod_meas_innovation(k.zm + <size_t>j * dim, h, dim, y)
         elif _meas is _doppler:
-            ok = _meas_linearise(v, s, k, c.x + i * n, c.P + i * pn, h, J, S, Si)
+            ok = _meas_linearise(v, s, k, x, P, h, J, S, Si)
             if ok:
                 dod_meas_rate_innovation(k.zm + <size_t>j * mm, h, dim, y)
         else:
             if _meas is _cartesian_cov:         # the detection's own noise
-                ok = dod_kalman_innovation_inverse_cov(c.P + i * pn, dim, k.R + <size_t>j * dim * dim, Si)
+                ok = dod_kalman_innovation_inverse_cov(P, dim, k.R + <size_t>j * dim * dim, Si)
             else:
-                ok = dod_kalman_innovation_inverse(c.P + i * pn, dim, r2, Si)
+                ok = dod_kalman_innovation_inverse(P, dim, r2, Si)
             for a in range(dim):
-                y[a] = z[a] - c.x[i * n + a]
+                y[a] = z[a] - x[a]
         if t.score_logic:
             ll = 0.0
             lb = t.log_birth - lc
@@ -232,19 +235,20 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
             c.score_max[i] = c.score[i]
         if _meas is _polar:
             if ok:
-                _cv_ekf_update(v, k, c.x + i * n, c.P + i * pn, y, J, Si)
+                _cv_ekf_update(v, k, x, P, y, J, Si)
         elif _meas is _doppler:
             if ok:
-                _cv_rate_update(v, k, c.x + i * n, c.P + i * pn, y, J, Si)
+                _cv_rate_update(v, k, x, P, y, J, Si)
         elif _meas is _polar_cov:
             if ok:
-                _cv_ekf_update_cov(v, c.x + i * n, c.P + i * pn, y, J, Si, k.R + <size_t>j * dim * dim)
+                _cv_ekf_update_cov(v, x, P, y, J, Si, k.R + <size_t>j * dim * dim)
         elif _meas is _cartesian_cov:
             if ok:
-                dod_kalman_update_cov(c.x + i * n, c.P + i * pn, z, Si, dim, k.R + <size_t>j * dim * dim)
+                dod_kalman_update_cov(x, P, z, Si, dim, k.R + <size_t>j * dim * dim)
         else:
-            dod_kalman_update(c.x + i * n, c.P + i * pn, z, Si, dim, r2)
-        _motion_birth(v, m, t, i)
+            dod_kalman_update(x, P, z, Si, dim, r2)
+        _row_store(v, t, i, x, P)
+        _motion_birth(v, m, t, i, x, P)
         c.hits[i] = 2
         c.age[i] = 2
         c.history[i] = 3
@@ -367,9 +371,11 @@ cdef void _birth_rows(const _dim* v, const _motion* m, const _meas* s, const dod
     a birth sets, the covariance always (a zero covariance means
     certainty). Writes only these rows."""
     cdef const dod_track_cols* c = &t.cols
-    cdef int dim = _d(v), n = 2 * _d(v), pn = _pn(v), a
+    cdef int dim = _d(v), a
     cdef double r2 = t.r * t.r
     cdef size_t b, i, r, q
+    cdef double x[6]            # the row's x and P, written to the columns at the end (_row_store)
+    cdef double P[21]
     for r in range(r0, r1):
         # Zeroed a block at a time, each block written while its lines are
         # still in cache (zeroed all at once, 20,000 births' rows were
@@ -380,15 +386,18 @@ cdef void _birth_rows(const _dim* v, const _motion* m, const _meas* s, const dod
         i = row0 + r
         b = order[r] if order != NULL else r
         c.id[i] = t.next_id + b
+        memset(x, 0, sizeof(x))
+        memset(P, 0, sizeof(P))
         if order != NULL:               # carried in order: born[b] would be a random read
             for a in range(dim):
-                c.x[i * n + a] = opos[r * dim + a]
+                x[a] = opos[r * dim + a]
         else:
             for a in range(dim):
-                c.x[i * n + a] = k.z[<size_t>k.born[b] * dim + a]
-        _birth_cov(v, c.P + i * pn, r2, t.v0 * t.v0)
-        _meas_birth_cov(v, s, k, k.born[b], c.x + i * n, c.P + i * pn, t.v0 * t.v0)     # a sensor's: the converted measurement's
-        _motion_birth(v, m, t, i)   # after the covariance: every IMM model starts from it
+                x[a] = k.z[<size_t>k.born[b] * dim + a]
+        _birth_cov(v, P, r2, t.v0 * t.v0)
+        _meas_birth_cov(v, s, k, k.born[b], x, P, t.v0 * t.v0)     # a sensor's: the converted measurement's
+        _row_store(v, t, i, x, P)
+        _motion_birth(v, m, t, i, x, P)   # after the covariance: every IMM model starts from it
         c.hits[i] = 1
         c.age[i] = 1
         c.history[i] = 1
@@ -429,7 +438,7 @@ cdef void _births_pass(dod_tracker* t, _tick* k, dod_tick_counts* cnt, double dt
         bpos = k.bm.pos2
     if not t.two_point and border == NULL and nfit >= _BIRTH_ORDER_MIN:
         # (over the workers with enough births)
-        border = _cell_order(k.z, dim, k.born, dim, nfit, _BIRTH_BITS if dim == 2 else _BIRTH_BITS_3D,
+        border = _cell_order(k.z, dim, 1, k.born, dim, nfit, _BIRTH_BITS if dim == 2 else _BIRTH_BITS_3D,
                              t.grid_h, nt, par, &k.bm, NULL)
         bpos = k.bm.pos
     _insert_births(t, k, nfit, par, border, bpos, NULL, k.log_clutter)

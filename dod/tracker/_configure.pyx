@@ -117,6 +117,8 @@ cdef int _read_config(dod_tracker* e, object config, Table table, Table singles)
     e.cols.id = <uint64_t*>table.engine.columns[table.column_index("id")]
     e.cols.x = <double*>table.engine.columns[table.column_index("x")]
     e.cols.P = <double*>table.engine.columns[table.column_index("P")]
+    e.cols.xr, e.cols.xs = 2 * config.dim, 1             # row-major rows (dod_track_cols)
+    e.cols.Pr, e.cols.Ps = config.dim * (2 * config.dim + 1), 1
     e.cols.hits = <uint32_t*>table.engine.columns[table.column_index("hits")]
     e.cols.misses = <uint32_t*>table.engine.columns[table.column_index("misses")]
     e.cols.age = <uint32_t*>table.engine.columns[table.column_index("age")]

@@ -22,7 +22,7 @@ from dod.tracker.grid cimport (dod_grid, dod_grid_holds, dod_grid_keep_free, dod
 from dod.tracker.kalman cimport dod_kalman_mahalanobis2
 from dod.tracker._model cimport (_dim, _meas, _planar, _spatial, _cartesian, _polar, _doppler, _cartesian_cov,
                                  _polar_cov, _d, _model_of, _MODEL_3D, _MODEL_POLAR, _MODEL_RATE, _meas_innovation,
-                                 _meas_d2, _meas_pair_inverse)
+                                 _meas_d2, _meas_pair_inverse, _row_x)
 from dod.tracker._track cimport dod_tracker, DOD_TRACK_TENTATIVE
 from dod.tracker._frame cimport (_pairs_append, _pairs, _tick, _TAIL_CHUNKS, _LONE_PARTS_MIN_THREADS,
                                  _LONE_PARTS_MIN_DETECTIONS)
@@ -99,8 +99,8 @@ cdef void _gate_rows_as(const _dim* v, const _meas* s, const dod_tracker* t, con
         if t.cols.state[ti] != stage or not k.gateable[ti]:
             continue
         for a in range(dim):
-            blo[a] = t.cols.x[ti * 2 * dim + a] - k.hw[ti * dim + a]
-            bhi[a] = t.cols.x[ti * 2 * dim + a] + k.hw[ti * dim + a]
+            blo[a] = _row_x(t, ti, a) - k.hw[ti * dim + a]
+            bhi[a] = _row_x(t, ti, a) + k.hw[ti * dim + a]
         mode = dod_grid_walk_begin(g, blo, bhi, dim, k.D, &w)
         if mode == DOD_GRID_WALK_ALL:
             # A gate wider than the whole index: scanning every detection is cheaper.

@@ -39,6 +39,11 @@
 # line in its axis' fused type here, an arm in each kernel of its axis, and a
 # case in _model_of: nothing in the passes changes.
 #
+# The model .pxd files take a row's x and packed P contiguous; the track
+# columns are strided (dod_track_cols): a kernel that reads or writes a row
+# copies it into locals (_row_load) and back (_row_store), element by element,
+# so the arithmetic and its bits are the same for every column layout.
+#
 # Contract: as the model .pxd files' (rows in range, P packed and symmetric).
 # Thread-safety: each kernel writes only its row's entries.
 from libc.math cimport sqrt
@@ -57,7 +62,7 @@ from dod.tracker.measurement cimport (dod_meas_predict, dod_meas_innovation_cov,
                                       dod_meas_rate_variances, dod_meas_rate_birth, dod_meas_mahalanobis2,
                                       dod_ekf_rate_update, dod_meas_innovation_cov_full, _dod_meas_update_cov,
                                       dod_meas_to_cartesian_cov, dod_ekf_position_update_cov)
-from dod.tracker._track cimport dod_tracker
+from dod.tracker._track cimport dod_tracker, dod_track_row_load, dod_track_row_store
 from dod.tracker._frame cimport _tick
 
 
@@ -142,32 +147,57 @@ cdef inline int _pn(const _dim* v) noexcept nogil:
         return 21
 
 
+cdef inline void _row_load(const _dim* v, const dod_tracker* t, size_t ti, double* x, double* P) noexcept nogil:
+    """Row ti's x (2d values) and packed P (_pn) into x, P (either NULL: not read)."""
+    if x != NULL:
+        dod_track_row_load(t.cols.x, t.cols.xr, t.cols.xs, ti, 2 * _d(v), x)
+    if P != NULL:
+        dod_track_row_load(t.cols.P, t.cols.Pr, t.cols.Ps, ti, _pn(v), P)
+
+
+cdef inline void _row_store(const _dim* v, const dod_tracker* t, size_t ti, const double* x,
+                            const double* P) noexcept nogil:
+    """x and packed P into row ti (_row_load's inverse)."""
+    dod_track_row_store(t.cols.x, t.cols.xr, t.cols.xs, ti, 2 * _d(v), x)
+    dod_track_row_store(t.cols.P, t.cols.Pr, t.cols.Ps, ti, _pn(v), P)
+
+
+cdef inline double _row_x(const dod_tracker* t, size_t ti, int a) noexcept nogil:
+    """Element a of row ti's x."""
+    return t.cols.x[ti * t.cols.xr + <size_t>a * t.cols.xs]
+
+
 # --- motion ---------------------------------------------------------------
 
 cdef inline void _motion_predict(const _dim* v, const _motion* m, const dod_tracker* t, size_t ti,
                                  const dod_kalman_noise* w, double dt) noexcept nogil:
     cdef int d = _d(v)
+    cdef double x[6]
+    cdef double P[21]
     if _motion is _imm:         # mix, predict each model, combine into x, P
-        dod_imm_predict(&t.imm, ti, t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), d, dt)
+        dod_imm_predict(&t.imm, ti, x, P, d, dt)
     else:
-        dod_kalman_predict_step(t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), d, w)
+        _row_load(v, t, ti, x, P)
+        dod_kalman_predict_step(x, P, d, w)
+    _row_store(v, t, ti, x, P)
 
 
 cdef inline void _motion_update(const _dim* v, const _motion* m, const dod_tracker* t, size_t ti,
-                                const double* z, const double* Si, double r2) noexcept nogil:
+                                const double* z, const double* Si, double r2, double* x, double* P) noexcept nogil:
+    """Row ti's update with a Cartesian position z; x, P its loaded row."""
     cdef int d = _d(v)
     if _motion is _imm:         # every model, the probabilities, the combination
-        dod_imm_update(&t.imm, ti, z, r2, t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), d)
+        dod_imm_update(&t.imm, ti, z, r2, x, P, d)
     else:
-        dod_kalman_update(t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), z, Si, d, r2)
+        dod_kalman_update(x, P, z, Si, d, r2)
 
 
 cdef inline void _motion_ekf_update(const _dim* v, const _motion* m, const dod_tracker* t, const _tick* k,
-                                    size_t ti, int32_t j) noexcept nogil:
-    """Row ti's update with sensor measurement j. CV: the extended Kalman
-    update with the innovation inverse and Jacobian of _meas_gate_row. IMM:
-    each model's own EKF update (its prediction differs), then the
-    probabilities and the combination."""
+                                    size_t ti, int32_t j, double* x, double* P) noexcept nogil:
+    """Row ti's update with sensor measurement j (x, P its loaded row). CV:
+    the extended Kalman update with the innovation inverse and Jacobian of
+    _meas_gate_row. IMM: each model's own EKF update (its prediction
+    differs), then the probabilities and the combination."""
     cdef int d = _d(v), n = 2 * d, a
     cdef double y[3]
     cdef double ll[DOD_IMM_MODELS]
@@ -175,10 +205,10 @@ cdef inline void _motion_ekf_update(const _dim* v, const _motion* m, const dod_t
         for a in range(DOD_IMM_MODELS):
             ll[a] = dod_ekf_position_update(dod_imm_model_x(&t.imm, ti, a, d), dod_imm_model_P(&t.imm, ti, a, d),
                                             n + 1, k.zm + j * d, d, k.sensor)
-        dod_imm_weigh(&t.imm, ti, ll, t.cols.x + ti * n, t.cols.P + ti * _pn(v), d)
+        dod_imm_weigh(&t.imm, ti, ll, x, P, d)
     else:
         dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
-        _cv_ekf_update(v, k, t.cols.x + ti * n, t.cols.P + ti * _pn(v), y, k.J + ti * d * d, k.Si + ti * d * d)
+        _cv_ekf_update(v, k, x, P, y, k.J + ti * d * d, k.Si + ti * d * d)
 
 
 cdef inline void _cv_ekf_update(const _dim* v, const _tick* k, double* x, double* P, const double* y,
@@ -210,11 +240,12 @@ cdef inline void _cv_ekf_update_cov(const _dim* v, double* x, double* P, const d
         _dod_meas_update_cov(<dod_kalman_cv3*>NULL, x, P, y, J, Si, R)
 
 
-cdef inline void _motion_birth(const _dim* v, const _motion* m, const dod_tracker* t, size_t i) noexcept nogil:
-    """After the row's x and P are set: every IMM model starts from them."""
+cdef inline void _motion_birth(const _dim* v, const _motion* m, const dod_tracker* t, size_t i, const double* x,
+                               const double* P) noexcept nogil:
+    """A new row i's model state from its x and P: every IMM model starts from them."""
     cdef int d = _d(v)
     if _motion is _imm:
-        dod_imm_birth(&t.imm, i, t.cols.x + i * 2 * d, t.cols.P + i * _pn(v), d)
+        dod_imm_birth(&t.imm, i, x, P, d)
 
 
 # --- measurement ----------------------------------------------------------
@@ -227,13 +258,15 @@ cdef inline void _meas_gate_row(const _dim* v, const _meas* s, const dod_tracker
     (k.hp) and its Jacobian (k.J); a track in the sensor's singular zone, or
     with S not positive definite, is not gated."""
     cdef int d = _d(v), n = 2 * d, a, b, m = _m(v, s), hn = _hn(v, s)
-    cdef const double* P = t.cols.P + ti * _pn(v)
+    cdef double x[6]
+    cdef double P[21]
     cdef double S[16]
     cdef double Spos[9]
     cdef double hmax = 0.0, w
     cdef bint ok
     if _meas is _polar or _meas is _doppler or _meas is _polar_cov:     # (_polar_cov: k.sensor's variances are the box's)
-        ok = _meas_linearise(v, s, k, t.cols.x + ti * n, P, k.hp + ti * m, k.J + ti * m * hn, S,
+        _row_load(v, t, ti, x, P)
+        ok = _meas_linearise(v, s, k, x, P, k.hp + ti * m, k.J + ti * m * hn, S,
                              k.Si + ti * m * m)
         if ok:
             # The box holds the position part's gate: a detection within
@@ -247,6 +280,7 @@ cdef inline void _meas_gate_row(const _dim* v, const _meas* s, const dod_tracker
             for a in range(d):
                 k.hw[ti * d + a] = 0.0
     else:
+        _row_load(v, t, ti, NULL, P)
         ok = dod_kalman_innovation_inverse(P, d, r2, k.Si + ti * d * d)
         for a in range(d):
             # |y_a| <= sqrt(gate * S_aa) bounds the ellipse d2 <= gate.
@@ -318,7 +352,7 @@ cdef inline bint _meas_innovation(const _dim* v, const _meas* s, const dod_track
         dod_meas_rate_innovation(k.zm + j * (d + 1), k.hp + ti * (d + 1), d, y)
     else:
         for a in range(d):
-            y[a] = zj[a] - t.cols.x[ti * 2 * d + a]
+            y[a] = zj[a] - _row_x(t, ti, a)
             if y[a] > k.hw[ti * d + a] or y[a] < -k.hw[ti * d + a]:
                 return False
     return True
@@ -343,14 +377,17 @@ cdef inline const double* _meas_pair_inverse(const _dim* v, const _meas* s, cons
     cdef int d = _d(v), a, b
     cdef double Ppos[9]
     cdef double S[9]
+    cdef double P[21]
     if _meas is _cartesian_cov:
-        if not dod_kalman_innovation_inverse_cov(t.cols.P + ti * _pn(v), d, k.R + <size_t>j * d * d, Si):
+        _row_load(v, t, ti, NULL, P)
+        if not dod_kalman_innovation_inverse_cov(P, d, k.R + <size_t>j * d * d, Si):
             return NULL
         return Si
     elif _meas is _polar_cov:           # J P J' + R_j with the row's Jacobian
+        _row_load(v, t, ti, NULL, P)
         for a in range(d):
             for b in range(d):
-                Ppos[a * d + b] = t.cols.P[ti * _pn(v) + dod_kalman_packed_index(a, b, 2 * d)]
+                Ppos[a * d + b] = P[dod_kalman_packed_index(a, b, 2 * d)]
         dod_meas_innovation_cov_full(Ppos, d, d, k.J + ti * d * d, k.R + <size_t>j * d * d, S)
         if not dod_kalman_inverse_spd(S, d, Si):
             return NULL
@@ -361,42 +398,44 @@ cdef inline const double* _meas_pair_inverse(const _dim* v, const _meas* s, cons
 
 cdef inline void _meas_update(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t,
                               const _tick* k, size_t ti, int32_t j, double r2) noexcept nogil:
+    """Row ti's update with detection j: its x, P loaded, updated by the
+    model's kernel and stored back (a row a kernel leaves alone keeps its bits)."""
     cdef int d = _d(v), n = 2 * d, a
     cdef double Si[9]
     cdef double y[4]
     cdef double ll[DOD_IMM_MODELS]
+    cdef double x[6]
+    cdef double P[21]
+    _row_load(v, t, ti, x, P)
     if _meas is _doppler:
         if _motion is _imm:         # each model's own EKF (its prediction differs), then mu
             for a in range(DOD_IMM_MODELS):
                 ll[a] = dod_ekf_rate_update(dod_imm_model_x(&t.imm, ti, a, d), dod_imm_model_P(&t.imm, ti, a, d),
                                             n + 1, k.zm + j * (d + 1), d, k.sensor)
-            dod_imm_weigh(&t.imm, ti, ll, t.cols.x + ti * n, t.cols.P + ti * _pn(v), d)
+            dod_imm_weigh(&t.imm, ti, ll, x, P, d)
         else:
             dod_meas_rate_innovation(k.zm + j * (d + 1), k.hp + ti * (d + 1), d, y)
-            _cv_rate_update(v, k, t.cols.x + ti * n, t.cols.P + ti * _pn(v), y, k.J + ti * (d + 1) * n,
-                            k.Si + ti * (d + 1) * (d + 1))
+            _cv_rate_update(v, k, x, P, y, k.J + ti * (d + 1) * n, k.Si + ti * (d + 1) * (d + 1))
     elif _meas is _polar:
-        _motion_ekf_update(v, m, t, k, ti, j)
+        _motion_ekf_update(v, m, t, k, ti, j, x, P)
     elif _meas is _polar_cov:
         if _motion is _imm:             # each model's own EKF update with R_j, then mu and the combination
             for a in range(DOD_IMM_MODELS):
                 ll[a] = dod_ekf_position_update_cov(dod_imm_model_x(&t.imm, ti, a, d),
                                                     dod_imm_model_P(&t.imm, ti, a, d), 2 * d + 1, k.zm + j * d,
                                                     d, k.sensor, k.R + <size_t>j * d * d)
-            dod_imm_weigh(&t.imm, ti, ll, t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), d)
+            dod_imm_weigh(&t.imm, ti, ll, x, P, d)
         elif _meas_pair_inverse(v, s, t, k, ti, j, Si) != NULL:
             dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
-            _cv_ekf_update_cov(v, t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), y, k.J + ti * d * d, Si,
-                               k.R + <size_t>j * d * d)
+            _cv_ekf_update_cov(v, x, P, y, k.J + ti * d * d, Si, k.R + <size_t>j * d * d)
     elif _meas is _cartesian_cov:
         if _motion is _imm:     # every model with R_j, then the probabilities and the combination
-            dod_imm_update_cov(&t.imm, ti, k.z + j * d, k.R + <size_t>j * d * d, t.cols.x + ti * 2 * d,
-                               t.cols.P + ti * _pn(v), d)
+            dod_imm_update_cov(&t.imm, ti, k.z + j * d, k.R + <size_t>j * d * d, x, P, d)
         elif _meas_pair_inverse(v, s, t, k, ti, j, Si) != NULL:
-            dod_kalman_update_cov(t.cols.x + ti * 2 * d, t.cols.P + ti * _pn(v), k.z + j * d, Si, d,
-                                  k.R + <size_t>j * d * d)
+            dod_kalman_update_cov(x, P, k.z + j * d, Si, d, k.R + <size_t>j * d * d)
     else:
-        _motion_update(v, m, t, ti, k.z + j * d, k.Si + ti * d * d, r2)
+        _motion_update(v, m, t, ti, k.z + j * d, k.Si + ti * d * d, r2, x, P)
+    _row_store(v, t, ti, x, P)
 
 
 cdef inline void _meas_birth_cov(const _dim* v, const _meas* s, const _tick* k, int32_t j,

@@ -15,7 +15,7 @@ from dod.tracker._frame cimport _cell_sort, _tick
 # the tick took 5-7 % longer at 1 thread, both orders at 256 cells per
 # axis over the births' box, builds alternating.)
 
-cdef const dod_index* _cell_order(const double* x, size_t stride, const int32_t* pick, int dim, size_t N,
+cdef const dod_index* _cell_order(const double* x, size_t stride, size_t cs, const int32_t* pick, int dim, size_t N,
                                   int bits, double h, int nt, bint par, _cell_sort* m,
                                   const uint8_t* state) noexcept nogil
 cdef void _rows_in_order(dod_tracker* t, size_t rows) noexcept nogil

@@ -29,11 +29,12 @@ cdef enum:
 
 
 cdef inline const double* _point(const double* x, size_t stride, const int32_t* pick, size_t i) noexcept nogil:
-    """Point i of a spatial ordering: x + pick[i] * stride (x + i * stride without pick)."""
+    """Point i of a spatial ordering: x + pick[i] * stride (x + i * stride
+    without pick); its coordinate a lies `cs` further on per axis."""
     return x + (<size_t>pick[i] if pick != NULL else i) * stride
 
 
-cdef void _cell_bounds(const double* x, size_t stride, const int32_t* pick, int dim, size_t i0, size_t i1,
+cdef void _cell_bounds(const double* x, size_t stride, size_t cs, const int32_t* pick, int dim, size_t i0, size_t i1,
                        double* lohi) noexcept nogil:
     """Bounding box of points [i0, i1): lohi[0:3] low, lohi[3:6] high."""
     cdef size_t i
@@ -44,30 +45,30 @@ cdef void _cell_bounds(const double* x, size_t stride, const int32_t* pick, int 
         lohi[3 + a] = -INFINITY
     for i in range(i0, i1):
         for a in range(dim):
-            v = _point(x, stride, pick, i)[a]
+            v = _point(x, stride, pick, i)[a * cs]
             if v < lohi[a]:
                 lohi[a] = v
             if v > lohi[3 + a]:
                 lohi[3 + a] = v
 
 
-cdef inline uint32_t _cell_key(const double* p, int dim, const double* lo, double step,
+cdef inline uint32_t _cell_key(const double* p, size_t cs, int dim, const double* lo, double step,
                                const uint32_t* ncell) noexcept nogil:
-    """The key of point p's cell (cells of side `step` from `lo`, ncell[a]
-    per axis, clamped): row-major, x fastest."""
+    """The key of point p's cell (its coordinate a at p[a * cs]; cells of
+    side `step` from `lo`, ncell[a] per axis, clamped): row-major, x fastest."""
     cdef int a
     cdef double v, top
     cdef uint32_t q[3]
     for a in range(3):
         q[a] = 0
         if a < dim:
-            v = (p[a] - lo[a]) / step
+            v = (p[a * cs] - lo[a]) / step
             top = <double>(ncell[a] - 1)
             q[a] = <uint32_t>(v if v < top else top) if v > 0.0 else 0
     return (q[2] * ncell[1] + q[1]) * ncell[0] + q[0]       # (2-D: q[2] is 0)
 
 
-cdef uint32_t _cell_keys(const double* x, size_t stride, const int32_t* pick, int dim, size_t i0, size_t i1,
+cdef uint32_t _cell_keys(const double* x, size_t stride, size_t cs, const int32_t* pick, int dim, size_t i0, size_t i1,
                          const double* lo, double step, const uint32_t* ncell, uint32_t* key, dod_index* row,
                          double* pos) noexcept nogil:
     """Cell keys of points [i0, i1) (_cell_key) into key, row[i] = i, and
@@ -79,8 +80,8 @@ cdef uint32_t _cell_keys(const double* x, size_t stride, const int32_t* pick, in
     for i in range(i0, i1):
         if pos != NULL:
             for a in range(dim):
-                pos[i * dim + a] = _point(x, stride, pick, i)[a]
-        key[i] = _cell_key(_point(x, stride, pick, i), dim, lo, step, ncell)
+                pos[i * dim + a] = _point(x, stride, pick, i)[a * cs]
+        key[i] = _cell_key(_point(x, stride, pick, i), cs, dim, lo, step, ncell)
         acc |= key[i]
         row[i] = <dod_index>i
     return acc
@@ -94,7 +95,7 @@ cdef size_t _confirmed_in(const uint8_t* state, size_t i0, size_t i1) noexcept n
     return n
 
 
-cdef uint32_t _track_keys(const double* x, size_t stride, int dim, size_t i0, size_t i1, const double* lo,
+cdef uint32_t _track_keys(const double* x, size_t stride, size_t cs, int dim, size_t i0, size_t i1, const double* lo,
                           double step, const uint32_t* ncell, const uint8_t* state, _cell_sort* m,
                           size_t c, size_t u) noexcept nogil:
     """The confirmed rows of [i0, i1), in row order, to key[c ..] (their
@@ -105,7 +106,7 @@ cdef uint32_t _track_keys(const double* x, size_t stride, int dim, size_t i0, si
     cdef uint32_t acc = 0
     for i in range(i0, i1):
         if state[i] == DOD_TRACK_CONFIRMED:
-            m.key[c] = _cell_key(x + i * stride, dim, lo, step, ncell)
+            m.key[c] = _cell_key(x + i * stride, cs, dim, lo, step, ncell)
             acc |= m.key[c]
             m.row[c] = <dod_index>i
             c += 1
@@ -140,11 +141,11 @@ cdef void _radix_scatter(const _cell_sort* m, size_t i0, size_t i1, int shift, i
         cursor[b] = d + 1
 
 
-cdef const dod_index* _cell_order(const double* x, size_t stride, const int32_t* pick, int dim, size_t N,
+cdef const dod_index* _cell_order(const double* x, size_t stride, size_t cs, const int32_t* pick, int dim, size_t N,
                                   int bits, double h, int nt, bint par, _cell_sort* m,
                                   const uint8_t* state) noexcept nogil:
-    """Points 0 .. N-1 (point i at x + pick[i] * stride, or x + i * stride)
-    in cell order of their position (row-major, x fastest): the returned
+    """Points 0 .. N-1 (point i at x + pick[i] * stride, or x + i * stride;
+    its coordinate a `a * cs` further) in cell order of their position (row-major, x fastest): the returned
     array lists them (and m.pos, when carried, holds their coordinates in
     that order), or NULL when there is nothing to order (fewer than two
     points, all at one place, or no finite extent).
@@ -179,9 +180,9 @@ cdef const dod_index* _cell_order(const double* x, size_t stride, const int32_t*
     per = (N + nch - 1) // nch
     if par:
         for ch in prange(nch, num_threads=nt, schedule="static"):
-            _cell_bounds(x, stride, pick, dim, min(N, ch * per), min(N, (ch + 1) * per), m.lohi + ch * 6)
+            _cell_bounds(x, stride, cs, pick, dim, min(N, ch * per), min(N, (ch + 1) * per), m.lohi + ch * 6)
     else:
-        _cell_bounds(x, stride, pick, dim, 0, N, m.lohi)
+        _cell_bounds(x, stride, cs, pick, dim, 0, N, m.lohi)
     for a in range(3):
         lo[a] = INFINITY
         hi[a] = -INFINITY
@@ -220,17 +221,17 @@ cdef const dod_index* _cell_order(const double* x, size_t stride, const int32_t*
             n += i
         if par:
             for ch in prange(nch, num_threads=nt, schedule="static"):
-                m.ors[ch] = _track_keys(x, stride, dim, min(N, ch * per), min(N, (ch + 1) * per), lo, step,
+                m.ors[ch] = _track_keys(x, stride, cs, dim, min(N, ch * per), min(N, (ch + 1) * per), lo, step,
                                         ncell, state, m, m.first[ch], n + min(N, ch * per) - m.first[ch])
         else:
-            m.ors[0] = _track_keys(x, stride, dim, 0, N, lo, step, ncell, state, m, 0, n)
+            m.ors[0] = _track_keys(x, stride, cs, dim, 0, N, lo, step, ncell, state, m, 0, n)
         per = (n + nch - 1) // nch      # the radix passes: over the confirmed rows alone
     elif par:
         for ch in prange(nch, num_threads=nt, schedule="static"):
-            m.ors[ch] = _cell_keys(x, stride, pick, dim, min(N, ch * per), min(N, (ch + 1) * per), lo, step,
+            m.ors[ch] = _cell_keys(x, stride, cs, pick, dim, min(N, ch * per), min(N, (ch + 1) * per), lo, step,
                                    ncell, m.key, m.row, m.pos)
     else:
-        m.ors[0] = _cell_keys(x, stride, pick, dim, 0, N, lo, step, ncell, m.key, m.row, m.pos)
+        m.ors[0] = _cell_keys(x, stride, cs, pick, dim, 0, N, lo, step, ncell, m.key, m.row, m.pos)
     for ch in range(nch):
         orall |= m.ors[ch]
     for pass_ in range(4):
@@ -283,10 +284,10 @@ cdef void _speed_part(const dod_tracker* t, size_t r0, size_t r1, double* total,
     for ti in range(r0, r1):
         if t.cols.state[ti] != DOD_TRACK_CONFIRMED:
             continue
-        x = t.cols.x + ti * t.n + dim
+        x = t.cols.x + ti * t.cols.xr + dim * t.cols.xs
         v2 = 0.0
         for a in range(dim):
-            v2 += x[a] * x[a]
+            v2 += x[a * t.cols.xs] * x[a * t.cols.xs]
         if v2 < INFINITY:       # (a caller's NaN or inf stays out of the mean)
             s += sqrt(v2)
             m += 1
@@ -347,7 +348,8 @@ cdef bint _spatial_sort(dod_tracker* t, dod_arena* scratch, double h) noexcept n
     buf = <char*>_carve(&carver, dod_table_reorder_scratch_bytes(tab), 1)
     if not carver.ok:
         return False
-    row = _cell_order(t.cols.x, t.n, NULL, t.dim, T, 15 if t.dim == 2 else 10, h, nt, par, &m, t.cols.state)
+    row = _cell_order(t.cols.x, t.cols.xr, t.cols.xs, NULL, t.dim, T, 15 if t.dim == 2 else 10, h, nt, par, &m,
+                      t.cols.state)
     if row == NULL:
         return True                     # every track at one point (or no finite extent): nothing to order
     if not par:

@@ -24,7 +24,8 @@ from libc.string cimport memcpy
 from dod.arrow cimport dod_arrow_desc, dod_arrow_array_capsule, dod_arrow_stream_capsule
 from dod.schema cimport Schema
 from dod._ndarray cimport input_array          # the one input gate for caller arrays
-from dod.tracker._track cimport dod_tracker, dod_tick_events, dod_tick_counts, DOD_TRACK_CONFIRMED
+from dod.tracker._track cimport (dod_tracker, dod_tick_events, dod_tick_counts, DOD_TRACK_CONFIRMED,
+                                 dod_track_row_load)
 from dod.tracker._frame cimport _in_box
 
 import warnings
@@ -302,9 +303,11 @@ cdef object _confirmed_tracks(const dod_tracker* e, object box):
     po = <uint64_t*>cnp.PyArray_DATA(ids_out)
     xo = <double*>cnp.PyArray_DATA(pos_out)
     for i in range(T):
-        if e.cols.state[i] == DOD_TRACK_CONFIRMED and _in_box(e.cols.x + i * e.n, lo, hi, dim):
+        if e.cols.state[i] != DOD_TRACK_CONFIRMED:
+            continue
+        dod_track_row_load(e.cols.x, e.cols.xr, e.cols.xs, i, dim, xo + k * dim)     # (kept when in the box)
+        if _in_box(xo + k * dim, lo, hi, dim):
             po[k] = e.cols.id[i]
-            memcpy(xo + k * dim, e.cols.x + i * e.n, dim * sizeof(double))
             k += 1
     if 2 * k >= T:
         return ids_out[:k], pos_out[:k]

@@ -50,10 +50,20 @@ cdef enum:
     DOD_TRACK_CONFIRMED = 2
 
 
+# x and P are read through two strides each (in doubles): element a of row i
+# is x[i * xr + a * xs], P[i * Pr + a * Ps]. Row-major columns have xr = n,
+# xs = 1; component-major ones (Column(order="F"): one lane per element,
+# consecutive tracks' element a contiguous) have xr = 1 and xs the lane's
+# length, so a loop over tracks reads each element with unit stride. The
+# per-row kernels (kalman.pxd, imm.pxd, measurement.pxd) take a contiguous
+# row: dod_track_row_load / _store copy it in and out (plain copies: the
+# same bits either way).
 ctypedef struct dod_track_cols:
     uint64_t* id            # [capacity]        0: no track
     double* x               # [capacity, n]     position then velocity
     double* P               # [capacity, n (n + 1) / 2] covariance, packed (kalman.pxd)
+    size_t xr, xs           # x's row and element strides
+    size_t Pr, Ps           # P's
     uint32_t* hits          # [capacity]        scans with a detection
     uint32_t* misses        # [capacity]        consecutive scans without one
     uint32_t* age           # [capacity]        scans since birth (1 at birth)
@@ -176,3 +186,22 @@ ctypedef struct dod_tracker:
     int64_t worker_in[DOD_TRACKER_MAX_THREADS]      # a region's entry and leaving time, per worker
     int64_t worker_out[DOD_TRACKER_MAX_THREADS]
     int64_t worker_wait[DOD_TRACKER_MAX_THREADS]    # time a worker spun inside the region (idle too)
+
+
+cdef inline void dod_track_row_load(const double* col, size_t rs, size_t es, size_t i, int k,
+                                    double* out) noexcept nogil:
+    """The k elements of row i of a strided column (row stride rs, element
+    stride es) into out[0 .. k)."""
+    cdef int a
+    cdef const double* p = col + i * rs
+    for a in range(k):
+        out[a] = p[<size_t>a * es]
+
+
+cdef inline void dod_track_row_store(double* col, size_t rs, size_t es, size_t i, int k,
+                                     const double* v) noexcept nogil:
+    """v[0 .. k) into row i of a strided column (dod_track_row_load's inverse)."""
+    cdef int a
+    cdef double* p = col + i * rs
+    for a in range(k):
+        p[<size_t>a * es] = v[a]

@@ -290,7 +290,7 @@ cdef void _births_two_point(dod_tracker* t, _tick* k, dod_tick_counts* cnt, doub
     tab.failed += nb - nfit             # each dropped birth is a refused insert
     par = nt > 1 and nfit >= <size_t>nt * t.min_rows
     if nfit >= 2 and k.bm.key != NULL:
-        order = _cell_order(k.z, dim, k.born, dim, nfit, _BIRTH_BITS if dim == 2 else _BIRTH_BITS_3D,
+        order = _cell_order(k.z, dim, 1, k.born, dim, nfit, _BIRTH_BITS if dim == 2 else _BIRTH_BITS_3D,
                             t.grid_h, nt, par, &k.bm, NULL)
         opos = k.bm.pos
     # In cell order, birth b's detection is read in order (carried by the

@@ -21,8 +21,9 @@ from dod.tracker.kalman cimport dod_kalman_mahalanobis2, dod_kalman_log_likeliho
 from dod.tracker.measurement cimport (dod_meas_innovation, dod_meas_log_jacobian, dod_meas_rate_innovation,
                                       dod_meas_mahalanobis2, dod_meas_rate_log_likelihood)
 from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
-                                 _doppler, _cartesian_cov, _polar_cov, _d, _m, _pn, _model_of, _MODEL_3D,
-                                 _MODEL_IMM, _MODEL_POLAR, _MODEL_RATE, _meas_update, _meas_pair_inverse)
+                                 _doppler, _cartesian_cov, _polar_cov, _d, _m, _model_of, _MODEL_3D,
+                                 _MODEL_IMM, _MODEL_POLAR, _MODEL_RATE, _meas_update, _meas_pair_inverse,
+                                 _row_x)
 from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, dod_tick_events, DOD_TRACK_NONE,
                                  DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED)
 from dod.tracker._frame cimport _sums, _tick, _TAIL_CHUNKS
@@ -77,7 +78,7 @@ cdef void _score_rows(const _dim* v, const _meas* s, const dod_tracker* t, const
                 c.score[ti] -= k.per_area * dod_meas_log_jacobian(k.zm + j * d, d)
             else:
                 for a in range(d):
-                    y[a] = k.z[j * d + a] - c.x[ti * 2 * d + a]
+                    y[a] = k.z[j * d + a] - _row_x(t, ti, a)
             Si = _meas_pair_inverse(v, s, t, k, ti, j, own)      # (a gated pair's: never NULL)
             d2 = dod_kalman_mahalanobis2(y, Si, d)
             c.score[ti] += k.log_pd - k.log_clutter + dod_kalman_log_likelihood(d2, Si, d)
@@ -99,9 +100,9 @@ cdef void _update_rows(const _dim* v, const _motion* m, const _meas* s, const do
         # assigned ones are too sparse a stream for the hardware prefetcher.
         tp = ti + _UPDATE_AHEAD
         if tp < row1 and k.track_det[tp] >= 0:
-            dod_prefetch(c.P + tp * _pn(v))
-            dod_prefetch(c.P + tp * _pn(v) + 8)
-            dod_prefetch(c.x + tp * 2 * d)
+            dod_prefetch(c.P + tp * c.Pr)
+            dod_prefetch(c.P + tp * c.Pr + 8 * c.Ps)
+            dod_prefetch(c.x + tp * c.xr)
             dod_prefetch(k.Si + tp * _m(v, s) * _m(v, s))
             dod_prefetch(k.z + k.track_det[tp] * d)
         j = k.track_det[ti]
