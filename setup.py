@@ -78,6 +78,12 @@ if VARIANT == "tsan":
 # a libm call that only sets errno for a negative argument (dod reads errno
 # only after system calls). No result changes: sqrt is correctly rounded both ways.
 compile_args += ["-fno-math-errno"]
+# No a * b + c fused into one FMA (gcc's default for C where the target has
+# FMA, as the AVX2 path of dod/tracker/vector_kernels.h has; clang's within
+# an expression): the fused result rounds once, not twice, so each
+# instruction-set path would give its own bits. Off, every path and every
+# variant computes what the source says, in its order.
+compile_args += ["-ffp-contract=off"]
 # 16-byte compare-and-swap for the lock-free stacks (dod/atomics.h).
 if os.uname().machine in ("x86_64", "AMD64"):
     compile_args += ["-mcx16"]
@@ -109,6 +115,9 @@ OPENMP_MODULES = {"dod.tracker._bare_loop", "dod.tracker._engine", "dod.tracker.
                   "dod.tracker._order", "dod.tracker._clutter"}
 OPENMP = [] if os.environ.get("DOD_NO_OPENMP") else ["-fopenmp"]
 
+# C headers whose change rebuilds a module (Cython tracks .pxd files, not these).
+HEADER_DEPENDS = {"dod.tracker._vector": ["dod/tracker/vector_kernels.h"]}
+
 
 def extensions():
     exts = []
@@ -120,6 +129,7 @@ def extensions():
             Extension(
                 name,
                 [str(rel)],
+                depends=HEADER_DEPENDS.get(name, []),
                 include_dirs=[numpy.get_include(), str(HERE / "dod")],
                 define_macros=macros,
                 extra_compile_args=compile_args + omp,

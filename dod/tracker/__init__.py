@@ -71,7 +71,7 @@ from dod.tracker.config import (ClutterConfig, ExecutionConfig, FilterConfig, Li
 __all__ = ["Tracker", "TrackerConfig", "FilterConfig", "ManagementConfig", "ClutterConfig", "LimitsConfig",
            "ExecutionConfig", "ReferenceTracker", "Sensor", "chi2_ppf", "solve_assignment", "track_schema",
            "scratch_bytes", "unpack_covariance", "pack_covariance", "RANGE_BEARING", "BEARING_RANGE",
-           "ScanEvents", "Tracks", "TrackBatch"]
+           "ScanEvents", "Tracks", "TrackBatch", "simd_paths", "simd_path", "set_simd"]
 
 
 def __getattr__(name):
@@ -91,6 +91,10 @@ def __getattr__(name):
         from dod.tracker import sensor
 
         return getattr(sensor, name)
+    if name in ("simd_paths", "simd_path", "set_simd"):
+        from dod.tracker import _vector
+
+        return getattr(_vector, name)
     if name == "ReferenceTracker":
         from dod.tracker.reference import ReferenceTracker
 

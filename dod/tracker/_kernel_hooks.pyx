@@ -3,9 +3,13 @@
 They run one kernel on numpy arrays so that tests can compare it with a
 reference implementation; the tracker itself never calls them.
 """
+from libc.math cimport sqrt
+from libc.stdint cimport int32_t, uint8_t
 from libc.string cimport memset
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse, dod_kalman_pack,
-                                 dod_kalman_unpack, dod_kalman_mahalanobis2, dod_kalman_update)
+                                 dod_kalman_unpack, dod_kalman_mahalanobis2, dod_kalman_update,
+                                 dod_kalman_noise, dod_kalman_noise_of, dod_kalman_predict_step,
+                                 dod_kalman_packed_index)
 from dod.tracker.measurement cimport dod_sensor, dod_ekf_update, dod_ekf_position_update, dod_ekf_rate_update
 
 import numpy as np
@@ -87,3 +91,78 @@ def _kernel_ekf_rate_update(double[::1] x, double[:, ::1] P, double[::1] z, doub
         s.var[a] = var[a]
     s.rate_var = var[d]
     return dod_ekf_rate_update(&x[0], &P[0, 0], x.shape[0], &z[0], d, &s)
+
+
+# ---------------------------------------------------------------- the per-row kernels over rows
+#
+# The tracker's per-row kernels run one row at a time over row-major rows
+# (x (N, 2d), packed P (N, d (2d + 1))): the oracles of the lane kernels
+# (dod/tracker/_vector.pyx, tests/test_vector_kernels.py, on the transposed
+# lanes) and their baseline in asv_bench/benchmarks/bench_vector_kernels.py.
+
+cdef int _rows_dim(double[:, ::1] x, double[:, ::1] P) except -1:
+    cdef int d = x.shape[1] // 2
+    if d not in (2, 3) or x.shape[1] != 2 * d or P.shape[1] != d * (2 * d + 1) or P.shape[0] != x.shape[0]:
+        raise ValueError("rows x (N, 2d) and P (N, d (2d + 1)), d 2 or 3")
+    return d
+
+
+cdef size_t _rows_end(r0, r1, size_t rows) except? 0:
+    cdef size_t end = rows if r1 is None else r1
+    if r0 < 0 or end > rows or r0 > end:
+        raise ValueError(f"rows [{r0}, {end}) are not within the {rows}")
+    return end
+
+
+def _rows_predict(double[:, ::1] x, double[:, ::1] P, double dt, double q, size_t r0=0, r1=None):
+    """Test hook: dod_kalman_predict_step on each of rows [r0, r1) of x
+    (N, 2d) and P (N, d (2d + 1)), in place."""
+    cdef int d = _rows_dim(x, P)
+    cdef size_t r, end = _rows_end(r0, r1, x.shape[0])
+    cdef dod_kalman_noise w = dod_kalman_noise_of(dt, q)
+    for r in range(r0, end):
+        dod_kalman_predict_step(&x[r, 0], &P[r, 0], d, &w)
+
+
+def _rows_gate(double[:, ::1] P, double r2, double gate, double[:, ::1] Si, double[:, ::1] hw, double[::1] hm,
+               uint8_t[::1] gateable, size_t r0=0, r1=None):
+    """Test hook: rows [r0, r1) of P (N, d (2d + 1)) as _model.pxd's
+    _meas_gate_row (Cartesian) gates them: Si (N, d * d) from
+    dod_kalman_innovation_inverse (written only where it succeeds), the
+    half-widths hw (N, d), the widest hm (0 where it failed), gateable."""
+    cdef int d = 2 if P.shape[1] == 10 else 3, a, n = 2 * d
+    cdef size_t r, rows = P.shape[0], end = _rows_end(r0, r1, P.shape[0])
+    cdef double w, hmax
+    cdef bint ok
+    if P.shape[1] not in (10, 21) or Si.shape[0] != rows or Si.shape[1] != d * d or hw.shape[0] != rows \
+            or hw.shape[1] != d or hm.shape[0] != rows or gateable.shape[0] != rows:
+        raise ValueError("P (N, 10 or 21), Si (N, d*d), hw (N, d), hm and gateable (N,)")
+    for r in range(r0, end):
+        ok = dod_kalman_innovation_inverse(&P[r, 0], d, r2, &Si[r, 0])
+        hmax = 0.0
+        for a in range(d):
+            w = sqrt(gate * (P[r, dod_kalman_packed_index(a, a, n)] + r2))
+            hw[r, a] = w
+            if w > hmax:
+                hmax = w
+        if not ok:
+            hmax = 0.0
+        gateable[r] = ok
+        hm[r] = hmax
+
+
+def _rows_update(double[:, ::1] x, double[:, ::1] P, const int32_t[::1] det, const double[:, ::1] z,
+                 const double[:, ::1] Si, double r2, size_t r0=0, r1=None):
+    """Test hook: dod_kalman_update of each of rows [r0, r1) of x, P (as
+    _rows_predict's) with detection det[r] of z (k, d) and Si (N, d * d);
+    rows with det[r] < 0 are left alone."""
+    cdef int d = _rows_dim(x, P)
+    cdef size_t r, end = _rows_end(r0, r1, x.shape[0])
+    if det.shape[0] != x.shape[0] or z.shape[1] != d or Si.shape[0] != x.shape[0] or Si.shape[1] != d * d:
+        raise ValueError("det (N,), z (k, d), Si (N, d*d)")
+    for r in range(r0, end):
+        if det[r] >= z.shape[0]:
+            raise ValueError(f"row {r}'s detection {det[r]} is not one of the {z.shape[0]}")
+    for r in range(r0, end):
+        if det[r] >= 0:
+            dod_kalman_update(&x[r, 0], &P[r, 0], &z[det[r], 0], &Si[r, 0], d, r2)

@@ -1,0 +1,33 @@
+# dod/tracker/_vector.pxd: the constant-velocity kernels over lanes of
+# tracks (vector_kernels.h), through the instruction-set path chosen for
+# the process (_vector.pyx: DOD_SIMD, set_simd).
+#
+#     from dod.tracker._vector cimport dod_vk_cv_predict, dod_vk_gate_rows, dod_vk_cv_update
+#
+# Lanes: element a of row r of x is x[a * xs + r]; of the packed P
+# (kalman.pxd's packed order) P[a * ps + r]. Si (d x d per row), hw (d per
+# row) and z (d per detection) are row-major. Each function runs rows
+# [r0, r1) with one indirect call into the selected path; every path gives
+# the per-row kernels' bits.
+#
+# Contract: d is 2 or 3; r0 <= r1 <= xs and ps; the arrays do not overlap.
+# Thread-safety: each call writes only rows [r0, r1) (and their Si, hw, hm,
+# gateable entries); calls on disjoint ranges may run at once.
+from libc.stdint cimport int32_t, uint8_t
+from dod.tracker.kalman cimport dod_kalman_noise
+
+
+cdef void dod_vk_cv_predict(int d, double* x, size_t xs, double* P, size_t ps, size_t r0, size_t r1,
+                            const dod_kalman_noise* w) noexcept nogil
+    # rows [r0, r1): x = F x, P = F P F' + Q, dod_kalman_predict_step's arithmetic (same bits)
+
+cdef void dod_vk_gate_rows(int d, const double* P, size_t ps, size_t r0, size_t r1, double r2, double gate,
+                           double* Si, double* hw, double* hm, uint8_t* gateable) noexcept nogil
+    # rows [r0, r1): _model.pxd's _meas_gate_row, Cartesian: ok = dod_kalman_innovation_inverse(P_r, d, r2,
+    # Si + r*d*d); hw[r*d + a] = sqrt(gate * (P_aa + r2)); hm[r] the widest (0.0 when not ok);
+    # gateable[r] = ok. A row that is not ok may have its Si written (nobody reads it).
+
+cdef void dod_vk_cv_update(int d, double* x, size_t xs, double* P, size_t ps, size_t r0, size_t r1,
+                           const int32_t* det, const double* z, const double* Si, double r2) noexcept nogil
+    # rows r in [r0, r1) with det[r] >= 0: dod_kalman_update(x_r, P_r, z + det[r]*d, Si + r*d*d, d, r2)
+    # (same bits); rows with det[r] < 0 keep their x and P bit for bit.
