@@ -31,6 +31,7 @@ from dod.tracker._executor cimport _run_chunks, _PASS_UPDATE
 from dod.tracker._gate cimport _gate_width_part, _grid_side
 from dod.tracker._births cimport _free_dets
 from dod.tracker._events cimport _telling, _told, _quiet
+from dod.tracker._vector cimport dod_vk_cv_update
 
 
 cdef enum:
@@ -93,6 +94,10 @@ cdef void _update_rows(const _dim* v, const _motion* m, const _meas* s, const do
     cdef double r2 = t.r * t.r
     cdef size_t ti, tp
     cdef int32_t j
+    if _motion is _cv and _meas is _cartesian:
+        if c.xr == 1 and c.Pr == 1:     # lanes: the chunk's assigned rows at once (_vector.pxd)
+            dod_vk_cv_update(d, c.x, c.xs, c.P, c.Ps, row0, row1, k.track_det, k.z, k.Si, r2)
+            return
     for ti in range(row0, row1):
         # Fetch the state, covariance, inverse and detection of the
         # assigned track _UPDATE_AHEAD rows on: the rows were last touched
