@@ -17,6 +17,8 @@ cdef int parse_request(object shape, cnp.dtype dt, object align, size_t default_
                        dod_array_request* out) except -1
 cdef size_t parse_alignment(object align, size_t default_align) except 0
 cdef object wrap_memory(void* data, const dod_array_request* req, cnp.dtype dt, object base)
+cdef object wrap_strided(void* data, const dod_array_request* req, cnp.npy_intp* strides, cnp.dtype dt,
+                         object base)
 
 # The one gate for arrays a caller passes in (see _ndarray.pyx).
 cpdef object input_array(object obj, object dtype, str name, int ndim=*, object trailing=*,

@@ -120,6 +120,18 @@ cdef object wrap_memory(void* data, const dod_array_request* req, cnp.dtype dt, 
     return arr
 
 
+cdef object wrap_strided(void* data, const dod_array_request* req, cnp.npy_intp* strides, cnp.dtype dt,
+                         object base):
+    """A writable, aligned ndarray over *data* with the given byte strides
+    (a table's F-order column: the rows' values lie across lanes); numpy
+    works out its contiguity flags. Base as for wrap_memory."""
+    Py_INCREF(dt)
+    arr = PyArray_NewFromDescr(<PyTypeObject*>cnp.ndarray, dt, req.nd, <cnp.npy_intp*>req.dims, strides, data,
+                               cnp.NPY_ARRAY_WRITEABLE | cnp.NPY_ARRAY_ALIGNED, NULL)
+    cnp.set_array_base(<cnp.ndarray>arr, base)
+    return arr
+
+
 # ---------------------------------------------------------------- the input gate
 
 cdef str _shape_spec(int ndim, object trailing):

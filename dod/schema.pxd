@@ -21,6 +21,7 @@ cdef class Column:
     cdef readonly tuple shape         # per-row shape, () for a scalar column
     cdef readonly bint zero           # clear on insert when not given (ZII)
     cdef readonly bint finite         # refuse NaN and infinities from Python
+    cdef readonly str order           # "C": rows contiguous; "F": one lane per component (dod/table.pxd)
 
     cdef Column _named(self, str name)
     cdef str _spec(self)

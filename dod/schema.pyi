@@ -11,8 +11,9 @@ class Column:
     shape: tuple[int, ...]
     zero: bool
     finite: bool
+    order: str
     def __init__(self, dtype: npt.DTypeLike, shape: int | tuple[int, ...] = (), *, zero: bool = True,
-                 finite: bool = False, name: str | None = None) -> None: ...
+                 finite: bool = False, name: str | None = None, order: str = "C") -> None: ...
     @property
     def row_bytes(self) -> int: ...
 

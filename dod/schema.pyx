@@ -69,6 +69,15 @@ cdef class Column:
         clearing).
     finite : bool, default False
         The Python face refuses NaN and infinities for this column.
+    order : {"C", "F"}, default "C"
+        How a table stores the column's rows. ``"C"``: each row's values
+        together (row ``r`` is one run of bytes). ``"F"``: component-major,
+        one lane per component of the row shape (components numbered in C
+        order over the shape), each lane holding every row's value of that
+        component contiguously and 64-byte aligned, so that a loop over rows
+        reads each component at unit stride (what SIMD across rows needs).
+        A column of shape ``()`` has one component: ``"F"`` is stored, and
+        reported, as ``"C"``.
     name : str, optional
         Usually given by the :class:`Schema` (its key or keyword).
 
@@ -79,6 +88,8 @@ cdef class Column:
     shape : tuple of int
     zero : bool
     finite : bool
+    order : str
+        ``"C"`` or ``"F"`` (``"C"`` for a column of shape ``()``).
 
     Raises
     ------
@@ -88,14 +99,15 @@ cdef class Column:
         ints; for a name that is not a str; and when ``__init__`` is called
         again on a built column.
     ValueError
-        For more than 8 dimensions, or a dimension that is not positive.
+        For more than 8 dimensions, a dimension that is not positive, or an
+        order other than ``"C"`` and ``"F"``.
 
     Notes
     -----
     Thread-safety: immutable once built; any thread may use it.
     """
 
-    def __init__(self, dtype, shape=(), *, bint zero=True, bint finite=False, name=None):
+    def __init__(self, dtype, shape=(), *, bint zero=True, bint finite=False, name=None, order="C"):
         # Schemas and tables size their memory from these fields: calling
         # __init__ again on a live column would resize rows under them.
         if self.dtype is not None:
@@ -116,9 +128,15 @@ cdef class Column:
         for d in shape:
             if d <= 0 or d > (1 << 31):
                 raise ValueError(f"column {label!r}: every dimension of a row must be positive (and sane), got {shape}")
+        if not isinstance(order, str):
+            raise TypeError(f"column {label!r}: order is 'C' or 'F', got {type(order).__name__}")
+        if order not in ("C", "F"):
+            raise ValueError(f"column {label!r}: order is 'C' or 'F', got {order!r}")
         self.shape = shape
         self.zero = zero
         self.finite = finite
+        # One component: its only lane is the C layout (and equal to it).
+        self.order = order if shape else "C"
 
     cdef Column _named(self, str name):
         cdef Column c = Column.__new__(Column)
@@ -127,6 +145,7 @@ cdef class Column:
         c.shape = self.shape
         c.zero = self.zero
         c.finite = self.finite
+        c.order = self.order
         return c
 
     @property
@@ -139,14 +158,15 @@ cdef class Column:
             return NotImplemented
         o = <Column>other
         return (self.name == o.name and self.dtype == o.dtype and self.shape == o.shape
-                and self.zero == o.zero and self.finite == o.finite)
+                and self.zero == o.zero and self.finite == o.finite and self.order == o.order)
 
     def __hash__(self):
-        return hash((self.name, self.dtype, self.shape, self.zero, self.finite))
+        return hash((self.name, self.dtype, self.shape, self.zero, self.finite, self.order))
 
     cdef str _spec(self):
         dims = "" if not self.shape else "[" + ",".join(map(str, self.shape)) + "]"
-        flags = ("" if self.zero else ", zero=False") + (", finite=True" if self.finite else "")
+        flags = (("" if self.zero else ", zero=False") + (", finite=True" if self.finite else "")
+                 + (", order='F'" if self.order == "F" else ""))
         if flags:
             return f"{self.name}=Column({str(self.dtype)!r}, {self.shape}{flags})"
         return f"{self.name}={str(self.dtype) + dims!r}"
@@ -155,12 +175,13 @@ cdef class Column:
         return f"<Column {self._spec()}>"
 
     def __reduce__(self):
-        return (_rebuild_column, (self.dtype, self.shape, self.zero, self.finite, self.name))
+        return (_rebuild_column, (self.dtype, self.shape, self.zero, self.finite, self.name, self.order))
 
 
-def _rebuild_column(dtype, shape, zero, finite, name):
-    """Unpickles a Column (a fresh object: a live Column is never rewritten)."""
-    return Column(dtype, shape, zero=zero, finite=finite, name=name)
+def _rebuild_column(dtype, shape, zero, finite, name, order="C"):
+    """Unpickles a Column (a fresh object: a live Column is never rewritten);
+    pickles made before columns had an order are C order."""
+    return Column(dtype, shape, zero=zero, finite=finite, name=name, order=order)
 
 
 cdef Column _as_column(str name, object spec):

@@ -16,12 +16,23 @@
 #             ...
 #
 # Layout
-#   * Column c holds `capacity` rows of `row_bytes[c]` bytes each, contiguous
-#     and 64-byte aligned at columns[c]; row r of column c is at
-#     columns[c] + r * row_bytes[c]. Columns are allocated once and never move.
+#   * C order (lane_bytes[c] == 0, the default): column c holds `capacity`
+#     rows of `row_bytes[c]` bytes each, contiguous and 64-byte aligned at
+#     columns[c]; row r of column c is at columns[c] + r * row_bytes[c].
+#   * F order (Column(..., order="F"), lane_bytes[c] > 0): the column is
+#     component-major. Its row shape's components, numbered in C order over
+#     the shape (k = 0 .. lanes[c] - 1), each get a lane: `capacity` items of
+#     itemsize = row_bytes[c] / lanes[c] bytes, contiguous and 64-byte
+#     aligned at dod_table_lane(t, c, k) = columns[c] + k * lane_bytes[c].
+#     Component k of row r is at dod_table_lane(t, c, k) + r * itemsize, so
+#     a loop over rows reads each component at unit stride. columns[c] is
+#     lane 0 (a reader of the first component needs nothing else). A row
+#     move copies one item per lane.
+#   * Columns are allocated once and never move.
 #   * Row -1 of every column (the bytes just before columns[c]) is the nil
-#     row: always zero. dod_table_row returns -1 for a nil or stale handle, so
-#     a lookup that fails reads zeros instead of crashing. Never write it.
+#     row: always zero; in F order, item -1 of every lane is. dod_table_row
+#     returns -1 for a nil or stale handle, so a lookup that fails reads
+#     zeros instead of crashing. Never write it.
 #   * Slots 1..capacity carry the handles: slot_row[s] is the row of a live
 #     slot, slot_gen[s] its generation; row_slot[r] is the slot of live row r.
 #     Slot 0 is the nil slot, so the nil handle 0 never matches.
@@ -91,9 +102,11 @@ cdef extern from *:
 
 
 ctypedef struct dod_table:
-    char** columns            # column base pointers, ncols of them (never move)
-    size_t* row_bytes         # bytes of one row of each column
+    char** columns            # column base pointers (F order: lane 0), ncols of them (never move)
+    size_t* row_bytes         # bytes of one row of each column (every lane's item, in F order)
     uint8_t* zero_on_insert   # 1: dod_table_insert clears the column's new row
+    size_t* lane_bytes        # 0: C order; F order: bytes from one lane to the next (a multiple of 64)
+    size_t* lanes             # 1 in C order; F order: the row shape's components (one lane each)
     size_t ncols
     size_t count              # live rows: rows 0 .. count-1
     size_t capacity           # rows every column holds
@@ -181,9 +194,47 @@ cdef inline dod_handle dod_table_handle(const dod_table* t, size_t row) noexcept
 
 
 cdef inline void* dod_table_cell(const dod_table* t, size_t column, Py_ssize_t row) noexcept nogil:
-    """Address of row `row` of column `column`; row -1 (DOD_TABLE_NIL) is the
-    zeroed nil row (read it, never write it). Valid until the next remove."""
+    """Address of row `row` of a C-order column; row -1 (DOD_TABLE_NIL) is
+    the zeroed nil row (read it, never write it). Valid until the next
+    remove. (An F-order column's row is not one run of bytes: read its
+    components through dod_table_lane.)"""
     return t.columns[column] + row * <Py_ssize_t>t.row_bytes[column]
+
+
+cdef inline char* dod_table_lane(const dod_table* t, size_t c, size_t comp) noexcept nogil:
+    """Base of lane `comp` of F-order column c (comp < lanes[c]): row r's
+    component comp is at base + r * itemsize, row -1 reads zero. For a
+    C-order column, lane 0 is the column (columns[c])."""
+    return t.columns[c] + comp * t.lane_bytes[c]
+
+
+cdef inline size_t dod_table_lane_item(const dod_table* t, size_t c) noexcept nogil:
+    """Bytes of one row in one lane of column c: the itemsize in F order,
+    the whole row in C order (no division when the column has one lane)."""
+    return t.row_bytes[c] if t.lanes[c] == 1 else t.row_bytes[c] // t.lanes[c]
+
+
+cdef inline void dod_table_zero_cells(dod_table* t, size_t c, size_t row, size_t n) noexcept nogil:
+    """Rows [row, row + n) of column c cleared (every lane in F order)."""
+    cdef size_t k, w
+    if t.lane_bytes[c] == 0:
+        memset(t.columns[c] + row * t.row_bytes[c], 0, n * t.row_bytes[c])
+        return
+    w = dod_table_lane_item(t, c)
+    for k in range(t.lanes[c]):
+        memset(dod_table_lane(t, c, k) + row * w, 0, n * w)
+
+
+cdef inline void dod_table_poison_cells(dod_table* t, size_t c, size_t row, size_t n) noexcept nogil:
+    """Rows [row, row + n) of column c poisoned with 0xCD (every lane in F
+    order); callers call it under `if DOD_DEBUG`."""
+    cdef size_t k, w
+    if t.lane_bytes[c] == 0:
+        dod_poison(t.columns[c] + row * t.row_bytes[c], n * t.row_bytes[c])
+        return
+    w = dod_table_lane_item(t, c)
+    for k in range(t.lanes[c]):
+        dod_poison(dod_table_lane(t, c, k) + row * w, n * w)
 
 
 cdef inline dod_handle dod_table_insert_uninit(dod_table* t) noexcept nogil:
@@ -223,8 +274,11 @@ cdef inline dod_handle dod_table_insert(dod_table* t) noexcept nogil:
         row = t.count - 1
         for c in range(t.ncols):
             if t.zero_on_insert[c]:
-                rb = t.row_bytes[c]
-                memset(t.columns[c] + row * rb, 0, rb)
+                if t.lane_bytes[c] == 0:
+                    rb = t.row_bytes[c]
+                    memset(t.columns[c] + row * rb, 0, rb)
+                else:
+                    dod_table_zero_cells(t, c, row, 1)
     return h
 
 
@@ -235,8 +289,11 @@ cdef inline dod_handle dod_table_insert_zeroed(dod_table* t) noexcept nogil:
     if h != 0:
         row = t.count - 1
         for c in range(t.ncols):
-            rb = t.row_bytes[c]
-            memset(t.columns[c] + row * rb, 0, rb)
+            if t.lane_bytes[c] == 0:
+                rb = t.row_bytes[c]
+                memset(t.columns[c] + row * rb, 0, rb)
+            else:
+                dod_table_zero_cells(t, c, row, 1)
     return h
 
 
@@ -257,6 +314,18 @@ cdef inline void dod_table_copy_row(char* col, size_t rb, size_t dst, size_t src
         memcpy(col + dst * rb, col + src * rb, rb)
 
 
+cdef inline void dod_table_move_row(dod_table* t, size_t c, size_t dst, size_t src) noexcept nogil:
+    """Row src of column c over row dst: one copy in C order, one item per
+    lane in F order."""
+    cdef size_t k, w
+    if t.lane_bytes[c] == 0:
+        dod_table_copy_row(t.columns[c], t.row_bytes[c], dst, src)
+        return
+    w = dod_table_lane_item(t, c)
+    for k in range(t.lanes[c]):
+        dod_table_copy_row(dod_table_lane(t, c, k), w, dst, src)
+
+
 cdef inline void dod_table_remove_row(dod_table* t, size_t row) noexcept nogil:
     """Remove live row `row` (< count): the last row moves into it.
 
@@ -270,13 +339,13 @@ cdef inline void dod_table_remove_row(dod_table* t, size_t row) noexcept nogil:
         t.peak = t.count
     if row != last:
         for c in range(t.ncols):
-            dod_table_copy_row(t.columns[c], t.row_bytes[c], row, last)
+            dod_table_move_row(t, c, row, last)
         moved = t.row_slot[last]
         t.row_slot[row] = moved
         t.slot_row[moved] = <dod_index>row
     if DOD_DEBUG:
         for c in range(t.ncols):
-            dod_poison(t.columns[c] + last * t.row_bytes[c], t.row_bytes[c])
+            dod_table_poison_cells(t, c, last, 1)
     t.slot_gen[slot] += 1
     t.slot_row[slot] = DOD_TABLE_FREE | t.free_head
     t.free_head = slot
@@ -289,22 +358,23 @@ cdef inline void dod_table_swap_rows(dod_table* t, size_t a, size_t b) noexcept 
     map: every handle stays valid and names the same data at its new row
     (the reorder of one transposition, without its scratch). Swaps of
     disjoint row pairs may run on different threads at once."""
-    cdef size_t c, rb, off, n
+    cdef size_t c, k, rb, off, n
     cdef char* col
     cdef char tmp[64]
     cdef dod_index sa, sb
     if a == b:
         return
     for c in range(t.ncols):
-        col = t.columns[c]
-        rb = t.row_bytes[c]
-        off = 0
-        while off < rb:                 # through a 64-byte buffer: rows of any width
-            n = rb - off if rb - off < 64 else 64
-            memcpy(tmp, col + a * rb + off, n)
-            memcpy(col + a * rb + off, col + b * rb + off, n)
-            memcpy(col + b * rb + off, tmp, n)
-            off += n
+        rb = dod_table_lane_item(t, c)          # one lane's item (the row in C order)
+        for k in range(t.lanes[c]):
+            col = dod_table_lane(t, c, k)
+            off = 0
+            while off < rb:                 # through a 64-byte buffer: rows of any width
+                n = rb - off if rb - off < 64 else 64
+                memcpy(tmp, col + a * rb + off, n)
+                memcpy(col + a * rb + off, col + b * rb + off, n)
+                memcpy(col + b * rb + off, tmp, n)
+                off += n
     sa = t.row_slot[a]
     sb = t.row_slot[b]
     t.row_slot[a] = sb
@@ -323,25 +393,22 @@ cdef inline size_t dod_table_reorder_scratch_bytes(const dod_table* t) noexcept 
     return t.count * w
 
 
-cdef inline void dod_table_reorder_gather(const dod_table* t, size_t c, const dod_index* order, char* scratch,
-                                          size_t i0, size_t i1) noexcept nogil:
-    """Phase 1 of a reorder, for part [i0, i1) of one column: scratch's rows
-    i0 .. i1 - 1 become column c's rows order[i0 .. i1 - 1] (c == t.ncols:
-    the slot map's row_slot). Any split of [0, count) may run at once on
-    different threads; then dod_table_reorder_put for the same column."""
-    cdef size_t i, w, rb = t.row_bytes[c] if c < t.ncols else sizeof(dod_index)
-    cdef const char* col = t.columns[c] if c < t.ncols else <const char*>t.row_slot
+cdef inline void dod_table_gather_items(const char* col, size_t rb, const dod_index* order, char* out,
+                                        size_t i0, size_t i1) noexcept nogil:
+    """out's items i0 .. i1 - 1 (rb bytes each) become col's items
+    order[i0 .. i1 - 1]: one lane (or C-order column) of a reorder's gather."""
+    cdef size_t i, w
     cdef const char* src
     # constant sizes: gcc turns each memcpy into one load and store
     if rb == 8:
         for i in range(i0, i1):
-            memcpy(scratch + i * 8, col + <size_t>order[i] * 8, 8)
+            memcpy(out + i * 8, col + <size_t>order[i] * 8, 8)
     elif rb == 4:
         for i in range(i0, i1):
-            memcpy(scratch + i * 4, col + <size_t>order[i] * 4, 4)
+            memcpy(out + i * 4, col + <size_t>order[i] * 4, 4)
     elif rb == 1:
         for i in range(i0, i1):
-            scratch[i] = col[order[i]]
+            out[i] = col[order[i]]
     elif rb % 8 == 0:   # wide rows (a state vector, a covariance): words, not a memcpy call a row
         for i in range(i0, i1):
             if i + DOD_TABLE_REORDER_AHEAD < i1:
@@ -349,20 +416,44 @@ cdef inline void dod_table_reorder_gather(const dod_table* t, size_t c, const do
                 dod_prefetch(col + <size_t>order[i + DOD_TABLE_REORDER_AHEAD] * rb + rb - 1)
             src = col + <size_t>order[i] * rb
             for w in range(0, rb, 8):
-                memcpy(scratch + i * rb + w, src + w, 8)
+                memcpy(out + i * rb + w, src + w, 8)
     else:
         for i in range(i0, i1):
-            memcpy(scratch + i * rb, col + <size_t>order[i] * rb, rb)
+            memcpy(out + i * rb, col + <size_t>order[i] * rb, rb)
+
+
+cdef inline void dod_table_reorder_gather(const dod_table* t, size_t c, const dod_index* order, char* scratch,
+                                          size_t i0, size_t i1) noexcept nogil:
+    """Phase 1 of a reorder, for part [i0, i1) of one column: scratch's rows
+    i0 .. i1 - 1 become column c's rows order[i0 .. i1 - 1] (c == t.ncols:
+    the slot map's row_slot). Any split of [0, count) may run at once on
+    different threads; then dod_table_reorder_put for the same column. An
+    F-order column is gathered lane by lane: lane k into scratch's block k
+    of count items (the same scratch bytes as its rows in C order)."""
+    cdef size_t k, w
+    if c == t.ncols:
+        dod_table_gather_items(<const char*>t.row_slot, sizeof(dod_index), order, scratch, i0, i1)
+    elif t.lane_bytes[c] == 0:
+        dod_table_gather_items(t.columns[c], t.row_bytes[c], order, scratch, i0, i1)
+    else:
+        w = dod_table_lane_item(t, c)
+        for k in range(t.lanes[c]):
+            dod_table_gather_items(dod_table_lane(t, c, k), w, order, scratch + k * t.count * w, i0, i1)
 
 
 cdef inline void dod_table_reorder_put(dod_table* t, size_t c, const char* scratch, size_t i0, size_t i1) noexcept nogil:
     """Phase 2 of a reorder, for part [i0, i1): column c's rows i0 .. i1 - 1
     become scratch's (c == t.ncols: row_slot, and slot_row names the new
     rows). After every gather of this column; any split may run at once."""
-    cdef size_t i
+    cdef size_t i, k, w
     cdef const dod_index* slots = <const dod_index*>scratch
     if c < t.ncols:
-        memcpy(t.columns[c] + i0 * t.row_bytes[c], scratch + i0 * t.row_bytes[c], (i1 - i0) * t.row_bytes[c])
+        if t.lane_bytes[c] == 0:
+            memcpy(t.columns[c] + i0 * t.row_bytes[c], scratch + i0 * t.row_bytes[c], (i1 - i0) * t.row_bytes[c])
+            return
+        w = dod_table_lane_item(t, c)
+        for k in range(t.lanes[c]):
+            memcpy(dod_table_lane(t, c, k) + i0 * w, scratch + (k * t.count + i0) * w, (i1 - i0) * w)
         return
     for i in range(i0, i1):
         t.row_slot[i] = slots[i]
@@ -428,6 +519,7 @@ cdef class Table:
     cdef void end_exclusive(self) noexcept
     cdef object _new_view(self)
     cdef object _column_array(self, Py_ssize_t c, size_t first, size_t n, object base)
+    cdef object _arrow_columns(self, char** cols)
     cdef object _handle_arg(self, object h)
     cdef object _handles_arg(self, object handles)
     cdef object _insert(self, object values, dict named, object n_obj, bint single)

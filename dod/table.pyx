@@ -7,7 +7,10 @@ aligned and zeroed (ZII: an all-zero row is a valid default), from any
 allocator (its own arena by default). Live rows stay packed at the front;
 removing a row moves the last row into the hole. A slot map gives every row
 a stable 64-bit handle (0 is nil) that survives those moves and goes stale
-when its row is removed.
+when its row is removed. A shaped column is stored row by row (C order) or
+component-major (``Column(..., order="F")``: one lane per component, for
+loops that vectorise across rows); every operation gives the same results
+on both.
 
 Safety contract (the Python face)
     Every method validates its arguments first and leaves the table
@@ -46,7 +49,7 @@ from cpython.number cimport PyNumber_Index
 from dod._core cimport DOD_DEBUG, DOD_CACHE_LINE, dod_add_overflow, dod_mul_overflow, dod_poison
 from dod.arrow cimport dod_arrow_desc, dod_arrow_array_capsule, dod_arrow_stream_capsule
 from dod._types cimport dod_handle, dod_index, dod_generation, dod_handle_make, dod_handle_index, dod_handle_generation
-from dod._ndarray cimport dod_array_request, wrap_memory, input_array
+from dod._ndarray cimport dod_array_request, wrap_memory, wrap_strided, input_array
 from dod.resource cimport (dod_resource, Resource, dod_resource_allocate, dod_resource_allocate_from_python,
                            dod_resource_deallocate)
 from dod.arena cimport Arena
@@ -88,7 +91,7 @@ cdef void dod_table_clear(dod_table* t) noexcept nogil:
     t.slots_used = 0
     if DOD_DEBUG:
         for c in range(t.ncols):
-            dod_poison(t.columns[c], n * t.row_bytes[c])
+            dod_table_poison_cells(t, c, 0, n)
     t.removes += n
     t.count = 0
 
@@ -146,11 +149,10 @@ cdef void dod_table_zero_rows(dod_table* t, size_t row, size_t n) noexcept nogil
     """Rows [row, row + n) of every column whose policy is to zero new rows,
     zeroed: one memset per column. Disjoint ranges may run on different
     threads at once."""
-    cdef size_t c, rb
+    cdef size_t c
     for c in range(t.ncols):
         if t.zero_on_insert[c]:
-            rb = t.row_bytes[c]
-            memset(t.columns[c] + row * rb, 0, n * rb)
+            dod_table_zero_cells(t, c, row, n)
 
 
 cdef size_t dod_table_removal_list(const uint8_t* flag, uint8_t value, size_t row0, size_t row1,
@@ -230,15 +232,17 @@ cdef void dod_table_removal_walk(const dod_table* t, dod_table_removal* r, size_
 
 cdef void dod_table_removal_move(dod_table* t, const dod_table_removal* r, size_t i0, size_t i1) noexcept nogil:
     """Moves [i0, i1): row fill[i] over row hole[i] in every column, and the
-    slot map. Column by column (the holes in ascending order)."""
-    cdef size_t c, i, rb
+    slot map. Column by column, lane by lane in F order (the holes in
+    ascending order)."""
+    cdef size_t c, k, i, rb
     cdef char* col
     cdef dod_index moved
     for c in range(t.ncols):
-        col = t.columns[c]
-        rb = t.row_bytes[c]
-        for i in range(i0, i1):
-            dod_table_copy_row(col, rb, r.hole[i], r.fill[i])
+        rb = dod_table_lane_item(t, c)
+        for k in range(t.lanes[c]):
+            col = dod_table_lane(t, c, k)
+            for i in range(i0, i1):
+                dod_table_copy_row(col, rb, r.hole[i], r.fill[i])
     for i in range(i0, i1):
         moved = t.row_slot[r.fill[i]]
         t.row_slot[r.hole[i]] = moved
@@ -265,7 +269,7 @@ cdef void dod_table_removal_finish(dod_table* t, const dod_table_removal* r) noe
         t.peak = t.count
     if DOD_DEBUG:
         for c in range(t.ncols):
-            dod_poison(t.columns[c] + r.count * t.row_bytes[c], (t.count - r.count) * t.row_bytes[c])
+            dod_table_poison_cells(t, c, r.count, t.count - r.count)
     t.free_head = r.slot[r.removed - 1]
     t.count = r.count
     t.removes += r.removed
@@ -321,6 +325,26 @@ cdef size_t dod_table_remove_flagged(dod_table* t, const uint8_t* flag, uint8_t 
     dod_table_removal_free(t, r, 0, r.removed)
     dod_table_removal_finish(t, r)
     return r.removed
+
+
+cdef void _put_lanes(dod_table* t, size_t c, size_t first, size_t n, const char* src, bint batch) noexcept nogil:
+    """Rows [first, first + n) of F-order column c from `src`, rows in C
+    order (batch False: one row, written to all n): component k of each row
+    into lane k."""
+    cdef size_t k, i, w = dod_table_lane_item(t, c)
+    cdef size_t step = t.row_bytes[c] if batch else 0
+    cdef char* lane
+    for k in range(t.lanes[c]):
+        lane = dod_table_lane(t, c, k) + first * w
+        if w == 8:          # constant sizes: one load and store each
+            for i in range(n):
+                memcpy(lane + i * 8, src + i * step + k * 8, 8)
+        elif w == 4:
+            for i in range(n):
+                memcpy(lane + i * 4, src + i * step + k * 4, 4)
+        else:
+            for i in range(n):
+                memcpy(lane + i * w, src + i * step + k * w, w)
 
 
 # ---------------------------------------------------------------- the exclusive pass
@@ -438,7 +462,7 @@ cdef class Table:
 
     def __cinit__(self, schema, capacity, *, Resource resource=None):
         cdef Schema s = schema if isinstance(schema, Schema) else Schema(schema)
-        cdef size_t cap, ncols = len(s.columns), i, size, total = 0, slot_bytes
+        cdef size_t cap, ncols = len(s.columns), i, size, total = 0, slot_bytes, isz, nl, stride
         cdef bint known_zero = False
         cdef void* p
         cap_obj = PyNumber_Index(capacity)
@@ -448,13 +472,27 @@ cdef class Table:
         self.schema = s
         # Sizes first (overflow-checked), then memory: one block per column
         # (a cache line in front holds the nil row) and one for the slot map.
+        # An F-order column's block is its lanes, each led by the lines that
+        # hold its nil item: lane stride = round(cap * itemsize) + round(itemsize).
         sizes = []
+        strides = []
         for i in range(ncols):
-            if (dod_mul_overflow(cap, s._info[i].row_bytes, &size)
+            isz = s._info[i].itemsize
+            nl = s._info[i].row_bytes // isz
+            if (<Column>s.columns[i]).order == "F":
+                if (dod_mul_overflow(cap, isz, &stride)
+                        or dod_add_overflow(_round_line(stride), _round_line(isz), &stride)
+                        or dod_mul_overflow(stride, nl, &size)
+                        or size > (<size_t>1 << 46)):
+                    raise MemoryError(f"a column of {cap} rows of {s._info[i].row_bytes} bytes does not fit in memory")
+            elif (dod_mul_overflow(cap, s._info[i].row_bytes, &size)
                     or dod_add_overflow(size, _round_line(s._info[i].row_bytes), &size)
                     or size > (<size_t>1 << 46)):
                 raise MemoryError(f"a column of {cap} rows of {s._info[i].row_bytes} bytes does not fit in memory")
+            else:
+                stride = 0
             sizes.append(size)
+            strides.append(stride)
         slot_bytes = _round_line(cap * sizeof(dod_index)) + 2 * _round_line((cap + 1) * sizeof(dod_index)) + (cap + 1)
         sizes.append(slot_bytes)
         for size in sizes:
@@ -470,8 +508,11 @@ cdef class Table:
         self.engine.columns = <char**>PyMem_Malloc(ncols * sizeof(char*))
         self.engine.row_bytes = <size_t*>PyMem_Malloc(ncols * sizeof(size_t))
         self.engine.zero_on_insert = <uint8_t*>PyMem_Malloc(ncols)
+        self.engine.lane_bytes = <size_t*>PyMem_Malloc(ncols * sizeof(size_t))
+        self.engine.lanes = <size_t*>PyMem_Malloc(ncols * sizeof(size_t))
         if (self._blocks == NULL or self._block_sizes == NULL or self.engine.columns == NULL
-                or self.engine.row_bytes == NULL or self.engine.zero_on_insert == NULL):
+                or self.engine.row_bytes == NULL or self.engine.zero_on_insert == NULL
+                or self.engine.lane_bytes == NULL or self.engine.lanes == NULL):
             raise MemoryError()
         for i in range(ncols + 1):
             size = sizes[i]
@@ -492,8 +533,14 @@ cdef class Table:
             self._nbytes += size
         for i in range(ncols):
             self.engine.row_bytes[i] = s._info[i].row_bytes
-            self.engine.columns[i] = <char*>self._blocks[i] + _round_line(s._info[i].row_bytes)
             self.engine.zero_on_insert[i] = (<Column>s.columns[i]).zero
+            self.engine.lane_bytes[i] = strides[i]
+            if strides[i]:
+                self.engine.lanes[i] = s._info[i].row_bytes // s._info[i].itemsize
+                self.engine.columns[i] = <char*>self._blocks[i] + _round_line(s._info[i].itemsize)
+            else:
+                self.engine.lanes[i] = 1
+                self.engine.columns[i] = <char*>self._blocks[i] + _round_line(s._info[i].row_bytes)
         p = self._blocks[ncols]
         self.engine.row_slot = <dod_index*>p
         self.engine.slot_row = <dod_index*>(<char*>p + _round_line(cap * sizeof(dod_index)))
@@ -517,6 +564,8 @@ cdef class Table:
         PyMem_Free(self.engine.columns)
         PyMem_Free(self.engine.row_bytes)
         PyMem_Free(self.engine.zero_on_insert)
+        PyMem_Free(self.engine.lane_bytes)
+        PyMem_Free(self.engine.lanes)
 
     # -------------------------------------------------------- internals
 
@@ -595,12 +644,24 @@ cdef class Table:
         cdef dod_array_request req
         cdef Column col = self.schema.columns[c]
         cdef dod_column_info* info = &self.schema._info[c]
+        cdef cnp.npy_intp strides[DOD_TABLE_MAX_NDIM + 1]
+        cdef size_t step
         cdef int j
         req.nd = 1 + info.ndim
         req.dims[0] = <cnp.npy_intp>n
         for j in range(info.ndim):
             req.dims[j + 1] = <cnp.npy_intp>info.dims[j]
-        return wrap_memory(self.engine.columns[c] + first * info.row_bytes, &req, <cnp.dtype>col.dtype, base)
+        if self.engine.lane_bytes[c] == 0:
+            return wrap_memory(self.engine.columns[c] + first * info.row_bytes, &req, <cnp.dtype>col.dtype, base)
+        # F order: rows step by one item; the row shape's last dimension
+        # steps one lane, each earlier one the lanes of the dimensions after it.
+        strides[0] = <cnp.npy_intp>info.itemsize
+        step = self.engine.lane_bytes[c]
+        for j in range(info.ndim - 1, -1, -1):
+            strides[j + 1] = <cnp.npy_intp>step
+            step *= <size_t>info.dims[j]
+        return wrap_strided(self.engine.columns[c] + first * info.itemsize, &req, strides,
+                            <cnp.dtype>col.dtype, base)
 
     cdef object _handle_arg(self, object h):
         cdef object v
@@ -778,15 +839,18 @@ cdef class Table:
         first = self.engine.count
         # Write rows [first, first + n): not live yet, so a failure here changes nothing visible.
         for c in range(ncols):
-            rb = self.engine.row_bytes[c]
-            dest = self.engine.columns[c] + first * rb
             p = prepared[c]
             if p is None:
                 if self.engine.zero_on_insert[c]:
-                    memset(dest, 0, n * rb)
+                    dod_table_zero_cells(&self.engine, c, first, n)
                 continue
             arr, mode = p
             src = <char*>cnp.PyArray_DATA(<cnp.ndarray>arr)
+            if self.engine.lane_bytes[c]:
+                _put_lanes(&self.engine, c, first, n, src, mode == 2)
+                continue
+            rb = self.engine.row_bytes[c]
+            dest = self.engine.columns[c] + first * rb
             if mode == 2:
                 memcpy(dest, src, n * rb)
             else:
@@ -1556,7 +1620,7 @@ cdef class Table:
         return self.schema._arrow_schema()
 
     def __arrow_c_array__(self, requested_schema=None):
-        """The live rows as a struct array, without a copy.
+        """The live rows as a struct array, without a copy (F-order columns: copied).
 
         Parameters
         ----------
@@ -1578,17 +1642,27 @@ cdef class Table:
         -----
         The export counts as a live view until the consumer releases it (a
         pyarrow batch or polars frame that still uses the memory keeps checked
-        removes refused). Thread-safety: a reader; safe alongside other readers, not while a writer runs.
+        removes refused). An F-order column (``Column(..., order="F")``) is
+        exported as a row-major copy of its live rows, made by this call
+        (Arrow's fixed-size lists hold each row's values together); every
+        other column is the table's memory. Thread-safety: a reader; safe alongside other readers, not while a writer runs.
         """
         cdef dod_arrow_desc d
         cdef Schema s = self.schema
+        cdef char** cols
         sc = s._arrow_schema()
         s._desc(&d)
-        return sc, dod_arrow_array_capsule(&d, self.engine.columns, <int64_t>self.engine.count,
-                                           self._new_view())
+        cols = <char**>PyMem_Malloc(len(s.columns) * sizeof(char*))
+        if cols == NULL:
+            raise MemoryError()
+        try:
+            owner = self._arrow_columns(cols)
+            return sc, dod_arrow_array_capsule(&d, cols, <int64_t>self.engine.count, owner)
+        finally:
+            PyMem_Free(cols)
 
     def __arrow_c_stream__(self, requested_schema=None):
-        """The live rows as an ``arrow_array_stream`` PyCapsule of one batch (no copy).
+        """The live rows as an ``arrow_array_stream`` PyCapsule of one batch (no copy; F-order columns: copied).
 
         Parameters
         ----------
@@ -1606,15 +1680,41 @@ cdef class Table:
 
         Notes
         -----
-        Lifetime as for :meth:`__arrow_c_array__`. Thread-safety: a reader; safe alongside other readers, not while a writer runs.
+        Lifetime and F-order columns as for :meth:`__arrow_c_array__`. Thread-safety: a reader; safe alongside other readers, not while a writer runs.
         """
         cdef Schema s = self.schema
         cdef dod_arrow_desc d
+        cdef char** cols
         if s._unexportable is not None:
             raise TypeError(f"cannot export to Arrow: {s._unexportable}")
         s._desc(&d)
-        return dod_arrow_stream_capsule(&d, self.engine.columns, <int64_t>self.engine.count,
-                                        self._new_view(), s)
+        cols = <char**>PyMem_Malloc(len(s.columns) * sizeof(char*))
+        if cols == NULL:
+            raise MemoryError()
+        try:
+            owner = self._arrow_columns(cols)
+            return dod_arrow_stream_capsule(&d, cols, <int64_t>self.engine.count, owner, s)
+        finally:
+            PyMem_Free(cols)
+
+    cdef object _arrow_columns(self, char** cols):
+        """The data buffer of each column for an Arrow export into cols, and
+        the object that keeps them alive (the export's owner). A C-order
+        column is its own memory (zero-copy, pinned by a view lease); Arrow's
+        fixed-size lists hold each row's values together, which an F-order
+        column does not, so its live rows are copied into row-major order."""
+        cdef Py_ssize_t c
+        cdef size_t n = self.engine.count
+        lease = self._new_view()
+        copies = []
+        for c in range(len(self.schema.columns)):
+            if self.engine.lane_bytes[c] == 0:
+                cols[c] = self.engine.columns[c]
+                continue
+            a = np.ascontiguousarray(self._column_array(c, 0, n, self))
+            copies.append(a)
+            cols[c] = <char*>cnp.PyArray_DATA(<cnp.ndarray>a)
+        return (lease, copies) if copies else lease
 
     # -------------------------------------------------------- numpy structured arrays
 
@@ -1691,7 +1791,7 @@ cdef class Table:
         Thread-safety: a reader; safe alongside other readers, not while a writer runs.
         """
         cdef dod_table* t = &self.engine
-        cdef size_t r, c, free_count = 0, rb
+        cdef size_t r, c, k, free_count = 0, rb
         cdef dod_index slot
         cdef char* nil
         if not (t.count <= t.capacity):
@@ -1717,13 +1817,20 @@ cdef class Table:
         if not (free_count + t.count == t.slots_used):
             raise InvariantError(f"{free_count} free + {t.count} live slots != {t.slots_used} used")
         for c in range(t.ncols):
-            rb = t.row_bytes[c]
-            nil = t.columns[c] - rb
-            for r in range(rb):
-                if not (nil[r] == 0):
-                    raise InvariantError(f"the nil row of column {c} was written")
-            if not ((<uintptr_t>t.columns[c]) % DOD_CACHE_LINE == 0):
-                raise InvariantError(f"column {c} is not 64-byte aligned")
+            rb = dod_table_lane_item(t, c)
+            for k in range(t.lanes[c]):
+                nil = dod_table_lane(t, c, k) - rb
+                for r in range(rb):
+                    if not (nil[r] == 0):
+                        raise InvariantError(f"the nil row of column {c}"
+                                             + (f" (lane {k})" if t.lane_bytes[c] else "") + " was written")
+                if not ((<uintptr_t>(nil + rb)) % DOD_CACHE_LINE == 0):
+                    raise InvariantError(f"column {c}" + (f" (lane {k})" if t.lane_bytes[c] else "")
+                                         + " is not 64-byte aligned")
+            if t.lane_bytes[c] and (t.lane_bytes[c] % DOD_CACHE_LINE
+                                    or t.lane_bytes[c] < t.capacity * rb + rb):
+                raise InvariantError(f"column {c}: lane stride {t.lane_bytes[c]} cannot hold "
+                                     f"{t.capacity} items and a nil item")
         for r in range(t.capacity + 1):
             if not (self._mark[r] == 0):
                 raise InvariantError("batch scratch marks left behind")

@@ -297,6 +297,16 @@ def _cy_table(mod):
     assert mod.advance(full, 0.1) == 0                  # "0 when full"
 
 
+@claim_cython("def shift_lane(Table t, double dx):")
+def _cy_table_lane(mod):
+    from dod.table import Column, Schema, Table
+    t = Table(Schema(x=Column("float64", 4, order="F"), id="uint32"), capacity=8)
+    t.insert_many(x=np.arange(12.0).reshape(3, 4))
+    mod.shift_lane(t, 0.5)
+    assert t["x"].tolist() == [[0.5, 1, 2, 3], [4.5, 5, 6, 7], [8.5, 9, 10, 11]]     # component 0 only
+    t.check()
+
+
 @claim_cython("def count(int n):")
 def _cy_atomics(mod):
     import threading
@@ -521,6 +531,14 @@ def _table_sort(ns, out, block):
     assert _printed(out) == ["[10 20 30] 2"]
     t, hs = ns["t"], ns["hs"]
     assert [t.get(int(h))["id"] for h in hs] == [30, 10, 20]    # each handle kept its row's data
+
+
+@claim('x = t["x"]              # shape (3, 4), zero copy: strides (8, lane stride)')
+def _table_order_f(ns, out, block):
+    assert _printed(out) == ["[ 2.  6. 10.]"]
+    x = ns["x"]
+    assert x.shape == (3, 4) and x.strides[0] == 8 and x.strides[1] % 64 == 0
+    assert x[:, 2].flags.c_contiguous and np.shares_memory(x, ns["t"]["x"])
 
 
 @claim("particles = Table(schema, capacity=10_000)")
