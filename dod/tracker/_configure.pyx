@@ -13,7 +13,7 @@ from libc.math cimport isfinite, log
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.string cimport memset
 
-from dod.table cimport Table
+from dod.table cimport Table, dod_table
 from dod.tracker.imm cimport dod_imm, DOD_IMM_MODELS
 from dod.tracker.measurement cimport dod_sensor
 from dod.tracker._track cimport dod_tracker
@@ -108,6 +108,17 @@ cdef size_t _tracker_scratch_bytes(object config) except? 0:
     return max(_scratch_bytes(config.capacity, config.max_detections, config.dim), _imm_sort_bytes(config))
 
 
+cdef void _strides(const dod_table* t, size_t c, size_t* rs, size_t* es) noexcept:
+    """The row and element strides, in doubles, of float64 column c
+    (dod_track_cols): a row's values together, or one lane per element."""
+    if t.lane_bytes[c] == 0:
+        rs[0] = t.row_bytes[c] // sizeof(double)
+        es[0] = 1
+    else:
+        rs[0] = 1
+        es[0] = t.lane_bytes[c] // sizeof(double)
+
+
 cdef int _read_config(dod_tracker* e, object config, Table table, Table singles) except -1:
     """Fill e's columns, parameters and options from a TrackerConfig (which
     validated them) and the owner's two tables (`table`: track_schema's
@@ -117,8 +128,8 @@ cdef int _read_config(dod_tracker* e, object config, Table table, Table singles)
     e.cols.id = <uint64_t*>table.engine.columns[table.column_index("id")]
     e.cols.x = <double*>table.engine.columns[table.column_index("x")]
     e.cols.P = <double*>table.engine.columns[table.column_index("P")]
-    e.cols.xr, e.cols.xs = 2 * config.dim, 1             # row-major rows (dod_track_cols)
-    e.cols.Pr, e.cols.Ps = config.dim * (2 * config.dim + 1), 1
+    _strides(&table.engine, table.column_index("x"), &e.cols.xr, &e.cols.xs)
+    _strides(&table.engine, table.column_index("P"), &e.cols.Pr, &e.cols.Ps)
     e.cols.hits = <uint32_t*>table.engine.columns[table.column_index("hits")]
     e.cols.misses = <uint32_t*>table.engine.columns[table.column_index("misses")]
     e.cols.age = <uint32_t*>table.engine.columns[table.column_index("age")]
@@ -240,7 +251,7 @@ def track_schema(int dim, str motion="cv"):
     >>> track_schema(3, "imm")["Pm"].shape
     (3, 7, 7)
     """
-    from dod.table import Schema
+    from dod.table import Schema, Column
     if dim not in (2, 3):
         raise ValueError("dim must be 2 or 3")
     if motion not in ("cv", "imm"):
@@ -250,7 +261,10 @@ def track_schema(int dim, str motion="cv"):
     if motion == "imm":
         imm = dict(mu=(np.float64, (DOD_IMM_MODELS,)), xm=(np.float64, (DOD_IMM_MODELS, n + 1)),
                    Pm=(np.float64, (DOD_IMM_MODELS, n + 1, n + 1)))
-    return Schema(id=np.uint64, x=(np.float64, (n,)), P=(np.float64, (n * (n + 1) // 2,)), hits=np.uint32,
+    # x and P in lanes (one per element, consecutive tracks' element together):
+    # the constant-velocity kernels run over a block of tracks (_vector.pxd).
+    return Schema(id=np.uint64, x=Column(np.float64, (n,), order="F"),
+                  P=Column(np.float64, (n * (n + 1) // 2,), order="F"), hits=np.uint32,
                   misses=np.uint32, age=np.uint32, history=np.uint32, status=np.uint8,
                   score=np.float64, score_max=np.float64, **imm)
 
