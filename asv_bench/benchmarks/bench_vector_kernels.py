@@ -7,9 +7,13 @@ at a time, as the tracker's passes ran it; the others are the lane kernel
 (element a of row r at [a, r]) on that path. ns per row = time / N. The
 goals are the tracker's (predict and update >= 3x faster at 100,000 targets
 on one thread, no slower at 1,000): this suite shows what the kernels alone
-give. A path this CPU lacks is skipped.
+give. A path this CPU lacks is skipped. VectorKernelSpeedup tracks the
+ratio per row against the per-row kernel, each timed in the thread's CPU
+time (what another process on the machine does not move), interleaved.
 """
-from ._util import require
+import time
+
+from ._util import require, speedup
 
 PATHS = ["rows", "baseline", "avx2", "avx512"]
 
@@ -78,3 +82,40 @@ class VectorKernels:
         else:
             self.vec._vk_update(self.x, self.P, self.det, self.z, self.Si, self.r2)
 
+
+
+class VectorKernelSpeedup:
+    """rows / path: the per-row kernel's cost over the lane kernel's, per kernel."""
+
+    params = (PATHS[1:], [2, 3], [1_000, 100_000])
+    param_names = ["path", "d", "n"]
+    timeout = 300
+
+    def setup(self, path, d, n):
+        self.rows, self.lanes = VectorKernels(), VectorKernels()
+        self.rows.setup("rows", d, n)
+        self.lanes.setup(path, d, n)
+        self.reps = max(1, 100_000 // n)
+
+    def teardown(self, path, d, n):
+        self.lanes.teardown(path, d, n)
+
+    def _ratio(self, kernel, path, d, n):
+        def cost(bench, which):
+            f = getattr(bench, "time_" + kernel)
+            t0 = time.thread_time_ns()
+            for _ in range(self.reps):
+                f(which, d, n)
+            return time.thread_time_ns() - t0
+        return speedup(lambda: cost(self.rows, "rows"), lambda: cost(self.lanes, path), rounds=9)
+
+    def track_predict(self, path, d, n):
+        return self._ratio("predict", path, d, n)
+
+    def track_gate_rows(self, path, d, n):
+        return self._ratio("gate_rows", path, d, n)
+
+    def track_update(self, path, d, n):
+        return self._ratio("update", path, d, n)
+
+    track_predict.unit = track_gate_rows.unit = track_update.unit = "x"
