@@ -120,8 +120,12 @@ def _rows_predict(double[:, ::1] x, double[:, ::1] P, double dt, double q, size_
     cdef int d = _rows_dim(x, P)
     cdef size_t r, end = _rows_end(r0, r1, x.shape[0])
     cdef dod_kalman_noise w = dod_kalman_noise_of(dt, q)
-    for r in range(r0, end):
-        dod_kalman_predict_step(&x[r, 0], &P[r, 0], d, &w)
+    if d == 2:                  # d a constant in each loop, as in the tracker's passes
+        for r in range(r0, end):
+            dod_kalman_predict_step(&x[r, 0], &P[r, 0], 2, &w)
+    else:
+        for r in range(r0, end):
+            dod_kalman_predict_step(&x[r, 0], &P[r, 0], 3, &w)
 
 
 def _rows_gate(double[:, ::1] P, double r2, double gate, double[:, ::1] Si, double[:, ::1] hw, double[::1] hm,
@@ -130,25 +134,35 @@ def _rows_gate(double[:, ::1] P, double r2, double gate, double[:, ::1] Si, doub
     _meas_gate_row (Cartesian) gates them: Si (N, d * d) from
     dod_kalman_innovation_inverse (written only where it succeeds), the
     half-widths hw (N, d), the widest hm (0 where it failed), gateable."""
-    cdef int d = 2 if P.shape[1] == 10 else 3, a, n = 2 * d
-    cdef size_t r, rows = P.shape[0], end = _rows_end(r0, r1, P.shape[0])
-    cdef double w, hmax
-    cdef bint ok
+    cdef int d = 2 if P.shape[1] == 10 else 3
+    cdef Py_ssize_t rows = P.shape[0]
+    cdef size_t r, end = _rows_end(r0, r1, P.shape[0])
     if P.shape[1] not in (10, 21) or Si.shape[0] != rows or Si.shape[1] != d * d or hw.shape[0] != rows \
             or hw.shape[1] != d or hm.shape[0] != rows or gateable.shape[0] != rows:
         raise ValueError("P (N, 10 or 21), Si (N, d*d), hw (N, d), hm and gateable (N,)")
-    for r in range(r0, end):
-        ok = dod_kalman_innovation_inverse(&P[r, 0], d, r2, &Si[r, 0])
+    if d == 2:
+        for r in range(r0, end):
+            _row_gate(&P[r, 0], 2, r2, gate, &Si[r, 0], &hw[r, 0], &hm[r], &gateable[r])
+    else:
+        for r in range(r0, end):
+            _row_gate(&P[r, 0], 3, r2, gate, &Si[r, 0], &hw[r, 0], &hm[r], &gateable[r])
+
+
+cdef inline void _row_gate(const double* P, int d, double r2, double gate, double* Si, double* hw, double* hm,
+                           uint8_t* gateable) noexcept nogil:
+    """_meas_gate_row's Cartesian branch on one row."""
+    cdef int a, n = 2 * d
+    cdef double w, hmax = 0.0
+    cdef bint ok = dod_kalman_innovation_inverse(P, d, r2, Si)
+    for a in range(d):
+        w = sqrt(gate * (P[dod_kalman_packed_index(a, a, n)] + r2))
+        hw[a] = w
+        if w > hmax:
+            hmax = w
+    if not ok:
         hmax = 0.0
-        for a in range(d):
-            w = sqrt(gate * (P[r, dod_kalman_packed_index(a, a, n)] + r2))
-            hw[r, a] = w
-            if w > hmax:
-                hmax = w
-        if not ok:
-            hmax = 0.0
-        gateable[r] = ok
-        hm[r] = hmax
+    gateable[0] = ok
+    hm[0] = hmax
 
 
 def _rows_update(double[:, ::1] x, double[:, ::1] P, const int32_t[::1] det, const double[:, ::1] z,
@@ -163,6 +177,11 @@ def _rows_update(double[:, ::1] x, double[:, ::1] P, const int32_t[::1] det, con
     for r in range(r0, end):
         if det[r] >= z.shape[0]:
             raise ValueError(f"row {r}'s detection {det[r]} is not one of the {z.shape[0]}")
-    for r in range(r0, end):
-        if det[r] >= 0:
-            dod_kalman_update(&x[r, 0], &P[r, 0], &z[det[r], 0], &Si[r, 0], d, r2)
+    if d == 2:
+        for r in range(r0, end):
+            if det[r] >= 0:
+                dod_kalman_update(&x[r, 0], &P[r, 0], &z[det[r], 0], &Si[r, 0], 2, r2)
+    else:
+        for r in range(r0, end):
+            if det[r] >= 0:
+                dod_kalman_update(&x[r, 0], &P[r, 0], &z[det[r], 0], &Si[r, 0], 3, r2)

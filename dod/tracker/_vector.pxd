@@ -30,4 +30,5 @@ cdef void dod_vk_gate_rows(int d, const double* P, size_t ps, size_t r0, size_t 
 cdef void dod_vk_cv_update(int d, double* x, size_t xs, double* P, size_t ps, size_t r0, size_t r1,
                            const int32_t* det, const double* z, const double* Si, double r2) noexcept nogil
     # rows r in [r0, r1) with det[r] >= 0: dod_kalman_update(x_r, P_r, z + det[r]*d, Si + r*d*d, d, r2)
-    # (same bits); rows with det[r] < 0 keep their x and P bit for bit.
+    # (same bits); rows with det[r] < 0 keep their x and P bit for bit, and their z and Si are not read
+    # (z may be NULL when no row has a detection).

@@ -41,7 +41,8 @@
  *
  * Contract (the caller's): d is 2 or 3; r0 <= r1 <= the lanes' stride;
  * lanes, Si, hw, hm, gateable and z do not overlap; a row with det[r] >= 0
- * has a valid detection det[r] in z and the Si gate_rows wrote for it.
+ * has a valid detection det[r] in z and the Si gate_rows wrote for it
+ * (cv_update reads z and Si only for such rows: z may be NULL when none).
  * Thread-safety: each call writes only rows [r0, r1) (and their Si, hw,
  * hm, gateable entries): calls on disjoint row ranges may run at once.
  */
@@ -215,7 +216,9 @@ DOD_VK_INLINE void dod_vk_update_rows(const int d, double *__restrict x, size_t 
                                       size_t ps, size_t r0, size_t r1, const int32_t *__restrict det,
                                       const double *__restrict z, const double *__restrict Si, double r2)
 {
-    static const double none[3] = {0.0, 0.0, 0.0};
+    /* A row without a detection computes on zeros (not on whatever its Si
+     * holds, which may be a NaN or a denormal) and keeps its x and P. */
+    static const double none[9] = {0.0};
     const int n = 2 * d;
     double zl[3][DOD_VK_BLOCK] __attribute__((aligned(64)));
     double sl[9][DOD_VK_BLOCK] __attribute__((aligned(64)));
@@ -224,10 +227,10 @@ DOD_VK_INLINE void dod_vk_update_rows(const int d, double *__restrict x, size_t 
         const size_t nb = r1 - b0 < DOD_VK_BLOCK ? r1 - b0 : DOD_VK_BLOCK;
         double *__restrict xb = x + b0;
         double *__restrict Pb = P + b0;
-        for (size_t i = 0; i < nb; i++) {   /* into lanes: the row's detection (zeros for none), Si */
+        for (size_t i = 0; i < nb; i++) {   /* into lanes: the row's detection and Si (zeros for none) */
             const int32_t j = det[b0 + i];
             const double *__restrict zr = j >= 0 ? z + (size_t)j * d : none;
-            const double *__restrict s = Si + (b0 + i) * (size_t)(d * d);
+            const double *__restrict s = j >= 0 ? Si + (b0 + i) * (size_t)(d * d) : none;
             onl[i] = j >= 0 ? ~(uint64_t)0 : 0;
             DOD_VK_UNROLL
             for (int a = 0; a < d; a++)
