@@ -107,6 +107,7 @@ ctypedef struct dod_table:
     uint8_t* zero_on_insert   # 1: dod_table_insert clears the column's new row
     size_t* lane_bytes        # 0: C order; F order: bytes from one lane to the next (a multiple of 64)
     size_t* lanes             # 1 in C order; F order: the row shape's components (one lane each)
+    size_t lane_columns       # columns in F order (0: the row-move paths skip every lane check)
     size_t ncols
     size_t count              # live rows: rows 0 .. count-1
     size_t capacity           # rows every column holds
@@ -270,11 +271,12 @@ cdef inline dod_handle dod_table_insert(dod_table* t) noexcept nogil:
     zero=False keep unspecified bytes: write them."""
     cdef dod_handle h = dod_table_insert_uninit(t)
     cdef size_t c, row, rb
+    cdef bint lanes = t.lane_columns != 0
     if h != 0:
         row = t.count - 1
         for c in range(t.ncols):
             if t.zero_on_insert[c]:
-                if t.lane_bytes[c] == 0:
+                if not lanes or t.lane_bytes[c] == 0:
                     rb = t.row_bytes[c]
                     memset(t.columns[c] + row * rb, 0, rb)
                 else:
@@ -286,10 +288,11 @@ cdef inline dod_handle dod_table_insert_zeroed(dod_table* t) noexcept nogil:
     """As dod_table_insert, with every column of the new row cleared."""
     cdef dod_handle h = dod_table_insert_uninit(t)
     cdef size_t c, row, rb
+    cdef bint lanes = t.lane_columns != 0
     if h != 0:
         row = t.count - 1
         for c in range(t.ncols):
-            if t.lane_bytes[c] == 0:
+            if not lanes or t.lane_bytes[c] == 0:
                 rb = t.row_bytes[c]
                 memset(t.columns[c] + row * rb, 0, rb)
             else:
@@ -338,8 +341,12 @@ cdef inline void dod_table_remove_row(dod_table* t, size_t row) noexcept nogil:
     if t.count > t.peak:
         t.peak = t.count
     if row != last:
-        for c in range(t.ncols):
-            dod_table_move_row(t, c, row, last)
+        if t.lane_columns == 0:
+            for c in range(t.ncols):
+                dod_table_copy_row(t.columns[c], t.row_bytes[c], row, last)
+        else:
+            for c in range(t.ncols):
+                dod_table_move_row(t, c, row, last)
         moved = t.row_slot[last]
         t.row_slot[row] = moved
         t.slot_row[moved] = <dod_index>row
@@ -358,16 +365,20 @@ cdef inline void dod_table_swap_rows(dod_table* t, size_t a, size_t b) noexcept 
     map: every handle stays valid and names the same data at its new row
     (the reorder of one transposition, without its scratch). Swaps of
     disjoint row pairs may run on different threads at once."""
-    cdef size_t c, k, rb, off, n
+    cdef size_t c, k, rb, off, n, nl = 1
     cdef char* col
     cdef char tmp[64]
     cdef dod_index sa, sb
+    cdef bint lanes = t.lane_columns != 0
     if a == b:
         return
     for c in range(t.ncols):
-        rb = dod_table_lane_item(t, c)          # one lane's item (the row in C order)
-        for k in range(t.lanes[c]):
-            col = dod_table_lane(t, c, k)
+        col = t.columns[c]
+        rb = t.row_bytes[c]
+        if lanes:
+            rb = dod_table_lane_item(t, c)      # one lane's item
+            nl = t.lanes[c]
+        for k in range(nl):
             off = 0
             while off < rb:                 # through a 64-byte buffer: rows of any width
                 n = rb - off if rb - off < 64 else 64
@@ -375,6 +386,7 @@ cdef inline void dod_table_swap_rows(dod_table* t, size_t a, size_t b) noexcept 
                 memcpy(col + a * rb + off, col + b * rb + off, n)
                 memcpy(col + b * rb + off, tmp, n)
                 off += n
+            col += t.lane_bytes[c] if lanes else 0
     sa = t.row_slot[a]
     sb = t.row_slot[b]
     t.row_slot[a] = sb

@@ -67,6 +67,10 @@ from dod.schema import _rebuild_column      # old pickles of a Column name dod.t
 
 cnp.import_array()
 
+# Rows per block when an insert scatters rows into an F-order column's lanes.
+cdef enum:
+    _PUT_BLOCK = 128
+
 # Largest capacity: slot indices are 31 bits (the high bit marks free slots).
 cdef size_t _MAX_CAPACITY = (<size_t>1 << 31) - 2
 cdef uint32_t _serial = 0
@@ -330,21 +334,29 @@ cdef size_t dod_table_remove_flagged(dod_table* t, const uint8_t* flag, uint8_t 
 cdef void _put_lanes(dod_table* t, size_t c, size_t first, size_t n, const char* src, bint batch) noexcept nogil:
     """Rows [first, first + n) of F-order column c from `src`, rows in C
     order (batch False: one row, written to all n): component k of each row
-    into lane k."""
-    cdef size_t k, i, w = dod_table_lane_item(t, c)
+    into lane k. In blocks of rows, so that a block's source rows stay in
+    cache while every lane takes its part (lane by lane over all rows read
+    the source once per lane)."""
+    cdef size_t k, i, b, e, w = dod_table_lane_item(t, c)
     cdef size_t step = t.row_bytes[c] if batch else 0
     cdef char* lane
-    for k in range(t.lanes[c]):
-        lane = dod_table_lane(t, c, k) + first * w
-        if w == 8:          # constant sizes: one load and store each
-            for i in range(n):
-                memcpy(lane + i * 8, src + i * step + k * 8, 8)
-        elif w == 4:
-            for i in range(n):
-                memcpy(lane + i * 4, src + i * step + k * 4, 4)
-        else:
-            for i in range(n):
-                memcpy(lane + i * w, src + i * step + k * w, w)
+    cdef const char* s
+    b = 0
+    while b < n:
+        e = min(n - b, <size_t>_PUT_BLOCK)
+        for k in range(t.lanes[c]):
+            lane = dod_table_lane(t, c, k) + (first + b) * w
+            s = src + b * step + k * w
+            if w == 8:          # constant sizes: one load and store each
+                for i in range(e):
+                    memcpy(lane + i * 8, s + i * step, 8)
+            elif w == 4:
+                for i in range(e):
+                    memcpy(lane + i * 4, s + i * step, 4)
+            else:
+                for i in range(e):
+                    memcpy(lane + i * w, s + i * step, w)
+        b += e
 
 
 # ---------------------------------------------------------------- the exclusive pass
@@ -536,6 +548,7 @@ cdef class Table:
             self.engine.zero_on_insert[i] = (<Column>s.columns[i]).zero
             self.engine.lane_bytes[i] = strides[i]
             if strides[i]:
+                self.engine.lane_columns += 1
                 self.engine.lanes[i] = s._info[i].row_bytes // s._info[i].itemsize
                 self.engine.columns[i] = <char*>self._blocks[i] + _round_line(s._info[i].itemsize)
             else:

@@ -118,9 +118,9 @@ EXTRA_OK = {"Loop": (OSError,), "Ring": (TimeoutError,), "RingProducer": (Timeou
 _SCHEMA = dict(x="float32", v=("float64", (2,)), n="int32")
 
 
-def _schema():
-    from dod.table import Schema
-    return Schema(**_SCHEMA)
+def _schema(order="C"):
+    from dod.table import Column, Schema
+    return Schema(**dict(_SCHEMA, v=Column("float64", (2,), order=order)))
 
 
 def _loop_step(w):
@@ -248,11 +248,13 @@ TARGETS = {
     "dod.segfit.SegFit": [lambda w: __import__("dod.segfit").segfit.SegFit()],
     "dod.segfit.class_size": None,
     "dod.segfit.class_sizes": None,
-    "dod.schema.Column": [lambda w: __import__("dod.table").table.Column("float32", (2,), name="c")],
+    "dod.schema.Column": [lambda w: __import__("dod.table").table.Column("float32", (2,), name="c"),
+                          lambda w: __import__("dod.table").table.Column("float64", (2, 3), order="F", name="f")],
     "dod.schema.Schema": [lambda w: _schema()],
     "dod.table.Table": [
         lambda w: __import__("dod.table").table.Table(_schema(), 8),
         lambda w: __import__("dod.table").table.Table(_schema(), 4, resource=w.resource()),
+        lambda w: __import__("dod.table").table.Table(_schema("F"), 8),     # v stored in lanes
     ],
     "dod.get_include": None,
     "dod.tracker.Tracker": [lambda w: __import__("dod.tracker").tracker.Tracker()] + [

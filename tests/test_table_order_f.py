@@ -33,6 +33,9 @@ def layout(Table t, size_t c):
     return (t.engine.lane_bytes[c], t.engine.lanes[c],
             [<uintptr_t>dod_table_lane(&t.engine, c, k) for k in range(t.engine.lanes[c])])
 
+def lane_columns(Table t):
+    return t.engine.lane_columns
+
 def nil_items_zero(Table t, size_t c):
     # item -1 (the nil row) of every lane of column c reads zero
     cdef size_t k, b, w = t.engine.row_bytes[c] // t.engine.lanes[c]
@@ -157,6 +160,7 @@ def test_lanes_are_aligned_apart_and_lead_with_a_zero_nil_item(cap):
     for name in ("id", "c"):          # C order: one lane, the column
         lane_bytes, lanes, addr = mod.layout(t, t.column_index(name))
         assert (lane_bytes, lanes) == (0, 1)
+    assert mod.lane_columns(t) == 2 and mod.lane_columns(Table(walk_schema("C"), cap)) == 0
     # the whole lane block is the table's memory, and counted
     assert t.nbytes >= sum(mod.layout(t, t.column_index(n))[0] * mod.layout(t, t.column_index(n))[1]
                            for n in ("a", "b"))

@@ -230,3 +230,91 @@ class Reorder:
     def track_ns_per_row_table_reorder(self):
         return _median(lambda: _timed_ns(lambda: self.table.reorder(self.order))) / self.N
     track_ns_per_row_table_reorder.unit = "ns"
+
+
+class _RowMoves:
+    """The tables RowMovesByOrder and RowMovesByOrderRatio time: a track
+    table's state (float64[4]) and packed covariance (float64[10]) beside
+    six scalar columns, 100,000 rows, in C order and in F order."""
+
+    N = 100_000
+
+    def _tables(self):
+        _need()
+        from dod.table import Column, Schema
+        try:
+            Column("float64", 2, order="F")
+        except TypeError:
+            raise NotImplementedError("Column(order=...) not in this commit") from None
+        rng = np.random.default_rng(5)
+        self.x = rng.normal(size=(self.N, 4))
+        self.P = rng.normal(size=(self.N, 10))
+        self.order = rng.permutation(self.N)
+        self.kill = rng.choice(self.N, self.N // 10, replace=False)
+        self.tables = {}
+        for o in ("C", "F"):
+            kw = {"order": "F"} if o == "F" else {}
+            schema = Schema(id="uint64", x=Column("float64", 4, **kw), P=Column("float64", 10, **kw),
+                            hits="uint32", misses="uint32", age="uint32", status="uint8", score="float64")
+            t = Table(schema, self.N)
+            t.insert_many(x=self.x, P=self.P, id=np.arange(self.N))
+            self.tables[o] = t
+
+    def _reorder(self, t):
+        t.reorder(self.order)
+
+    def _churn(self, t):
+        t.remove_many(t.handles()[self.kill])
+        t.insert_many(n=len(self.kill))
+
+    def _fill(self, t):
+        t.clear()
+        t.insert_many(x=self.x, P=self.P)
+
+
+class RowMovesByOrder(_RowMoves):
+    """What component-major columns (Column(..., order="F")) cost the table
+    operations that move rows, against the same table in C order (_RowMoves):
+    reorder all rows; remove 10% (the last row fills each hole) and insert
+    them back; fill the table from row-major arrays."""
+
+    params = ["C", "F"]
+    param_names = ["order"]
+
+    def setup(self, order):
+        self._tables()
+        self.table = self.tables[order]
+
+    def time_reorder(self, order):
+        self._reorder(self.table)
+
+    def time_remove_insert_10pct(self, order):
+        self._churn(self.table)
+
+    def time_insert_many(self, order):
+        self._fill(self.table)
+
+
+class RowMovesByOrderRatio(_RowMoves):
+    """RowMovesByOrder's operations: the F-order time over the C-order time
+    (medians of 7 each, in one process)."""
+
+    def setup(self):
+        self._tables()
+
+    def _ratio(self, op):
+        f = _median(lambda: _timed_ns(lambda: op(self.tables["F"])), 7)
+        c = _median(lambda: _timed_ns(lambda: op(self.tables["C"])), 7)
+        return f / c
+
+    def track_ratio_f_over_c_reorder(self):
+        return self._ratio(self._reorder)
+    track_ratio_f_over_c_reorder.unit = "ratio"
+
+    def track_ratio_f_over_c_remove_insert(self):
+        return self._ratio(self._churn)
+    track_ratio_f_over_c_remove_insert.unit = "ratio"
+
+    def track_ratio_f_over_c_insert_many(self):
+        return self._ratio(self._fill)
+    track_ratio_f_over_c_insert_many.unit = "ratio"
