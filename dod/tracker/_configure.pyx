@@ -219,7 +219,10 @@ def track_schema(int dim, str motion="cv"):
     (model probabilities: CV low, CV high, turn), ``xm`` float64[3, 2*dim+1]
     and ``Pm`` float64[3, 2*dim+1, 2*dim+1] (each model's state, position,
     velocity and turn rate, and covariance); ``x`` and ``P`` then hold the
-    models' combination. Every column is zeroed on insert (ZII).
+    models' combination. Every column is zeroed on insert (ZII). ``x`` and
+    ``P`` are stored in lanes (``order="F"``: each element's values of
+    consecutive tracks together), so their views are strided: the tracker's
+    constant-velocity kernels run across tracks.
 
     Parameters
     ----------
