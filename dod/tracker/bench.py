@@ -74,7 +74,10 @@ ticks run back to back, faster than the writer may follow; a dropped scan
 copies nothing, so only the scans queued time the append).
 
 ``--passes``: a second table, where each dod tick's time goes
-(``Tracker.profile``): the median wall time of each pass, and the workers'
+(``Tracker.profile``): the median wall time of each pass, below it each
+pass's share of the tick (% of the tick's wall time, the median over the
+timed ticks; "outside" is the call's own checks), so that two runs
+compare by shares directly, and the workers'
 idle time inside the row-chunk regions (summed over the workers; "idle
 share" is that over threads x tick). On many cores it tells the serial
 passes and the waits from the per-row cost that grows with the cores'
@@ -308,6 +311,9 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
         a = np.array(prof[f"t{nt}"])
         out[f"passes t{nt}"] = (np.median(a[:, :len(PASS_NAMES)], axis=0), float(np.median(a[:, -2])),
                                 float(np.median(a[:, -2] / (nt * a[:, -1]))))
+        # each pass over its own tick, then the median: a slow tick's passes weigh as much as a fast one's
+        f = a[:, :len(PASS_NAMES)] / a[:, -1:]
+        out[f"shares t{nt}"] = np.median(np.column_stack([f, 1.0 - f.sum(axis=1)]), axis=0)
     return out, trackers[f"t{threads[0]}"].counts()["confirmed"]
 
 
@@ -365,7 +371,9 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
         stats), ``threads`` ``{count: stats}``, ``sorts`` ``{count: timed ticks
         that sorted the rows}``, ``reference`` when it ran, with `passes`
         ``passes`` ``{count: (ms per pass in PASS_NAMES order, idle ms, idle
-        share)}`` (medians over the timed ticks), with `prefault` ``prefault``
+        share)}`` (medians over the timed ticks) and ``pass_shares``
+        ``{count: array}`` (each pass's share of its tick in PASS_NAMES order,
+        then the share outside the passes; medians), with `prefault` ``prefault``
         ``{count: bytes}``, with `stamped` ``stamped`` (its stats), with `events` ``events``
         ``{count: stats}`` (the twins'), with `log` ``log`` ``{count: (stats of
         tick + append, median append ms, scans dropped)}``. Stats: ``(p50, p99, max, ticks, cpu p99, cpu p50,
@@ -410,6 +418,7 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
             row["trip"] = res["trip"]
         if passes:
             row["passes"] = {t: res[f"passes t{t}"] for t in threads}
+            row["pass_shares"] = {t: res[f"shares t{t}"] for t in threads}
         if prefault:
             row["prefault"] = res["prefault"]
         if stamped:
@@ -463,15 +472,19 @@ def _print_table(head, cols, lines, markdown, out):
 
 
 def _print_passes(rows, threads, markdown, out):
-    head = ("where the dod tick goes (ms, median of the timed ticks; Tracker.profile): each pass's "
-            "wall time; idle = the workers' waits in its row-chunk regions, summed over the workers; "
-            "idle share = idle / (threads x tick)")
-    cols = ["N", "threads", *PASS_NAMES, "idle", "idle share"]
+    head = ("where the dod tick goes (Tracker.profile; medians of the timed ticks): each pass's "
+            "wall time in ms, and below it its share of the tick (% of the tick's wall time; the rest, "
+            "\"outside\", is the call's own checks); idle = the workers' waits in its row-chunk regions, "
+            "summed over the workers; idle share = idle / (threads x tick)")
+    cols = ["N", "threads", "of", *PASS_NAMES, "outside", "idle", "idle share"]
     lines = []
     for r in rows:
         for t in threads:
             wall, idle, share = r["passes"][t]
-            lines.append([f"{r['n']:,}", str(t), *(f"{v:.3f}" for v in wall), f"{idle:.3f}", f"{100 * share:.1f} %"])
+            shares = r["pass_shares"][t]
+            lines.append([f"{r['n']:,}", str(t), "ms", *(f"{v:.3f}" for v in wall), "-", f"{idle:.3f}",
+                          f"{100 * share:.1f} %"])
+            lines.append(["", "", "% tick", *(f"{100 * v:.1f}" for v in shares), "-", "-"])
     out("")
     _print_table(head, cols, lines, markdown, out)
 
