@@ -651,6 +651,15 @@ def _config_parts(ns, out, block):
         TrackerConfig(no_such_field=1)
 
 
+@claim("rows = np.ascontiguousarray(x)        # C order (each track's 4 values together): copied when strided")
+def _layout_views(ns, out, block):
+    t, x, rows = ns["t"], ns["x"], ns["rows"]
+    assert _printed(out) == ["(3, 4) True True"]
+    assert not x.flags.writeable and np.shares_memory(x, t.table["x"])      # "read-only, no copy"
+    assert np.shares_memory(rows, x) == x.flags.c_contiguous                # "copied when strided"
+    assert np.array_equal(x[:, :2], t.positions) and np.array_equal(x[:, 2:], t.velocities)
+
+
 # ---------------------------------------------------------------- docstrings
 # The API reference shows the docstrings of every public name
 # (docs/_ext/dod_public.py says which) and of their classes' own members.

@@ -74,11 +74,30 @@ ticks run back to back, faster than the writer may follow; a dropped scan
 copies nothing, so only the scans queued time the append).
 
 ``--passes``: a second table, where each dod tick's time goes
-(``Tracker.profile``): the median wall time of each pass, and the workers'
+(``Tracker.profile``): the median wall time of each pass, below it each
+pass's share of the tick (% of the tick's wall time, the median over the
+timed ticks; "outside" is the call's own checks), so that two runs
+compare by shares directly, and the workers'
 idle time inside the row-chunk regions (summed over the workers; "idle
 share" is that over threads x tick). On many cores it tells the serial
 passes and the waits from the per-row cost that grows with the cores'
 shared memory traffic.
+
+``--floor``: instead of the table, the predict pass alone against its
+memory floor (:func:`floor`), at ``--sizes`` (default 100,000 targets),
+one thread: one core's copy bandwidth (a numpy copy of arrays far past the
+last-level cache, bytes read + written per second, the best of several
+copies before and after the ticks) and the predict pass of a tracker
+whose confirmed tracks coast on empty scans (max_misses 2**32 - 1: none
+dies; with no detections the profile's predict_gate pass is predict
+alone); the floor is the bytes the pass must move per track
+(:func:`predict_bytes`: x and P read and written, the innovation
+inverse, half-widths, widest half-width and gateable flag written, age
+read and written, the track's detection and cell reset; 297 B in 2-D)
+times N over the bandwidth, and the last line the ratio measured / floor.
+A line says whether the pass's working set is past the last-level cache
+(only then does the floor bound it: in 2-D that is past ~185,000 targets
+with a 32 MiB cache).
 
 ``--accuracy [options]``: the accuracy-in-clutter table instead (MOTA, IDF1,
 HOTA, false confirmed tracks, and the tick cost of the clutter options;
@@ -308,6 +327,9 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
         a = np.array(prof[f"t{nt}"])
         out[f"passes t{nt}"] = (np.median(a[:, :len(PASS_NAMES)], axis=0), float(np.median(a[:, -2])),
                                 float(np.median(a[:, -2] / (nt * a[:, -1]))))
+        # each pass over its own tick, then the median: a slow tick's passes weigh as much as a fast one's
+        f = a[:, :len(PASS_NAMES)] / a[:, -1:]
+        out[f"shares t{nt}"] = np.median(np.column_stack([f, 1.0 - f.sum(axis=1)]), axis=0)
     return out, trackers[f"t{threads[0]}"].counts()["confirmed"]
 
 
@@ -365,7 +387,9 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
         stats), ``threads`` ``{count: stats}``, ``sorts`` ``{count: timed ticks
         that sorted the rows}``, ``reference`` when it ran, with `passes`
         ``passes`` ``{count: (ms per pass in PASS_NAMES order, idle ms, idle
-        share)}`` (medians over the timed ticks), with `prefault` ``prefault``
+        share)}`` (medians over the timed ticks) and ``pass_shares``
+        ``{count: array}`` (each pass's share of its tick in PASS_NAMES order,
+        then the share outside the passes; medians), with `prefault` ``prefault``
         ``{count: bytes}``, with `stamped` ``stamped`` (its stats), with `events` ``events``
         ``{count: stats}`` (the twins'), with `log` ``log`` ``{count: (stats of
         tick + append, median append ms, scans dropped)}``. Stats: ``(p50, p99, max, ticks, cpu p99, cpu p50,
@@ -410,6 +434,7 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
             row["trip"] = res["trip"]
         if passes:
             row["passes"] = {t: res[f"passes t{t}"] for t in threads}
+            row["pass_shares"] = {t: res[f"shares t{t}"] for t in threads}
         if prefault:
             row["prefault"] = res["prefault"]
         if stamped:
@@ -463,15 +488,19 @@ def _print_table(head, cols, lines, markdown, out):
 
 
 def _print_passes(rows, threads, markdown, out):
-    head = ("where the dod tick goes (ms, median of the timed ticks; Tracker.profile): each pass's "
-            "wall time; idle = the workers' waits in its row-chunk regions, summed over the workers; "
-            "idle share = idle / (threads x tick)")
-    cols = ["N", "threads", *PASS_NAMES, "idle", "idle share"]
+    head = ("where the dod tick goes (Tracker.profile; medians of the timed ticks): each pass's "
+            "wall time in ms, and below it its share of the tick (% of the tick's wall time; the rest, "
+            "\"outside\", is the call's own checks); idle = the workers' waits in its row-chunk regions, "
+            "summed over the workers; idle share = idle / (threads x tick)")
+    cols = ["N", "threads", "of", *PASS_NAMES, "outside", "idle", "idle share"]
     lines = []
     for r in rows:
         for t in threads:
             wall, idle, share = r["passes"][t]
-            lines.append([f"{r['n']:,}", str(t), *(f"{v:.3f}" for v in wall), f"{idle:.3f}", f"{100 * share:.1f} %"])
+            shares = r["pass_shares"][t]
+            lines.append([f"{r['n']:,}", str(t), "ms", *(f"{v:.3f}" for v in wall), "-", f"{idle:.3f}",
+                          f"{100 * share:.1f} %"])
+            lines.append(["", "", "% tick", *(f"{100 * v:.1f}" for v in shares), "-", "-"])
     out("")
     _print_table(head, cols, lines, markdown, out)
 
@@ -528,6 +557,287 @@ def _print(rows, threads, dim, keep_gc, markdown, out, initiation="single", pref
         out(("- " if markdown else "") + g)
 
 
+# ---------------------------------------------------------------- the predict pass against the memory floor
+
+_COPY_MIN_BYTES = 256 << 20     # the copy's array: at least this, and 8x the last-level cache
+_COPY_ROUNDS = 8                # copies timed (best of), half before the ticks and half after
+_COAST_DT = 0.02                # the empty scans' time step (50 Hz)
+
+
+def predict_bytes(dim):
+    """What the predict pass must move per track, in bytes, by item.
+
+    A track's state x (2 dim float64) and its packed covariance P (dim (2 dim
+    + 1) float64) read and written; the pass's writes of the innovation
+    inverse (dim x dim float64), the gate half-widths (dim float64), the
+    widest half-width (float64) and whether the track can be gated (one
+    byte); its age (uint32) read and written; its detection and its cell in
+    the index reset (int32 each). The sum, times the tracks, over a copy's
+    bandwidth is the pass's memory floor (:func:`floor`).
+
+    Parameters
+    ----------
+    dim : int
+        2 or 3.
+
+    Returns
+    -------
+    dict
+        Item name to bytes per track, in the order above; ``sum(d.values())``
+        is the total (297 in 2-D, 553 in 3-D).
+
+    Raises
+    ------
+    ValueError
+        For a dim other than 2 or 3.
+
+    Notes
+    -----
+    Thread-safety: a pure function (any thread).
+    """
+    if dim not in (2, 3):
+        raise ValueError(f"dim must be 2 or 3, not {dim!r}")
+    n = 2 * dim
+    return {"x, P read + written": 2 * (n + dim * (n + 1)) * 8, "Si": dim * dim * 8, "hw": dim * 8, "hm": 8,
+            "gateable": 1, "age read + written": 2 * 4, "track_det": 4, "loc_t": 4}
+
+
+def _last_level_cache_bytes():
+    """The largest cache the first CPU reports (sysfs), or 32 MiB when none does."""
+    sizes = []
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    for entry in os.listdir(base) if os.path.isdir(base) else ():
+        try:
+            with open(os.path.join(base, entry, "size")) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+        digits = text.rstrip("KMGkmg")
+        if digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return max(sizes) if sizes else 32 << 20
+
+
+def copy_nbytes():
+    """The array size :func:`copy_bandwidth` copies by default: at least
+    256 MiB and eight times the last-level cache (read from sysfs; 32 MiB
+    assumed where it says nothing), so that the copy runs at memory speed.
+
+    Returns
+    -------
+    int
+        Bytes, a multiple of 8.
+
+    Notes
+    -----
+    Thread-safety: any thread (reads sysfs).
+    """
+    return max(_COPY_MIN_BYTES, 8 * _last_level_cache_bytes()) // 8 * 8
+
+
+def copy_bandwidth(nbytes=None, rounds=5):
+    """One core's copy bandwidth: bytes read plus bytes written per second.
+
+    Copies one float64 array into another (``numpy.copyto``, one thread)
+    `rounds` times, after one untimed copy that faults both in, and keeps
+    the fastest: the memory speed the machine gives one core at its best,
+    the floor's denominator (:func:`floor`).
+
+    Parameters
+    ----------
+    nbytes : int, optional
+        Bytes of each array (default :func:`copy_nbytes`: far past the
+        last-level cache). Two such arrays are allocated.
+    rounds : int, default 5
+        Timed copies, >= 1.
+
+    Returns
+    -------
+    float
+        ``2 * nbytes / seconds`` of the fastest copy.
+
+    Raises
+    ------
+    ValueError
+        For `nbytes` below 8 or `rounds` below 1.
+
+    Notes
+    -----
+    Thread-safety: any thread; another busy thread on the same core or
+    memory lowers the figure.
+    """
+    nbytes = copy_nbytes() if nbytes is None else int(nbytes)
+    if nbytes < 8 or int(rounds) < 1:
+        raise ValueError(f"nbytes must be >= 8 and rounds >= 1, got {nbytes!r} and {rounds!r}")
+    src = np.ones(nbytes // 8)
+    dst = np.zeros_like(src)
+    np.copyto(dst, src)
+    best = None
+    for _ in range(int(rounds)):
+        t0 = time.perf_counter_ns()
+        np.copyto(dst, src)
+        ns = time.perf_counter_ns() - t0
+        best = ns if best is None else min(best, ns)
+    return 2.0 * src.nbytes / (max(best, 1) / 1e9)
+
+
+def _coasting_tracker(n, dim, seed):
+    """A one-thread tracker holding `n` confirmed tracks that empty scans never delete.
+
+    Scan 1 puts `n` detections (uniform over a square of 20 m per target:
+    the scenario's density) and every one starts a track (single-point
+    births into an empty table); M-of-N 1 of 2 confirms each at its next
+    scan whatever it holds, and max_misses 2**32 - 1 keeps a confirmed
+    track through any run of misses. Prefaulted."""
+    side = 20.0 * n ** (1.0 / dim)
+    cfg = TrackerConfig(dim=dim, capacity=max(64, 2 * n), max_detections=max(64, n + 64),
+                        confirmation="m_of_n", initiation="single", confirm_m=1, confirm_n=2,
+                        max_misses=(1 << 32) - 1)
+    tr = Tracker(cfg, threads=1)
+    tr.prefault(threads=1)
+    tr.tick(np.random.default_rng(seed).uniform(0.0, side, (n, dim)), _COAST_DT)
+    return tr
+
+
+def floor(n=100000, dim=2, scans=None, warmup=5, seed=0, rounds=_COPY_ROUNDS, out=print, markdown=False):
+    """The predict pass at `n` targets, one thread, against its memory floor.
+
+    In the same run: one core's copy bandwidth (:func:`copy_bandwidth`,
+    half its rounds before the ticks and half after, the best kept) and
+    the predict pass alone, timed by :attr:`Tracker.profile
+    <dod.tracker.Tracker.profile>` on a tracker of `n` confirmed tracks fed
+    empty scans: with no detection the predict_gate pass gates nothing, so
+    its time is predict's (each track moved a step, its innovation inverse
+    and gate half-widths written). The tracks are confirmed with M-of-N 1 of
+    2 and max_misses 2**32 - 1, so none dies during the timed ticks (checked:
+    RuntimeError otherwise). The floor is :func:`predict_bytes` times `n`
+    over the bandwidth: the time the pass would take if it only moved its
+    bytes at the speed of a copy. It bounds the pass only when the bytes
+    the pass touches (its working set) are past the last-level cache: below
+    that, the rows may still be in the cache from the previous tick, and
+    the ratio may fall under 1 (a line says which). Prints what it measured
+    with `out`, ending with the ratio line ``measured / floor``.
+
+    Parameters
+    ----------
+    n : int, default 100000
+        Targets (confirmed tracks), >= 1.
+    dim : int, default 2
+        2 or 3.
+    scans : int, optional
+        Timed empty ticks (default 60 at 100,000 targets and above, 200 below).
+    warmup : int, default 5
+        Empty ticks before the timed ones (the first confirms every track).
+    seed : int, default 0
+        Seed of the detections that start the tracks.
+    rounds : int, default 8
+        Timed copies of the bandwidth measurement, >= 2.
+    out : callable, default print
+        Where the lines go.
+    markdown : bool, default False
+        Print the lines as a Markdown list.
+
+    Returns
+    -------
+    dict
+        ``n``, ``dim``, ``bytes`` (:func:`predict_bytes`), ``bytes_per_track``
+        (their sum), ``bandwidth`` (bytes per second), ``copy_bytes`` (each
+        copied array's size), ``predict_ms`` (median of the timed ticks),
+        ``predict_ms_p10``, ``predict_ms_p90``, ``tick_ms`` (median of the whole
+        empty ticks), ``ticks`` (timed), ``live`` (tracks after the last tick),
+        ``working_set`` (bytes the pass touches, each once), ``llc`` (the
+        last-level cache's bytes, from sysfs; 32 MiB assumed where it says
+        nothing), ``floor_ms`` and ``ratio`` (``predict_ms / floor_ms``).
+
+    Raises
+    ------
+    ValueError
+        For `n` below 1, a dim the tracker refuses, `warmup` below 1, `rounds`
+        below 2 or `scans` below 1.
+    RuntimeError
+        When a track died or was never confirmed (the pass would time fewer rows).
+
+    Notes
+    -----
+    Thread-safety: one call at a time (another busy thread skews every
+    number). Timings are for comparing within one run.
+    """
+    n, dim, warmup, rounds = int(n), int(dim), int(warmup), int(rounds)
+    scans = int(scans) if scans is not None else (60 if n >= 100000 else 200)
+    if n < 1 or warmup < 1 or rounds < 2 or scans < 1:
+        raise ValueError(f"n, warmup and scans must be >= 1 and rounds >= 2, got n={n}, warmup={warmup}, "
+                         f"scans={scans}, rounds={rounds}")
+    parts = predict_bytes(dim)
+    per_track = sum(parts.values())
+    nbytes = copy_nbytes()
+    bandwidth = copy_bandwidth(nbytes, rounds // 2)
+    tr = _coasting_tracker(n, dim, seed)
+    empty = np.empty((0, dim))
+    predict = np.zeros(scans)
+    tick = np.zeros(scans)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(warmup):
+            tr.tick(empty, _COAST_DT)
+        confirmed = tr.counts()["confirmed"]
+        tr.profile = True
+        for s in range(scans):
+            t0 = time.perf_counter_ns()
+            tr.tick(empty, _COAST_DT)
+            tick[s] = (time.perf_counter_ns() - t0) / 1e6
+            predict[s] = tr.last_profile()["predict_gate"][0]
+    finally:
+        if was:
+            gc.enable()
+    live = len(tr)
+    if confirmed != n or live != n or tr.counts()["confirmed"] != n:
+        raise RuntimeError(f"{n} tracks were to coast through the timed ticks: {confirmed} confirmed before "
+                           f"them, {live} live after")
+    bandwidth = max(bandwidth, copy_bandwidth(nbytes, rounds - rounds // 2))
+    res = {"n": n, "dim": dim, "bytes": parts, "bytes_per_track": per_track, "bandwidth": bandwidth,
+           "copy_bytes": nbytes, "predict_ms": float(np.median(predict)),
+           "predict_ms_p10": float(np.percentile(predict, 10)), "predict_ms_p90": float(np.percentile(predict, 90)),
+           "tick_ms": float(np.median(tick)), "ticks": scans, "live": live}
+    # what the pass touches, each byte once: at 100,000 tracks in 2-D ~18 MB, which a large
+    # last-level cache may hold from one tick to the next (then the floor bounds nothing)
+    res["working_set"] = n * (per_track - parts["x, P read + written"] // 2 - parts["age read + written"] // 2)
+    res["llc"] = _last_level_cache_bytes()
+    res["floor_ms"] = 1e3 * per_track * n / bandwidth
+    res["ratio"] = res["predict_ms"] / res["floor_ms"]
+    _print_floor(res, markdown, out)
+    return res
+
+
+def _print_floor(r, markdown, out):
+    d, n = r["dim"], r["n"]
+    b = r["bytes"]
+    lines = [
+        f"predict pass against its memory floor: N={n:,}, {d}-D CV, one thread",
+        f"tracks: {n:,} confirmed (M-of-N 1 of 2) with max_misses 2**32 - 1, fed empty scans "
+        f"(dt {_COAST_DT} s): none died in the timed ticks ({r['live']:,} live after them); with no "
+        "detections the predict_gate pass gates nothing, so its time is the predict pass",
+        f"bytes per track: x and P read + written 2 x ({2 * d} + {d * (2 * d + 1)}) x 8 = "
+        f"{b['x, P read + written']}, innovation inverse Si {b['Si']}, half-widths hw {b['hw']}, hm {b['hm']}, "
+        f"gateable {b['gateable']}, age read + written {b['age read + written']}, track_det {b['track_det']}, "
+        f"loc_t {b['loc_t']}: {r['bytes_per_track']} B",
+        f"copy bandwidth: {r['bandwidth'] / 1e9:.2f} GB/s (one core, numpy.copyto of {r['copy_bytes'] >> 20} MiB, "
+        "bytes read + written per second, the best copy, before and after the ticks)",
+        f"predict pass: median {r['predict_ms']:.4f} ms over {r['ticks']} ticks (p10 {r['predict_ms_p10']:.4f}, "
+        f"p90 {r['predict_ms_p90']:.4f}), {1e6 * r['predict_ms'] / n:.2f} ns per track, "
+        f"{100 * r['predict_ms'] / r['tick_ms']:.0f} % of the empty tick ({r['tick_ms']:.4f} ms)",
+        f"floor: {r['bytes_per_track']} B x {n:,} / {r['bandwidth'] / 1e9:.2f} GB/s = {r['floor_ms']:.4f} ms",
+        f"working set: {r['working_set'] / 1e6:.1f} MB (each byte the pass touches once), last-level cache "
+        f"{r['llc'] / 1e6:.1f} MB: " + ("past it, the floor bounds the pass" if r["working_set"] > r["llc"] else
+                                        "within it, the pass may find its rows in the cache from one tick to "
+                                        "the next and run below the floor"),
+        f"measured / floor: {r['ratio']:.2f}x",
+    ]
+    for line in lines:
+        out(("- " if markdown else "") + line)
+
+
 def main(argv=None):
     """The command line ``python -m dod.tracker.bench`` (``--help`` lists its options).
 
@@ -575,7 +885,8 @@ def main(argv=None):
         return bench_radar.main(argv)
     p = argparse.ArgumentParser(prog="python -m dod.tracker.bench", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--sizes", default="10,100,1000,10000")
+    p.add_argument("--sizes", default=None, help="comma-separated target counts (default 10,100,1000,10000; "
+                                                  "with --floor 100000)")
     p.add_argument("--threads", default="1", help="comma-separated thread counts, e.g. 1,2,4")
     p.add_argument("--scans", type=int, default=None)
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
@@ -597,8 +908,22 @@ def main(argv=None):
                    help="leave the trackers' pages to be faulted by the ticks that first touch them")
     p.add_argument("--time", action="store_true",
                    help="also time a tracker fed time stamps (tick(z, time=t)) against the dt ticks")
+    p.add_argument("--floor", action="store_true",
+                   help="instead: the predict pass alone (one thread, empty scans) against its memory floor, "
+                        "bytes per track over one core's copy bandwidth")
     a = p.parse_args(argv)
-    sizes = tuple(int(s) for s in a.sizes.split(",") if s)
+    sizes = tuple(int(s) for s in (a.sizes or ("100000" if a.floor else "10,100,1000,10000")).split(",") if s)
+    if a.floor:
+        if a.threads.strip() != "1":
+            p.error("--floor times one thread (the floor is one core's bandwidth); leave --threads out")
+        try:
+            for i, n in enumerate(sizes):
+                if i:
+                    print()
+                floor(n, a.dim, a.scans, seed=a.seed, markdown=a.markdown)
+        except ValueError as e:
+            p.error(str(e))
+        return None
     try:
         threads = tuple(int(s) for s in a.threads.split(",") if s)
         run(sizes, a.scans, a.quick, not a.no_reference, a.gc, a.seed, a.dim, threads=threads,
