@@ -27,7 +27,7 @@ DEFAULTS = dict(
     clutter_density=None, surveillance_volume=None, clutter_smoothing=0.1,
     capacity=20000, max_detections=30000, overflow="error", max_cluster=0, out_of_sequence="refuse",
     threads=1, parallel_min_rows=512, sort_every=0, sort_when_mixed=0.1, sort_when_displaced=0.2,
-    sort_when_drifted=2.0, confirmed_first=True, events=False)
+    sort_when_drifted=2.0, confirmed_first=True, events=False, layout="lanes")
 
 # A value other than the default for every field (each valid on its own).
 OTHER = dict(
@@ -41,7 +41,7 @@ OTHER = dict(
     clutter_density=1e-4, surveillance_volume=1e6, clutter_smoothing=0.5,
     capacity=300, max_detections=200, overflow="drop", max_cluster=12, out_of_sequence="drop",
     threads=2, parallel_min_rows=16, sort_every=5, sort_when_mixed=0.3, sort_when_displaced=0.0,
-    sort_when_drifted=0.0, confirmed_first=False, events=True)
+    sort_when_drifted=0.0, confirmed_first=False, events=True, layout="rows")
 
 
 def test_every_field_is_in_exactly_one_part_with_todays_default():
@@ -189,6 +189,7 @@ BAD = {
     "sort_when_drifted": [-0.1, math.inf, math.nan, 10**400],
     "confirmed_first": [0, 1, None, "yes", np.bool_(True)],
     "events": [0, 1, None, "yes", np.bool_(True)],
+    "layout": ["columns", "F", "", None, 1],
 }
 
 

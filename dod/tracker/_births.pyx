@@ -13,7 +13,7 @@ same rows, ids and slots for every thread count.
 """
 from cython.parallel cimport prange
 from libc.stdint cimport uint32_t, int32_t
-from libc.string cimport memcpy, memset
+from libc.string cimport memcpy
 from dod.table cimport (dod_table, dod_table_zero_rows, dod_table_reusable, dod_table_insert_reusing,
                         dod_table_insert_freed)
 from dod._types cimport dod_index
@@ -25,7 +25,7 @@ from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _
                                  _doppler, _cartesian_cov, _polar_cov, _d, _m, _pn, _model_of, _MODEL_3D,
                                  _MODEL_IMM, _MODEL_POLAR, _MODEL_RATE, _motion_birth, _cv_ekf_update,
                                  _cv_ekf_update_cov, _cv_rate_update, _meas_linearise, _meas_linearise_cov,
-                                 _meas_birth_cov, _row_store)
+                                 _meas_birth_cov, _row_lend_x, _row_lend_P, _row_return)
 from dod.tracker.measurement cimport (dod_meas_innovation, dod_meas_log_jacobian, dod_meas_rate_innovation,
                                       dod_meas_mahalanobis2, dod_meas_rate_log_likelihood)
 from dod.tracker._track cimport dod_tracker, dod_track_cols, dod_tick_counts, DOD_TRACK_TENTATIVE
@@ -166,8 +166,10 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
     cdef const double* z
     cdef const double* Cs
     cdef bint ok
-    cdef double x[6]            # the row's x and P, written to the columns at the end (_row_store)
-    cdef double P[21]
+    cdef double xb[6]           # the row's x and P lent (_row_lend_x), returned at the end
+    cdef double Pb[21]
+    cdef double* x
+    cdef double* P
     # The single's position covariance: its own (range-bearing), or the
     # r^2 I every Cartesian single shares (a step of 0 through `shared`).
     cdef double shared[6]
@@ -185,8 +187,8 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
         si = <size_t>partner[b]
         i = row0 + r
         c.id[i] = t.next_id + b
-        memset(x, 0, sizeof(x))
-        memset(P, 0, sizeof(P))
+        x = _row_lend_x(v, t, i, xb)    # (the zeroed row)
+        P = _row_lend_P(v, t, i, Pb)
         memcpy(x, t.single_z + si * dim, dim * sizeof(double))
         _birth_cov(v, P, r2, t.v0 * t.v0)
         Cs = C0 + si * cstep
@@ -247,7 +249,7 @@ cdef void _pair_birth_rows(const _dim* v, const _motion* m, const _meas* s, cons
                 dod_kalman_update_cov(x, P, z, Si, dim, k.R + <size_t>j * dim * dim)
         else:
             dod_kalman_update(x, P, z, Si, dim, r2)
-        _row_store(v, t, i, x, P)
+        _row_return(v, t, i, x, P)
         _motion_birth(v, m, t, i, x, P)
         c.hits[i] = 2
         c.age[i] = 2
@@ -374,8 +376,10 @@ cdef void _birth_rows(const _dim* v, const _motion* m, const _meas* s, const dod
     cdef int dim = _d(v), a
     cdef double r2 = t.r * t.r
     cdef size_t b, i, r, q
-    cdef double x[6]            # the row's x and P, written to the columns at the end (_row_store)
-    cdef double P[21]
+    cdef double xb[6]           # the row's x and P lent (_row_lend_x), returned at the end
+    cdef double Pb[21]
+    cdef double* x
+    cdef double* P
     for r in range(r0, r1):
         # Zeroed a block at a time, each block written while its lines are
         # still in cache (zeroed all at once, 20,000 births' rows were
@@ -386,8 +390,8 @@ cdef void _birth_rows(const _dim* v, const _motion* m, const _meas* s, const dod
         i = row0 + r
         b = order[r] if order != NULL else r
         c.id[i] = t.next_id + b
-        memset(x, 0, sizeof(x))
-        memset(P, 0, sizeof(P))
+        x = _row_lend_x(v, t, i, xb)    # (the zeroed row)
+        P = _row_lend_P(v, t, i, Pb)
         if order != NULL:               # carried in order: born[b] would be a random read
             for a in range(dim):
                 x[a] = opos[r * dim + a]
@@ -396,7 +400,7 @@ cdef void _birth_rows(const _dim* v, const _motion* m, const _meas* s, const dod
                 x[a] = k.z[<size_t>k.born[b] * dim + a]
         _birth_cov(v, P, r2, t.v0 * t.v0)
         _meas_birth_cov(v, s, k, k.born[b], x, P, t.v0 * t.v0)     # a sensor's: the converted measurement's
-        _row_store(v, t, i, x, P)
+        _row_return(v, t, i, x, P)
         _motion_birth(v, m, t, i, x, P)   # after the covariance: every IMM model starts from it
         c.hits[i] = 1
         c.age[i] = 1

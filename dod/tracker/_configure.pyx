@@ -205,7 +205,7 @@ cdef void _init_imm(dod_imm* m, config, Table table) except *:
     m.Pm = <double*>table.engine.columns[table.column_index("Pm")]
 
 
-def track_schema(int dim, str motion="cv"):
+def track_schema(int dim, str motion="cv", str layout="lanes"):
     """The track table's Schema: the columns of :attr:`Tracker.table`.
 
     ``id`` uint64 (0: no track; ids are never reused), ``x`` float64[2*dim]
@@ -219,10 +219,11 @@ def track_schema(int dim, str motion="cv"):
     (model probabilities: CV low, CV high, turn), ``xm`` float64[3, 2*dim+1]
     and ``Pm`` float64[3, 2*dim+1, 2*dim+1] (each model's state, position,
     velocity and turn rate, and covariance); ``x`` and ``P`` then hold the
-    models' combination. Every column is zeroed on insert (ZII). ``x`` and
-    ``P`` are stored in lanes (``order="F"``: each element's values of
-    consecutive tracks together), so their views are strided: the tracker's
-    constant-velocity kernels run across tracks.
+    models' combination. Every column is zeroed on insert (ZII). With
+    ``layout="lanes"`` (the default) ``x`` and ``P`` are stored in lanes
+    (``order="F"``: each element's values of consecutive tracks together,
+    so their views are strided) and the tracker's constant-velocity kernels
+    run across tracks; ``"rows"`` keeps each track's values together.
 
     Parameters
     ----------
@@ -230,6 +231,9 @@ def track_schema(int dim, str motion="cv"):
         Spatial dimensions, 2 or 3.
     motion : str, default "cv"
         ``"cv"`` (constant velocity) or ``"imm"`` (adds the IMM's columns).
+    layout : str, default "lanes"
+        ``"lanes"`` or ``"rows"``: how ``x`` and ``P`` are stored
+        (:class:`ExecutionConfig`'s ``layout``).
 
     Returns
     -------
@@ -264,10 +268,13 @@ def track_schema(int dim, str motion="cv"):
     if motion == "imm":
         imm = dict(mu=(np.float64, (DOD_IMM_MODELS,)), xm=(np.float64, (DOD_IMM_MODELS, n + 1)),
                    Pm=(np.float64, (DOD_IMM_MODELS, n + 1, n + 1)))
-    # x and P in lanes (one per element, consecutive tracks' element together):
-    # the constant-velocity kernels run over a block of tracks (_vector.pxd).
-    return Schema(id=np.uint64, x=Column(np.float64, (n,), order="F"),
-                  P=Column(np.float64, (n * (n + 1) // 2,), order="F"), hits=np.uint32,
+    if layout not in ("rows", "lanes"):
+        raise ValueError(f"layout must be 'rows' or 'lanes', not {layout!r}")
+    # lanes: one per element, consecutive tracks' element together, so that
+    # the constant-velocity kernels run over a block of tracks (_vector.pxd)
+    order = "F" if layout == "lanes" else "C"
+    return Schema(id=np.uint64, x=Column(np.float64, (n,), order=order),
+                  P=Column(np.float64, (n * (n + 1) // 2,), order=order), hits=np.uint32,
                   misses=np.uint32, age=np.uint32, history=np.uint32, status=np.uint8,
                   score=np.float64, score_max=np.float64, **imm)
 

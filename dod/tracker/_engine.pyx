@@ -177,7 +177,7 @@ cdef class Tracker(TrackerOutputs):
             raise TypeError("config must be a TrackerConfig")
         self.config = config
         cdef int dim = config.dim
-        cdef Table table = Table(track_schema(dim, config.motion), config.capacity)
+        cdef Table table = Table(track_schema(dim, config.motion, config.layout), config.capacity)
         cdef dod_tracker* e = &self.engine
         self.table = table
         # Waiting detections of two-point initiation: a ZII table of their own,

@@ -99,8 +99,8 @@ cdef void _gate_rows_as(const _dim* v, const _meas* s, const dod_tracker* t, con
         if t.cols.state[ti] != stage or not k.gateable[ti]:
             continue
         for a in range(dim):
-            blo[a] = _row_x(t, ti, a) - k.hw[ti * dim + a]
-            bhi[a] = _row_x(t, ti, a) + k.hw[ti * dim + a]
+            blo[a] = _row_x(v, t, ti, a) - k.hw[ti * dim + a]
+            bhi[a] = _row_x(v, t, ti, a) + k.hw[ti * dim + a]
         mode = dod_grid_walk_begin(g, blo, bhi, dim, k.D, &w)
         if mode == DOD_GRID_WALK_ALL:
             # A gate wider than the whole index: scanning every detection is cheaper.

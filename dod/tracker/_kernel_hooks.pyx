@@ -6,6 +6,7 @@ reference implementation; the tracker itself never calls them.
 from libc.math cimport sqrt
 from libc.stdint cimport int32_t, uint8_t
 from libc.string cimport memset
+from dod.tracker._vector cimport _rows_end
 from dod.tracker.kalman cimport (dod_kalman_predict, dod_kalman_innovation_inverse, dod_kalman_pack,
                                  dod_kalman_unpack, dod_kalman_mahalanobis2, dod_kalman_update,
                                  dod_kalman_noise, dod_kalman_noise_of, dod_kalman_predict_step,
@@ -105,13 +106,6 @@ cdef int _rows_dim(double[:, ::1] x, double[:, ::1] P) except -1:
     if d not in (2, 3) or x.shape[1] != 2 * d or P.shape[1] != d * (2 * d + 1) or P.shape[0] != x.shape[0]:
         raise ValueError("rows x (N, 2d) and P (N, d (2d + 1)), d 2 or 3")
     return d
-
-
-cdef size_t _rows_end(r0, r1, size_t rows) except? 0:
-    cdef size_t end = rows if r1 is None else r1
-    if r0 < 0 or end > rows or r0 > end:
-        raise ValueError(f"rows [{r0}, {end}) are not within the {rows}")
-    return end
 
 
 def _rows_predict(double[:, ::1] x, double[:, ::1] P, double dt, double q, size_t r0=0, r1=None):

@@ -40,9 +40,10 @@
 # case in _model_of: nothing in the passes changes.
 #
 # The model .pxd files take a row's x and packed P contiguous; the track
-# columns are strided (dod_track_cols): a kernel that reads or writes a row
-# copies it into locals (_row_load) and back (_row_store), element by element,
-# so the arithmetic and its bits are the same for every column layout.
+# columns are strided (dod_track_cols). A kernel borrows a row (_row_lend_x,
+# _row_lend_P): in the rows layout the row itself, in lanes a copy in locals
+# that _row_return writes back. Plain copies: the arithmetic and its bits
+# are the same for every column layout.
 #
 # Contract: as the model .pxd files' (rows in range, P packed and symmetric).
 # Thread-safety: each kernel writes only its row's entries.
@@ -147,24 +148,39 @@ cdef inline int _pn(const _dim* v) noexcept nogil:
         return 21
 
 
-cdef inline void _row_load(const _dim* v, const dod_tracker* t, size_t ti, double* x, double* P) noexcept nogil:
-    """Row ti's x (2d values) and packed P (_pn) into x, P (either NULL: not read)."""
-    if x != NULL:
-        dod_track_row_load(t.cols.x, t.cols.xr, t.cols.xs, ti, 2 * _d(v), x)
-    if P != NULL:
-        dod_track_row_load(t.cols.P, t.cols.Pr, t.cols.Ps, ti, _pn(v), P)
+cdef inline double* _row_lend_x(const _dim* v, const dod_tracker* t, size_t ti, double* buf) noexcept nogil:
+    """Row ti's x as 2d contiguous values: the row itself when its values
+    lie together (rows), else its lanes copied into buf (2d values)."""
+    if t.cols.xs == 1:          # (rows: xr is 2d, a constant here)
+        return t.cols.x + ti * 2 * _d(v)
+    dod_track_row_load(t.cols.x, t.cols.xr, t.cols.xs, ti, 2 * _d(v), buf)
+    return buf
 
 
-cdef inline void _row_store(const _dim* v, const dod_tracker* t, size_t ti, const double* x,
-                            const double* P) noexcept nogil:
-    """x and packed P into row ti (_row_load's inverse)."""
-    dod_track_row_store(t.cols.x, t.cols.xr, t.cols.xs, ti, 2 * _d(v), x)
-    dod_track_row_store(t.cols.P, t.cols.Pr, t.cols.Ps, ti, _pn(v), P)
+cdef inline double* _row_lend_P(const _dim* v, const dod_tracker* t, size_t ti, double* buf) noexcept nogil:
+    """Row ti's packed P (_pn values) contiguous: _row_lend_x's twin."""
+    if t.cols.Ps == 1:
+        return t.cols.P + ti * _pn(v)
+    dod_track_row_load(t.cols.P, t.cols.Pr, t.cols.Ps, ti, _pn(v), buf)
+    return buf
 
 
-cdef inline double _row_x(const dod_tracker* t, size_t ti, int a) noexcept nogil:
-    """Element a of row ti's x."""
-    return t.cols.x[ti * t.cols.xr + <size_t>a * t.cols.xs]
+cdef inline void _row_return(const _dim* v, const dod_tracker* t, size_t ti, const double* x,
+                             const double* P) noexcept nogil:
+    """Write back the x and P that _row_lend_x and _row_lend_P lent (and
+    a kernel changed): nothing when they are the row itself."""
+    if t.cols.xs != 1:
+        dod_track_row_store(t.cols.x, t.cols.xr, t.cols.xs, ti, 2 * _d(v), x)
+    if t.cols.Ps != 1:
+        dod_track_row_store(t.cols.P, t.cols.Pr, t.cols.Ps, ti, _pn(v), P)
+
+
+cdef inline double _row_x(const _dim* v, const dod_tracker* t, size_t ti, int a) noexcept nogil:
+    """Element a of row ti's x (rows: 2d values a row, a constant; lanes:
+    one value a row)."""
+    if t.cols.xs == 1:
+        return t.cols.x[ti * 2 * _d(v) + a]
+    return t.cols.x[<size_t>a * t.cols.xs + ti]
 
 
 # --- motion ---------------------------------------------------------------
@@ -172,14 +188,15 @@ cdef inline double _row_x(const dod_tracker* t, size_t ti, int a) noexcept nogil
 cdef inline void _motion_predict(const _dim* v, const _motion* m, const dod_tracker* t, size_t ti,
                                  const dod_kalman_noise* w, double dt) noexcept nogil:
     cdef int d = _d(v)
-    cdef double x[6]
-    cdef double P[21]
+    cdef double xb[6]
+    cdef double Pb[21]
+    cdef double* x = _row_lend_x(v, t, ti, xb)
+    cdef double* P = _row_lend_P(v, t, ti, Pb)
     if _motion is _imm:         # mix, predict each model, combine into x, P
         dod_imm_predict(&t.imm, ti, x, P, d, dt)
     else:
-        _row_load(v, t, ti, x, P)
         dod_kalman_predict_step(x, P, d, w)
-    _row_store(v, t, ti, x, P)
+    _row_return(v, t, ti, x, P)
 
 
 cdef inline void _motion_update(const _dim* v, const _motion* m, const dod_tracker* t, size_t ti,
@@ -258,14 +275,16 @@ cdef inline void _meas_gate_row(const _dim* v, const _meas* s, const dod_tracker
     (k.hp) and its Jacobian (k.J); a track in the sensor's singular zone, or
     with S not positive definite, is not gated."""
     cdef int d = _d(v), n = 2 * d, a, b, m = _m(v, s), hn = _hn(v, s)
-    cdef double x[6]
-    cdef double P[21]
+    cdef double xb[6]
+    cdef double Pb[21]
+    cdef const double* x
+    cdef const double* P = _row_lend_P(v, t, ti, Pb)
     cdef double S[16]
     cdef double Spos[9]
     cdef double hmax = 0.0, w
     cdef bint ok
     if _meas is _polar or _meas is _doppler or _meas is _polar_cov:     # (_polar_cov: k.sensor's variances are the box's)
-        _row_load(v, t, ti, x, P)
+        x = _row_lend_x(v, t, ti, xb)
         ok = _meas_linearise(v, s, k, x, P, k.hp + ti * m, k.J + ti * m * hn, S,
                              k.Si + ti * m * m)
         if ok:
@@ -280,7 +299,6 @@ cdef inline void _meas_gate_row(const _dim* v, const _meas* s, const dod_tracker
             for a in range(d):
                 k.hw[ti * d + a] = 0.0
     else:
-        _row_load(v, t, ti, NULL, P)
         ok = dod_kalman_innovation_inverse(P, d, r2, k.Si + ti * d * d)
         for a in range(d):
             # |y_a| <= sqrt(gate * S_aa) bounds the ellipse d2 <= gate.
@@ -352,7 +370,7 @@ cdef inline bint _meas_innovation(const _dim* v, const _meas* s, const dod_track
         dod_meas_rate_innovation(k.zm + j * (d + 1), k.hp + ti * (d + 1), d, y)
     else:
         for a in range(d):
-            y[a] = zj[a] - _row_x(t, ti, a)
+            y[a] = zj[a] - _row_x(v, t, ti, a)
             if y[a] > k.hw[ti * d + a] or y[a] < -k.hw[ti * d + a]:
                 return False
     return True
@@ -377,14 +395,15 @@ cdef inline const double* _meas_pair_inverse(const _dim* v, const _meas* s, cons
     cdef int d = _d(v), a, b
     cdef double Ppos[9]
     cdef double S[9]
-    cdef double P[21]
+    cdef double Pb[21]
+    cdef const double* P
     if _meas is _cartesian_cov:
-        _row_load(v, t, ti, NULL, P)
+        P = _row_lend_P(v, t, ti, Pb)
         if not dod_kalman_innovation_inverse_cov(P, d, k.R + <size_t>j * d * d, Si):
             return NULL
         return Si
     elif _meas is _polar_cov:           # J P J' + R_j with the row's Jacobian
-        _row_load(v, t, ti, NULL, P)
+        P = _row_lend_P(v, t, ti, Pb)
         for a in range(d):
             for b in range(d):
                 Ppos[a * d + b] = P[dod_kalman_packed_index(a, b, 2 * d)]
@@ -404,9 +423,10 @@ cdef inline void _meas_update(const _dim* v, const _motion* m, const _meas* s, c
     cdef double Si[9]
     cdef double y[4]
     cdef double ll[DOD_IMM_MODELS]
-    cdef double x[6]
-    cdef double P[21]
-    _row_load(v, t, ti, x, P)
+    cdef double xb[6]
+    cdef double Pb[21]
+    cdef double* x = _row_lend_x(v, t, ti, xb)
+    cdef double* P = _row_lend_P(v, t, ti, Pb)
     if _meas is _doppler:
         if _motion is _imm:         # each model's own EKF (its prediction differs), then mu
             for a in range(DOD_IMM_MODELS):
@@ -435,7 +455,7 @@ cdef inline void _meas_update(const _dim* v, const _motion* m, const _meas* s, c
             dod_kalman_update_cov(x, P, k.z + j * d, Si, d, k.R + <size_t>j * d * d)
     else:
         _motion_update(v, m, t, ti, k.z + j * d, k.Si + ti * d * d, r2, x, P)
-    _row_store(v, t, ti, x, P)
+    _row_return(v, t, ti, x, P)
 
 
 cdef inline void _meas_birth_cov(const _dim* v, const _meas* s, const _tick* k, int32_t j,

@@ -79,7 +79,7 @@ cdef void _score_rows(const _dim* v, const _meas* s, const dod_tracker* t, const
                 c.score[ti] -= k.per_area * dod_meas_log_jacobian(k.zm + j * d, d)
             else:
                 for a in range(d):
-                    y[a] = k.z[j * d + a] - _row_x(t, ti, a)
+                    y[a] = k.z[j * d + a] - _row_x(v, t, ti, a)
             Si = _meas_pair_inverse(v, s, t, k, ti, j, own)      # (a gated pair's: never NULL)
             d2 = dod_kalman_mahalanobis2(y, Si, d)
             c.score[ti] += k.log_pd - k.log_clutter + dod_kalman_log_likelihood(d2, Si, d)

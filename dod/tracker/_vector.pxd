@@ -32,3 +32,7 @@ cdef void dod_vk_cv_update(int d, double* x, size_t xs, double* P, size_t ps, si
     # rows r in [r0, r1) with det[r] >= 0: dod_kalman_update(x_r, P_r, z + det[r]*d, Si + r*d*d, d, r2)
     # (same bits); rows with det[r] < 0 keep their x and P bit for bit, and their z and Si are not read
     # (z may be NULL when no row has a detection).
+
+
+cdef size_t _rows_end(r0, r1, size_t rows) except? 0
+    # A test hook's row range [r0, r1) (r1 None: to the end) within `rows`: its end, or ValueError.

@@ -156,10 +156,10 @@ cdef int _lanes_dim(const double[:, ::1] x, const double[:, ::1] P) except -1:
     return d
 
 
-cdef size_t _rows_end(r0, r1, size_t lanes) except? 0:
-    cdef size_t end = lanes if r1 is None else r1
-    if r0 < 0 or end > lanes or r0 > end:
-        raise ValueError(f"rows [{r0}, {end}) are not within the {lanes} lanes")
+cdef size_t _rows_end(r0, r1, size_t rows) except? 0:
+    cdef size_t end = rows if r1 is None else r1
+    if r0 < 0 or end > rows or r0 > end:
+        raise ValueError(f"rows [{r0}, {end}) are not within the {rows} rows")
     return end
 
 

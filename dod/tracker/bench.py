@@ -174,7 +174,7 @@ def _stats(ms, cpu, rows):
 
 
 def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, passes=False, initiation="single",
-             prefault=True, stamped=False, events=False, log=False):
+             prefault=True, stamped=False, events=False, log=False, layout="lanes"):
     """Tick every tracker on the same scans; returns ({name: stats}, confirmed);
     stats["sorts"] holds how many timed ticks of each dod tracker sorted
     its rows ({count: ticks}); with `passes`, stats["passes t<count>"]
@@ -193,7 +193,7 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
     block, every tracker is timed through the same swings of a shared
     machine's speed (one tracker over all scans, then the next, put minutes
     between the runs a ratio compares), and memory stays bounded at any N."""
-    cfg = TrackerConfig(dim=dim, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64),
+    cfg = TrackerConfig(dim=dim, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64), layout=layout,
                         **dict(BENCH_MANAGEMENT, initiation=initiation))
     trackers = {}
     for nt in threads:
@@ -335,7 +335,7 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
 
 def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, keep_gc=False,
         seed=0, dim=2, out=print, threads=(1,), markdown=False, reference_max=20000, passes=False,
-        initiation="single", prefault=True, stamped=False, events=False, log=False):
+        initiation="single", prefault=True, stamped=False, events=False, log=False, layout="lanes"):
     """Time the tick at each size and thread count; print the table with `out`; return the rows.
 
     Parameters
@@ -379,6 +379,9 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
         As `events`, and the twin appends each scan to a track log
         (:class:`~dod.tracker.track_log.TrackLog`, written to the null device); print
         the tick alone, with events, and with events and the append.
+    layout : str, default "lanes"
+        The dod trackers' track-table layout (:class:`~dod.tracker.ExecutionConfig`'s
+        ``layout``: ``"lanes"`` or ``"rows"``).
 
     Returns
     -------
@@ -424,7 +427,7 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
             warmup = 12
         res, confirmed = _measure(n, threads, k, warmup, reference and n <= reference_max, keep_gc, seed, dim,
                                   budget_s=10.0 if quick else 30.0, passes=passes, initiation=initiation,
-                                  prefault=prefault, stamped=stamped, events=events, log=log)
+                                  prefault=prefault, stamped=stamped, events=events, log=log, layout=layout)
         row = {"n": n, "confirmed": confirmed, "threads": {t: res[f"t{t}"] for t in threads},
                "dod": res[f"t{threads[0]}"], "sorts": res["sorts"]}
         if "reference" in res:
@@ -444,7 +447,7 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
         if log:
             row["log"] = {t: (res[f"t{t}a"], res[f"t{t}append"], res["dropped"][t]) for t in threads}
         rows.append(row)
-    _print(rows, threads, dim, keep_gc, markdown, out, initiation, prefault)
+    _print(rows, threads, dim, keep_gc, markdown, out, initiation, prefault, layout)
     for r in rows if stamped else ():
         d, s = r["dod"], r["stamped"]
         out(("- " if markdown else "") + f"N={r['n']}: time-stamped ticks p50 {s[0]:.4f} ms, p99 {s[1]:.4f} ms; "
@@ -505,9 +508,10 @@ def _print_passes(rows, threads, markdown, out):
     _print_table(head, cols, lines, markdown, out)
 
 
-def _print(rows, threads, dim, keep_gc, markdown, out, initiation="single", prefault=True):
+def _print(rows, threads, dim, keep_gc, markdown, out, initiation="single", prefault=True, layout="lanes"):
     head = (f"dod.tracker tick time (ms), {dim}-D CV, Pd 0.9, clutter 0.2 N, 50 Hz; "
-            + ("two-point initiation; " if initiation != "single" else "") +
+            + ("two-point initiation; " if initiation != "single" else "")
+            + ("x and P in rows; " if layout == "rows" else "") +
             f"GC {'on' if keep_gc else 'off'} while timing; "
             + ("trackers prefaulted" if prefault else "not prefaulted (pages fault in the ticks)") +
             "; CPU = process CPU per tick (all threads); sorts = timed ticks that sorted the rows "
@@ -908,6 +912,9 @@ def main(argv=None):
                    help="leave the trackers' pages to be faulted by the ticks that first touch them")
     p.add_argument("--time", action="store_true",
                    help="also time a tracker fed time stamps (tick(z, time=t)) against the dt ticks")
+    p.add_argument("--layout", choices=("lanes", "rows"), default="lanes",
+                   help="the track table's layout (TrackerConfig layout): each track's x and P together, "
+                        "or one lane per element")
     p.add_argument("--floor", action="store_true",
                    help="instead: the predict pass alone (one thread, empty scans) against its memory floor, "
                         "bytes per track over one core's copy bandwidth")
@@ -928,7 +935,7 @@ def main(argv=None):
         threads = tuple(int(s) for s in a.threads.split(",") if s)
         run(sizes, a.scans, a.quick, not a.no_reference, a.gc, a.seed, a.dim, threads=threads,
             markdown=a.markdown, reference_max=a.reference_max, passes=a.passes, initiation=a.initiation,
-            prefault=not a.no_prefault, stamped=a.time, events=a.events, log=a.log)
+            prefault=not a.no_prefault, stamped=a.time, events=a.events, log=a.log, layout=a.layout)
     except ValueError as e:
         p.error(str(e))
 
