@@ -339,10 +339,11 @@ DOD_VK_INLINE void DOD_VK_NAME(dod_vk_gate_rows_d)(const int d, const DOD_VK_T *
             hml[i] = ok ? hmax : zero;
             okl[i] = ok ? (DOD_VK_T)1 : zero;
         }
-        /* Out of the lanes (widened to double): Si is symmetric. hm too goes
-         * through a lane: gcc does not if-convert a float's widening under
-         * a condition (the conversion could trap), as `ok ? hmax : 0.0`
-         * written to a double would have it. */
+        /* Out of the lanes, widened to double; Si is symmetric. hm too goes
+         * through a lane: written in the loop above, the float kernel's
+         * `ok ? hmax : 0` stored to a double becomes a widening under a
+         * condition, which gcc does not if-convert (the conversion could
+         * trap), and the loop would not vectorise. */
         for (size_t i = 0; i < nb; i++) {
             hm[b0 + i] = hml[i];
             double *__restrict s = Si + (b0 + i) * (size_t)(d * d);
