@@ -75,7 +75,7 @@ cdef void _predict_rows_as(const _dim* v, const _motion* m, const _meas* s, cons
     cdef dod_kalman_noise w = dod_kalman_noise_of(dt, t.q)     # once, not per row
     cdef bint moves = dt != 0.0     # a scan at the same instant predicts nothing (the IMM would still mix)
     if _motion is _cv and _meas is _cartesian:
-        if t.cols.xr == 1 and t.cols.Pr == 1:
+        if t.cols.xr == 1 and t.cols.Pr == 1 and not t.cols.single:
             # Lanes: the block's rows at once, each kernel one loop over
             # the rows per element (the vector kernels: dod/tracker/_vector.pxd).
             if moves:
