@@ -1,10 +1,14 @@
 """The lane kernels (dod/tracker/vector_kernels.h through _vector.pyx) give
 the per-row kalman.pxd kernels' bits, on every instruction-set path this
-CPU runs, and the path's selection (DOD_SIMD, set_simd) refuses what it
+CPU runs; their float32 twins give a float32 numpy reference's bits on
+every path; and the path's selection (DOD_SIMD, set_simd) refuses what it
 cannot do.
 
-The oracles are _kernel_hooks' _rows_* hooks: each row through the per-row
-kernel the tracker's passes call, on the lanes transposed into rows.
+The oracles: in float64, _kernel_hooks' _rows_* hooks (each row through the
+per-row kernel the tracker's passes call, on the lanes transposed into
+rows); in float32, vk_reference (the kernels' operations in their order, on
+float32 arrays), which in float64 gives the per-row kernels' bits
+(test_reference_is_the_per_row_kernel): the same operations in the same order.
 """
 import os
 import subprocess
@@ -13,11 +17,13 @@ import sys
 import numpy as np
 import pytest
 
+import vk_reference as ref
 from dod.tracker import _kernel_hooks as hooks
 from dod.tracker import _vector
 from dod.tracker import set_simd, simd_path, simd_paths
 
 PATHS = simd_paths()
+DTYPES = [np.float64, np.float32]
 # Rows that cross the kernels' blocks of 64 and end off every vector width,
 # from row 0 and from inside.
 SPANS = [(0, 1), (0, 7), (3, 130), (0, 200), (65, 66), (5, 5)]
@@ -31,7 +37,8 @@ def restore_path():
 
 
 def _bits(a):
-    return np.ascontiguousarray(a).view(np.uint64)
+    a = np.ascontiguousarray(a)
+    return a.view(np.uint64 if a.dtype.itemsize == 8 else np.uint32)
 
 
 def _rows(lanes):
@@ -67,6 +74,38 @@ def _lanes(rng, d, n, indefinite=0.0):
     return np.ascontiguousarray(x), P
 
 
+def _lanes_of(dtype, rng, d, n, indefinite=0.0):
+    """_lanes in `dtype` (rounded from the same float64 draws)."""
+    x, P = _lanes(rng, d, n, indefinite)
+    return x.astype(dtype), P.astype(dtype)
+
+
+# The oracle of each kernel on lanes of a dtype, in place as the kernel:
+# float64 the per-row kernels (on the lanes transposed into rows), float32
+# the numpy reference.
+
+def _oracle_predict(x, P, dt, q, r0, r1):
+    if x.dtype != np.float64:
+        return ref.predict(x, P, dt, q, r0, r1)
+    xw, Pw = _rows(x), _rows(P)
+    hooks._rows_predict(xw, Pw, dt, q, r0, r1)
+    x[...], P[...] = xw.T, Pw.T
+
+
+def _oracle_gate(P, r2, gate, Si, hw, hm, ok, r0, r1):
+    if P.dtype != np.float64:
+        return ref.gate_rows(P, r2, gate, Si, hw, hm, ok, r0, r1)
+    hooks._rows_gate(_rows(P), r2, gate, Si, hw, hm, ok, r0, r1)
+
+
+def _oracle_update(x, P, det, z, Si, r2, r0, r1):
+    if x.dtype != np.float64:
+        return ref.update(x, P, det, z, Si, r2, r0, r1)
+    xw, Pw = _rows(x), _rows(P)
+    hooks._rows_update(xw, Pw, det, z, Si, r2, r0, r1)
+    x[...], P[...] = xw.T, Pw.T
+
+
 def test_paths():
     assert PATHS[0] == "baseline"
     assert set(PATHS) <= {"baseline", "avx2", "avx512"}
@@ -74,24 +113,25 @@ def test_paths():
     assert _vector._PATHS[:1] == ("baseline",)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("d", [2, 3])
-def test_predict_is_the_per_row_kernel(path, d, restore_path):
+def test_predict_is_the_per_row_kernel(path, d, dtype, restore_path):
     set_simd(path)
     rng = np.random.default_rng(60 + d)
     for r0, r1 in SPANS:
         for dt, q in [(0.02, 1.0), (1.7, 1e-3), (0.0, 0.0), (-0.5, 30.0)]:
-            x, P = _lanes(rng, d, 203)
-            xw, Pw = _rows(x), _rows(P)
+            x, P = _lanes_of(dtype, rng, d, 203)
+            xw, Pw = x.copy(), P.copy()
             _vector._vk_predict(x, P, dt, q, r0, r1)
-            hooks._rows_predict(xw, Pw, dt, q, r0, r1)
-            _assert_same_bits(x, xw.T, f"{path} x rows [{r0}, {r1})")
-            _assert_same_bits(P, Pw.T, f"{path} P rows [{r0}, {r1})")
+            _oracle_predict(xw, Pw, dt, q, r0, r1)
+            _assert_same_bits(x, xw, f"{path} x rows [{r0}, {r1})")
+            _assert_same_bits(P, Pw, f"{path} P rows [{r0}, {r1})")
 
 
 def _gate(fn, P, d, r2, gate, r0, r1):
-    """fn's Si, hw, hm, gateable on P (lanes for _vk_gate, rows for _rows_gate)."""
-    n = P.shape[1] if fn is _vector._vk_gate else P.shape[0]
+    """fn's Si, hw, hm, gateable on P (rows for _rows_gate, lanes for the others)."""
+    n = P.shape[0] if fn is hooks._rows_gate else P.shape[1]
     Si = np.full((n, d * d), 7.0)
     hw = np.full((n, d), 7.0)
     hm = np.full(n, 7.0)
@@ -100,16 +140,17 @@ def _gate(fn, P, d, r2, gate, r0, r1):
     return Si, hw, hm, ok
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("d", [2, 3])
-def test_gate_rows_is_the_per_row_kernel(path, d, restore_path):
+def test_gate_rows_is_the_per_row_kernel(path, d, dtype, restore_path):
     set_simd(path)
     rng = np.random.default_rng(600 + d)
     for r0, r1 in SPANS:
         for r2, gate in [(1.0, 9.21), (1e-4, 16.0), (25.0, 0.5)]:
-            _, P = _lanes(rng, d, 211, indefinite=0.3)
+            _, P = _lanes_of(dtype, rng, d, 211, indefinite=0.3)
             Si, hw, hm, ok = _gate(_vector._vk_gate, P, d, r2, gate, r0, r1)
-            Siw, hww, hmw, okw = _gate(hooks._rows_gate, _rows(P), d, r2, gate, r0, r1)
+            Siw, hww, hmw, okw = _gate(_oracle_gate, P, d, r2, gate, r0, r1)
             _assert_same_bits(hw, hww, f"{path} hw")
             _assert_same_bits(hm, hmw, f"{path} hm")
             assert np.array_equal(ok, okw)
@@ -124,38 +165,40 @@ def test_gate_rows_is_the_per_row_kernel(path, d, restore_path):
                 assert 0 < okw[r0:r1].sum() < r1 - r0      # both kinds of row were there
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("d", [2, 3])
-def test_update_is_the_per_row_kernel(path, d, restore_path):
+def test_update_is_the_per_row_kernel(path, d, dtype, restore_path):
     set_simd(path)
     rng = np.random.default_rng(6000 + d)
     r2 = 0.7
     for r0, r1 in SPANS:
-        x, P = _lanes(rng, d, 207)
+        x, P = _lanes_of(dtype, rng, d, 207)
         n = x.shape[1]
-        Si, _, _, ok = _gate(hooks._rows_gate, _rows(P), d, r2, 9.0, 0, n)
+        Si, _, _, ok = _gate(_oracle_gate, P, d, r2, 9.0, 0, n)
         z = rng.normal(0.0, 3.0, (40, d)) + rng.choice([0.0, 1e3], (40, 1))
         det = rng.integers(0, len(z), n).astype(np.int32)
         det[rng.random(n) < 0.3] = -1
         det[ok == 0] = -1
         Si[det < 0] = np.nan              # what a row without a detection holds is never read
-        xw, Pw = _rows(x), _rows(P)
+        xw, Pw = x.copy(), P.copy()
         x0, P0 = x.copy(), P.copy()
         _vector._vk_update(x, P, det, z, Si, r2, r0, r1)
-        hooks._rows_update(xw, Pw, det, z, Si, r2, r0, r1)
-        _assert_same_bits(x, xw.T, f"{path} x rows [{r0}, {r1})")
-        _assert_same_bits(P, Pw.T, f"{path} P rows [{r0}, {r1})")
+        _oracle_update(xw, Pw, det, z, Si, r2, r0, r1)
+        _assert_same_bits(x, xw, f"{path} x rows [{r0}, {r1})")
+        _assert_same_bits(P, Pw, f"{path} P rows [{r0}, {r1})")
         assert (det[r0:r1] >= 0).any() or r1 - r0 < 10
         keep = det < 0
         _assert_same_bits(x[:, keep], x0[:, keep], f"{path} x of rows without a detection")
         _assert_same_bits(P[:, keep], P0[:, keep], f"{path} P of rows without a detection")
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("path", PATHS)
-def test_update_without_detections(path, restore_path):
+def test_update_without_detections(path, dtype, restore_path):
     """A block whose rows all lack a detection reads no detection (z empty)."""
     set_simd(path)
-    x, P = _lanes(np.random.default_rng(1), 2, 70)
+    x, P = _lanes_of(dtype, np.random.default_rng(1), 2, 70)
     x0, P0 = x.copy(), P.copy()
     det = np.full(70, -1, np.int32)
     _vector._vk_update(x, P, det, np.empty((0, 2)), np.full((70, 4), np.nan), 1.0)
@@ -163,25 +206,58 @@ def test_update_without_detections(path, restore_path):
     _assert_same_bits(P, P0, "P")
 
 
-def test_paths_agree_on_a_tracker_sequence(restore_path):
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_paths_agree_on_a_tracker_sequence(dtype, restore_path):
     """Predict, gate and update in turn, many steps: every path ends on the
-    same bits (what golden hashes need of a tick)."""
+    same bits (what golden hashes need of a tick), and so does the numpy
+    reference."""
+    kernels = {path: (_vector._vk_predict, _vector._vk_gate, _vector._vk_update) for path in PATHS}
+    kernels["reference"] = (ref.predict, ref.gate_rows, ref.update)
     ends = []
-    for path in PATHS:
-        set_simd(path)
+    for path, (predict, gate, update) in kernels.items():
+        if path in PATHS:
+            set_simd(path)
         rng = np.random.default_rng(11)
-        x, P = _lanes(rng, 3, 150)
+        x, P = _lanes_of(dtype, rng, 3, 150)
         n = x.shape[1]
         for step in range(20):
-            _vector._vk_predict(x, P, 0.1, 2.0)
-            Si, _, _, ok = _gate(_vector._vk_gate, P, 3, 0.5, 11.3, 0, n)
+            predict(x, P, 0.1, 2.0)
+            Si, _, _, ok = _gate(gate, P, 3, 0.5, 11.3, 0, n)
             z = x[:3].T + rng.normal(0.0, 0.7, (n, 3))
             det = np.where(ok == 1, np.arange(n), -1).astype(np.int32)
             det[rng.random(n) < 0.2] = -1
-            _vector._vk_update(x, P, det, np.ascontiguousarray(z), Si, 0.5)
+            update(x, P, det, np.ascontiguousarray(z), Si, 0.5)
         ends.append((_bits(x).copy(), _bits(P).copy()))
-    for path, (xe, Pe) in zip(PATHS, ends):
+    for path, (xe, Pe) in zip(kernels, ends):
         assert np.array_equal(xe, ends[0][0]) and np.array_equal(Pe, ends[0][1]), path
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_reference_is_the_per_row_kernel(d):
+    """In float64 the numpy reference gives the per-row kernels' bits: its
+    operations are theirs, in their order (what makes it the float32
+    kernels' oracle)."""
+    rng = np.random.default_rng(70 + d)
+    for r0, r1 in [(0, 203), (5, 131)]:
+        x, P = _lanes(rng, d, 203, indefinite=0.3)
+        xw, Pw = x.copy(), P.copy()
+        ref.predict(x, P, 0.3, 2.0, r0, r1)
+        _oracle_predict(xw, Pw, 0.3, 2.0, r0, r1)
+        _assert_same_bits(x, xw, "predict x")
+        _assert_same_bits(P, Pw, "predict P")
+        Si, hw, hm, ok = _gate(ref.gate_rows, P, d, 0.7, 9.21, r0, r1)
+        Siw, hww, hmw, okw = _gate(_oracle_gate, P, d, 0.7, 9.21, r0, r1)
+        _assert_same_bits(hw, hww, "hw")
+        _assert_same_bits(hm, hmw, "hm")
+        _assert_same_bits(Si[okw == 1], Siw[okw == 1], "Si")
+        assert np.array_equal(ok, okw) and 0 < okw[r0:r1].sum() < r1 - r0
+        det = np.where(ok == 1, rng.integers(0, 40, len(ok)), -1).astype(np.int32)
+        z = rng.normal(0.0, 3.0, (40, d))
+        Si[det < 0] = np.nan
+        ref.update(x, P, det, z, Si, 0.7, r0, r1)
+        _oracle_update(xw, Pw, det, z, Si, 0.7, r0, r1)
+        _assert_same_bits(x, xw, "update x")
+        _assert_same_bits(P, Pw, "update P")
 
 
 # ---- selection ------------------------------------------------------------
@@ -235,11 +311,21 @@ def test_environment_refuses_an_unknown_or_missing_path():
         assert f"ValueError: DOD_SIMD: this CPU lacks the {missing} path" in out.stderr
 
 
-def test_hooks_refuse_bad_shapes():
-    x, P = _lanes(np.random.default_rng(2), 2, 10)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_hooks_refuse_bad_shapes(dtype):
+    x, P = _lanes_of(dtype, np.random.default_rng(2), 2, 10)
     with pytest.raises(ValueError):
         _vector._vk_predict(x[:3].copy(), P, 0.1, 1.0)
     with pytest.raises(ValueError):
         _vector._vk_predict(x, P, 0.1, 1.0, 4, 11)
     with pytest.raises(ValueError):
         _vector._vk_update(x, P, np.full(10, 3, np.int32), np.zeros((3, 2)), np.zeros((10, 4)), 1.0)
+
+
+def test_hooks_refuse_mixed_dtypes():
+    """x and P of one dtype: the kernels take no mix."""
+    x, P = _lanes(np.random.default_rng(3), 2, 10)
+    with pytest.raises(ValueError, match="dtype mismatch"):
+        _vector._vk_predict(x.astype(np.float32), P, 0.1, 1.0)
+    with pytest.raises(TypeError):
+        _vector._vk_predict(x.astype(np.int64), P.astype(np.int64), 0.1, 1.0)

@@ -1,13 +1,16 @@
 """gcc vectorises every hot loop of dod/tracker/vector_kernels.h, on each
-instruction-set path, as its vectoriser report says.
+instruction-set path and for each element type, as its vectoriser report
+says.
 
 Each hot loop carries a tag comment ``/* vec: NAME */`` on its ``for``
-line. The test compiles one path's kernels (both d) alone, with the flags
-setup.py gives every extension plus gcc's ``-fopt-info-vec-optimized``, and
-asks for two "loop vectorized" lines at the tagged line using the path's
-full vector width (d = 2 and d = 3; a narrower line is an epilogue). A
-change that makes gcc give up on a loop (a branch it cannot if-convert, a
-store pattern it cannot vectorise) fails here, not in a benchmark.
+line. The test compiles one path's kernels of one element type (both d)
+alone, with the flags setup.py gives every extension plus gcc's
+``-fopt-info-vec-optimized``, and asks for two "loop vectorized" lines at
+the tagged line using the path's full vector width (d = 2 and d = 3; a
+narrower line is an epilogue). The width is in bytes, the same for both
+types: 32 bytes on AVX2 are four doubles or eight floats. A change that
+makes gcc give up on a loop (a branch it cannot if-convert, a store
+pattern it cannot vectorise) fails here, not in a benchmark.
 """
 import platform
 import re
@@ -24,6 +27,8 @@ FLAGS = ["-O3", "-ffp-contract=off", "-fno-math-errno"]
 TAGS = ("cv_predict", "gate_rows", "cv_update")
 # path: (its target macro in the header, its vectors' width in bytes)
 PATHS = {"baseline": ("", 16), "avx2": ("DOD_VK_TARGET_AVX2", 32), "avx512": ("DOD_VK_TARGET_AVX512", 64)}
+# element type: (its C type, the suffix of its kernels' names)
+DTYPES = {"float64": ("double", ""), "float32": ("float", "_f32")}
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc (the report is gcc's)"),
@@ -51,15 +56,17 @@ def test_every_hot_loop_is_tagged():
     assert set(_tag_lines()) == set(TAGS)
 
 
+@pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("path", list(PATHS))
-def test_hot_loops_are_vectorised(path, tmp_path):
+def test_hot_loops_are_vectorised(path, dtype, tmp_path):
     target, width = PATHS[path]
-    src = tmp_path / f"report_{path}.c"
+    ctype, sfx = DTYPES[dtype]
+    src = tmp_path / f"report_{path}_{dtype}.c"
     src.write_text(
         "#define DOD_VK_KERNELS_ONLY\n"
         '#include "tracker/vector_kernels.h"\n'
-        f"DOD_VK_INSTANTIATE({path}, {target})\n"
-        f"const dod_vk_kernels *dod_vk_report_keep = &dod_vk_kernels_{path};\n")
+        f"DOD_VK_DEFINE_T({path}, {target}, {ctype}, {sfx})\n"
+        f"const dod_vk_set{sfx} dod_vk_report_keep = {{DOD_VK_SET({path}, {sfx})}};\n")
     out = subprocess.run(["gcc", *FLAGS, "-fPIC", "-fopt-info-vec-optimized", "-I", str(ROOT / "dod"),
                           "-c", str(src), "-o", str(tmp_path / "report.o")],
                          capture_output=True, text=True, timeout=300)
@@ -72,5 +79,5 @@ def test_hot_loops_are_vectorised(path, tmp_path):
             found[int(m.group(1))] = found.get(int(m.group(1)), 0) + 1
     missing = [f"{tag} (line {no}: {found.get(no, 0)} of 2)" for tag, no in _tag_lines().items()
                if found.get(no, 0) < 2]
-    assert not missing, (f"{path}: loops not vectorised with {width}-byte vectors: {', '.join(missing)}\n"
+    assert not missing, (f"{path} {dtype}: loops not vectorised with {width}-byte vectors: {', '.join(missing)}\n"
                          f"gcc's report:\n{report}")

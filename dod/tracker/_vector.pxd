@@ -4,6 +4,11 @@
 #
 #     from dod.tracker._vector cimport dod_vk_cv_predict, dod_vk_gate_rows, dod_vk_cv_update
 #
+# Each kernel has a float32 twin (name + _f32): x and P in float, the same
+# operations in the same order in float, the same contract (Si, hw, hm and
+# z stay double). Every path gives a float kernel's bits too, but they are
+# not the double kernel's bits rounded: they are float arithmetic's.
+#
 # Lanes: element a of row r of x is x[a * xs + r]; of the packed P
 # (kalman.pxd's packed order) P[a * ps + r]. Si (d x d per row), hw (d per
 # row) and z (d per detection) are row-major. Each function runs rows
@@ -32,6 +37,21 @@ cdef void dod_vk_cv_update(int d, double* x, size_t xs, double* P, size_t ps, si
     # rows r in [r0, r1) with det[r] >= 0: dod_kalman_update(x_r, P_r, z + det[r]*d, Si + r*d*d, d, r2)
     # (same bits); rows with det[r] < 0 keep their x and P bit for bit, and their z and Si are not read
     # (z may be NULL when no row has a detection).
+
+cdef void dod_vk_cv_predict_f32(int d, float* x, size_t xs, float* P, size_t ps, size_t r0, size_t r1,
+                                const dod_kalman_noise* w) noexcept nogil
+    # dod_vk_cv_predict's arithmetic and operation order, in float: w's dt, q11, q12, q22 rounded to float
+    # once per call
+
+cdef void dod_vk_gate_rows_f32(int d, const float* P, size_t ps, size_t r0, size_t r1, double r2, double gate,
+                               double* Si, double* hw, double* hm, uint8_t* gateable) noexcept nogil
+    # dod_vk_gate_rows' arithmetic in float (r2 and gate rounded to float once); Si, hw and hm widened to
+    # double on store (the per-scan scratch the association reads stays double); dod_vk_gate_rows' contract
+
+cdef void dod_vk_cv_update_f32(int d, float* x, size_t xs, float* P, size_t ps, size_t r0, size_t r1,
+                               const int32_t* det, const double* z, const double* Si, double r2) noexcept nogil
+    # dod_vk_cv_update's arithmetic in float (z, Si entries and r2 rounded to float on load); rows with
+    # det[r] < 0 keep x and P bit for bit, and their z and Si are not read
 
 
 cdef size_t _rows_end(r0, r1, size_t rows) except? 0

@@ -13,13 +13,15 @@ kernels repeat the per-row kernels' operations in order and the build never
 fuses a multiply-add), so the choice changes only the speed.
 
 The kernels' C-level face (dod_vk_cv_predict, dod_vk_gate_rows,
-dod_vk_cv_update) is declared in _vector.pxd; the ``_vk_*`` functions are
-test hooks that run them on numpy lane arrays.
+dod_vk_cv_update, and their float32 twins dod_vk_*_f32, selected by the
+same switch) is declared in _vector.pxd; the ``_vk_*`` functions are test
+hooks that run them on numpy lane arrays (float64 or float32).
 """
 import os
 
 import numpy as np
 
+from cython cimport floating
 from libc.stdint cimport int32_t, uint8_t
 from dod.tracker.kalman cimport dod_kalman_noise, dod_kalman_noise_of
 
@@ -31,35 +33,64 @@ cdef extern from "tracker/vector_kernels.h" nogil:
                                     double*, uint8_t*) noexcept
     ctypedef void (*dod_vk_update_fn)(double*, size_t, double*, size_t, size_t, size_t, const int32_t*,
                                       const double*, const double*, double) noexcept
-    ctypedef struct dod_vk_kernels:
-        const char* name
+    ctypedef void (*dod_vk_predict_fn_f32)(float*, size_t, float*, size_t, size_t, size_t, double, double,
+                                           double, double) noexcept
+    ctypedef void (*dod_vk_gate_fn_f32)(const float*, size_t, size_t, size_t, double, double, double*, double*,
+                                        double*, uint8_t*) noexcept
+    ctypedef void (*dod_vk_update_fn_f32)(float*, size_t, float*, size_t, size_t, size_t, const int32_t*,
+                                          const double*, const double*, double) noexcept
+    ctypedef struct dod_vk_set:
         dod_vk_predict_fn predict[2]
         dod_vk_gate_fn gate[2]
         dod_vk_update_fn update[2]
+    ctypedef struct dod_vk_set_f32:
+        dod_vk_predict_fn_f32 predict[2]
+        dod_vk_gate_fn_f32 gate[2]
+        dod_vk_update_fn_f32 update[2]
+    ctypedef struct dod_vk_kernels:
+        const char* name
+        dod_vk_set f64
+        dod_vk_set_f32 f32
     const dod_vk_kernels** dod_vk_paths
     enum:
         DOD_VK_NPATHS
     int dod_vk_path_supported(int i)
 
 
-# The selected path: read once per call of a kernel (one indirect call per
-# block of rows), written only by _select (import, set_simd).
+# The selected path (both element types' kernels): read once per call of a
+# kernel (one indirect call per block of rows), written only by _select
+# (import, set_simd).
 cdef const dod_vk_kernels* _kernels = dod_vk_paths[0]
 
 
 cdef void dod_vk_cv_predict(int d, double* x, size_t xs, double* P, size_t ps, size_t r0, size_t r1,
                             const dod_kalman_noise* w) noexcept nogil:
-    _kernels.predict[d - 2](x, xs, P, ps, r0, r1, w.dt, w.q11, w.q12, w.q22)
+    _kernels.f64.predict[d - 2](x, xs, P, ps, r0, r1, w.dt, w.q11, w.q12, w.q22)
 
 
 cdef void dod_vk_gate_rows(int d, const double* P, size_t ps, size_t r0, size_t r1, double r2, double gate,
                            double* Si, double* hw, double* hm, uint8_t* gateable) noexcept nogil:
-    _kernels.gate[d - 2](P, ps, r0, r1, r2, gate, Si, hw, hm, gateable)
+    _kernels.f64.gate[d - 2](P, ps, r0, r1, r2, gate, Si, hw, hm, gateable)
 
 
 cdef void dod_vk_cv_update(int d, double* x, size_t xs, double* P, size_t ps, size_t r0, size_t r1,
                            const int32_t* det, const double* z, const double* Si, double r2) noexcept nogil:
-    _kernels.update[d - 2](x, xs, P, ps, r0, r1, det, z, Si, r2)
+    _kernels.f64.update[d - 2](x, xs, P, ps, r0, r1, det, z, Si, r2)
+
+
+cdef void dod_vk_cv_predict_f32(int d, float* x, size_t xs, float* P, size_t ps, size_t r0, size_t r1,
+                                const dod_kalman_noise* w) noexcept nogil:
+    _kernels.f32.predict[d - 2](x, xs, P, ps, r0, r1, w.dt, w.q11, w.q12, w.q22)
+
+
+cdef void dod_vk_gate_rows_f32(int d, const float* P, size_t ps, size_t r0, size_t r1, double r2, double gate,
+                               double* Si, double* hw, double* hm, uint8_t* gateable) noexcept nogil:
+    _kernels.f32.gate[d - 2](P, ps, r0, r1, r2, gate, Si, hw, hm, gateable)
+
+
+cdef void dod_vk_cv_update_f32(int d, float* x, size_t xs, float* P, size_t ps, size_t r0, size_t r1,
+                               const int32_t* det, const double* z, const double* Si, double r2) noexcept nogil:
+    _kernels.f32.update[d - 2](x, xs, P, ps, r0, r1, det, z, Si, r2)
 
 
 # ---------------------------------------------------------------- the Python face
@@ -148,10 +179,13 @@ _select(os.environ.get("DOD_SIMD", "auto"), "DOD_SIMD")
 
 # ---------------------------------------------------------------- test hooks on lane arrays
 
-cdef int _lanes_dim(const double[:, ::1] x, const double[:, ::1] P) except -1:
+# Each hook takes lanes of float64 (the double kernels) or float32 (the
+# _f32 kernels): x and P of one dtype; Si, hw, hm and z float64 in both.
+
+cdef int _lanes_dim(Py_ssize_t x_lanes, Py_ssize_t P_lanes) except -1:
     """d of a test hook's lanes: x of 2d lanes, P of d (2d + 1), d 2 or 3."""
-    cdef int d = x.shape[0] // 2
-    if d not in (2, 3) or x.shape[0] != 2 * d or P.shape[0] != d * (2 * d + 1):
+    cdef int d = x_lanes // 2
+    if d not in (2, 3) or x_lanes != 2 * d or P_lanes != d * (2 * d + 1):
         raise ValueError("the lane kernels take x of 4 or 6 lanes and P of 10 or 21")
     return d
 
@@ -163,20 +197,25 @@ cdef size_t _rows_end(r0, r1, size_t rows) except? 0:
     return end
 
 
-def _vk_predict(double[:, ::1] x, double[:, ::1] P, double dt, double q, size_t r0=0, r1=None):
-    """Test hook: dod_vk_cv_predict on rows [r0, r1) of lanes x (2d, N) and
-    P (d (2d + 1), N), in place, through the selected path."""
-    cdef int d = _lanes_dim(x, P)
+def _vk_predict(floating[:, ::1] x, floating[:, ::1] P, double dt, double q, size_t r0=0, r1=None):
+    """Test hook: dod_vk_cv_predict (float64 lanes) or dod_vk_cv_predict_f32
+    (float32) on rows [r0, r1) of lanes x (2d, N) and P (d (2d + 1), N), in
+    place, through the selected path."""
+    cdef int d = _lanes_dim(x.shape[0], P.shape[0])
     cdef size_t end = _rows_end(r0, r1, min(x.shape[1], P.shape[1]))
     cdef dod_kalman_noise w = dod_kalman_noise_of(dt, q)
     if end > r0:
-        dod_vk_cv_predict(d, &x[0, 0], x.shape[1], &P[0, 0], P.shape[1], r0, end, &w)
+        if floating is double:
+            dod_vk_cv_predict(d, &x[0, 0], x.shape[1], &P[0, 0], P.shape[1], r0, end, &w)
+        else:
+            dod_vk_cv_predict_f32(d, &x[0, 0], x.shape[1], &P[0, 0], P.shape[1], r0, end, &w)
 
 
-def _vk_gate(double[:, ::1] P, double r2, double gate, double[:, ::1] Si, double[:, ::1] hw, double[::1] hm,
-             uint8_t[::1] gateable, size_t r0=0, r1=None):
-    """Test hook: dod_vk_gate_rows on rows [r0, r1) of lanes P (d (2d + 1),
-    N) into Si (N, d * d), hw (N, d), hm (N,) and gateable (N,)."""
+def _vk_gate(const floating[:, ::1] P, double r2, double gate, double[:, ::1] Si, double[:, ::1] hw,
+             double[::1] hm, uint8_t[::1] gateable, size_t r0=0, r1=None):
+    """Test hook: dod_vk_gate_rows (float64 lanes) or dod_vk_gate_rows_f32
+    (float32) on rows [r0, r1) of lanes P (d (2d + 1), N) into Si (N, d * d),
+    hw (N, d), hm (N,) and gateable (N,)."""
     cdef int d = 2 if P.shape[0] == 10 else 3
     cdef Py_ssize_t n = P.shape[1]
     if P.shape[0] not in (10, 21) or Si.shape[0] != n or Si.shape[1] != d * d or hw.shape[0] != n \
@@ -184,15 +223,19 @@ def _vk_gate(double[:, ::1] P, double r2, double gate, double[:, ::1] Si, double
         raise ValueError("P of 10 or 21 lanes of N rows, Si (N, d*d), hw (N, d), hm and gateable (N,)")
     cdef size_t end = _rows_end(r0, r1, n)
     if end > r0:
-        dod_vk_gate_rows(d, &P[0, 0], n, r0, end, r2, gate, &Si[0, 0], &hw[0, 0], &hm[0], &gateable[0])
+        if floating is double:
+            dod_vk_gate_rows(d, &P[0, 0], n, r0, end, r2, gate, &Si[0, 0], &hw[0, 0], &hm[0], &gateable[0])
+        else:
+            dod_vk_gate_rows_f32(d, &P[0, 0], n, r0, end, r2, gate, &Si[0, 0], &hw[0, 0], &hm[0], &gateable[0])
 
 
-def _vk_update(double[:, ::1] x, double[:, ::1] P, const int32_t[::1] det, const double[:, ::1] z,
+def _vk_update(floating[:, ::1] x, floating[:, ::1] P, const int32_t[::1] det, const double[:, ::1] z,
                const double[:, ::1] Si, double r2, size_t r0=0, r1=None):
-    """Test hook: dod_vk_cv_update on rows [r0, r1) of lanes x, P (as
-    _vk_predict's) with detections z (k, d), det (N,) the row's detection
-    or -1, and Si (N, d * d) gate_rows' inverses."""
-    cdef int d = _lanes_dim(x, P)
+    """Test hook: dod_vk_cv_update (float64 lanes) or dod_vk_cv_update_f32
+    (float32) on rows [r0, r1) of lanes x, P (as _vk_predict's) with
+    detections z (k, d), det (N,) the row's detection or -1, and Si
+    (N, d * d) gate_rows' inverses."""
+    cdef int d = _lanes_dim(x.shape[0], P.shape[0])
     cdef Py_ssize_t n = x.shape[1]
     cdef size_t j
     if P.shape[1] != n or det.shape[0] != n or Si.shape[0] != n or Si.shape[1] != d * d or z.shape[1] != d:
@@ -202,5 +245,9 @@ def _vk_update(double[:, ::1] x, double[:, ::1] P, const int32_t[::1] det, const
         if det[j] >= <int32_t>z.shape[0]:
             raise ValueError(f"row {j}'s detection {det[j]} is not one of the {z.shape[0]}")
     if end > r0:
-        dod_vk_cv_update(d, &x[0, 0], n, &P[0, 0], n, r0, end, &det[0], &z[0, 0] if z.shape[0] else NULL,
-                         &Si[0, 0], r2)
+        if floating is double:
+            dod_vk_cv_update(d, &x[0, 0], n, &P[0, 0], n, r0, end, &det[0], &z[0, 0] if z.shape[0] else NULL,
+                             &Si[0, 0], r2)
+        else:
+            dod_vk_cv_update_f32(d, &x[0, 0], n, &P[0, 0], n, r0, end, &det[0],
+                                 &z[0, 0] if z.shape[0] else NULL, &Si[0, 0], r2)
