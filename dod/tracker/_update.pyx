@@ -31,7 +31,7 @@ from dod.tracker._executor cimport _run_chunks, _PASS_UPDATE
 from dod.tracker._gate cimport _gate_width_part, _grid_side
 from dod.tracker._births cimport _free_dets
 from dod.tracker._events cimport _telling, _told, _quiet
-from dod.tracker._vector cimport dod_vk_cv_update
+from dod.tracker._vector cimport dod_vk_cv_update, dod_vk_cv_update_f32
 
 
 cdef enum:
@@ -95,8 +95,11 @@ cdef void _update_rows(const _dim* v, const _motion* m, const _meas* s, const do
     cdef size_t ti, tp
     cdef int32_t j
     if _motion is _cv and _meas is _cartesian:
-        if c.xr == 1 and c.Pr == 1 and not c.single:   # lanes: the chunk's assigned rows at once (_vector.pxd)
-            dod_vk_cv_update(d, c.x, c.xs, c.P, c.Ps, row0, row1, k.track_det, k.z, k.Si, r2)
+        if c.xr == 1 and c.Pr == 1:     # lanes: the chunk's assigned rows at once (_vector.pxd)
+            if c.single:
+                dod_vk_cv_update_f32(d, c.xf, c.xs, c.Pf, c.Ps, row0, row1, k.track_det, k.z, k.Si, r2)
+            else:
+                dod_vk_cv_update(d, c.x, c.xs, c.P, c.Ps, row0, row1, k.track_det, k.z, k.Si, r2)
             return
     # (the prefetches' addresses in bytes: float64 or float32 columns alike)
     cdef size_t sz = sizeof(float) if c.single else sizeof(double)
