@@ -27,7 +27,7 @@ DEFAULTS = dict(
     clutter_density=None, surveillance_volume=None, clutter_smoothing=0.1,
     capacity=20000, max_detections=30000, overflow="error", max_cluster=0, out_of_sequence="refuse",
     threads=1, parallel_min_rows=512, sort_every=0, sort_when_mixed=0.1, sort_when_displaced=0.2,
-    sort_when_drifted=2.0, confirmed_first=True, events=False, layout="lanes")
+    sort_when_drifted=2.0, confirmed_first=True, events=False, layout="lanes", dtype="float64")
 
 # A value other than the default for every field (each valid on its own).
 OTHER = dict(
@@ -41,7 +41,7 @@ OTHER = dict(
     clutter_density=1e-4, surveillance_volume=1e6, clutter_smoothing=0.5,
     capacity=300, max_detections=200, overflow="drop", max_cluster=12, out_of_sequence="drop",
     threads=2, parallel_min_rows=16, sort_every=5, sort_when_mixed=0.3, sort_when_displaced=0.0,
-    sort_when_drifted=0.0, confirmed_first=False, events=True, layout="rows")
+    sort_when_drifted=0.0, confirmed_first=False, events=True, layout="rows", dtype="float32")
 
 
 def test_every_field_is_in_exactly_one_part_with_todays_default():
@@ -190,7 +190,17 @@ BAD = {
     "confirmed_first": [0, 1, None, "yes", np.bool_(True)],
     "events": [0, 1, None, "yes", np.bool_(True)],
     "layout": ["columns", "F", "", None, 1],
+    "dtype": ["float16", "f4", "double", "", None, 1, float, np.int32, np.dtype("float16"), np.dtype(">f4")],
 }
+
+
+def test_dtype_takes_numpys_float64_and_float32_and_stores_the_string():
+    for given, name in ((np.float32, "float32"), (np.dtype("float32"), "float32"), (np.dtype("<f4"), "float32"),
+                        (np.float64, "float64"), (np.dtype(np.float64), "float64"), ("float32", "float32")):
+        cfg = TrackerConfig(dtype=given)
+        assert cfg.dtype == name and type(cfg.dtype) is str and cfg.filter.dtype == name
+        assert cfg == TrackerConfig(dtype=name) and hash(cfg) == hash(TrackerConfig(dtype=name))
+        assert pickle.loads(pickle.dumps(cfg)) == cfg
 
 
 def test_every_field_has_bad_values_here():

@@ -108,15 +108,15 @@ cdef size_t _tracker_scratch_bytes(object config) except? 0:
     return max(_scratch_bytes(config.capacity, config.max_detections, config.dim), _imm_sort_bytes(config))
 
 
-cdef void _strides(const dod_table* t, size_t c, size_t* rs, size_t* es) noexcept:
-    """The row and element strides, in doubles, of float64 column c
-    (dod_track_cols): a row's values together, or one lane per element."""
+cdef void _strides(const dod_table* t, size_t c, size_t item, size_t* rs, size_t* es) noexcept:
+    """The row and element strides, in elements of `item` bytes, of column
+    c (dod_track_cols): a row's values together, or one lane per element."""
     if t.lane_bytes[c] == 0:
-        rs[0] = t.row_bytes[c] // sizeof(double)
+        rs[0] = t.row_bytes[c] // item
         es[0] = 1
     else:
         rs[0] = 1
-        es[0] = t.lane_bytes[c] // sizeof(double)
+        es[0] = t.lane_bytes[c] // item
 
 
 cdef int _read_config(dod_tracker* e, object config, Table table, Table singles) except -1:
@@ -126,10 +126,16 @@ cdef int _read_config(dod_tracker* e, object config, Table table, Table singles)
     the memory (the tables, the displaced bytes, the workers' arenas)."""
     e.table = &table.engine
     e.cols.id = <uint64_t*>table.engine.columns[table.column_index("id")]
-    e.cols.x = <double*>table.engine.columns[table.column_index("x")]
-    e.cols.P = <double*>table.engine.columns[table.column_index("P")]
-    _strides(&table.engine, table.column_index("x"), &e.cols.xr, &e.cols.xs)
-    _strides(&table.engine, table.column_index("P"), &e.cols.Pr, &e.cols.Ps)
+    cdef size_t cx = table.column_index("x"), cP = table.column_index("P")
+    e.cols.single = config.dtype == "float32"
+    if e.cols.single:
+        e.cols.xf = <float*>table.engine.columns[cx]
+        e.cols.Pf = <float*>table.engine.columns[cP]
+    else:
+        e.cols.x = <double*>table.engine.columns[cx]
+        e.cols.P = <double*>table.engine.columns[cP]
+    _strides(&table.engine, cx, sizeof(float) if e.cols.single else sizeof(double), &e.cols.xr, &e.cols.xs)
+    _strides(&table.engine, cP, sizeof(float) if e.cols.single else sizeof(double), &e.cols.Pr, &e.cols.Ps)
     e.cols.hits = <uint32_t*>table.engine.columns[table.column_index("hits")]
     e.cols.misses = <uint32_t*>table.engine.columns[table.column_index("misses")]
     e.cols.age = <uint32_t*>table.engine.columns[table.column_index("age")]
@@ -205,7 +211,7 @@ cdef void _init_imm(dod_imm* m, config, Table table) except *:
     m.Pm = <double*>table.engine.columns[table.column_index("Pm")]
 
 
-def track_schema(int dim, str motion="cv", str layout="lanes"):
+def track_schema(int dim, str motion="cv", str layout="lanes", str dtype="float64"):
     """The track table's Schema: the columns of :attr:`Tracker.table`.
 
     ``id`` uint64 (0: no track; ids are never reused), ``x`` float64[2*dim]
@@ -224,6 +230,8 @@ def track_schema(int dim, str motion="cv", str layout="lanes"):
     (``order="F"``: each element's values of consecutive tracks together,
     so their views are strided) and the tracker's constant-velocity kernels
     run across tracks; ``"rows"`` keeps each track's values together.
+    With ``dtype="float32"`` ``x`` and ``P`` are float32 (in either
+    layout); every other column is as above.
 
     Parameters
     ----------
@@ -234,6 +242,9 @@ def track_schema(int dim, str motion="cv", str layout="lanes"):
     layout : str, default "lanes"
         ``"lanes"`` or ``"rows"``: how ``x`` and ``P`` are stored
         (:class:`ExecutionConfig`'s ``layout``).
+    dtype : str, default "float64"
+        ``"float64"`` or ``"float32"``: the type of ``x`` and ``P``
+        (:class:`FilterConfig`'s ``dtype``).
 
     Returns
     -------
@@ -242,9 +253,9 @@ def track_schema(int dim, str motion="cv", str layout="lanes"):
     Raises
     ------
     ValueError
-        For another dim or motion.
+        For another dim, motion, layout or dtype.
     TypeError
-        For a dim that is not an int or a motion that is not a str.
+        For a dim that is not an int or a motion, layout or dtype that is not a str.
 
     Notes
     -----
@@ -273,8 +284,10 @@ def track_schema(int dim, str motion="cv", str layout="lanes"):
     # lanes: one per element, consecutive tracks' element together, so that
     # the constant-velocity kernels run over a block of tracks (_vector.pxd)
     order = "F" if layout == "lanes" else "C"
-    return Schema(id=np.uint64, x=Column(np.float64, (n,), order=order),
-                  P=Column(np.float64, (n * (n + 1) // 2,), order=order), hits=np.uint32,
+    if dtype not in ("float64", "float32"):
+        raise ValueError(f"dtype must be 'float64' or 'float32', not {dtype!r}")
+    return Schema(id=np.uint64, x=Column(dtype, (n,), order=order),
+                  P=Column(dtype, (n * (n + 1) // 2,), order=order), hits=np.uint32,
                   misses=np.uint32, age=np.uint32, history=np.uint32, status=np.uint8,
                   score=np.float64, score_max=np.float64, **imm)
 

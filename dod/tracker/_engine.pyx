@@ -177,7 +177,7 @@ cdef class Tracker(TrackerOutputs):
             raise TypeError("config must be a TrackerConfig")
         self.config = config
         cdef int dim = config.dim
-        cdef Table table = Table(track_schema(dim, config.motion, config.layout), config.capacity)
+        cdef Table table = Table(track_schema(dim, config.motion, config.layout, config.dtype), config.capacity)
         cdef dod_tracker* e = &self.engine
         self.table = table
         # Waiting detections of two-point initiation: a ZII table of their own,
@@ -413,7 +413,10 @@ cdef class Tracker(TrackerOutputs):
             C-contiguous float64 array in the range-bearing order; otherwise
             its first min(k, max_detections) rows are cast to float64 and
             put in range-bearing order once, into the tracker's input buffer
-            (:attr:`converted_scans`; dod/tracker/_input.pyx). Rows with NaN or
+            (:attr:`converted_scans`; dod/tracker/_input.pyx); so also for
+            a tracker of ``dtype="float32"``, whose scan scratch (the
+            detections, innovation inverses, gate widths) stays float64:
+            only the track state and covariance are float32. Rows with NaN or
             inf (polar: also a negative range or an elevation outside [-pi/2,
             pi/2], a non-finite range rate) are dropped and counted (``invalid``). With more than
             ``max_detections`` rows, overflow="error" raises ValueError and

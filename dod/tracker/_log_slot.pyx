@@ -30,7 +30,7 @@ from libc.stdint cimport uint8_t, uint64_t, int64_t
 from libc.string cimport memcpy, memset
 
 from dod.tracker._output cimport TrackerOutputs
-from dod.tracker._track cimport dod_tracker, DOD_TRACK_CONFIRMED
+from dod.tracker._track cimport dod_tracker, dod_track_real, DOD_TRACK_CONFIRMED
 
 # The record kinds (track_log.KINDS, in order).
 cdef enum:
@@ -75,17 +75,18 @@ def scan_records(TrackerOutputs tracker, bint events):
     return total, c
 
 
-cdef inline void _copy_rows(double* out, const double* col, size_t rs, size_t es, size_t i0, size_t run,
+cdef inline void _copy_rows(double* out, const dod_track_real* col, size_t rs, size_t es, size_t i0, size_t run,
                             size_t k) noexcept nogil:
     """Rows i0 .. i0 + run of a strided track column (dod_track_cols: k
-    elements, row stride rs, element stride es) into out, row-major (the
-    record's format whatever the column's layout): one memcpy when the
-    column's rows are contiguous, else element by element, each element's
-    lane read in order."""
+    elements, row stride rs, element stride es) into out, row-major and in
+    float64 (the record's format whatever the column's layout and dtype):
+    one memcpy when the column's rows are contiguous doubles, else element
+    by element, each element's lane read in order."""
     cdef size_t r, a
-    if es == 1 and rs == k:
-        memcpy(out, col + i0 * k, run * k * sizeof(double))
-        return
+    if dod_track_real is double:
+        if es == 1 and rs == k:
+            memcpy(out, col + i0 * k, run * k * sizeof(double))
+            return
     for a in range(k):
         for r in range(run):
             out[r * k + a] = col[(i0 + r) * rs + a * es]
@@ -126,8 +127,12 @@ cdef size_t _fill(const dod_tracker* e, bint events, double* w, size_t R, size_t
             i = i0 + run
         memcpy(ids + pos, e.cols.id + i0, run * sizeof(uint64_t))
         memcpy(score + pos, e.cols.score + i0, run * sizeof(double))
-        _copy_rows(x + pos * n, e.cols.x, e.cols.xr, e.cols.xs, i0, run, n)
-        _copy_rows(P + pos * npk, e.cols.P, e.cols.Pr, e.cols.Ps, i0, run, npk)
+        if e.cols.single:
+            _copy_rows(x + pos * n, e.cols.xf, e.cols.xr, e.cols.xs, i0, run, n)
+            _copy_rows(P + pos * npk, e.cols.Pf, e.cols.Pr, e.cols.Ps, i0, run, npk)
+        else:
+            _copy_rows(x + pos * n, e.cols.x, e.cols.xr, e.cols.xs, i0, run, n)
+            _copy_rows(P + pos * npk, e.cols.P, e.cols.Pr, e.cols.Ps, i0, run, npk)
         for q in range(pos, pos + run):
             row[q] = -1
         memset(kind + pos, _TRACK, run)

@@ -150,7 +150,11 @@ cdef inline int _pn(const _dim* v) noexcept nogil:
 
 cdef inline double* _row_lend_x(const _dim* v, const dod_tracker* t, size_t ti, double* buf) noexcept nogil:
     """Row ti's x as 2d contiguous values: the row itself when its values
-    lie together (rows), else its lanes copied into buf (2d values)."""
+    lie together in doubles (rows), else its lanes, or its float32 values,
+    copied into buf (2d values)."""
+    if t.cols.single:
+        dod_track_row_load(t.cols.xf, t.cols.xr, t.cols.xs, ti, 2 * _d(v), buf)
+        return buf
     if t.cols.xs == 1:          # (rows: xr is 2d, a constant here)
         return t.cols.x + ti * 2 * _d(v)
     dod_track_row_load(t.cols.x, t.cols.xr, t.cols.xs, ti, 2 * _d(v), buf)
@@ -159,6 +163,9 @@ cdef inline double* _row_lend_x(const _dim* v, const dod_tracker* t, size_t ti, 
 
 cdef inline double* _row_lend_P(const _dim* v, const dod_tracker* t, size_t ti, double* buf) noexcept nogil:
     """Row ti's packed P (_pn values) contiguous: _row_lend_x's twin."""
+    if t.cols.single:
+        dod_track_row_load(t.cols.Pf, t.cols.Pr, t.cols.Ps, ti, _pn(v), buf)
+        return buf
     if t.cols.Ps == 1:
         return t.cols.P + ti * _pn(v)
     dod_track_row_load(t.cols.P, t.cols.Pr, t.cols.Ps, ti, _pn(v), buf)
@@ -168,7 +175,12 @@ cdef inline double* _row_lend_P(const _dim* v, const dod_tracker* t, size_t ti, 
 cdef inline void _row_return(const _dim* v, const dod_tracker* t, size_t ti, const double* x,
                              const double* P) noexcept nogil:
     """Write back the x and P that _row_lend_x and _row_lend_P lent (and
-    a kernel changed): nothing when they are the row itself."""
+    a kernel changed): nothing when they are the row itself; float32 rows
+    rounded to nearest."""
+    if t.cols.single:
+        dod_track_row_store(t.cols.xf, t.cols.xr, t.cols.xs, ti, 2 * _d(v), x)
+        dod_track_row_store(t.cols.Pf, t.cols.Pr, t.cols.Ps, ti, _pn(v), P)
+        return
     if t.cols.xs != 1:
         dod_track_row_store(t.cols.x, t.cols.xr, t.cols.xs, ti, 2 * _d(v), x)
     if t.cols.Ps != 1:
@@ -177,7 +189,9 @@ cdef inline void _row_return(const _dim* v, const dod_tracker* t, size_t ti, con
 
 cdef inline double _row_x(const _dim* v, const dod_tracker* t, size_t ti, int a) noexcept nogil:
     """Element a of row ti's x (rows: 2d values a row, a constant; lanes:
-    one value a row)."""
+    one value a row; float32: either, as a double)."""
+    if t.cols.single:
+        return t.cols.xf[ti * t.cols.xr + <size_t>a * t.cols.xs]
     if t.cols.xs == 1:
         return t.cols.x[ti * 2 * _d(v) + a]
     return t.cols.x[<size_t>a * t.cols.xs + ti]

@@ -19,7 +19,7 @@ from dod.arena cimport dod_arena
 from dod.table cimport (dod_table, dod_table_reorder, dod_table_reorder_scratch_bytes,
                         dod_table_reorder_gather, dod_table_reorder_put)
 from dod._types cimport dod_index
-from dod.tracker._track cimport dod_tracker, DOD_TRACK_CONFIRMED
+from dod.tracker._track cimport dod_tracker, dod_track_real, DOD_TRACK_CONFIRMED
 from dod.tracker._frame cimport (_carve, _cell_sort_carve, _cell_sort, _tick, _carver, _TAIL_CHUNKS,
                                  _SORT_CHUNKS)
 
@@ -28,14 +28,15 @@ cdef enum:
     _SPEED_EVERY = 64               # scans between measures of the mean speed (sort_when_drifted)
 
 
-cdef inline const double* _point(const double* x, size_t stride, const int32_t* pick, size_t i) noexcept nogil:
+cdef inline const dod_track_real* _point(const dod_track_real* x, size_t stride, const int32_t* pick,
+                                         size_t i) noexcept nogil:
     """Point i of a spatial ordering: x + pick[i] * stride (x + i * stride
     without pick); its coordinate a lies `cs` further on per axis."""
     return x + (<size_t>pick[i] if pick != NULL else i) * stride
 
 
-cdef void _cell_bounds(const double* x, size_t stride, size_t cs, const int32_t* pick, int dim, size_t i0, size_t i1,
-                       double* lohi) noexcept nogil:
+cdef void _cell_bounds(const dod_track_real* x, size_t stride, size_t cs, const int32_t* pick, int dim, size_t i0,
+                       size_t i1, double* lohi) noexcept nogil:
     """Bounding box of points [i0, i1): lohi[0:3] low, lohi[3:6] high."""
     cdef size_t i
     cdef int a
@@ -52,7 +53,7 @@ cdef void _cell_bounds(const double* x, size_t stride, size_t cs, const int32_t*
                 lohi[3 + a] = v
 
 
-cdef inline uint32_t _cell_key(const double* p, size_t cs, int dim, const double* lo, double step,
+cdef inline uint32_t _cell_key(const dod_track_real* p, size_t cs, int dim, const double* lo, double step,
                                const uint32_t* ncell) noexcept nogil:
     """The key of point p's cell (its coordinate a at p[a * cs]; cells of
     side `step` from `lo`, ncell[a] per axis, clamped): row-major, x fastest."""
@@ -68,8 +69,8 @@ cdef inline uint32_t _cell_key(const double* p, size_t cs, int dim, const double
     return (q[2] * ncell[1] + q[1]) * ncell[0] + q[0]       # (2-D: q[2] is 0)
 
 
-cdef uint32_t _cell_keys(const double* x, size_t stride, size_t cs, const int32_t* pick, int dim, size_t i0, size_t i1,
-                         const double* lo, double step, const uint32_t* ncell, uint32_t* key, dod_index* row,
+cdef uint32_t _cell_keys(const dod_track_real* x, size_t stride, size_t cs, const int32_t* pick, int dim, size_t i0,
+                         size_t i1, const double* lo, double step, const uint32_t* ncell, uint32_t* key, dod_index* row,
                          double* pos) noexcept nogil:
     """Cell keys of points [i0, i1) (_cell_key) into key, row[i] = i, and
     (pos not NULL) the point's coordinates into pos[i]; returns the OR of
@@ -95,8 +96,8 @@ cdef size_t _confirmed_in(const uint8_t* state, size_t i0, size_t i1) noexcept n
     return n
 
 
-cdef uint32_t _track_keys(const double* x, size_t stride, size_t cs, int dim, size_t i0, size_t i1, const double* lo,
-                          double step, const uint32_t* ncell, const uint8_t* state, _cell_sort* m,
+cdef uint32_t _track_keys(const dod_track_real* x, size_t stride, size_t cs, int dim, size_t i0, size_t i1,
+                          const double* lo, double step, const uint32_t* ncell, const uint8_t* state, _cell_sort* m,
                           size_t c, size_t u) noexcept nogil:
     """The confirmed rows of [i0, i1), in row order, to key[c ..] (their
     cell keys) and row[c ..]; the others, in row order, to row[u ..] and
@@ -144,6 +145,13 @@ cdef void _radix_scatter(const _cell_sort* m, size_t i0, size_t i1, int shift, i
 cdef const dod_index* _cell_order(const double* x, size_t stride, size_t cs, const int32_t* pick, int dim, size_t N,
                                   int bits, double h, int nt, bint par, _cell_sort* m,
                                   const uint8_t* state) noexcept nogil:
+    """_cell_order_of over double coordinates (the scan's detections)."""
+    return _cell_order_of(x, stride, cs, pick, dim, N, bits, h, nt, par, m, state)
+
+
+cdef const dod_index* _cell_order_of(const dod_track_real* x, size_t stride, size_t cs, const int32_t* pick, int dim,
+                                     size_t N, int bits, double h, int nt, bint par, _cell_sort* m,
+                                     const uint8_t* state) noexcept nogil:
     """Points 0 .. N-1 (point i at x + pick[i] * stride, or x + i * stride;
     its coordinate a `a * cs` further) in cell order of their position (row-major, x fastest): the returned
     array lists them (and m.pos, when carried, holds their coordinates in
@@ -277,17 +285,27 @@ cdef void _rows_in_order(dod_tracker* t, size_t rows) noexcept nogil:
 
 cdef void _speed_part(const dod_tracker* t, size_t r0, size_t r1, double* total, size_t* count) noexcept nogil:
     """Sum of the confirmed tracks' speeds among rows [r0, r1), and their count."""
+    if t.cols.single:
+        _speed_part_of(t, t.cols.xf, r0, r1, total, count)
+    else:
+        _speed_part_of(t, t.cols.x, r0, r1, total, count)
+
+
+cdef void _speed_part_of(const dod_tracker* t, const dod_track_real* col, size_t r0, size_t r1, double* total,
+                         size_t* count) noexcept nogil:
+    """_speed_part over x's column `col` (float64 or float32: each speed summed in double)."""
     cdef size_t ti, m = 0
     cdef int a, dim = t.dim
-    cdef double v2, s = 0.0
-    cdef const double* x
+    cdef double v2, va, s = 0.0
+    cdef const dod_track_real* x
     for ti in range(r0, r1):
         if t.cols.state[ti] != DOD_TRACK_CONFIRMED:
             continue
-        x = t.cols.x + ti * t.cols.xr + dim * t.cols.xs
+        x = col + ti * t.cols.xr + dim * t.cols.xs
         v2 = 0.0
         for a in range(dim):
-            v2 += x[a * t.cols.xs] * x[a * t.cols.xs]
+            va = x[a * t.cols.xs]
+            v2 += va * va
         if v2 < INFINITY:       # (a caller's NaN or inf stays out of the mean)
             s += sqrt(v2)
             m += 1
@@ -348,8 +366,12 @@ cdef bint _spatial_sort(dod_tracker* t, dod_arena* scratch, double h) noexcept n
     buf = <char*>_carve(&carver, dod_table_reorder_scratch_bytes(tab), 1)
     if not carver.ok:
         return False
-    row = _cell_order(t.cols.x, t.cols.xr, t.cols.xs, NULL, t.dim, T, 15 if t.dim == 2 else 10, h, nt, par, &m,
-                      t.cols.state)
+    if t.cols.single:
+        row = _cell_order_of(t.cols.xf, t.cols.xr, t.cols.xs, NULL, t.dim, T, 15 if t.dim == 2 else 10, h, nt, par,
+                             &m, t.cols.state)
+    else:
+        row = _cell_order_of(t.cols.x, t.cols.xr, t.cols.xs, NULL, t.dim, T, 15 if t.dim == 2 else 10, h, nt, par,
+                             &m, t.cols.state)
     if row == NULL:
         return True                     # every track at one point (or no finite extent): nothing to order
     if not par:

@@ -96,7 +96,8 @@ time : float
     When the tracks hold: the scan clock (:attr:`Tracker.time`, seconds),
     the time of the latest scan.
 x : numpy.ndarray
-    float64 (k, 2 dim): the state vectors, position then velocity.
+    float64 (k, 2 dim): the state vectors, position then velocity
+    (float32 for a tracker of ``dtype="float32"``, as P).
 P : numpy.ndarray
     float64 (k, 2 dim, 2 dim): the full symmetric covariances, a new array
     unpacked from the table's packed P column.
@@ -190,15 +191,15 @@ cdef object _track_output(Table table, const dod_tracker* e, bint confirmed, dou
 cdef dict _batch_schemas = {}
 
 
-cdef Schema _batch_schema(int dim):
-    """The track batch's columns (made once per dimension)."""
+cdef Schema _batch_schema(int dim, object dtype):
+    """The track batch's columns (made once per dimension and x/P dtype)."""
     cdef int n = 2 * dim
-    s = _batch_schemas.get(dim)
+    s = _batch_schemas.get((dim, dtype))
     if s is None:
         from dod.table import Schema as _S
-        s = _S(id=np.uint64, time=np.float64, x=(np.float64, (n,)), P=(np.float64, (n, n)),
+        s = _S(id=np.uint64, time=np.float64, x=(dtype, (n,)), P=(dtype, (n, n)),
                score=np.float64, status=np.uint8)
-        _batch_schemas[dim] = s
+        _batch_schemas[(dim, dtype)] = s
     return <Schema>s
 
 
@@ -207,7 +208,8 @@ cdef class TrackBatch:
 
     Columns id (uint64), time (float64), x (fixed-size list of 2 dim
     float64), P (2 dim lists of 2 dim float64: the full covariance), score
-    (float64), status (uint8). It implements the Arrow PyCapsule interface:
+    (float64), status (uint8); x and P are float32 for a tracker of
+    ``dtype="float32"``. It implements the Arrow PyCapsule interface:
     ``pyarrow.record_batch(batch)``, ``polars.from_arrow(batch)`` and duckdb
     read it without a copy; the memory lives while an export does.
 
@@ -266,7 +268,7 @@ cdef object _track_batch(Table table, const dod_tracker* e, bint confirmed, doub
     k = ids.shape[0]
     b.columns = (np.ascontiguousarray(ids), np.full(k, time), np.ascontiguousarray(x), unpack_covariance(P),
                  np.ascontiguousarray(score), np.ascontiguousarray(status))
-    b._schema = _batch_schema(e.dim)
+    b._schema = _batch_schema(e.dim, x.dtype)
     b.num_rows = k
     return b
 
@@ -305,7 +307,10 @@ cdef object _confirmed_tracks(const dod_tracker* e, object box):
     for i in range(T):
         if e.cols.state[i] != DOD_TRACK_CONFIRMED:
             continue
-        dod_track_row_load(e.cols.x, e.cols.xr, e.cols.xs, i, dim, xo + k * dim)     # (kept when in the box)
+        if e.cols.single:                                                           # (kept when in the box)
+            dod_track_row_load(e.cols.xf, e.cols.xr, e.cols.xs, i, dim, xo + k * dim)
+        else:
+            dod_track_row_load(e.cols.x, e.cols.xr, e.cols.xs, i, dim, xo + k * dim)
         if _in_box(xo + k * dim, lo, hi, dim):
             po[k] = e.cols.id[i]
             k += 1
@@ -639,7 +644,8 @@ cdef class TrackerOutputs:
             dod.tracker.Tracks: ``ids`` uint64 (k,), ``time`` float (the scan
             count: the tracker keeps no clock), ``x`` float64 (k, 2 dim),
             ``P`` float64 (k, 2 dim, 2 dim) (a new array, unpacked from the
-            packed column), ``score`` float64 (k,), ``status`` uint8 (k,).
+            packed column), ``score`` float64 (k,), ``status`` uint8 (k,);
+            ``x`` and ``P`` float32 for a tracker of ``dtype="float32"``.
             ids, x, score and status are read-only views of the table when
             the tracks are its leading rows (all of them, or the confirmed
             ones with ``confirmed_first``, the default), else new arrays.

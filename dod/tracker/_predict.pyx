@@ -18,7 +18,8 @@ from dod.tracker.kalman cimport dod_kalman_noise, dod_kalman_noise_of
 from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
                                  _doppler, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR, _MODEL_RATE,
                                  _motion_predict, _meas_gate_row, _d)
-from dod.tracker._vector cimport dod_vk_cv_predict, dod_vk_gate_rows
+from dod.tracker._vector cimport (dod_vk_cv_predict, dod_vk_gate_rows, dod_vk_cv_predict_f32,
+                                  dod_vk_gate_rows_f32)
 from dod.tracker._track cimport dod_tracker, DOD_TRACK_CONFIRMED
 from dod.tracker._frame cimport _pairs, _tick, _TAIL_CHUNKS
 from dod.tracker._executor cimport _clock_ns, _run_chunks, _PASS_PREDICT
@@ -77,14 +78,21 @@ cdef void _predict_rows_as(const _dim* v, const _motion* m, const _meas* s, cons
     if _motion is _cv and _meas is _cartesian:
         if t.cols.xr == 1 and t.cols.Pr == 1:
             # Lanes: the block's rows at once, each kernel one loop over
-            # the rows per element (the vector kernels: dod/tracker/_vector.pxd).
-            if moves:
+            # the rows per element (the vector kernels: dod/tracker/_vector.pxd;
+            # float32 columns: their single-precision twins).
+            if moves and t.cols.single:
+                dod_vk_cv_predict_f32(_d(v), t.cols.xf, t.cols.xs, t.cols.Pf, t.cols.Ps, row0, row1, &w)
+            elif moves:
                 dod_vk_cv_predict(_d(v), t.cols.x, t.cols.xs, t.cols.P, t.cols.Ps, row0, row1, &w)
             for ti in range(row0, row1):
                 t.cols.age[ti] += 1
                 k.track_det[ti] = -1
                 k.loc_t[ti] = -1
-            dod_vk_gate_rows(_d(v), t.cols.P, t.cols.Ps, row0, row1, r2, t.gate, k.Si, k.hw, k.hm, k.gateable)
+            if t.cols.single:
+                dod_vk_gate_rows_f32(_d(v), t.cols.Pf, t.cols.Ps, row0, row1, r2, t.gate, k.Si, k.hw, k.hm,
+                                     k.gateable)
+            else:
+                dod_vk_gate_rows(_d(v), t.cols.P, t.cols.Ps, row0, row1, r2, t.gate, k.Si, k.hw, k.hm, k.gateable)
             return
     for ti in range(row0, row1):
         if moves:

@@ -50,8 +50,14 @@ cdef enum:
     DOD_TRACK_CONFIRMED = 2
 
 
-# x and P are read through two strides each (in doubles): element a of row i
-# is x[i * xr + a * xs], P[i * Pr + a * Ps]. Row-major columns have xr = n,
+# x and P are read through two strides each (in elements of the column's
+# type): element a of row i is x[i * xr + a * xs], P[i * Pr + a * Ps].
+# They are float64 (x, P; xf and Pf NULL) or, with TrackerConfig's
+# dtype="float32", float32 (xf, Pf; x and P NULL, `single` set): the
+# per-row kernels compute in double either way, over a row converted into
+# their locals and rounded back (dod_track_row_load / _store on a float
+# column), and a pass that reads the columns itself picks its float or
+# double loop once per call from `single`. Row-major columns have xr = n,
 # xs = 1; component-major ones (Column(order="F"): one lane per element,
 # consecutive tracks' element a contiguous) have xr = 1 and xs the lane's
 # length, so a loop over tracks reads each element with unit stride. The
@@ -60,8 +66,11 @@ cdef enum:
 # same bits either way).
 ctypedef struct dod_track_cols:
     uint64_t* id            # [capacity]        0: no track
-    double* x               # [capacity, n]     position then velocity
-    double* P               # [capacity, n (n + 1) / 2] covariance, packed (kalman.pxd)
+    double* x               # [capacity, n]     position then velocity (NULL when single)
+    double* P               # [capacity, n (n + 1) / 2] covariance, packed (kalman.pxd; NULL when single)
+    float* xf               # x in float32 (dtype="float32"; else NULL)
+    float* Pf               # P in float32 (dtype="float32"; else NULL)
+    bint single             # x and P are float32: xf and Pf hold them
     size_t xr, xs           # x's row and element strides
     size_t Pr, Ps           # P's
     uint32_t* hits          # [capacity]        scans with a detection
@@ -188,20 +197,26 @@ ctypedef struct dod_tracker:
     int64_t worker_wait[DOD_TRACKER_MAX_THREADS]    # time a worker spun inside the region (idle too)
 
 
-cdef inline void dod_track_row_load(const double* col, size_t rs, size_t es, size_t i, int k,
+ctypedef fused dod_track_real:      # the element type of the x and P columns
+    float
+    double
+
+
+cdef inline void dod_track_row_load(const dod_track_real* col, size_t rs, size_t es, size_t i, int k,
                                     double* out) noexcept nogil:
     """The k elements of row i of a strided column (row stride rs, element
-    stride es) into out[0 .. k)."""
+    stride es) into out[0 .. k), as doubles (a float column's exactly)."""
     cdef int a
-    cdef const double* p = col + i * rs
+    cdef const dod_track_real* p = col + i * rs
     for a in range(k):
         out[a] = p[<size_t>a * es]
 
 
-cdef inline void dod_track_row_store(double* col, size_t rs, size_t es, size_t i, int k,
+cdef inline void dod_track_row_store(dod_track_real* col, size_t rs, size_t es, size_t i, int k,
                                      const double* v) noexcept nogil:
-    """v[0 .. k) into row i of a strided column (dod_track_row_load's inverse)."""
+    """v[0 .. k) into row i of a strided column (dod_track_row_load's
+    inverse; a float column's rounded to nearest)."""
     cdef int a
-    cdef double* p = col + i * rs
+    cdef dod_track_real* p = col + i * rs
     for a in range(k):
-        p[<size_t>a * es] = v[a]
+        p[<size_t>a * es] = <dod_track_real>v[a]

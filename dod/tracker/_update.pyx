@@ -31,7 +31,7 @@ from dod.tracker._executor cimport _run_chunks, _PASS_UPDATE
 from dod.tracker._gate cimport _gate_width_part, _grid_side
 from dod.tracker._births cimport _free_dets
 from dod.tracker._events cimport _telling, _told, _quiet
-from dod.tracker._vector cimport dod_vk_cv_update
+from dod.tracker._vector cimport dod_vk_cv_update, dod_vk_cv_update_f32
 
 
 cdef enum:
@@ -96,8 +96,15 @@ cdef void _update_rows(const _dim* v, const _motion* m, const _meas* s, const do
     cdef int32_t j
     if _motion is _cv and _meas is _cartesian:
         if c.xr == 1 and c.Pr == 1:     # lanes: the chunk's assigned rows at once (_vector.pxd)
-            dod_vk_cv_update(d, c.x, c.xs, c.P, c.Ps, row0, row1, k.track_det, k.z, k.Si, r2)
+            if c.single:
+                dod_vk_cv_update_f32(d, c.xf, c.xs, c.Pf, c.Ps, row0, row1, k.track_det, k.z, k.Si, r2)
+            else:
+                dod_vk_cv_update(d, c.x, c.xs, c.P, c.Ps, row0, row1, k.track_det, k.z, k.Si, r2)
             return
+    # (the prefetches' addresses in bytes: float64 or float32 columns alike)
+    cdef size_t sz = sizeof(float) if c.single else sizeof(double)
+    cdef const char* xb = <const char*>c.xf if c.single else <const char*>c.x
+    cdef const char* Pb = <const char*>c.Pf if c.single else <const char*>c.P
     for ti in range(row0, row1):
         # Fetch the state, covariance, inverse and detection of the
         # assigned track _UPDATE_AHEAD rows on: the rows were last touched
@@ -105,9 +112,9 @@ cdef void _update_rows(const _dim* v, const _motion* m, const _meas* s, const do
         # assigned ones are too sparse a stream for the hardware prefetcher.
         tp = ti + _UPDATE_AHEAD
         if tp < row1 and k.track_det[tp] >= 0:
-            dod_prefetch(c.P + tp * c.Pr)
-            dod_prefetch(c.P + tp * c.Pr + 8 * c.Ps)
-            dod_prefetch(c.x + tp * c.xr)
+            dod_prefetch(Pb + tp * c.Pr * sz)
+            dod_prefetch(Pb + (tp * c.Pr + 8 * c.Ps) * sz)
+            dod_prefetch(xb + tp * c.xr * sz)
             dod_prefetch(k.Si + tp * _m(v, s) * _m(v, s))
             dod_prefetch(k.z + k.track_det[tp] * d)
         j = k.track_det[ti]

@@ -174,7 +174,7 @@ def _stats(ms, cpu, rows):
 
 
 def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, passes=False, initiation="single",
-             prefault=True, stamped=False, events=False, log=False, layout="lanes"):
+             prefault=True, stamped=False, events=False, log=False, layout="lanes", dtype="float64"):
     """Tick every tracker on the same scans; returns ({name: stats}, confirmed);
     stats["sorts"] holds how many timed ticks of each dod tracker sorted
     its rows ({count: ticks}); with `passes`, stats["passes t<count>"]
@@ -194,7 +194,7 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
     machine's speed (one tracker over all scans, then the next, put minutes
     between the runs a ratio compares), and memory stays bounded at any N."""
     cfg = TrackerConfig(dim=dim, capacity=max(64, 4 * n), max_detections=max(64, 2 * n + 64), layout=layout,
-                        **dict(BENCH_MANAGEMENT, initiation=initiation))
+                        dtype=dtype, **dict(BENCH_MANAGEMENT, initiation=initiation))
     trackers = {}
     for nt in threads:
         trackers[f"t{nt}"] = Tracker(cfg, threads=nt)
@@ -335,7 +335,8 @@ def _measure(n, threads, k, warmup, reference, keep_gc, seed, dim, budget_s, pas
 
 def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, keep_gc=False,
         seed=0, dim=2, out=print, threads=(1,), markdown=False, reference_max=20000, passes=False,
-        initiation="single", prefault=True, stamped=False, events=False, log=False, layout="lanes"):
+        initiation="single", prefault=True, stamped=False, events=False, log=False, layout="lanes",
+        dtype="float64"):
     """Time the tick at each size and thread count; print the table with `out`; return the rows.
 
     Parameters
@@ -382,6 +383,9 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
     layout : str, default "lanes"
         The dod trackers' track-table layout (:class:`~dod.tracker.ExecutionConfig`'s
         ``layout``: ``"lanes"`` or ``"rows"``).
+    dtype : str, default "float64"
+        The dod trackers' precision of x and P (:class:`~dod.tracker.FilterConfig`'s
+        ``dtype``: ``"float64"`` or ``"float32"``); the reference stays float64.
 
     Returns
     -------
@@ -427,7 +431,8 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
             warmup = 12
         res, confirmed = _measure(n, threads, k, warmup, reference and n <= reference_max, keep_gc, seed, dim,
                                   budget_s=10.0 if quick else 30.0, passes=passes, initiation=initiation,
-                                  prefault=prefault, stamped=stamped, events=events, log=log, layout=layout)
+                                  prefault=prefault, stamped=stamped, events=events, log=log, layout=layout,
+                                  dtype=dtype)
         row = {"n": n, "confirmed": confirmed, "threads": {t: res[f"t{t}"] for t in threads},
                "dod": res[f"t{threads[0]}"], "sorts": res["sorts"]}
         if "reference" in res:
@@ -447,7 +452,7 @@ def run(sizes=(10, 100, 1000, 10000), scans=None, quick=False, reference=True, k
         if log:
             row["log"] = {t: (res[f"t{t}a"], res[f"t{t}append"], res["dropped"][t]) for t in threads}
         rows.append(row)
-    _print(rows, threads, dim, keep_gc, markdown, out, initiation, prefault, layout)
+    _print(rows, threads, dim, keep_gc, markdown, out, initiation, prefault, layout, dtype)
     for r in rows if stamped else ():
         d, s = r["dod"], r["stamped"]
         out(("- " if markdown else "") + f"N={r['n']}: time-stamped ticks p50 {s[0]:.4f} ms, p99 {s[1]:.4f} ms; "
@@ -508,10 +513,12 @@ def _print_passes(rows, threads, markdown, out):
     _print_table(head, cols, lines, markdown, out)
 
 
-def _print(rows, threads, dim, keep_gc, markdown, out, initiation="single", prefault=True, layout="lanes"):
+def _print(rows, threads, dim, keep_gc, markdown, out, initiation="single", prefault=True, layout="lanes",
+           dtype="float64"):
     head = (f"dod.tracker tick time (ms), {dim}-D CV, Pd 0.9, clutter 0.2 N, 50 Hz; "
             + ("two-point initiation; " if initiation != "single" else "")
-            + ("x and P in rows; " if layout == "rows" else "") +
+            + ("x and P in rows; " if layout == "rows" else "")
+            + ("x and P in float32; " if dtype == "float32" else "") +
             f"GC {'on' if keep_gc else 'off'} while timing; "
             + ("trackers prefaulted" if prefault else "not prefaulted (pages fault in the ticks)") +
             "; CPU = process CPU per tick (all threads); sorts = timed ticks that sorted the rows "
@@ -915,6 +922,8 @@ def main(argv=None):
     p.add_argument("--layout", choices=("lanes", "rows"), default="lanes",
                    help="the track table's layout (TrackerConfig layout): each track's x and P together, "
                         "or one lane per element")
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                   help="the track state and covariance's precision (TrackerConfig dtype)")
     p.add_argument("--floor", action="store_true",
                    help="instead: the predict pass alone (one thread, empty scans) against its memory floor, "
                         "bytes per track over one core's copy bandwidth")
@@ -935,7 +944,8 @@ def main(argv=None):
         threads = tuple(int(s) for s in a.threads.split(",") if s)
         run(sizes, a.scans, a.quick, not a.no_reference, a.gc, a.seed, a.dim, threads=threads,
             markdown=a.markdown, reference_max=a.reference_max, passes=a.passes, initiation=a.initiation,
-            prefault=not a.no_prefault, stamped=a.time, events=a.events, log=a.log, layout=a.layout)
+            prefault=not a.no_prefault, stamped=a.time, events=a.events, log=a.log, layout=a.layout,
+            dtype=a.dtype)
     except ValueError as e:
         p.error(str(e))
 

@@ -209,6 +209,9 @@ class DemoRun:
         ``.parquet``, Parquet; full ring: the scan is dropped and counted).
         The tracker then records events; each tick is followed by the log's
         copy of its scan.
+    dtype : str, default "float64"
+        The tracks' state and covariance precision (TrackerConfig's
+        ``dtype``: ``"float64"`` or ``"float32"``).
 
     Raises
     ------
@@ -228,7 +231,7 @@ class DemoRun:
     def __init__(self, targets=1000, rate=50.0, duration=10.0, seed=0, fast=False,
                  keep_tracks=False, threads=1, scenario="default", motion=None, lock_memory=False,
                  cpu=None, realtime_priority=None, rt_strict=False, prefault=True, initiation=None,
-                 profile=False, log=None):
+                 profile=False, log=None, dtype="float64"):
         if targets < 1:
             raise ValueError("targets must be >= 1")
         if not (rate > 0 and math.isfinite(rate)):
@@ -259,7 +262,7 @@ class DemoRun:
         self.config = TrackerConfig(capacity=max(64, 4 * targets),
                                     max_detections=max(64, 2 * targets + 64), overflow="drop",
                                     threads=threads, motion=motion, initiation=initiation,
-                                    events=log is not None,
+                                    events=log is not None, dtype=dtype,
                                     **({"r": 3.0} if scenario == "radar" else PRESET_CONFIG[scenario]))
         # Validated now (ValueError/TypeError); applied once around run().
         self.realtime = Realtime(lock_memory, cpu, realtime_priority, strict=rt_strict)
@@ -695,6 +698,8 @@ def build_parser():
     p.add_argument("--initiation", choices=("single", "two_point"), default=None,
                    help="track initiation (TrackerConfig.initiation; default two_point; single: every "
                         "detection no track took starts a tentative track)")
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                   help="the tracks' state and covariance precision (TrackerConfig.dtype; default float64)")
     p.add_argument("--lock-memory", nargs="?", const=True, default=False, choices=[True, "onfault"],
                    help="mlockall the process (onfault: lock pages as first touched)")
     p.add_argument("--cpu", type=int, default=None, help="pin the loop thread to this CPU")
@@ -749,7 +754,7 @@ def main(argv=None, out=None):
                       threads=a.threads, scenario=a.scenario, motion=a.motion, initiation=a.initiation,
                       lock_memory=a.lock_memory,
                       cpu=a.cpu, realtime_priority=a.realtime_priority, rt_strict=a.rt_strict,
-                      prefault=not a.no_prefault, profile=a.profile, log=a.log)
+                      prefault=not a.no_prefault, profile=a.profile, log=a.log, dtype=a.dtype)
     except (ValueError, TypeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -201,7 +201,10 @@ class ReferenceTracker:
 
     Notes
     -----
-    Thread-safety: one thread at a time (plain numpy state).
+    It computes in float64 whatever the configuration's ``dtype`` says
+    (``dtype="float32"`` is taken and ignored: it compares a float32 dod
+    tracker against double precision). Thread-safety: one thread at a time
+    (plain numpy state).
     """
 
     def __init__(self, config=None, **overrides):
