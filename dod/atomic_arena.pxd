@@ -285,8 +285,6 @@ cdef class AtomicArena:
     cdef size_t _py_allocations      # allocations made through the Python face
     cdef object __weakref__
 
-    cdef dict _walk(self)
-
 
 cdef class ThreadCache:
     cdef dod_aa_cache engine     # run dod_aa_cache_* on &owner.engine, from one thread

@@ -57,7 +57,9 @@ Where things live
     through ``dod_aa_free`` when its last view dies).
     Fast path: ``dod_aa_allocate`` / ``dod_aa_free`` and
     ``dod_aa_cache_allocate``, inline in ``dod/atomic_arena.pxd`` (slow
-    paths ``dod_aa_allocate_slow``, ``dod_aa_cache_refill`` here).
+    paths ``dod_aa_allocate_slow``, ``dod_aa_cache_refill`` here; the
+    install of the next block and the walks over the slots in
+    ``dod/_atomic_arena_blocks.pyx``).
 """
 cimport cython
 cimport numpy as cnp
@@ -67,13 +69,13 @@ from cpython.number cimport PyNumber_Index
 
 from dod._core cimport dod_is_pow2
 from dod.atomics cimport (dod_mutex_init, dod_mutex_destroy, dod_mutex_lock, dod_mutex_unlock,
-                          dod_atomic_load_u64, dod_atomic_store_u64, dod_atomic_fetch_add_u64,
+                          dod_atomic_load_u64, dod_atomic_fetch_add_u64,
                           dod_atomic_fetch_add_relaxed_u64, dod_atomic_fetch_sub_u64,
-                          dod_atomic_store_ptr, dod_atomic_load_relaxed_u64)
+                          dod_atomic_load_relaxed_u64)
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory
 from dod._lease cimport Owned, owned
-from dod.resource cimport (dod_resource, Resource, dod_resource_allocate,
-                           dod_resource_deallocate, dod_pages_resource)
+from dod.resource cimport dod_resource, Resource, dod_resource_deallocate, dod_pages_resource
+from dod._atomic_arena_blocks cimport _cap_of, _evict, _install, _walk, _block_counters
 
 import threading
 
@@ -88,10 +90,6 @@ cdef enum:
     _DEFAULT_ALIGN = 16
 
 cdef size_t _MIN_BLOCK = 4096
-
-
-cdef inline size_t _cap_of(const dod_aa* a, uint64_t w) noexcept nogil:
-    return (a.block_size << ((w >> DOD_AA_FACTOR_SHIFT) & 3)) - DOD_AA_HEADER
 
 
 # ---------------------------------------------------------------- engine slow paths
@@ -115,80 +113,6 @@ cdef inline void _settle(dod_aa* a, uint64_t old) noexcept nogil:
     delta = pos - DOD_AA_BIAS
     if dod_atomic_fetch_add_u64(&b.live, delta) + delta == 0:
         dod_aa_drained(a, b)
-
-
-cdef bint _install(dod_aa* a, size_t need) noexcept nogil:
-    """Under the lock: install a block with room for `need` (a spare or a new one)."""
-    cdef uint64_t f = 0
-    cdef dod_aa_block* b
-    cdef dod_aa_block** link
-    cdef size_t i, idx, total, capacity
-    cdef char* mem
-    while (a.block_size << f) - DOD_AA_HEADER < need:
-        f += 1
-    link = &a.spares
-    b = NULL
-    while link[0] != NULL:
-        if link[0].factor >= f:
-            b = link[0]
-            link[0] = b.next_spare
-            b.next_spare = NULL
-            a.recycled += 1
-            break
-        link = &link[0].next_spare
-    if b == NULL:
-        idx = DOD_AA_MAX_BLOCKS
-        for i in range(DOD_AA_MAX_BLOCKS):
-            if a.blocks[i] == NULL:
-                idx = i
-                break
-        if idx == DOD_AA_MAX_BLOCKS and a.spares != NULL:
-            # Every slot is taken but a spare too small for this request is
-            # idle: give it back and take its slot.
-            b = a.spares
-            a.spares = b.next_spare
-            idx = b.index
-            dod_atomic_store_ptr(<void**>&a.blocks[idx], NULL)
-            a.slot_base[idx] = 0
-            a.slot_end[idx] = 0
-            a.evicted += 1
-            dod_resource_deallocate(a.upstream, b, b.total, a.block_align)
-            b = NULL
-        if idx == DOD_AA_MAX_BLOCKS:
-            return False
-        total = a.block_size << f
-        mem = <char*>dod_resource_allocate(a.upstream, total, a.block_align)
-        if mem == NULL:
-            return False
-        if (<uintptr_t>mem & (a.block_align - 1)) != 0:     # a resource that ignored the alignment
-            dod_resource_deallocate(a.upstream, mem, total, a.block_align)
-            return False
-        b = <dod_aa_block*>mem
-        b.base = mem + DOD_AA_HEADER
-        b.capacity = total - DOD_AA_HEADER
-        b.total = total
-        b.index = <unsigned int>idx
-        b.factor = <unsigned int>f
-        b.next_spare = NULL
-        b.generation = 0
-        a.slot_base[idx] = <uintptr_t>b.base
-        a.slot_end[idx] = <uintptr_t>b.base + b.capacity
-        dod_atomic_store_ptr(<void**>&a.blocks[idx], b)
-        a.created += 1
-        capacity = 0
-        for i in range(DOD_AA_MAX_BLOCKS):
-            if a.blocks[i] != NULL:
-                capacity += a.blocks[i].capacity
-        if capacity > a.peak_capacity:
-            a.peak_capacity = capacity
-    b.generation += 1
-    dod_atomic_store_u64(&b.live, DOD_AA_BIAS)
-    a.installs += 1
-    # The one store that moves every thread to the new block; it overwrites
-    # the failed adds of threads still on the old word (they all retry).
-    dod_atomic_store_u64(&a.word, (<uint64_t>b.index << DOD_AA_INDEX_SHIFT)
-                         | (<uint64_t>b.factor << DOD_AA_FACTOR_SHIFT))
-    return True
 
 
 cdef void* dod_aa_allocate_slow(dod_aa* a, uint64_t old, size_t need,
@@ -217,16 +141,10 @@ cdef void* dod_aa_allocate_slow(dod_aa* a, uint64_t old, size_t need,
 
 cdef void dod_aa_drained(dod_aa* a, dod_aa_block* b) noexcept nogil:
     """b's counter reached zero: every allocation of the closed block is freed."""
-    cdef size_t idx
     dod_mutex_lock(&a.lock)
     a.drained += 1
     if a.evict:
-        idx = b.index
-        dod_atomic_store_ptr(<void**>&a.blocks[idx], NULL)
-        a.slot_base[idx] = 0
-        a.slot_end[idx] = 0
-        a.evicted += 1
-        dod_resource_deallocate(a.upstream, b, b.total, a.block_align)
+        _evict(a, b)
     else:
         b.next_spare = a.spares
         a.spares = b
@@ -635,52 +553,6 @@ cdef class AtomicArena:
 
     # -------------------------------------------------------- statistics
 
-    cdef dict _walk(self):
-        """Statistics and invariant checks from one pass over the slots, under the lock."""
-        cdef size_t i, n_blocks = 0, capacity = 0, spares = 0
-        cdef uint64_t w, live, handed, in_use = 0
-        cdef dod_aa_block* b
-        cdef list problems = []
-        with nogil:
-            dod_mutex_lock(&self.engine.lock)
-        try:
-            w = dod_atomic_load_u64(&self.engine.word)
-            for i in range(DOD_AA_MAX_BLOCKS):
-                b = self.engine.blocks[i]
-                if b == NULL:
-                    if self.engine.slot_base[i] != 0:
-                        problems.append(f"slot {i} is empty but has an address range")
-                    continue
-                n_blocks += 1
-                capacity += b.capacity
-                if b.index != i:
-                    problems.append(f"block in slot {i} says index {b.index}")
-                if <uintptr_t>b & (self.engine.block_align - 1):
-                    problems.append(f"block {i} is not aligned to {self.engine.block_align}")
-                if b.total != self.engine.block_size << b.factor or b.capacity != b.total - DOD_AA_HEADER:
-                    problems.append(f"block {i} has inconsistent sizes")
-                if b.base != <char*>b + DOD_AA_HEADER:
-                    problems.append(f"block {i} base is not 64 bytes after its header")
-                live = dod_atomic_load_relaxed_u64(&b.live)
-                if (w >> DOD_AA_INDEX_SHIFT) == i and (w & DOD_AA_POS_MASK) <= b.capacity \
-                        and (w & DOD_AA_POS_MASK) < DOD_AA_CLOSED:
-                    handed = w & DOD_AA_POS_MASK           # the open block: live = BIAS - freed
-                    in_use += handed - (DOD_AA_BIAS - live)
-                elif live < DOD_AA_BIAS // 2:
-                    in_use += live                          # closed: live = handed - freed
-                else:
-                    problems.append(f"closed block {i} was never settled (live = BIAS - {DOD_AA_BIAS - live})")
-            b = self.engine.spares
-            while b != NULL:
-                spares += 1
-                if b.live != 0:
-                    problems.append(f"spare block {b.index} has live = {b.live}")
-                b = b.next_spare
-        finally:
-            dod_mutex_unlock(&self.engine.lock)
-        return {"blocks": n_blocks, "capacity": capacity, "in_use": in_use, "spares": spares,
-                "problems": problems}
-
     def block_counters(self):
         """Live bytes per block held.
 
@@ -698,23 +570,7 @@ cdef class AtomicArena:
         -----
         Thread-safety: exact while no thread allocates.
         """
-        cdef size_t i
-        cdef uint64_t w, live
-        cdef dod_aa_block* b
-        out = {}
-        with nogil:
-            dod_mutex_lock(&self.engine.lock)
-        w = dod_atomic_load_u64(&self.engine.word)
-        for i in range(DOD_AA_MAX_BLOCKS):
-            b = self.engine.blocks[i]
-            if b == NULL:
-                continue
-            live = dod_atomic_load_relaxed_u64(&b.live)
-            if (w >> DOD_AA_INDEX_SHIFT) == i and (w & DOD_AA_POS_MASK) <= b.capacity:
-                live = (w & DOD_AA_POS_MASK) - (DOD_AA_BIAS - live)
-            out[i] = live
-        dod_mutex_unlock(&self.engine.lock)
-        return out
+        return _block_counters(&self.engine)
 
     def check(self):
         """Walk the blocks and verify every invariant.
@@ -733,7 +589,7 @@ cdef class AtomicArena:
         -----
         Thread-safety: call it while no thread allocates.
         """
-        d = self._walk()
+        d = _walk(&self.engine)
         if d["problems"]:
             raise InvariantError("; ".join(d["problems"]))
         del d["problems"]
@@ -762,13 +618,13 @@ cdef class AtomicArena:
     @property
     def capacity(self):
         """Usable bytes of the blocks held now (spares included)."""
-        return self._walk()["capacity"]
+        return _walk(&self.engine)["capacity"]
 
     @property
     def in_use(self):
         """Bytes reserved and not yet freed: padding, open thread-cache chunks and
         frees a cache has not published included. Exact while no thread allocates."""
-        return self._walk()["in_use"]
+        return _walk(&self.engine)["in_use"]
 
     @property
     def peak(self):
@@ -778,7 +634,7 @@ cdef class AtomicArena:
     @property
     def blocks(self):
         """Blocks held now (spares included)."""
-        return self._walk()["blocks"]
+        return _walk(&self.engine)["blocks"]
 
     @property
     def allocations(self):
@@ -827,7 +683,7 @@ cdef class AtomicArena:
         -----
         Thread-safety: any thread (the engine is lock-free).
         """
-        d = self._walk()
+        d = _walk(&self.engine)
         return {
             "capacity": d["capacity"],
             "used": d["in_use"],
@@ -844,7 +700,7 @@ cdef class AtomicArena:
         }
 
     def __repr__(self):
-        d = self._walk()
+        d = _walk(&self.engine)
         return (f"<dod.AtomicArena block_size={fmt_bytes(self.engine.block_size)} "
                 f"blocks={d['blocks']} capacity={fmt_bytes(d['capacity'])} "
                 f"in_use={fmt_bytes(d['in_use'])} drained={self.drained} "

@@ -227,6 +227,5 @@ cdef class Ring:
     cdef unsigned long _wthread      # the Python producer's thread id while it waits or holds (0: none)
     cdef unsigned long _rthread      # the Python consumer's, the same
 
-    cdef int _acquire(self, bint writer, object timeout, object stall, dod_ring_slot** s) except -1
     cdef str _stalled(self, bint writer)
     cdef Slot _held_write(self, str what)

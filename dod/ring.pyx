@@ -49,7 +49,8 @@ Lifetime rule (the one place it lives for the ring)
 Fast path
     ``dod/ring.pxd``: ``dod_ring_acquire_write`` / ``dod_ring_commit`` /
     ``dod_ring_acquire_read`` / ``dod_ring_release`` (inline, nogil), with the
-    checks the caller owns listed there.
+    checks the caller owns listed there. The waits (the engine's and the
+    Python face's) are in ``dod/_ring_wait.pyx``.
 
 Thread-safety
     One producer thread and one consumer thread at a time, each on its own
@@ -60,29 +61,26 @@ Thread-safety
 """
 cimport cython
 cimport numpy as cnp
-from cpython.exc cimport PyErr_CheckSignals
 from cpython.number cimport PyNumber_Index
 from cpython.object cimport PyObject
 from cpython.pythread cimport PyThread_get_thread_ident
-from libc.errno cimport EINTR, ETIMEDOUT
-from libc.stdint cimport uint32_t, uint64_t, int64_t, uintptr_t
+from libc.stdint cimport uint64_t, int64_t, uintptr_t
 from libc.string cimport memcpy, memset
-from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
-from dod.atomics cimport (dod_atomic_load_u64, dod_atomic_store_u64, dod_atomic_load_u32,
-                          dod_atomic_fetch_add_u32, dod_atomic_exchange_u32, dod_atomic_store_u32,
-                          dod_atomic_fence, dod_atomic_load_relaxed_u64, dod_atomic_fetch_add_relaxed_u64,
-                          dod_atomic_wait_u32, dod_atomic_wake_all_u32, dod_cpu_relax)
+from dod.atomics cimport (dod_atomic_load_u64, dod_atomic_store_u64, dod_atomic_fetch_add_u32,
+                          dod_atomic_fence, dod_atomic_load_relaxed_u64, dod_atomic_wake_all_u32)
 from dod._core cimport DOD_CACHE_LINE, dod_add_overflow, dod_mul_overflow
 from dod._lease cimport Owned, owned, ExportPin, export_pin
 from dod._ndarray cimport dod_array_request, as_dtype, parse_request, wrap_memory, input_array
 from dod.resource cimport Resource, dod_resource_allocate_from_python
+from dod._ring_wait cimport (_IDLE, _HOLDING, _count, _count_write_failure,
+                            _count_read_failure, _wait, _acquire)
 
 import threading
 
 import numpy as np
 
-from dod.errors import InvariantError, StallError
+from dod.errors import InvariantError
 from dod.resource import pages as _pages
 
 cnp.import_array()
@@ -96,19 +94,7 @@ class RingClosed(RuntimeError):
 
 
 cdef enum:
-    _SPINS = 256                 # polls before a waiter sleeps (a hand-off often lands in this window)
     _MAX_SLOTS = 1 << 24
-    _IDLE = 0
-    _WAITING = 1
-    _HOLDING = 2
-
-cdef int64_t _PY_WAIT_CHUNK_NS = 100000000    # the Python face checks for signals at least every 100 ms
-
-
-cdef inline int64_t _now_ns() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
 
 
 # ---------------------------------------------------------------- engine slow paths
@@ -123,73 +109,6 @@ cdef void dod_ring_close(dod_ring* r) noexcept nogil:
     dod_atomic_store_u64(&r.closed, 1)
     dod_atomic_fence()
     dod_ring_wake(r)
-
-
-cdef int _wait(dod_ring* r, bint writer, int64_t timeout_ns, dod_ring_slot** out) noexcept nogil:
-    """The slow path of both acquires: spin, then sleep on the epoch word."""
-    cdef int64_t deadline = 0, left = -1
-    cdef uint32_t e
-    cdef int spins = 0, rc
-    cdef uint32_t* flag
-    cdef dod_ring_slot* s
-    if timeout_ns > 0:
-        deadline = _now_ns() + timeout_ns
-    while True:
-        s = dod_ring_try_write(r) if writer else dod_ring_try_read(r)
-        if s != NULL:
-            out[0] = s
-            return DOD_RING_OK
-        if dod_atomic_load_u64(&r.closed):
-            # closed is set after the producer's last commit: one more look
-            # at head drains a slot committed just before the close.
-            s = NULL if writer else dod_ring_try_read(r)
-            if s != NULL:
-                out[0] = s
-                return DOD_RING_OK
-            return DOD_RING_CLOSED
-        if timeout_ns == 0 or (timeout_ns > 0 and _now_ns() >= deadline):
-            return DOD_RING_TIMEOUT
-        if spins < _SPINS:
-            spins += 1
-            dod_cpu_relax()
-            continue
-        flag = &r.wait_write if writer else &r.wait_read
-        dod_atomic_exchange_u32(flag, 1)
-        e = dod_atomic_load_u32(&r.epoch)
-        dod_atomic_fence()
-        s = dod_ring_try_write(r) if writer else dod_ring_try_read(r)
-        rc = 0
-        if s == NULL and not dod_atomic_load_u64(&r.closed):
-            if timeout_ns > 0:
-                left = deadline - _now_ns()
-                if left < 0:
-                    left = 0
-            rc = dod_atomic_wait_u32(&r.epoch, e, left)
-        dod_atomic_store_u32(flag, 0)
-        if s != NULL:
-            out[0] = s
-            return DOD_RING_OK
-        if rc == EINTR:
-            return DOD_RING_INTERRUPTED
-
-
-# The statistics counters: each is bumped by one side's thread, without the
-# GIL, while stats() may read it from any other thread, so both go through
-# relaxed atomics (each read sees a value the counter had; they order
-# nothing else). Only the slow paths count, so the locked add costs nothing
-# that matters.
-cdef inline void _count(uint64_t* counter) noexcept nogil:
-    dod_atomic_fetch_add_relaxed_u64(counter, 1)
-
-
-cdef inline void _count_write_failure(dod_ring* r, int rc) noexcept nogil:
-    if rc == DOD_RING_TIMEOUT or rc == DOD_RING_CLOSED:
-        _count(&r.write_failed)
-
-
-cdef inline void _count_read_failure(dod_ring* r, int rc) noexcept nogil:
-    if rc == DOD_RING_TIMEOUT:       # the end of the stream is not a failure
-        _count(&r.read_failed)
 
 
 cdef int dod_ring_wait_write(dod_ring* r, int64_t timeout_ns, dod_ring_slot** out) noexcept nogil:
@@ -214,15 +133,6 @@ cdef int dod_ring_wait_read(dod_ring* r, int64_t timeout_ns, dod_ring_slot** out
 
 cdef inline size_t _round_line(size_t n) noexcept nogil:
     return (n + DOD_CACHE_LINE - 1) & ~(<size_t>DOD_CACHE_LINE - 1)
-
-
-cdef int64_t _timeout_ns(object timeout) except? -2:
-    if timeout is None:
-        return -1
-    t = float(timeout)
-    if not (t >= 0.0 and t < 1e9):
-        raise ValueError(f"timeout must be None or a number of seconds >= 0, not {timeout!r}")
-    return <int64_t>(t * 1e9)
 
 
 @cython.final
@@ -659,72 +569,6 @@ cdef class Ring:
                 "consumer_thread": thread_name(self._rthread, self._rstate),
                 "in_flight": len(self), "slots": self.slots, "closed": self.closed}
 
-    cdef int _acquire(self, bint writer, object timeout, object stall, dod_ring_slot** s) except -1:
-        """Both acquires: try, then wait in chunks with the GIL released,
-        running signal handlers and the stall tests between chunks. Returns
-        the engine's code; counts one wait and at most one failure per call
-        (the chunks call the engine's uncounted wait)."""
-        cdef int rc = DOD_RING_TIMEOUT
-        cdef int64_t t = _timeout_ns(timeout), left, chunk
-        cdef int64_t deadline = _now_ns() + t if t > 0 else 0
-        cdef dod_ring* r = &self.engine
-        cdef int state = self._wstate if writer else self._rstate
-        side = "writing" if writer else "reading"
-        if state == _HOLDING:
-            raise RuntimeError(f"a slot is already held for {side}: "
-                               + ("commit() or abort() it first" if writer else "release() it first"))
-        if state == _WAITING:
-            raise RuntimeError(f"another thread is waiting for {side}: a Ring has a single "
-                               + ("producer" if writer else "consumer"))
-        if stall is not None and not callable(stall):
-            raise TypeError(f"stall must be None or a callable, not {type(stall).__name__}")
-        s[0] = dod_ring_try_write(r) if writer else dod_ring_try_read(r)
-        if s[0] != NULL:
-            return DOD_RING_OK
-        if writer:
-            self._wstate = _WAITING
-            self._wthread = PyThread_get_thread_ident()
-            _count(&r.write_waits)
-        else:
-            self._rstate = _WAITING
-            self._rthread = PyThread_get_thread_ident()
-            _count(&r.read_waits)
-        try:
-            first = True
-            while True:
-                if t != 0 and not dod_atomic_load_u64(&r.closed):
-                    why = self._stalled(writer)
-                    if why is None and stall is not None and not first:
-                        why = stall()
-                    if why is not None:
-                        raise StallError(f"{'acquire_write' if writer else 'acquire_read'} can never "
-                                         f"succeed: {why}; state {self.state()}")
-                first = False
-                chunk = _PY_WAIT_CHUNK_NS
-                if t >= 0:
-                    left = deadline - _now_ns() if t > 0 else 0
-                    chunk = left if left < chunk else chunk
-                    if chunk < 0:
-                        chunk = 0
-                with nogil:
-                    rc = _wait(r, writer, chunk, s)
-                if rc == DOD_RING_OK or rc == DOD_RING_CLOSED:
-                    break
-                if rc == DOD_RING_TIMEOUT and (t == 0 or (t > 0 and _now_ns() >= deadline)):
-                    break
-                PyErr_CheckSignals()
-        finally:
-            if writer:
-                self._wstate = _IDLE
-                self._wthread = 0
-                if rc != DOD_RING_OK:         # timed out, closed, or interrupted by an exception
-                    _count(&r.write_failed)
-            else:
-                self._rstate = _IDLE
-                self._rthread = 0
-                _count_read_failure(r, rc)
-        return rc
-
     def acquire_write(self, timeout=None, *, stall=None):
         """Producer: the next free slot, waiting with the GIL released.
 
@@ -762,7 +606,7 @@ cdef class Ring:
         """
         cdef dod_ring_slot* s = NULL
         cdef Slot face
-        cdef int rc = self._acquire(True, timeout, stall, &s)
+        cdef int rc = _acquire(self, True, timeout, stall, &s)
         if rc == DOD_RING_CLOSED:
             raise RingClosed("the ring is closed: no more slots can be written")
         if rc != DOD_RING_OK:
@@ -897,7 +741,7 @@ cdef class Ring:
         cdef dod_ring_slot* s = NULL
         cdef Slot face
         cdef uint64_t n
-        cdef int rc = self._acquire(False, timeout, stall, &s)
+        cdef int rc = _acquire(self, False, timeout, stall, &s)
         if rc == DOD_RING_CLOSED:
             return None
         if rc != DOD_RING_OK:
