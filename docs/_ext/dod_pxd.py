@@ -6,7 +6,10 @@ owns), then every declaration at the top level of the file (and inside its
 ``cdef extern`` blocks): structs, enums, ctypedefs, fused types, ``cdef`` and
 ``cdef inline`` functions, and ``cdef class`` owners with their public
 attributes. Each declaration is shown as it is declared, with the comment or
-docstring that states its contract.
+docstring that states its contract. A public file split over internal ones
+named after it (dod/table.pxd cimports from dod/_table_engine.pxd and
+dod/_table_owner.pxd) shows, where it cimports them, the declarations it
+takes from them.
 
 ``parse_pxd`` is also what ``tests/test_docs_coverage.py`` uses to list the
 names every page must document, so the page and the check read the same
@@ -47,6 +50,7 @@ class Decl:
     doc: str                   # its contract: docstring or the comment above it
     line: int                  # 1-based line in the .pxd
     members: list = field(default_factory=list)   # enum constants, public class attributes
+    source: str = ""           # the internal .pxd that declares it, when the page's file re-exports it
 
 
 def _comment_text(lines):
@@ -164,7 +168,14 @@ def parse_pxd(path):
                 doc_above = run_doc
             pending = []
             if s.startswith(("from ", "cimport ", "import ", "include ")):
-                j += 1
+                k = j
+                stmt = s
+                while "(" in stmt and ")" not in stmt and k + 1 < hi:
+                    k += 1
+                    stmt += " " + lines[k].strip()
+                if base == 0 and not in_extern:
+                    decls.extend(_reexported(path, stmt))
+                j = k + 1
                 continue
             if s.startswith("cdef extern from"):
                 end = block_end(j, base)
@@ -255,6 +266,31 @@ def parse_pxd(path):
     parse_region(i, n, 0, False)
     _docs_from_implementation(path, decls)
     return _comment_text(header), decls
+
+
+def _reexported(path, stmt):
+    """The declarations a ``from dod._table_engine cimport a, b`` line of
+    dod/table.pxd takes from an internal .pxd that carries part of it (named
+    ``_<stem>_...`` beside it, with no page of its own): a cimport of the
+    public file gives them, so its page shows them, each with the contract
+    its own file states."""
+    m = re.match(r"from\s+(dod(?:\.\w+)*)\s+cimport\s+\(?([^)]*)\)?", stmt)
+    if not m or not m.group(1).rsplit(".", 1)[-1].startswith(f"_{Path(path).stem}_"):
+        return []
+    root = Path(path).resolve()
+    while root.name != "dod":
+        root = root.parent
+    root = root.parent
+    target = root / (m.group(1).replace(".", "/") + ".pxd")
+    if not target.exists():
+        return []
+    names = {re.split(r"\s+as\s+", n.strip())[0] for n in m.group(2).split(",") if n.strip()}
+    out = []
+    for d in parse_pxd(target)[1]:
+        if d.name in names or (d.kind == "enum" and not d.name and names & set(d.members)):
+            d.source = d.source or target.relative_to(root).as_posix()
+            out.append(d)
+    return out
 
 
 def _docs_from_implementation(path, decls):
@@ -500,7 +536,7 @@ def setup(app):
                 title = nodes.rubric(classes=["pxd-name"])
                 title["ids"].append(self._id(module, d))
                 title += nodes.literal(d.name or "(anonymous enum)", d.name or "(anonymous enum)")
-                title += nodes.Text(f"  {_KIND_TITLE[d.kind]}, {rel} line {d.line}")
+                title += nodes.Text(f"  {_KIND_TITLE[d.kind]}, {d.source or rel} line {d.line}")
                 box += title
                 box += nodes.literal_block(d.code, d.code, language="cython")
                 if d.doc:
