@@ -1,14 +1,13 @@
 # dod/_atomic_arena_blocks.pxd: the atomic arena's block table (internal):
 # installing the next block under the lock, and the walks over the slots that
 # the owner's statistics and check() read. dod/atomic_arena.pxd states the
-# word, the blocks and their invariants; these work on that struct alone.
-# dod.atomic_arena cimports these back: the two modules import each other
-# when loaded, which works in either order (a Cython module exports its
-# functions and types before it imports another's).
+# word, the blocks and their invariants; these work on that struct alone
+# (dod/_atomic_arena_engine.pxd), so that dod.atomic_arena imports this
+# module and not the reverse.
 from libc.stdint cimport uint64_t
 
 from dod.atomics cimport dod_atomic_store_ptr
-from dod.atomic_arena cimport dod_aa, dod_aa_block, DOD_AA_FACTOR_SHIFT, DOD_AA_HEADER
+from dod._atomic_arena_engine cimport dod_aa, dod_aa_block, DOD_AA_FACTOR_SHIFT, DOD_AA_HEADER
 from dod.resource cimport dod_resource_deallocate
 
 

@@ -9,8 +9,8 @@ from libc.stdint cimport uint64_t, uintptr_t
 
 from dod.atomics cimport (dod_mutex_lock, dod_mutex_unlock, dod_atomic_load_u64, dod_atomic_store_u64,
                           dod_atomic_store_ptr, dod_atomic_load_relaxed_u64)
-from dod.atomic_arena cimport (dod_aa_block, DOD_AA_MAX_BLOCKS, DOD_AA_INDEX_SHIFT, DOD_AA_POS_MASK,
-                               DOD_AA_CLOSED, DOD_AA_BIAS)
+from dod._atomic_arena_engine cimport (dod_aa_block, DOD_AA_MAX_BLOCKS, DOD_AA_INDEX_SHIFT, DOD_AA_POS_MASK,
+                                      DOD_AA_CLOSED, DOD_AA_BIAS)
 from dod.resource cimport dod_resource_allocate, dod_resource_deallocate
 
 

@@ -2,14 +2,13 @@
 # spin-then-sleep slow path, under dod_ring_wait_write/_read (dod/ring.pyx),
 # and the Python face's wait in chunks with the GIL released, under
 # Ring.acquire_write/acquire_read. dod/ring.pxd states the protocol (the
-# flags, the epoch word, the fences) that these keep.
-# dod.ring cimports these back: the two modules import each other when
-# loaded, which works in either order (a Cython module exports its functions
-# and types before it imports another's).
+# flags, the epoch word, the fences) that these keep. They work on the
+# engine's struct (dod/_ring_engine.pxd) and the fields of the Python face
+# they are handed, so that dod.ring imports this module and not the reverse.
 from libc.stdint cimport uint64_t, int64_t
 
 from dod.atomics cimport dod_atomic_fetch_add_relaxed_u64
-from dod.ring cimport Ring, dod_ring, dod_ring_slot, DOD_RING_TIMEOUT, DOD_RING_CLOSED
+from dod._ring_engine cimport dod_ring, dod_ring_slot, DOD_RING_TIMEOUT, DOD_RING_CLOSED
 
 
 cdef enum:
@@ -39,4 +38,10 @@ cdef inline void _count_read_failure(dod_ring* r, int rc) noexcept nogil:
 
 
 cdef int _wait(dod_ring* r, bint writer, int64_t timeout_ns, dod_ring_slot** out) noexcept nogil
-cdef int _acquire(Ring ring, bint writer, object timeout, object stall, dod_ring_slot** s) except -1
+
+# state and thread: the waiting side's (Ring._wstate and _wthread for the
+# producer); other_state and other_thread: the other side's; ring: the
+# owner, for its state() in the StallError's message.
+cdef int _acquire(dod_ring* r, bint writer, int* state, unsigned long* thread, const int* other_state,
+                  const unsigned long* other_thread, object ring, object timeout, object stall,
+                  dod_ring_slot** s) except -1

@@ -15,7 +15,9 @@ from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from dod.atomics cimport (dod_atomic_load_u64, dod_atomic_load_u32, dod_atomic_exchange_u32,
                           dod_atomic_store_u32, dod_atomic_fence, dod_atomic_wait_u32, dod_cpu_relax)
-from dod.ring cimport DOD_RING_OK, DOD_RING_INTERRUPTED, dod_ring_try_write, dod_ring_try_read
+from dod._ring_engine cimport DOD_RING_OK, DOD_RING_INTERRUPTED, dod_ring_try_write, dod_ring_try_read
+
+import threading
 
 from dod.errors import StallError
 
@@ -89,7 +91,28 @@ cdef int64_t _timeout_ns(object timeout) except? -2:
     return <int64_t>(t * 1e9)
 
 
-cdef int _acquire(Ring ring, bint writer, object timeout, object stall, dod_ring_slot** s) except -1:
+cdef str _stalled(bint writer, int other, unsigned long who):
+    """Why a wait of this side can never end, or None: the other side (its
+    state `other`, its thread `who`) is held by the waiting thread itself,
+    or by a thread that has ended (a Python thread that returned holding its
+    slot). Thread ids only (no allocation on the hand-off): an ended holder
+    whose id a live thread reuses reads as that thread."""
+    what = "the consumer" if writer else "the producer"
+    if other != _HOLDING or who == 0:
+        return None
+    if who == PyThread_get_thread_ident():
+        return (f"{what}'s slot is held by this same thread (or by an ended thread whose id it "
+                f"now has): " + ("release() it before waiting for a free slot" if writer
+                                 else "commit() or abort() it before waiting for one to read"))
+    for th in threading.enumerate():
+        if th.ident == who:
+            return None
+    return f"{what}'s thread ended while holding a slot: nothing can hand it back"
+
+
+cdef int _acquire(dod_ring* r, bint writer, int* state, unsigned long* thread, const int* other_state,
+                  const unsigned long* other_thread, object ring, object timeout, object stall,
+                  dod_ring_slot** s) except -1:
     """Both acquires: try, then wait in chunks with the GIL released,
     running signal handlers and the stall tests between chunks. Returns
     the engine's code; counts one wait and at most one failure per call
@@ -97,13 +120,11 @@ cdef int _acquire(Ring ring, bint writer, object timeout, object stall, dod_ring
     cdef int rc = DOD_RING_TIMEOUT
     cdef int64_t t = _timeout_ns(timeout), left, chunk
     cdef int64_t deadline = _now_ns() + t if t > 0 else 0
-    cdef dod_ring* r = &ring.engine
-    cdef int state = ring._wstate if writer else ring._rstate
     side = "writing" if writer else "reading"
-    if state == _HOLDING:
+    if state[0] == _HOLDING:
         raise RuntimeError(f"a slot is already held for {side}: "
                            + ("commit() or abort() it first" if writer else "release() it first"))
-    if state == _WAITING:
+    if state[0] == _WAITING:
         raise RuntimeError(f"another thread is waiting for {side}: a Ring has a single "
                            + ("producer" if writer else "consumer"))
     if stall is not None and not callable(stall):
@@ -111,19 +132,14 @@ cdef int _acquire(Ring ring, bint writer, object timeout, object stall, dod_ring
     s[0] = dod_ring_try_write(r) if writer else dod_ring_try_read(r)
     if s[0] != NULL:
         return DOD_RING_OK
-    if writer:
-        ring._wstate = _WAITING
-        ring._wthread = PyThread_get_thread_ident()
-        _count(&r.write_waits)
-    else:
-        ring._rstate = _WAITING
-        ring._rthread = PyThread_get_thread_ident()
-        _count(&r.read_waits)
+    state[0] = _WAITING
+    thread[0] = PyThread_get_thread_ident()
+    _count(&r.write_waits if writer else &r.read_waits)
     try:
         first = True
         while True:
             if t != 0 and not dod_atomic_load_u64(&r.closed):
-                why = ring._stalled(writer)
+                why = _stalled(writer, other_state[0], other_thread[0])
                 if why is None and stall is not None and not first:
                     why = stall()
                 if why is not None:
@@ -144,13 +160,11 @@ cdef int _acquire(Ring ring, bint writer, object timeout, object stall, dod_ring
                 break
             PyErr_CheckSignals()
     finally:
+        state[0] = _IDLE
+        thread[0] = 0
         if writer:
-            ring._wstate = _IDLE
-            ring._wthread = 0
             if rc != DOD_RING_OK:         # timed out, closed, or interrupted by an exception
                 _count(&r.write_failed)
         else:
-            ring._rstate = _IDLE
-            ring._rthread = 0
             _count_read_failure(r, rc)
     return rc

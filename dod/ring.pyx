@@ -529,26 +529,6 @@ cdef class Ring:
 
     # -------------------------------------------------------- producer
 
-    cdef str _stalled(self, bint writer):
-        """Why a wait of this side can never end, or None: the other side is
-        held by the waiting thread itself, or by a thread that has ended (a
-        Python thread that returned holding its slot). Thread ids only (no
-        allocation on the hand-off): an ended holder whose id a live thread
-        reuses reads as that thread."""
-        cdef int other = self._rstate if writer else self._wstate
-        cdef unsigned long who = self._rthread if writer else self._wthread
-        what = "the consumer" if writer else "the producer"
-        if other != _HOLDING or who == 0:
-            return None
-        if who == PyThread_get_thread_ident():
-            return (f"{what}'s slot is held by this same thread (or by an ended thread whose id it "
-                    f"now has): " + ("release() it before waiting for a free slot" if writer
-                                     else "commit() or abort() it before waiting for one to read"))
-        for th in threading.enumerate():
-            if th.ident == who:
-                return None
-        return f"{what}'s thread ended while holding a slot: nothing can hand it back"
-
     def state(self):
         """Both sides' state, as a dict (a snapshot, for diagnostics; any
         thread): producer and consumer ("idle", "waiting" or "holding", as
@@ -606,7 +586,8 @@ cdef class Ring:
         """
         cdef dod_ring_slot* s = NULL
         cdef Slot face
-        cdef int rc = _acquire(self, True, timeout, stall, &s)
+        cdef int rc = _acquire(&self.engine, True, &self._wstate, &self._wthread, &self._rstate,
+                               &self._rthread, self, timeout, stall, &s)
         if rc == DOD_RING_CLOSED:
             raise RingClosed("the ring is closed: no more slots can be written")
         if rc != DOD_RING_OK:
@@ -741,7 +722,8 @@ cdef class Ring:
         cdef dod_ring_slot* s = NULL
         cdef Slot face
         cdef uint64_t n
-        cdef int rc = _acquire(self, False, timeout, stall, &s)
+        cdef int rc = _acquire(&self.engine, False, &self._rstate, &self._rthread, &self._wstate,
+                               &self._wthread, self, timeout, stall, &s)
         if rc == DOD_RING_CLOSED:
             return None
         if rc != DOD_RING_OK:
