@@ -5,8 +5,8 @@
 #   asv_bench/ci_gate.sh BASE HEAD       # any two commits
 #
 # Benchmarks BASE and HEAD on a small, stable subset (the tracker tick at
-# N = 1,000 and 10,000, the arena frame, the pool pair and its speedup over
-# malloc/free, the arena's speedup, the table's batch insert), compares them
+# N = 1,000 and 10,000, the arena frame, the pool pair, the arena's speedup
+# over malloc/free, the table's batch insert), compares them
 # with asv's statistics (asv compare: 99 % intervals of recorded samples) and
 # FACTOR (default 1.5), and prints the comparison table. A regression
 # (check_regression.sh decides: speedups read the right way round) is not
@@ -138,12 +138,16 @@ if [[ ! "$FACTOR" =~ ^[0-9]+([.][0-9]+)?$ ]]; then
 fi
 
 # The subset: parameterised benchmarks are matched as name(params) by asv -b.
+# The pool's speedup over malloc is not in it: it divides two timings taken
+# seconds apart, each in its own speed spell, and on binaries built from the
+# same pool source it read 12.8, 12.8, 5.1 for BASE against 3.2, 3.4, 3.2
+# for HEAD, a confirmed 'regression' all three times; the pool pair's own
+# time stays.
 subset=(
     'TrackerTick\.time_tick\((1000|10000), .dod.\)'
     'ArenaFrame\.time_frames\(.arena.\)'
     'ArenaSpeedup\.track_arena_speedup_vs_malloc'
     'PoolPair\.time_pool_engine_local'
-    'PoolPair\.track_speedup_pool_vs_malloc'
     'InsertBatch\.time_table_insert_many'
 )
 [ -n "${GATE_BENCH:-}" ] && read -r -a subset <<< "$GATE_BENCH"
