@@ -11,6 +11,7 @@ from dod.arena import Arena
 from dod.tracker import ReferenceTracker, Tracker, TrackerConfig, pack_covariance, unpack_covariance
 from dod.tracker.metrics import gospa, mot_metrics, ospa, run_tracker, scenario_gospa
 from dod.tracker.scenario import generate
+from dod.tracker.sensor import COORDINATE_LIMIT, within_limit
 
 from alloc_measure import PythonAllocations, c_heap_bytes, per_call_rises
 
@@ -198,6 +199,29 @@ def test_non_finite_detections_are_dropped_and_counted():
         assert clean.counts()["invalid"] == 0
         _same_snapshot(_snapshot(clean), _snapshot(dirty))
         assert np.isfinite(dirty.column("x")).all() and np.isfinite(dirty.column("P")).all()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_values_beyond_the_coordinate_limit_are_dropped_like_nan(dtype, threads):
+    # At the limit a value is kept; just beyond it (or at +-inf) the row is
+    # dropped and counted, and the valid rows track as in a clean scan.
+    lim = COORDINATE_LIMIT[dtype]
+    sc = generate(30, 30, seed=6)
+    clean = Tracker(TrackerConfig(dtype=dtype, threads=threads))
+    dirty = Tracker(TrackerConfig(dtype=dtype, threads=threads))
+    for z, dt in sc:
+        bad = np.array([[np.nextafter(lim, np.inf), 0.0], [0.0, -np.nextafter(lim, np.inf)], [1e300, 1e300]])
+        clean.tick(z, dt)
+        dirty.tick(np.concatenate([bad[:2], z, bad[2:]]), dt)
+        assert dirty.counts()["invalid"] == 3
+        _same_snapshot(_snapshot(clean), _snapshot(dirty))
+        assert np.isfinite(dirty.column("x")).all() and np.isfinite(dirty.column("P")).all()
+    edge = Tracker(TrackerConfig(dtype=dtype, threads=threads))
+    edge.tick(np.array([[lim, -lim], [1.0, 2.0]]), 0.02)
+    assert edge.counts()["invalid"] == 0 and edge.counts()["detections"] == 2
+    assert within_limit(np.array([[lim, -lim], [np.nextafter(lim, np.inf), 0.0], [np.nan, 0.0]]), dtype).tolist() \
+        == [True, False, False]
 
 
 def test_wrong_input_raises_before_anything_changes():

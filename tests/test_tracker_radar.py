@@ -241,27 +241,28 @@ def test_bad_sensors_raise_before_anything_changes():
 
 def test_nan_and_impossible_measurements_are_dropped_and_counted():
     # As Cartesian NaN rows: dropped and counted in `invalid`; a negative
-    # range or an elevation beyond +-pi/2 likewise. The valid rows give the
-    # same tracks as a clean scan.
+    # range, a range beyond the coordinate limit or an elevation beyond
+    # +-pi/2 likewise. The valid rows give the same tracks as a clean scan.
     for dim in (2, 3):
         sc = generate_radar(30, 40, dim=dim, seed=9)
         clean, dirty, ref = Tracker(dim=dim, r=3.0), Tracker(dim=dim, r=3.0), ReferenceTracker(dim=dim, r=3.0)
         rng = np.random.default_rng(0)
         for s, (z, dt, sensor) in enumerate(sc):
-            bad = np.tile(z[:1] if len(z) else np.ones((1, dim)), (4, 1))
+            bad = np.tile(z[:1] if len(z) else np.ones((1, dim)), (5, 1))
             bad[0, 0] = np.nan
             bad[1, 1] = np.nan
             bad[2, 0] = -1.0
             bad[3, -1] = np.inf if dim == 2 else 2.0
+            bad[4, 0] = 1e300           # a range beyond COORDINATE_LIMIT
             zz = np.concatenate([bad[:2], z, bad[2:]])
             zz = zz[rng.permutation(len(zz))]
-            keep = np.isfinite(zz).all(axis=1) & (zz[:, 0] >= 0)
+            keep = (np.abs(zz) < 1e200).all(axis=1) & (zz[:, 0] >= 0)
             if dim == 3:
                 keep &= np.abs(zz[:, 2]) <= np.pi / 2
             clean.tick(np.ascontiguousarray(zz[keep]), dt, sensor=sensor)
             dirty.tick(np.ascontiguousarray(zz), dt, sensor=sensor)
             ref.tick(zz, dt, sensor=sensor)
-            assert dirty.counts()["invalid"] == 4
+            assert dirty.counts()["invalid"] == 5
             assert _snapshot(clean)[0] == _snapshot(dirty)[0]
             _assert_same(dirty, ref, s)
 

@@ -416,9 +416,11 @@ cdef class Tracker(TrackerOutputs):
             (:attr:`converted_scans`; dod/tracker/_input.pyx); so also for
             a tracker of ``dtype="float32"``, whose scan scratch (the
             detections, innovation inverses, gate widths) stays float64:
-            only the track state and covariance are float32. Rows with NaN or
-            inf (polar: also a negative range or an elevation outside [-pi/2,
-            pi/2], a non-finite range rate) are dropped and counted (``invalid``). With more than
+            only the track state and covariance are float32. Rows with NaN,
+            inf or a value beyond ``dod.tracker.sensor.COORDINATE_LIMIT``
+            (2**510; float32: 2**62) (polar: also a negative range or an
+            elevation outside [-pi/2, pi/2]) are dropped and counted
+            (``invalid``). With more than
             ``max_detections`` rows, overflow="error" raises ValueError and
             overflow="drop" uses the first max_detections (the rest counted
             in ``overflow``).

@@ -6,6 +6,7 @@
 # that two phases use in turn is shared through scopes (_scope_open,
 # _scope_close): each phase carves its own named fields after the same
 # mark.
+from libc.math cimport fabs
 from libc.stdint cimport uint8_t, uint32_t, int32_t
 from dod.arena cimport dod_arena, dod_arena_push, dod_arena_mark, dod_arena_rewind
 from dod.table cimport dod_table_removal
@@ -165,6 +166,7 @@ ctypedef struct _tick:
     # range-bearing scans (sensor != NULL; measurement.pxd): z holds the
     # detections' Cartesian positions (grid, births, clutter), zm the measurements
     const dod_sensor* sensor
+    double coord_max        # the largest valid detection value (_coord_max)
     int mcols               # values per measurement: dim, or dim + 1 with a range rate (0: Cartesian)
     double* zm              # [D, mcols] valid measurements (range, bearing[, elevation][, range rate])
     double* hp              # [T, mcols] predicted measurement of each track
@@ -200,22 +202,20 @@ ctypedef struct _tick:
     _birth_plan births      # the births' layout (_insert_births)
 
 
-cdef inline double _sum4(const double* v, size_t n, bint finite_test) noexcept nogil:
+cdef inline double _sum4(const double* v, size_t n) noexcept nogil:
     """v[0] + ... + v[n - 1] as four interleaved sums (no chain of dependent
     adds) added at the end: the same bits on every call, and so for every
-    thread count. With `finite_test`, the sum of v[i] - v[i] instead: 0 for
-    a finite value and NaN otherwise, so 0 exactly when all are finite (one
-    branch-free pass instead of a test and a branch per value)."""
+    thread count."""
     cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0
     cdef size_t i = 0
     while i + 4 <= n:
-        a0 += v[i] - v[i] if finite_test else v[i]
-        a1 += v[i + 1] - v[i + 1] if finite_test else v[i + 1]
-        a2 += v[i + 2] - v[i + 2] if finite_test else v[i + 2]
-        a3 += v[i + 3] - v[i + 3] if finite_test else v[i + 3]
+        a0 += v[i]
+        a1 += v[i + 1]
+        a2 += v[i + 2]
+        a3 += v[i + 3]
         i += 4
     while i < n:
-        a0 += v[i] - v[i] if finite_test else v[i]
+        a0 += v[i]
         i += 1
     return (a0 + a1) + (a2 + a3)
 
@@ -229,9 +229,23 @@ cdef inline bint _in_box(const double* x, const double* lo, const double* hi, in
     return True
 
 
-cdef inline bint _all_finite(const double* v, size_t n) noexcept nogil:
-    """True when none of v[0:n] is NaN or infinite."""
-    return _sum4(v, n, True) == 0.0
+# A detection's values are valid up to this magnitude (the Python face:
+# dod.tracker.sensor.COORDINATE_LIMIT, which says why): beyond it a row is
+# dropped and counted, as a NaN row is. float32's is far below FLT_MAX,
+# where x itself would round to inf.
+cdef inline double _coord_max(bint single) noexcept nogil:
+    """The largest valid detection value for a float32 (`single`) or float64 state."""
+    return 4.611686018427388e+18 if single else 3.3519519824856493e+153     # 2**62, 2**510
+
+
+cdef inline bint _all_within(const double* v, size_t n, double lim) noexcept nogil:
+    """True when every v[0:n] is at most `lim` in magnitude (so none is NaN
+    or infinite). One pass with no branch: the common case is all valid."""
+    cdef size_t i
+    cdef int out = 0
+    for i in range(n):
+        out |= not (fabs(v[i]) <= lim)
+    return out == 0
 
 
 cdef inline bint _pairs_append(_pairs* out, size_t i, size_t j, double d2) noexcept nogil:

@@ -52,7 +52,7 @@ cdef inline void _gate_width_cuts(_tick* k) noexcept nogil:
 
 
 cdef inline void _gate_width_part(_tick* k, size_t p) noexcept nogil:
-    k.hm_part[p] = _sum4(k.hm + k.hm_at[p], k.hm_at[p + 1] - k.hm_at[p], False)
+    k.hm_part[p] = _sum4(k.hm + k.hm_at[p], k.hm_at[p + 1] - k.hm_at[p])
 
 cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t stage,
                      size_t row0, size_t row1) noexcept nogil

@@ -2,8 +2,9 @@
 
 Reads the scan (k.scan, k.n_scan: Cartesian positions, or a range-bearing
 sensor's measurements); writes k.z and k.D (the valid rows, in scan order;
-NaN/inf rows, and for a range-bearing scan a negative range or an
-elevation outside [-pi/2, pi/2], counted in k.invalid), k.zm (the valid
+rows with a NaN, an inf or a value beyond k.coord_max (_frame.pxd), and for
+a range-bearing scan a negative range or an elevation outside
+[-pi/2, pi/2], counted in k.invalid), k.zm (the valid
 measurements), and resets the detections' assignment (det_track, loc_d).
 The index (grid.pxd) over k.z is built here too, serially or in parts.
 
@@ -21,7 +22,7 @@ from dod.tracker.grid cimport (dod_grid, dod_grid_build, dod_grid_bounds, dod_gr
                                dod_grid_direct_done, dod_grid_build_hashed)
 from dod.tracker.measurement cimport dod_meas_to_cartesian
 from dod.tracker._track cimport dod_tracker
-from dod.tracker._frame cimport _all_finite, _tick, _GRID_PARTS
+from dod.tracker._frame cimport _all_within, _tick, _GRID_PARTS
 from dod.tracker._executor cimport _private, _shared, _sharing, _parts_of, _offsets
 
 
@@ -45,18 +46,19 @@ cdef void _dets_ready(_tick* k) noexcept nogil:
     _index_buckets(k)
 
 
-cdef size_t _finite_rows(const double* dets, int dim, size_t j0, size_t j1, double* out) noexcept nogil:
-    """Copy the finite rows of dets[j0:j1] to `out`, in order; returns how
-    many. (NULL `out`: count them only.) All finite, the common case: one
-    test and one copy."""
+cdef size_t _valid_rows(const double* dets, int dim, size_t j0, size_t j1, double lim, double* out) noexcept nogil:
+    """Copy the valid rows of dets[j0:j1] (every value at most `lim` in
+    magnitude: k.coord_max) to `out`, in order; returns how many. (NULL
+    `out`: count them only.) All valid, the common case: one test and one
+    copy."""
     cdef size_t j, n = 0
     cdef int a
-    if _all_finite(dets + j0 * dim, (j1 - j0) * dim):
+    if _all_within(dets + j0 * dim, (j1 - j0) * dim, lim):
         if out != NULL:
             memcpy(out, dets + j0 * dim, (j1 - j0) * dim * sizeof(double))
         return j1 - j0
     for j in range(j0, j1):
-        if _all_finite(dets + j * dim, dim):
+        if _all_within(dets + j * dim, dim, lim):
             if out != NULL:
                 for a in range(dim):
                     out[n * dim + a] = dets[j * dim + a]
@@ -67,24 +69,24 @@ cdef size_t _finite_rows(const double* dets, int dim, size_t j0, size_t j1, doub
 cdef size_t _take_part(_tick* k, const double* dets, int dim, size_t j0, size_t j1, size_t at,
                        size_t valid) noexcept nogil:
     """Rows [j0, j1) of a Cartesian scan into k.z from row `at`: one copy
-    when `valid` says all are finite (counted already), else their finite
+    when `valid` says all are valid (counted already), else their valid
     rows, checked here; those detections unassigned yet (det_track, loc_d:
     -1, all bytes 0xff). Returns how many."""
     if valid == j1 - j0:
         memcpy(k.z + at * dim, dets + j0 * dim, valid * dim * sizeof(double))
     else:
-        valid = _finite_rows(dets, dim, j0, j1, k.z + at * dim)
+        valid = _valid_rows(dets, dim, j0, j1, k.coord_max, k.z + at * dim)
     memset(k.det_track + at, 0xff, valid * sizeof(int32_t))
     memset(k.loc_d + at, 0xff, valid * sizeof(int32_t))
     return valid
 
 
 cdef void _take_dets_as(_sharing s, _tick* k, const double* dets, size_t n_dets, int dim, int nt) noexcept nogil:
-    """A Cartesian scan into k.z and k.D: its finite rows in order (one
-    copy when every value is finite, the common case), the others counted
+    """A Cartesian scan into k.z and k.D: its valid rows in order (one
+    copy when every value is valid, the common case), the others counted
     in k.invalid, no detection assigned yet. Serially one part, checked as
     it is copied. Shared, in P row parts (before the index is built in
-    parts: _index): each counts its finite rows, then copies them to
+    parts: _index): each counts its valid rows, then copies them to
     its place (the counts' prefix): at a million targets the scan (~16 MB
     read and written) would take one core several ms while the others
     wait."""
@@ -95,7 +97,7 @@ cdef void _take_dets_as(_sharing s, _tick* k, const double* dets, size_t n_dets,
     if _sharing is _shared:
         P = _parts_of(n_dets, min(<size_t>nt, <size_t>_GRID_PARTS), j_at)
         for p in prange(P, num_threads=nt, schedule="static"):
-            valid[p] = _finite_rows(dets, dim, j_at[p], j_at[p + 1], NULL)
+            valid[p] = _valid_rows(dets, dim, j_at[p], j_at[p + 1], k.coord_max, NULL)
         for p in range(P):
             at[p] = valid[p]
         k.D = _offsets(at, P)
@@ -172,10 +174,11 @@ cdef void _index(_tick* k, int dim, int nt) noexcept nogil:
 
 
 cdef void _intake(const dod_tracker* t, _tick* k) noexcept nogil:
-    """The scan's valid detections (NaN/inf rows dropped and counted in
-    k.invalid; range-bearing: also a negative range or an elevation outside
-    [-pi/2, pi/2]; a range rate that is not finite) into k.z, and for a
-    range-bearing scan the measurements (k.mcols values a row) into k.zm. A Cartesian scan with workers is only noted (k.scan_late):
+    """The scan's valid detections (rows with a NaN, an inf or a value beyond
+    k.coord_max dropped and counted in k.invalid; range-bearing: also a
+    negative range or an elevation outside [-pi/2, pi/2]) into k.z, and for
+    a range-bearing scan the measurements (k.mcols values a row) into k.zm.
+    A Cartesian scan with workers is only noted (k.scan_late):
     the worker that builds the index reads, checks and copies it inside the
     predict region while the others start predicting (the check is the
     scan's first read from memory)."""
@@ -189,7 +192,7 @@ cdef void _intake(const dod_tracker* t, _tick* k) noexcept nogil:
             _take_dets(k, dets, k.n_scan, dim, 1)
         return
     for j in range(k.n_scan):
-        if _all_finite(dets + j * mc, mc) and _polar_valid(dets + j * mc, dim):    # (a NaN range rate: invalid)
+        if _all_within(dets + j * mc, mc, k.coord_max) and _polar_valid(dets + j * mc, dim):    # (a NaN range rate: invalid)
             for a in range(mc):
                 k.zm[k.D * mc + a] = dets[j * mc + a]
             dod_meas_to_cartesian(dets + j * mc, k.sensor, dim, k.z + k.D * dim, NULL)

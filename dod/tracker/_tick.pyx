@@ -34,7 +34,7 @@ from dod.tracker.grid cimport dod_grid_build
 from dod.tracker.measurement cimport dod_sensor
 from dod.tracker.imm cimport dod_imm_transition_for
 from dod.tracker._track cimport dod_tracker, dod_tick_counts, DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED
-from dod.tracker._frame cimport _frame_open, _tick
+from dod.tracker._frame cimport _frame_open, _tick, _coord_max
 from dod.tracker._executor cimport (_clock_ns, _pass_done, _chunk_rows, _PASS_SETUP, _PASS_PREDICT,
                                     _PASS_ASSOCIATE, _PASS_UPDATE, _PASS_DEATHS, _PASS_BIRTHS, _PASS_SORT)
 from dod.tracker._intake cimport _intake
@@ -83,6 +83,7 @@ cdef int dod_tracker_tick_cov(dod_tracker* t, const double* dets, size_t n_dets,
     k.scan = dets
     k.n_scan = n_dets
     k.sensor = sensor
+    k.coord_max = _coord_max(t.cols.single)
     k.mcols = 0 if sensor == NULL else t.dim + (1 if sensor.rate_var > 0.0 else 0)
     k.count_stride = n_dets
     k.dt = dt

@@ -500,7 +500,7 @@ class ReferenceTracker:
             return
         self.time = self.time + dt if time is None else float(time)
         self._started = True
-        finite = np.isfinite(detections).all(axis=1) if sensor is None else _meas.valid(detections, d)
+        finite = _meas.within_limit(detections) if sensor is None else _meas.valid(detections, d)
         z = detections[finite]
         zm = None
         Rz = None                           # the valid rows' own noise, symmetrised (as _input.pyx)

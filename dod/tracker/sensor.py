@@ -508,7 +508,22 @@ def log_jacobian(z):
     return np.log(r * r * np.maximum(np.cos(z[:, 2]), 1e-12))
 
 
-def valid(z, d=None):
+COORDINATE_LIMIT = {"float64": 2.0 ** 510, "float32": 2.0 ** 62}
+"""The largest magnitude of a detection value (a coordinate; a range or a
+range rate) the tracker takes, by its ``dtype``: the square of the
+difference of two such values stays finite in the track state's type, as
+gating and the update need. A row with a larger value is dropped and
+counted (``invalid``), as a row with a NaN or an inf is."""
+
+
+def within_limit(z, dtype="float64"):
+    """Rows of z (k, c) whose every value is at most ``COORDINATE_LIMIT[dtype]``
+    in magnitude (so neither NaN nor infinite): bool (k,)."""
+    with np.errstate(invalid="ignore"):
+        return (np.abs(z) <= COORDINATE_LIMIT[dtype]).all(axis=1)
+
+
+def valid(z, d=None, dtype="float64"):
     """Which rows of measurements the tracker uses.
 
     Parameters
@@ -518,18 +533,21 @@ def valid(z, d=None):
         with a last range rate (which must be finite).
     d : int, optional
         The dimension (2 or 3); default: z's columns.
+    dtype : str, optional
+        The tracker's ``dtype`` (its :data:`COORDINATE_LIMIT`).
 
     Returns
     -------
     numpy.ndarray
-        bool (k,): finite, range >= 0 and, in 3-D, elevation in [-pi/2, pi/2].
-        The tick drops the other rows and counts them (``invalid``).
+        bool (k,): every value within :data:`COORDINATE_LIMIT` (so finite),
+        range >= 0 and, in 3-D, elevation in [-pi/2, pi/2]. The tick drops
+        the other rows and counts them (``invalid``).
 
     Notes
     -----
     Thread-safety: a pure function (any thread).
     """
-    ok = np.isfinite(z).all(axis=1)
+    ok = within_limit(z, dtype)
     with np.errstate(invalid="ignore"):
         ok &= z[:, 0] >= 0.0
         if (z.shape[1] if d is None else d) == 3:
