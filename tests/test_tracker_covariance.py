@@ -9,7 +9,7 @@ import pytest
 from dod.tracker import ReferenceTracker, Sensor, Tracker, TrackerConfig, pack_covariance
 from dod.tracker.metrics import mot_metrics, run_tracker, scenario_gospa
 from dod.tracker.scenario import generate, generate_radar
-from dod.tracker.sensor import BEARING_RANGE
+from dod.tracker.sensor import BEARING_RANGE, COORDINATE_LIMIT
 
 from alloc_measure import PythonAllocations, c_heap_bytes, per_call_rises
 from test_tracker_radar import _assert_same
@@ -106,6 +106,41 @@ def test_covariance_and_plain_scans_mix_and_invalid_rows_drop_their_matrix(initi
         ref.tick(z, dt, covariance=cov)
         _assert_same(fast, ref, s)
         assert fast.counts()["invalid"] == 2
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_rows_beyond_the_coordinate_limit_drop_their_matrix(dtype):
+    # Such a row is dropped as a NaN row is, its matrix unread: the other
+    # rows keep their own matrices (the same tracks as without the rows).
+    rng = np.random.default_rng(9)
+    sc = generate(30, 30, seed=9, spacing=300.0)
+    cfg = TrackerConfig(r=3.0, dtype=dtype)
+    clean, dirty = Tracker(cfg), Tracker(cfg)
+    far = 2.0 * COORDINATE_LIMIT[dtype]
+    for s, (z, dt, R) in enumerate(_noisy_scans(sc, rng, 2)):
+        clean.tick(z, dt, covariance=R)
+        dirty.tick(np.concatenate([[[far, 0.0]], z, [[0.0, -far]]]), dt,
+                   covariance=np.concatenate([np.full((1, 2, 2), np.nan), R, 1e300 * np.eye(2)[None]]))
+        assert dirty.counts()["invalid"] == 2
+        _same(_columns(clean), _columns(dirty))
+
+
+def test_a_covariance_beyond_the_limit_squared_raises_before_anything_changes():
+    # float32: an R whose entries would overflow P (COORDINATE_LIMIT**2).
+    sc = generate(20, 10, seed=5)
+    t = Tracker(r=3.0, dtype="float32")
+    for z, dt in sc:
+        t.tick(z, dt)
+    before = _columns(t)
+    z = sc.detections[-1]
+    big = np.broadcast_to(4.0 * np.eye(2), (len(z), 2, 2)).copy()
+    big[-1] *= 2.0 * COORDINATE_LIMIT["float32"] ** 2 / 4.0
+    with pytest.raises(ValueError, match=r"covariance\[%d\]" % (len(z) - 1)):
+        t.tick(z, 0.02, covariance=big)
+    _same(before, _columns(t))
+    big[-1] = COORDINATE_LIMIT["float32"] ** 2 * np.eye(2)       # at the limit: taken
+    t.tick(z, 0.02, covariance=big)
+    assert np.isfinite(t.column("P")).all()
 
 
 def test_single_point_birth_starts_at_the_detections_covariance():

@@ -23,7 +23,7 @@ from dod.tracker.measurement cimport dod_sensor
 from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, dod_tick_profile,
                                  DOD_TRACKER_MAX_THREADS, DOD_TICK_PASSES,
                                  DOD_TRACK_NONE, DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED)
-from dod.tracker._frame cimport _CLUSTER_BYTES
+from dod.tracker._frame cimport _CLUSTER_BYTES, _coord_max
 from dod.tracker._tick cimport dod_tracker_tick, dod_tracker_tick_sensor, dod_tracker_tick_cov
 from dod.tracker._configure cimport _tracker_scratch_bytes, _read_config, _read_sensor
 from dod.tracker._clock cimport _scan_step, dod_clock_stamp, dod_clock_step
@@ -544,8 +544,8 @@ cdef class Tracker(TrackerOutputs):
                     if self._covbuf == NULL:
                         self._covbuf_bytes = 0
                         raise MemoryError()
-                _convert_covariance(cov, data, k, self.engine.dim, reverse, sensor is not None, self._covbuf,
-                                    cov_box)
+                _convert_covariance(cov, data, k, self.engine.dim, reverse, sensor is not None,
+                                    _coord_max(self.engine.cols.single), self._covbuf, cov_box)
                 covp = self._covbuf
             if data == self._inbuf:
                 self._converted += 1

@@ -27,8 +27,7 @@ every thread count.
 from libc.stdint cimport uint8_t, uint64_t, int32_t, int64_t
 from libc.string cimport memset, memmove
 from dod.tracker._track cimport dod_tracker, dod_tick_events
-from dod.tracker._frame cimport _all_within
-from dod.tracker._intake cimport _polar_valid
+from dod.tracker._intake cimport _row_valid
 
 
 cdef void _events_open(dod_tracker* t, const _tick* k) noexcept nogil:
@@ -66,7 +65,7 @@ cdef void _spread_rows(dod_tick_events* e, const _tick* k, int dim) noexcept nog
     while row > 0:
         row -= 1
         z = k.scan + row * cols
-        if _all_within(z, cols, k.coord_max) and (k.sensor == NULL or _polar_valid(z, dim)):
+        if _row_valid(z, cols, dim, k.sensor != NULL, k.coord_max):
             j -= 1
             e.track[row] = e.track[j]
             e.row_of[j] = <int32_t>row

@@ -32,11 +32,11 @@ Threads: called by the owner with the GIL held, the tracker marked busy
 (the buffer is the tracker's: one tick at a time writes it).
 """
 cimport numpy as cnp
-from libc.math cimport isfinite, fabs, sqrt
+from libc.math cimport fabs, sqrt
 from libc.stdint cimport int32_t, int64_t
 
 from dod._ndarray cimport input_array          # the one input gate for caller arrays
-from dod.tracker._intake cimport _polar_valid   # (the rows the tick keeps: intake's test)
+from dod.tracker._intake cimport _row_valid      # (the rows the tick keeps: intake's test)
 
 import numpy as np
 
@@ -151,14 +151,15 @@ cdef cnp.ndarray _covariance_array(object covariance, size_t rows, object traili
     return c
 
 
-cdef int _cov_check(const double* C, int dim, double* out) noexcept nogil:
+cdef int _cov_check(const double* C, int dim, double lim2, double* out) noexcept nogil:
     """C (dim x dim, row-major) into out symmetrised; 0, or what is wrong
-    with it: 1 not finite, 2 not symmetric, 3 not positive definite
+    with it: 1 an entry beyond lim2 in magnitude (NaN, inf: a float32
+    tracker's P would overflow), 2 not symmetric, 3 not positive definite
     (Sylvester: the leading minors, of the symmetrised matrix)."""
     cdef int a, b
     cdef double x, y, m1, m2, m3
     for a in range(dim * dim):
-        if not isfinite(C[a]):
+        if not fabs(C[a]) <= lim2:
             return 1
     for a in range(dim):
         for b in range(a, dim):
@@ -180,17 +181,18 @@ cdef int _cov_check(const double* C, int dim, double* out) noexcept nogil:
 
 
 cdef int _convert_covariance(cnp.ndarray c, const double* dets, size_t k, int dim, bint reverse, bint polar,
-                             double* out, double* box) except -1:
+                             double lim, double* out, double* box) except -1:
     """Check and copy the covariances of the rows the tick keeps among the
     first k rows of the scan `dets` (float64, k x dim, as the tick reads it,
-    in the kernels' column order: a row with a NaN or inf, or for a sensor's
-    scan (`polar`) a negative range or an elevation outside [-pi/2, pi/2],
-    is dropped, and its matrix with it, unread) from c (a C-contiguous
+    in the kernels' column order: a row intake drops, _row_valid's test with
+    `lim`, the tracker's coordinate limit, is dropped, and its matrix with
+    it, unread) from c (a C-contiguous
     float64 (>= k, dim, dim) array; `reverse`: in the reverse column order,
     put in the kernels' on the way) into out, in order, symmetrised. box[a]:
     the largest variance of axis a among them (0.0 for none: the gate
     boxes' noise). ValueError naming the first bad matrix's row: not
-    finite, not symmetric, not positive definite."""
+    finite or an entry beyond lim**2, not symmetric, not positive
+    definite."""
     cdef const double* src = <const double*>cnp.PyArray_DATA(c)
     cdef size_t j, n = 0, dd = <size_t>dim * dim
     cdef int a, b, bad = 0
@@ -200,23 +202,21 @@ cdef int _convert_covariance(cnp.ndarray c, const double* dets, size_t k, int di
         box[a] = 0.0
     with nogil:
         for j in range(k):
-            valid = True
-            for a in range(dim):
-                valid = valid and isfinite(dets[j * dim + a])
-            if not valid or (polar and not _polar_valid(dets + j * dim, dim)):
+            if not _row_valid(dets + j * dim, dim, dim, polar, lim):
                 continue
             for a in range(dim):
                 for b in range(dim):
                     C[a * dim + b] = (src[j * dd + (dim - 1 - a) * dim + dim - 1 - b] if reverse
                                       else src[j * dd + a * dim + b])
-            bad = _cov_check(C, dim, out + n * dd)
+            bad = _cov_check(C, dim, lim * lim, out + n * dd)
             if bad != 0:
                 break
             for a in range(dim):
                 box[a] = max(box[a], out[n * dd + a * dim + a])
             n += 1
     if bad == 1:
-        raise ValueError(f"covariance[{j}] is not finite")
+        raise ValueError(f"covariance[{j}] is not finite or has an entry beyond {lim * lim:g} "
+                         f"(COORDINATE_LIMIT**2)")
     if bad == 2:
         raise ValueError(f"covariance[{j}] is not symmetric")
     if bad == 3:

@@ -192,7 +192,7 @@ cdef void _intake(const dod_tracker* t, _tick* k) noexcept nogil:
             _take_dets(k, dets, k.n_scan, dim, 1)
         return
     for j in range(k.n_scan):
-        if _all_within(dets + j * mc, mc, k.coord_max) and _polar_valid(dets + j * mc, dim):    # (a NaN range rate: invalid)
+        if _row_valid(dets + j * mc, mc, dim, True, k.coord_max):      # (a NaN range rate: invalid)
             for a in range(mc):
                 k.zm[k.D * mc + a] = dets[j * mc + a]
             dod_meas_to_cartesian(dets + j * mc, k.sensor, dim, k.z + k.D * dim, NULL)

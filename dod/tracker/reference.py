@@ -508,9 +508,10 @@ class ReferenceTracker:
         if covariance is not None:
             Rz = covariance[finite]
             Rz = 0.5 * (Rz + np.swapaxes(Rz, 1, 2))
-            if not (np.isfinite(Rz).all() and (Rz[:, 0, 0] > 0).all()
+            if not ((np.abs(Rz) <= _meas.COORDINATE_LIMIT["float64"] ** 2).all() and (Rz[:, 0, 0] > 0).all()
                     and (np.linalg.det(Rz[:, :2, :2]) > 0).all() and (np.linalg.det(Rz) > 0).all()):
-                raise ValueError("covariance must be finite, symmetric and positive definite")
+                raise ValueError("covariance must be finite (within COORDINATE_LIMIT**2), symmetric and positive "
+                                 "definite")
             boxvar = np.diagonal(Rz, axis1=1, axis2=2).max(axis=0) if Rz.shape[0] else np.zeros(d)
             r2box = float(boxvar.max())
         if sensor is not None:              # measurements; z: their Cartesian positions
