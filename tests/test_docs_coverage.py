@@ -459,6 +459,8 @@ NUMPYDOC_COMPLETE_FUNCTIONS = [
     "dod.tracker.accuracy.score_run",
     "dod.tracker.accuracy.tick_cost",
     "dod.tracker.accuracy.run",
+    "dod.tracker.accuracy.dtype_scenes",
+    "dod.tracker.accuracy.compare_dtypes",
     "dod.tracker.accuracy.main",
     "dod.tracker.bench_imm.measure",
     "dod.tracker.bench_imm.run",

@@ -26,6 +26,12 @@ def test_predict_bytes_counts_what_the_pass_moves():
         assert predict_bytes(dim)["age read + written"] == 2 * row["age"]
     with pytest.raises(ValueError):
         predict_bytes(4)
+    for dim, total in ((2, 185), (3, 337)):
+        row = {c.name: c.dtype.itemsize * int(np.prod(c.shape)) for c in track_schema(dim, dtype="float32").columns}
+        assert predict_bytes(dim, "float32")["x, P read + written"] == 2 * (row["x"] + row["P"])
+        assert sum(predict_bytes(dim, "float32").values()) == total
+    with pytest.raises(ValueError):
+        predict_bytes(2, "float16")
 
 
 def test_copy_bandwidth_is_bytes_read_and_written_per_second():
@@ -60,12 +66,31 @@ def test_floor_times_predict_on_coasting_tracks():
             floor(**bad, out=lambda *a: None)
 
 
+def test_floor_times_the_float32_pass_against_its_own_floor():
+    from dod.tracker.bench import floor, predict_bytes
+    lines = []
+    r = floor(300, scans=4, rounds=2, out=lines.append, dtype="float32")
+    assert r["dtype"] == "float32" and r["live"] == 300
+    assert r["bytes_per_track"] == sum(predict_bytes(2, "float32").values()) == 185
+    assert r["floor64_ms"] == pytest.approx(r["floor_ms"] * 297 / 185)
+    text = "\n".join(lines)
+    assert "x and P in float32" in lines[0] and "x 4 = 112" in text and ": 185 B" in text
+    assert "(with float64 x and P: " in text
+    assert re.search(r"^measured / floor: [\d.]+x$", lines[-1]), lines[-1]
+    with pytest.raises(ValueError):
+        floor(10, dtype="float16", out=lambda *a: None)
+
+
 def test_floor_from_the_command_line():
     env = dict(os.environ, PYTHONPATH=dod.get_include())
     p = subprocess.run([sys.executable, "-P", "-m", "dod.tracker.bench", "--floor", "--sizes", "200", "--scans", "5"],
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "N=200" in p.stdout and re.search(r"^measured / floor: [\d.]+x$", p.stdout, re.M), p.stdout
+    p = subprocess.run([sys.executable, "-P", "-m", "dod.tracker.bench", "--floor", "--sizes", "200", "--scans", "5",
+                        "--dtype", "float32"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "x and P in float32" in p.stdout and ": 185 B" in p.stdout, p.stdout
     p = subprocess.run([sys.executable, "-P", "-m", "dod.tracker.bench", "--floor", "--threads", "2"],
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert p.returncode == 2 and "--floor times one thread" in p.stderr

@@ -230,3 +230,30 @@ def test_metrics_read_a_float32_tracker():
     g32 = scenario_gospa(sc, run_tracker(Tracker(dtype="float32"), sc))
     g64 = scenario_gospa(sc, run_tracker(Tracker(), sc))
     assert abs(g32 - g64) <= 0.02 * g64 + 1e-3, (g32, g64)
+
+
+def test_accuracy_command_sets_float32_beside_float64(capsys):
+    # The command that reproduces the guide's float32 accuracy table, on
+    # scenes small enough for a test; GOSPA within 1 % is the dtype's goal.
+    from dod.tracker import accuracy
+    lines = []
+    rows = accuracy.compare_dtypes(targets=40, scans=60, seeds=1, out=lines.append)
+    assert [r["scene"] for r in rows] == ["CV, clutter 0.2 per target", "CV, clutter 3 per target",
+                                          "IMM, manoeuvring targets", "range-bearing radar, clutter 0.2 per target"]
+    for r in rows:
+        g64, g32 = r["float64"]["gospa"], r["float32"]["gospa"]
+        assert g64 > 0.0 and abs(g32 - g64) <= 0.01 * g64, (r["scene"], g64, g32)
+        assert r["d_float32"]["gospa_pct"] == pytest.approx(100.0 * (g32 / g64 - 1.0))
+    assert "GOSPA float64" in lines[1] and "GOSPA float32" in lines[1] and "dGOSPA % float32" in lines[1]
+    assert lines[-1].startswith("goal float32: GOSPA within 1 % of float64")
+    for bad in ((), ("float64", "float64"), ("float16",)):
+        with pytest.raises(ValueError):
+            accuracy.compare_dtypes(targets=10, scans=60, seeds=1, dtypes=bad, out=lines.append)
+    assert accuracy.main(["--dtypes", "float64,float32", "--targets", "20", "--scans", "60", "--seeds", "1",
+                          "--clutter", "0.2", "--markdown"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("| scene | GOSPA float64 | GOSPA float32 |") and out[2].startswith("| --- |")
+    assert len(out) == 1 + 2 + 3 + 1            # title, head, 3 scenes (one clutter level), the goal
+    for argv in (["--markdown"], ["--dtypes", "float64,float32", "--patches", "2"]):
+        with pytest.raises(SystemExit):
+            accuracy.main(argv + ["--quick"])

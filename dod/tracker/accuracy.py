@@ -36,6 +36,17 @@ clutter 0.2: score+2pt not worse than m_of_n (MOTA within 0.005).
 Options: ``--targets N`` (1000), ``--scans K`` (300), ``--seeds S`` (3),
 ``--clutter 0.2,1,3``, ``--quick`` (200 targets, 100 scans, 1 seed),
 ``--patches K``, ``--no-prefault``.
+
+``--dtypes float64,float32`` (also ``python -m dod.tracker.accuracy
+--dtypes ...``): instead of the table above, the same trackers' scores in
+each precision (``TrackerConfig(dtype=...)``, :func:`compare_dtypes`): per
+scene, GOSPA (c = 10 m), MOTA and IDF1 of each dtype and the differences
+from the first, on the constant-velocity scenes at clutter 0.2 and 3 per
+target (``--clutter`` sets the levels), manoeuvring targets tracked with
+the IMM, and two range-bearing radars at clutter 0.2 per target
+(:func:`dtype_scenes`), means over the seeds; ``--markdown`` prints a
+Markdown table. Goal (reported): GOSPA within 1 % and MOTA and IDF1 within
+0.005 of float64 on every scene and seed.
 """
 import argparse
 import gc
@@ -45,10 +56,20 @@ import time
 import numpy as np
 
 from dod.tracker import Tracker, TrackerConfig
-from dod.tracker.metrics import mot_metrics, scenario_hota
-from dod.tracker.scenario import generate
+from dod.tracker.metrics import mot_metrics, run_tracker, scenario_gospa, scenario_hota
+from dod.tracker import scenario as scenarios
+from dod.tracker.scenario import generate, generate_radar
 
 MATCH = 5.0             # m: truth and estimate match when closer
+DTYPES = ("float64", "float32")     # the precisions TrackerConfig(dtype=...) takes
+
+
+def _sizes(n, clutter):
+    """Table sizes for `n` targets and `clutter` false detections per target
+    per scan: room for the births that clutter starts, and for a scan's
+    detections with the Poisson clutter's tail."""
+    return dict(capacity=max(64, 4 * n + int(4 * clutter * n)),
+                max_detections=max(64, int(2 * n + 8 * clutter * n + 64)))
 
 
 def configs(n, clutter):
@@ -76,8 +97,7 @@ def configs(n, clutter):
     -----
     Thread-safety: a pure function; any thread may call it.
     """
-    size = dict(capacity=max(64, 4 * n + int(4 * clutter * n)),
-                max_detections=max(64, int(2 * n + 8 * clutter * n + 64)))
+    size = _sizes(n, clutter)
     return [("m_of_n", TrackerConfig(confirmation="m_of_n", initiation="single", **size)),
             ("score+2pt", TrackerConfig(confirmation="score", initiation="two_point", **size))]
 
@@ -278,11 +298,185 @@ def run(targets=1000, scans=300, seeds=3, clutters=(0.2, 1.0, 3.0), patches=0, o
     return rows
 
 
+# ---------------------------------------------------------------- one precision against another
+
+
+def dtype_scenes(targets, scans, seed, clutters=(0.2, 3.0)):
+    """The seeded scenes on which :func:`compare_dtypes` sets one precision against another.
+
+    Parameters
+    ----------
+    targets : int
+        Targets per scene.
+    scans : int
+        Scans per scene.
+    seed : int
+        The scenes' seed.
+    clutters : tuple of float, default (0.2, 3.0)
+        False detections per scan, per target, of the constant-velocity scenes.
+
+    Yields
+    ------
+    name : str
+        The scene, as the table names it.
+    scenario : Scenario or RadarScenario
+        Its scans: per clutter level the generator's default scene at Pd 0.9
+        (:func:`dod.tracker.scenario.generate`); the ``"manoeuvre"`` preset
+        (:data:`dod.tracker.scenario.PRESETS`: 1 Hz, every target turning
+        between straight legs, clutter 0.2 per target); two range-bearing
+        radars taking turns, clutter 0.2 per target
+        (:func:`dod.tracker.scenario.generate_radar`).
+    config : dict
+        The scene's TrackerConfig keywords, less ``dtype``: the default
+        configuration (score confirmation, two-point initiation) sized for the
+        clutter; ``motion="imm"`` with the preset's ``v0`` for the
+        manoeuvring targets; ``r=3.0`` for the radar, as
+        :mod:`dod.tracker.bench_radar` sets it.
+
+    Raises
+    ------
+    ValueError
+        For a parameter the scenario generators refuse.
+
+    Notes
+    -----
+    Thread-safety: a pure function of its arguments (each scene is built when
+    the loop reaches it, so one is in memory at a time).
+    """
+    for c in clutters:
+        yield (f"CV, clutter {c:g} per target", generate(targets, scans, seed=seed, pd=0.9, clutter=c * targets),
+               _sizes(targets, c))
+    yield ("IMM, manoeuvring targets", generate(targets, scans, seed=seed, **scenarios.PRESETS["manoeuvre"]),
+           dict(motion="imm", **scenarios.PRESET_CONFIG["manoeuvre"], **_sizes(targets, 0.2)))
+    yield ("range-bearing radar, clutter 0.2 per target",
+           generate_radar(targets, scans, seed=seed, pd=0.9, clutter=0.2 * targets),
+           dict(r=3.0, **_sizes(targets, 0.2)))
+
+
+def compare_dtypes(targets=1000, scans=300, seeds=3, dtypes=DTYPES, clutters=(0.2, 3.0), out=print,
+                   markdown=False):
+    """Track each scene of :func:`dtype_scenes` in each precision and print the scores side by side.
+
+    Every scene is tracked once per dtype on the same scans; the scores are
+    GOSPA (:func:`dod.tracker.metrics.scenario_gospa`, c = 10 m, p = 2, the
+    mean over the scans) and MOTA and IDF1 (matched within 5 m), each the
+    mean over the seeds, and the difference of every dtype after the first
+    from the first (GOSPA relative, in %; MOTA and IDF1 absolute). A line
+    per later dtype reports the goal (not asserted): GOSPA within 1 % and
+    MOTA and IDF1 within 0.005 of the first dtype's, on every scene and seed.
+
+    Parameters
+    ----------
+    targets : int, default 1000
+        Targets per scene.
+    scans : int, default 300
+        Scans per scene.
+    seeds : int, default 3
+        Seeds 0 to `seeds` - 1 of every scene.
+    dtypes : sequence of str, default ("float64", "float32")
+        The precisions (``TrackerConfig(dtype=...)``); the first is the one
+        the others are compared with.
+    clutters : tuple of float, default (0.2, 3.0)
+        As for :func:`dtype_scenes`.
+    out : callable, default print
+        Takes each line of the report.
+    markdown : bool, default False
+        Print the table as a Markdown table.
+
+    Returns
+    -------
+    list of dict
+        One per scene: ``scene``; per dtype a dict of the means ``gospa``,
+        ``mota``, ``idf1`` and ``per_seed`` (those three per seed); and per
+        later dtype ``"d_" + dtype``: ``gospa_pct``, ``mota``, ``idf1`` (the
+        differences of the means) and ``worst_gospa_pct``, ``worst_mota``,
+        ``worst_idf1`` (the largest absolute difference over the seeds).
+
+    Raises
+    ------
+    ValueError
+        For an unknown or repeated dtype, none, `seeds` below 1, or a
+        parameter the scenes or the tracker refuse.
+
+    Notes
+    -----
+    Thread-safety: any thread; the trackers it builds are its own. Nothing is
+    timed.
+    """
+    dtypes = tuple(dtypes)
+    if not dtypes or len(set(dtypes)) != len(dtypes) or any(d not in DTYPES for d in dtypes):
+        raise ValueError(f"dtypes must be distinct names out of {DTYPES}, not {dtypes!r}")
+    if int(seeds) < 1:
+        raise ValueError(f"seeds must be >= 1, not {seeds!r}")
+    scores = {}
+    for seed in range(int(seeds)):
+        for name, sc, kw in dtype_scenes(targets, scans, seed, clutters):
+            for dt in dtypes:
+                est = run_tracker(Tracker(TrackerConfig(dtype=dt, **kw)), sc)
+                m = mot_metrics(sc, est, max_distance=MATCH)
+                scores.setdefault(name, {}).setdefault(dt, []).append(
+                    (scenario_gospa(sc, est), float(m["mota"]), float(m["idf1"])))
+    base = dtypes[0]
+    rows = []
+    for name, by in scores.items():
+        row = {"scene": name}
+        for dt in dtypes:
+            g, mo, i1 = np.array(by[dt]).mean(axis=0)
+            row[dt] = {"gospa": float(g), "mota": float(mo), "idf1": float(i1), "per_seed": by[dt]}
+        for dt in dtypes[1:]:
+            a, b = np.array(by[base]), np.array(by[dt])
+            worst = np.abs(b - a).max(axis=0)
+            row["d_" + dt] = {"gospa_pct": 100.0 * (row[dt]["gospa"] / row[base]["gospa"] - 1.0),
+                              "mota": row[dt]["mota"] - row[base]["mota"],
+                              "idf1": row[dt]["idf1"] - row[base]["idf1"],
+                              "worst_gospa_pct": float(100.0 * np.max(np.abs(b[:, 0] / a[:, 0] - 1.0))),
+                              "worst_mota": float(worst[1]), "worst_idf1": float(worst[2])}
+        rows.append(row)
+    _print_dtypes(rows, targets, scans, int(seeds), dtypes, out, markdown)
+    return rows
+
+
+def _print_dtypes(rows, targets, scans, seeds, dtypes, out, markdown):
+    base, later = dtypes[0], dtypes[1:]
+    seeds_text = "seed 0" if seeds == 1 else f"seeds 0-{seeds - 1} (means)"
+    out(f"dod.tracker accuracy by precision: N={targets}, {scans} scans, {seeds_text}, "
+        f"GOSPA c = 10 m p = 2, MOTA and IDF1 matched within {MATCH:g} m"
+        + (f"; d: {', '.join(later)} minus {base} (GOSPA relative, in %)" if later else ""))
+    head = ["scene"]
+    for metric in ("GOSPA", "MOTA", "IDF1"):
+        unit = " %" if metric == "GOSPA" else ""
+        head += [f"{metric} {dt}" for dt in dtypes] + [f"d{metric}{unit} {dt}" for dt in later]
+    table = []
+    for r in rows:
+        cells = [r["scene"]]
+        for key, fmt in (("gospa", "{:.4f}"), ("mota", "{:.4f}"), ("idf1", "{:.4f}")):
+            cells += [fmt.format(r[dt][key]) for dt in dtypes]
+            cells += [f"{r['d_' + dt][key + '_pct' if key == 'gospa' else key]:+.4f}" for dt in later]
+        table.append(cells)
+    if markdown:
+        out("| " + " | ".join(head) + " |")
+        out("|" + " --- |" * len(head))
+        for cells in table:
+            out("| " + " | ".join(cells) + " |")
+    else:
+        widths = [max(len(c[k]) for c in [head] + table) for k in range(len(head))]
+        for cells in [head] + table:
+            out(" ".join(c.ljust(w) if k == 0 else c.rjust(w) for k, (c, w) in enumerate(zip(cells, widths))))
+    for dt in later:
+        d = [r["d_" + dt] for r in rows]
+        g, mo, i1 = (max(x[k] for x in d) for k in ("worst_gospa_pct", "worst_mota", "worst_idf1"))
+        out(("- " if markdown else "") + f"goal {dt}: GOSPA within 1 % of {base} (worst scene and seed "
+            f"{g:.3f} %), MOTA and IDF1 within 0.005 (worst {mo:.4f}, {i1:.4f}): "
+            + ("met" if g <= 1.0 and mo <= 0.005 and i1 <= 0.005 else "not met"))
+
+
 def main(argv=None):
-    """``python -m dod.tracker.bench --accuracy``: parse `argv` and run :func:`run`.
+    """``python -m dod.tracker.bench --accuracy``: parse `argv` and run :func:`run`,
+    or with ``--dtypes`` :func:`compare_dtypes`.
 
     Options: ``--targets``, ``--scans``, ``--seeds``, ``--clutter 0.2,1,3``,
-    ``--patches``, ``--quick``, ``--no-prefault``.
+    ``--patches``, ``--quick``, ``--no-prefault``; ``--dtypes float64,float32``
+    and ``--markdown`` for the precision comparison.
 
     Parameters
     ----------
@@ -304,22 +498,41 @@ def main(argv=None):
     Thread-safety: the main thread (it prints).
     """
     p = argparse.ArgumentParser(prog="python -m dod.tracker.bench --accuracy",
-                                description=__doc__.split("\n")[0])
+                                description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--targets", type=int, default=1000)
     p.add_argument("--scans", type=int, default=300)
     p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--clutter", default="0.2,1,3")
+    p.add_argument("--clutter", default=None,
+                   help="false detections per scan, per target, comma-separated (default 0.2,1,3; "
+                        "with --dtypes 0.2,3)")
     p.add_argument("--patches", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="200 targets, 100 scans, 1 seed")
     p.add_argument("--no-prefault", action="store_true",
                    help="leave the timed trackers' pages to be faulted by the ticks that first touch them")
+    p.add_argument("--dtypes", default=None,
+                   help="instead: GOSPA, MOTA and IDF1 of the default tracker in each precision, e.g. "
+                        "float64,float32, and the differences from the first, on constant-velocity scenes at "
+                        "each clutter level, manoeuvring targets (IMM) and range-bearing radar")
+    p.add_argument("--markdown", action="store_true", help="with --dtypes: print a Markdown table")
     a = p.parse_args(argv)
     if a.quick:
         a.targets, a.scans, a.seeds = 200, 100, 1
     if a.targets < 1 or a.scans < 60 or a.seeds < 1:
         p.error("need --targets >= 1, --scans >= 60, --seeds >= 1")
-    run(a.targets, a.scans, a.seeds, tuple(float(c) for c in a.clutter.split(",") if c), a.patches,
-        prefault=not a.no_prefault)
+    clutter = a.clutter or ("0.2,3" if a.dtypes else "0.2,1,3")
+    clutters = tuple(float(c) for c in clutter.split(",") if c)
+    if a.dtypes is None:
+        if a.markdown:
+            p.error("--markdown goes with --dtypes")
+        run(a.targets, a.scans, a.seeds, clutters, a.patches, prefault=not a.no_prefault)
+        return 0
+    if a.patches or a.no_prefault:
+        p.error("--patches and --no-prefault go with the clutter table, not --dtypes")
+    try:
+        compare_dtypes(a.targets, a.scans, a.seeds, tuple(d.strip() for d in a.dtypes.split(",") if d.strip()),
+                       clutters, markdown=a.markdown)
+    except ValueError as e:
+        p.error(str(e))
     return 0
 
 

@@ -95,7 +95,9 @@ alone); the floor is the bytes the pass must move per track
 inverse, half-widths, widest half-width and gateable flag written, age
 read and written, the track's detection and cell reset; 297 B in 2-D)
 times N over the bandwidth, and the last line the ratio measured / floor.
-A line says whether the pass's working set is past the last-level cache
+With ``--dtype float32`` the pass is the float32 tracker's, against its own
+floor (x and P in 4 bytes a value: 185 B in 2-D), the float64 floor printed
+beside it. A line says whether the pass's working set is past the last-level cache
 (only then does the floor bound it: in 2-D that is past ~185,000 targets
 with a 32 MiB cache).
 
@@ -575,11 +577,11 @@ _COPY_ROUNDS = 8                # copies timed (best of), half before the ticks 
 _COAST_DT = 0.02                # the empty scans' time step (50 Hz)
 
 
-def predict_bytes(dim):
+def predict_bytes(dim, dtype="float64"):
     """What the predict pass must move per track, in bytes, by item.
 
-    A track's state x (2 dim float64) and its packed covariance P (dim (2 dim
-    + 1) float64) read and written; the pass's writes of the innovation
+    A track's state x (2 dim values) and its packed covariance P (dim (2 dim
+    + 1) values), in the table's `dtype`, read and written; the pass's writes of the innovation
     inverse (dim x dim float64), the gate half-widths (dim float64), the
     widest half-width (float64) and whether the track can be gated (one
     byte); its age (uint32) read and written; its detection and its cell in
@@ -590,17 +592,20 @@ def predict_bytes(dim):
     ----------
     dim : int
         2 or 3.
+    dtype : str, default "float64"
+        The track table's ``TrackerConfig(dtype=...)``: ``"float64"`` or
+        ``"float32"`` (x and P in 4 bytes a value; the rest as in float64).
 
     Returns
     -------
     dict
         Item name to bytes per track, in the order above; ``sum(d.values())``
-        is the total (297 in 2-D, 553 in 3-D).
+        is the total (297 in 2-D, 553 in 3-D; in float32 185 and 337).
 
     Raises
     ------
     ValueError
-        For a dim other than 2 or 3.
+        For a dim other than 2 or 3, or another dtype.
 
     Notes
     -----
@@ -608,8 +613,10 @@ def predict_bytes(dim):
     """
     if dim not in (2, 3):
         raise ValueError(f"dim must be 2 or 3, not {dim!r}")
+    if dtype not in ("float64", "float32"):
+        raise ValueError(f"dtype must be 'float64' or 'float32', not {dtype!r}")
     n = 2 * dim
-    return {"x, P read + written": 2 * (n + dim * (n + 1)) * 8, "Si": dim * dim * 8, "hw": dim * 8, "hm": 8,
+    return {"x, P read + written": 2 * (n + dim * (n + 1)) * np.dtype(dtype).itemsize, "Si": dim * dim * 8, "hw": dim * 8, "hm": 8,
             "gateable": 1, "age read + written": 2 * 4, "track_det": 4, "loc_t": 4}
 
 
@@ -693,7 +700,7 @@ def copy_bandwidth(nbytes=None, rounds=5):
     return 2.0 * src.nbytes / (max(best, 1) / 1e9)
 
 
-def _coasting_tracker(n, dim, seed):
+def _coasting_tracker(n, dim, seed, dtype="float64"):
     """A one-thread tracker holding `n` confirmed tracks that empty scans never delete.
 
     Scan 1 puts `n` detections (uniform over a square of 20 m per target:
@@ -704,14 +711,15 @@ def _coasting_tracker(n, dim, seed):
     side = 20.0 * n ** (1.0 / dim)
     cfg = TrackerConfig(dim=dim, capacity=max(64, 2 * n), max_detections=max(64, n + 64),
                         confirmation="m_of_n", initiation="single", confirm_m=1, confirm_n=2,
-                        max_misses=(1 << 32) - 1)
+                        max_misses=(1 << 32) - 1, dtype=dtype)
     tr = Tracker(cfg, threads=1)
     tr.prefault(threads=1)
     tr.tick(np.random.default_rng(seed).uniform(0.0, side, (n, dim)), _COAST_DT)
     return tr
 
 
-def floor(n=100000, dim=2, scans=None, warmup=5, seed=0, rounds=_COPY_ROUNDS, out=print, markdown=False):
+def floor(n=100000, dim=2, scans=None, warmup=5, seed=0, rounds=_COPY_ROUNDS, out=print, markdown=False,
+          dtype="float64"):
     """The predict pass at `n` targets, one thread, against its memory floor.
 
     In the same run: one core's copy bandwidth (:func:`copy_bandwidth`,
@@ -748,24 +756,31 @@ def floor(n=100000, dim=2, scans=None, warmup=5, seed=0, rounds=_COPY_ROUNDS, ou
         Where the lines go.
     markdown : bool, default False
         Print the lines as a Markdown list.
+    dtype : str, default "float64"
+        The tracker's ``TrackerConfig(dtype=...)``; in ``"float32"`` the pass
+        runs the float32 kernels and the floor counts x and P in float32
+        (:func:`predict_bytes`), and a line also gives the floor of the same
+        pass with float64 x and P.
 
     Returns
     -------
     dict
-        ``n``, ``dim``, ``bytes`` (:func:`predict_bytes`), ``bytes_per_track``
+        ``n``, ``dim``, ``dtype``, ``bytes`` (:func:`predict_bytes`), ``bytes_per_track``
         (their sum), ``bandwidth`` (bytes per second), ``copy_bytes`` (each
         copied array's size), ``predict_ms`` (median of the timed ticks),
         ``predict_ms_p10``, ``predict_ms_p90``, ``tick_ms`` (median of the whole
         empty ticks), ``ticks`` (timed), ``live`` (tracks after the last tick),
         ``working_set`` (bytes the pass touches, each once), ``llc`` (the
         last-level cache's bytes, from sysfs; 32 MiB assumed where it says
-        nothing), ``floor_ms`` and ``ratio`` (``predict_ms / floor_ms``).
+        nothing), ``floor_ms``, ``ratio`` (``predict_ms / floor_ms``) and
+        ``floor64_ms`` (the floor with float64 x and P: ``floor_ms`` in
+        float64).
 
     Raises
     ------
     ValueError
         For `n` below 1, a dim the tracker refuses, `warmup` below 1, `rounds`
-        below 2 or `scans` below 1.
+        below 2, `scans` below 1 or a dtype other than float64 and float32.
     RuntimeError
         When a track died or was never confirmed (the pass would time fewer rows).
 
@@ -779,11 +794,11 @@ def floor(n=100000, dim=2, scans=None, warmup=5, seed=0, rounds=_COPY_ROUNDS, ou
     if n < 1 or warmup < 1 or rounds < 2 or scans < 1:
         raise ValueError(f"n, warmup and scans must be >= 1 and rounds >= 2, got n={n}, warmup={warmup}, "
                          f"scans={scans}, rounds={rounds}")
-    parts = predict_bytes(dim)
+    parts = predict_bytes(dim, dtype)
     per_track = sum(parts.values())
     nbytes = copy_nbytes()
     bandwidth = copy_bandwidth(nbytes, rounds // 2)
-    tr = _coasting_tracker(n, dim, seed)
+    tr = _coasting_tracker(n, dim, seed, dtype)
     empty = np.empty((0, dim))
     predict = np.zeros(scans)
     tick = np.zeros(scans)
@@ -807,7 +822,7 @@ def floor(n=100000, dim=2, scans=None, warmup=5, seed=0, rounds=_COPY_ROUNDS, ou
         raise RuntimeError(f"{n} tracks were to coast through the timed ticks: {confirmed} confirmed before "
                            f"them, {live} live after")
     bandwidth = max(bandwidth, copy_bandwidth(nbytes, rounds - rounds // 2))
-    res = {"n": n, "dim": dim, "bytes": parts, "bytes_per_track": per_track, "bandwidth": bandwidth,
+    res = {"n": n, "dim": dim, "dtype": dtype, "bytes": parts, "bytes_per_track": per_track, "bandwidth": bandwidth,
            "copy_bytes": nbytes, "predict_ms": float(np.median(predict)),
            "predict_ms_p10": float(np.percentile(predict, 10)), "predict_ms_p90": float(np.percentile(predict, 90)),
            "tick_ms": float(np.median(tick)), "ticks": scans, "live": live}
@@ -816,6 +831,7 @@ def floor(n=100000, dim=2, scans=None, warmup=5, seed=0, rounds=_COPY_ROUNDS, ou
     res["working_set"] = n * (per_track - parts["x, P read + written"] // 2 - parts["age read + written"] // 2)
     res["llc"] = _last_level_cache_bytes()
     res["floor_ms"] = 1e3 * per_track * n / bandwidth
+    res["floor64_ms"] = 1e3 * sum(predict_bytes(dim).values()) * n / bandwidth
     res["ratio"] = res["predict_ms"] / res["floor_ms"]
     _print_floor(res, markdown, out)
     return res
@@ -824,12 +840,14 @@ def floor(n=100000, dim=2, scans=None, warmup=5, seed=0, rounds=_COPY_ROUNDS, ou
 def _print_floor(r, markdown, out):
     d, n = r["dim"], r["n"]
     b = r["bytes"]
+    f32 = r["dtype"] == "float32"
     lines = [
-        f"predict pass against its memory floor: N={n:,}, {d}-D CV, one thread",
+        f"predict pass against its memory floor: N={n:,}, {d}-D CV, one thread"
+        + (", x and P in float32" if f32 else ""),
         f"tracks: {n:,} confirmed (M-of-N 1 of 2) with max_misses 2**32 - 1, fed empty scans "
         f"(dt {_COAST_DT} s): none died in the timed ticks ({r['live']:,} live after them); with no "
         "detections the predict_gate pass gates nothing, so its time is the predict pass",
-        f"bytes per track: x and P read + written 2 x ({2 * d} + {d * (2 * d + 1)}) x 8 = "
+        f"bytes per track: x and P read + written 2 x ({2 * d} + {d * (2 * d + 1)}) x {4 if f32 else 8} = "
         f"{b['x, P read + written']}, innovation inverse Si {b['Si']}, half-widths hw {b['hw']}, hm {b['hm']}, "
         f"gateable {b['gateable']}, age read + written {b['age read + written']}, track_det {b['track_det']}, "
         f"loc_t {b['loc_t']}: {r['bytes_per_track']} B",
@@ -838,7 +856,8 @@ def _print_floor(r, markdown, out):
         f"predict pass: median {r['predict_ms']:.4f} ms over {r['ticks']} ticks (p10 {r['predict_ms_p10']:.4f}, "
         f"p90 {r['predict_ms_p90']:.4f}), {1e6 * r['predict_ms'] / n:.2f} ns per track, "
         f"{100 * r['predict_ms'] / r['tick_ms']:.0f} % of the empty tick ({r['tick_ms']:.4f} ms)",
-        f"floor: {r['bytes_per_track']} B x {n:,} / {r['bandwidth'] / 1e9:.2f} GB/s = {r['floor_ms']:.4f} ms",
+        f"floor: {r['bytes_per_track']} B x {n:,} / {r['bandwidth'] / 1e9:.2f} GB/s = {r['floor_ms']:.4f} ms"
+        + (f" (with float64 x and P: {r['floor64_ms']:.4f} ms)" if f32 else ""),
         f"working set: {r['working_set'] / 1e6:.1f} MB (each byte the pass touches once), last-level cache "
         f"{r['llc'] / 1e6:.1f} MB: " + ("past it, the floor bounds the pass" if r["working_set"] > r["llc"] else
                                         "within it, the pass may find its rows in the cache from one tick to "
@@ -936,7 +955,7 @@ def main(argv=None):
             for i, n in enumerate(sizes):
                 if i:
                     print()
-                floor(n, a.dim, a.scans, seed=a.seed, markdown=a.markdown)
+                floor(n, a.dim, a.scans, seed=a.seed, markdown=a.markdown, dtype=a.dtype)
         except ValueError as e:
             p.error(str(e))
         return None
