@@ -1,14 +1,15 @@
 """The lane kernels (dod/tracker/vector_kernels.h through _vector.pyx) give
 the per-row kalman.pxd kernels' bits, on every instruction-set path this
-CPU runs; their float32 twins give a float32 numpy reference's bits on
-every path; and the path's selection (DOD_SIMD, set_simd) refuses what it
-cannot do.
+CPU runs, and the gated pairs' batch kernel the per-pair distance's bits;
+their float32 twins give a float32 numpy reference's bits on every path;
+and the path's selection (DOD_SIMD, set_simd) refuses what it cannot do.
 
-The oracles: in float64, _kernel_hooks' _rows_* hooks (each row through the
-per-row kernel the tracker's passes call, on the lanes transposed into
-rows); in float32, vk_reference (the kernels' operations in their order, on
-float32 arrays), which in float64 gives the per-row kernels' bits
-(test_reference_is_the_per_row_kernel): the same operations in the same order.
+The oracles: in float64, _kernel_hooks' _rows_* hooks (each row, or pair,
+through the per-row kernel the tracker's passes call, on the lanes
+transposed into rows); in float32, vk_reference (the kernels' operations
+in their order, on float32 arrays), which in float64 gives the per-row
+kernels' bits (test_reference_is_the_per_row_kernel): the same operations
+in the same order.
 """
 import os
 import subprocess
@@ -204,6 +205,54 @@ def test_update_without_detections(path, dtype, restore_path):
     _vector._vk_update(x, P, det, np.empty((0, 2)), np.full((70, 4), np.nan), 1.0)
     _assert_same_bits(x, x0, "x")
     _assert_same_bits(P, P0, "P")
+
+
+def _pairs(rng, dtype, d, n):
+    """n gated pairs' innovations y (n, d) and inverses Si (n, d * d) as the
+    gating pass makes them for tracks of `dtype`: y = z - x in double, x a
+    track's position (float32 widened), Si gate_rows' (a row that cannot
+    be gated holds what the oracle left: any values). Scaled over orders of
+    magnitude down to underflow and up to overflow, with zeros of both
+    signs and a few NaN."""
+    x, P = _lanes_of(dtype, rng, d, n, indefinite=0.2)
+    Si, _, _, _ = _gate(_oracle_gate, P, d, 0.7, 9.21, 0, n)
+    z = x[:d].T.astype(np.float64) + rng.normal(0.0, 2.0, (n, d))
+    y = (z - x[:d].T.astype(np.float64)) * rng.choice([1e-158, 1e-3, 1.0, 1e160], (n, 1))
+    y[rng.random((n, d)) < 0.05] = 0.0
+    y[rng.random((n, d)) < 0.05] = -0.0
+    y[rng.random((n, d)) < 0.01] = np.nan
+    y[0], y[1] = 0.0, -0.0
+    Si[rng.random((n, d * d)) < 0.01] = np.nan
+    return np.ascontiguousarray(y), Si
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("d", [2, 3])
+def test_pair_d2_is_the_per_pair_kernel(path, d, dtype, restore_path):
+    """A batch's distances (pair_d2, double for either dtype's tracks) are
+    the per-pair kernel's bits (dod_kalman_mahalanobis2, what the gating
+    pass computed one pair at a time), for batches that end off every
+    vector width; the lanes past the batch's pairs are not written."""
+    set_simd(path)
+    rng = np.random.default_rng(60000 + d)
+    seen = []
+    for n in (1, 2, 3, 5, 8, 17, 63, 64, 131):
+        y, Si = _pairs(rng, dtype, d, n + 6)
+        want = np.full(n + 6, 7.0)
+        hooks._rows_pair_d2(y[:n], Si[:n], want[:n])
+        got = np.full(n + 6, 7.0)
+        _vector._vk_pair_d2(_rows(y), _rows(Si), got, n)
+        nan = np.isnan(want)
+        assert np.array_equal(np.isnan(got), nan), f"{path} n={n}: NaN where the per-pair kernel has none"
+        _assert_same_bits(got[~nan], want[~nan], f"{path} d2 of {n} pairs")
+        seen.append(want[:n])
+    seen = np.concatenate(seen)       # the extremes were there: overflow, zero, subnormal
+    assert np.isinf(seen).any() and (seen == 0.0).any() and ((seen > 0) & (seen < 2.3e-308)).any()
+    with pytest.raises(ValueError):
+        _vector._vk_pair_d2(_rows(y), _rows(Si), got, n + 7)
+    with pytest.raises(ValueError):
+        _vector._vk_pair_d2(_rows(y), _rows(Si)[:-1].copy(), got)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

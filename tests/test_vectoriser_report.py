@@ -1,6 +1,6 @@
 """gcc vectorises every hot loop of dod/tracker/vector_kernels.h, on each
 instruction-set path and for each element type, as its vectoriser report
-says.
+says (the gated pairs' kernel, double only, with the float64 kernels).
 
 Each hot loop carries a tag comment ``/* vec: NAME */`` on its ``for``
 line. The test compiles one path's kernels of one element type (both d)
@@ -25,6 +25,9 @@ HEADER = ROOT / "dod" / "tracker" / "vector_kernels.h"
 # setup.py's flags for the release build's numerics (the test reads them there, below).
 FLAGS = ["-O3", "-ffp-contract=off", "-fno-math-errno"]
 TAGS = ("cv_predict", "gate_rows", "cv_update")
+# Double only (the gated pairs' distances: double for either element type),
+# compiled with the float64 kernels.
+PAIR_TAGS = ("pair_d2",)
 # path: (its target macro in the header, its vectors' width in bytes)
 PATHS = {"baseline": ("", 16), "avx2": ("DOD_VK_TARGET_AVX2", 32), "avx512": ("DOD_VK_TARGET_AVX512", 64)}
 # element type: (its C type, the suffix of its kernels' names)
@@ -53,7 +56,7 @@ def test_the_flags_are_setup_pys():
 
 
 def test_every_hot_loop_is_tagged():
-    assert set(_tag_lines()) == set(TAGS)
+    assert set(_tag_lines()) == set(TAGS + PAIR_TAGS)
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
@@ -61,12 +64,15 @@ def test_every_hot_loop_is_tagged():
 def test_hot_loops_are_vectorised(path, dtype, tmp_path):
     target, width = PATHS[path]
     ctype, sfx = DTYPES[dtype]
+    tags = TAGS + (PAIR_TAGS if dtype == "float64" else ())
+    pairs = (f"DOD_VK_DEFINE_PAIRS({path}, {target})\n"
+             f"const dod_vk_pairs_fn dod_vk_report_pairs[2] = DOD_VK_PAIRS({path});\n") if PAIR_TAGS[0] in tags else ""
     src = tmp_path / f"report_{path}_{dtype}.c"
     src.write_text(
         "#define DOD_VK_KERNELS_ONLY\n"
         '#include "tracker/vector_kernels.h"\n'
         f"DOD_VK_DEFINE_T({path}, {target}, {ctype}, {sfx})\n"
-        f"const dod_vk_set{sfx} dod_vk_report_keep = {{DOD_VK_SET({path}, {sfx})}};\n")
+        f"const dod_vk_set{sfx} dod_vk_report_keep = {{DOD_VK_SET({path}, {sfx})}};\n" + pairs)
     out = subprocess.run(["gcc", *FLAGS, "-fPIC", "-fopt-info-vec-optimized", "-I", str(ROOT / "dod"),
                           "-c", str(src), "-o", str(tmp_path / "report.o")],
                          capture_output=True, text=True, timeout=300)
@@ -78,6 +84,6 @@ def test_hot_loops_are_vectorised(path, dtype, tmp_path):
         if int(m.group(2)) == width:
             found[int(m.group(1))] = found.get(int(m.group(1)), 0) + 1
     missing = [f"{tag} (line {no}: {found.get(no, 0)} of 2)" for tag, no in _tag_lines().items()
-               if found.get(no, 0) < 2]
+               if tag in tags and found.get(no, 0) < 2]
     assert not missing, (f"{path} {dtype}: loops not vectorised with {width}-byte vectors: {', '.join(missing)}\n"
                          f"gcc's report:\n{report}")

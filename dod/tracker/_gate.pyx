@@ -7,6 +7,14 @@ count (k.det_pairs). Also the index's drop of the detections confirmed
 tracks took (_keep_free), and the next scan's index cell side, from the
 mean gate width (_gate_width_part, _grid_side).
 
+The Cartesian model without a scan's own covariances (the common case)
+gates in batches: the walk gathers each detection within a row's box into
+a batch (its innovation and the row's inverse, in lanes), and a vector
+kernel (vector_kernels.h's pair_d2) gives the batch's distances at once,
+the per-pair arithmetic's bits; the pairs within the gate are then kept in
+the order the walk met them. The other models test each pair as the walk
+meets it (_try_pair).
+
 Threads: chunks of rows claimed by the workers, each writing into its own
 segment of the pair buffer; the run list gives the serial order back
 without moving a pair. A parallel pass that drops pairs (the buffer full)
@@ -27,6 +35,34 @@ from dod.tracker._track cimport dod_tracker, DOD_TRACK_TENTATIVE
 from dod.tracker._frame cimport (_pairs_append, _pairs, _tick, _TAIL_CHUNKS, _LONE_PARTS_MIN_THREADS,
                                  _LONE_PARTS_MIN_DETECTIONS)
 from dod.tracker._executor cimport _split_detections, _run_chunks, _parts_of, _offsets, _PASS_ASSOCIATE
+from dod.tracker._vector cimport dod_vk_pair_d2
+
+
+cdef enum:
+    # A batch's pairs (pair_d2's lanes): a few cache lines of each lane, on
+    # the stack of the pass's thread.
+    _BATCH = 64
+
+
+cdef struct _pair_batch:
+    # Pairs within their rows' boxes, in the order the walk met them, whose
+    # distances are not computed yet: pair i's y[a * _BATCH + i] (a < d) and
+    # its row's inverse Si[q * _BATCH + i] (q < d * d, row-major).
+    size_t n
+    int32_t ti[_BATCH]
+    int32_t j[_BATCH]
+    double y[3 * _BATCH]
+    double Si[9 * _BATCH]
+    double d2[_BATCH]
+
+
+cdef inline void _keep_pair(const dod_tracker* t, _pairs* out, size_t ti, size_t j, double d2) noexcept nogil:
+    """Pair (ti, j) with distance d2 into `out` when within the gate (a NaN
+    is not), with its detection's pair count."""
+    if not d2 <= t.gate:
+        return
+    if _pairs_append(out, ti, j, d2) and out.count != NULL:
+        out.count[j] = 1 + (out.count[j] != 0)
 
 
 cdef inline void _try_pair(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k, _pairs* out,
@@ -42,11 +78,54 @@ cdef inline void _try_pair(const _dim* v, const _meas* s, const dod_tracker* t, 
     Si = _meas_pair_inverse(v, s, t, k, ti, <int32_t>j, own)
     if Si == NULL:
         return
-    d2 = _meas_d2(v, s, Si, y)
-    if not d2 <= t.gate:
+    _keep_pair(t, out, ti, j, _meas_d2(v, s, Si, y))
+
+
+cdef inline void _batch_pair(const _dim* v, const dod_tracker* t, const _tick* k, _pairs* out, _pair_batch* b,
+                             size_t ti, size_t j, const double* zj, bint free_only) noexcept nogil:
+    """_try_pair's tests for a Cartesian pair (no covariance of its own):
+    within the row's box, the pair joins batch `b` (its distance comes
+    when the batch is full, or at the end of the rows: _batch_flush)."""
+    cdef int d = _d(v), a
+    cdef size_t i = b.n
+    cdef double y[3]
+    cdef const double* Si
+    if free_only and k.det_track[j] >= 0:
         return
-    if _pairs_append(out, ti, j, d2) and out.count != NULL:
-        out.count[j] = 1 + (out.count[j] != 0)
+    if not _meas_innovation(v, <_cartesian*>NULL, t, k, ti, <int32_t>j, zj, y):
+        return
+    Si = _meas_pair_inverse(v, <_cartesian*>NULL, t, k, ti, <int32_t>j, NULL)     # (the row's: never NULL)
+    for a in range(d):
+        b.y[a * _BATCH + i] = y[a]
+    for a in range(d * d):
+        b.Si[a * _BATCH + i] = Si[a]
+    b.ti[i] = <int32_t>ti
+    b.j[i] = <int32_t>j
+    b.n = i + 1
+    if b.n == _BATCH:
+        _batch_flush(v, t, out, b)
+
+
+cdef void _batch_flush(const _dim* v, const dod_tracker* t, _pairs* out, _pair_batch* b) noexcept nogil:
+    """The distances of batch `b`'s pairs (dod_kalman_mahalanobis2's bits),
+    the pairs within the gate kept in the batch's order; `b` empty after."""
+    cdef size_t i
+    if b.n == 0:
+        return
+    dod_vk_pair_d2(_d(v), b.y, b.Si, _BATCH, b.n, b.d2)
+    for i in range(b.n):
+        _keep_pair(t, out, <size_t>b.ti[i], <size_t>b.j[i], b.d2[i])
+    b.n = 0
+
+
+cdef inline void _take_pair(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k, _pairs* out,
+                            _pair_batch* b, size_t ti, size_t j, const double* zj, bint free_only) noexcept nogil:
+    """Candidate (ti, j) met by the walk, in the model's way: batched
+    (Cartesian) or tested at once (the others)."""
+    if _meas is _cartesian:
+        _batch_pair(v, t, k, out, b, ti, j, zj, free_only)
+    else:
+        _try_pair(v, s, t, k, out, ti, j, zj, free_only)
 
 
 cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t stage,
@@ -83,9 +162,11 @@ cdef void _gate_rows_as(const _dim* v, const _meas* s, const dod_tracker* t, con
                         uint8_t stage, size_t row0, size_t row1) noexcept nogil:
     """_gate_rows in one model. Works on a local copy of `dest` (the
     workers' segments sit side by side: counting in place would bounce
-    their cache line between cores at every pair)."""
+    their cache line between cores at every pair). A batch spans rows: it
+    is flushed when full and at the end."""
     cdef _pairs local = dest[0]
     cdef _pairs* out = &local
+    cdef _pair_batch batch
     cdef int a, mode
     cdef int dim = _d(v)
     cdef size_t ti, j, q
@@ -95,6 +176,7 @@ cdef void _gate_rows_as(const _dim* v, const _meas* s, const dod_tracker* t, con
     cdef double bhi[3]
     cdef bint free_only = stage == DOD_TRACK_TENTATIVE
     cdef bint direct = g.direct        # a local: the test below stays out of memory
+    batch.n = 0
     for ti in range(row0, row1):
         if t.cols.state[ti] != stage or not k.gateable[ti]:
             continue
@@ -105,14 +187,16 @@ cdef void _gate_rows_as(const _dim* v, const _meas* s, const dod_tracker* t, con
         if mode == DOD_GRID_WALK_ALL:
             # A gate wider than the whole index: scanning every detection is cheaper.
             for j in range(k.D):
-                _try_pair(v, s, t, k, out, ti, j, k.z + j * dim, free_only)
+                _take_pair(v, s, t, k, out, &batch, ti, j, k.z + j * dim, free_only)
         elif mode == DOD_GRID_WALK_CELLS:
             # (the tentative stage's index holds the free detections only: no test)
             while dod_grid_walk_next(g, &w):
                 for q in range(w.s0, w.s1):
                     # A hashed bucket may hold other cells' points: keep this cell's only.
                     if direct or dod_grid_holds(g, q, w.cx, w.cy, w.cz):
-                        _try_pair(v, s, t, k, out, ti, g.order[q], g.spos + q * dim, False)
+                        _take_pair(v, s, t, k, out, &batch, ti, g.order[q], g.spos + q * dim, False)
+    if _meas is _cartesian:
+        _batch_flush(v, t, out, &batch)
     dest[0] = local
 
 

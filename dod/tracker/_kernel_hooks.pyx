@@ -179,3 +179,14 @@ def _rows_update(double[:, ::1] x, double[:, ::1] P, const int32_t[::1] det, con
         for r in range(r0, end):
             if det[r] >= 0:
                 dod_kalman_update(&x[r, 0], &P[r, 0], &z[det[r], 0], &Si[r, 0], 3, r2)
+
+
+def _rows_pair_d2(const double[:, ::1] y, const double[:, ::1] Si, double[::1] d2):
+    """Test hook: dod_kalman_mahalanobis2 (the gating pass's per-pair
+    distance) of each pair r of y (N, d) and Si (N, d * d), into d2 (N,)."""
+    cdef int d = y.shape[1]
+    cdef Py_ssize_t r
+    if d not in (2, 3) or Si.shape[0] != y.shape[0] or Si.shape[1] != d * d or d2.shape[0] != y.shape[0]:
+        raise ValueError("y (N, d) with d 2 or 3, Si (N, d*d), d2 (N,)")
+    for r in range(y.shape[0]):
+        d2[r] = dod_kalman_mahalanobis2(&y[r, 0], &Si[r, 0], d)

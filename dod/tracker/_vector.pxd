@@ -2,9 +2,9 @@
 # tracks (vector_kernels.h), through the instruction-set path chosen for
 # the process (_vector.pyx: DOD_SIMD, set_simd).
 #
-#     from dod.tracker._vector cimport dod_vk_cv_predict, dod_vk_gate_rows, dod_vk_cv_update
+#     from dod.tracker._vector cimport dod_vk_cv_predict, dod_vk_gate_rows, dod_vk_cv_update, dod_vk_pair_d2
 #
-# Each kernel has a float32 twin (name + _f32): x and P in float, the same
+# Each row kernel has a float32 twin (name + _f32): x and P in float, the same
 # operations in the same order in float, the same contract (Si, hw, hm and
 # z stay double). Every path gives a float kernel's bits too, but they are
 # not the double kernel's bits rounded: they are float arithmetic's.
@@ -52,6 +52,12 @@ cdef void dod_vk_cv_update_f32(int d, float* x, size_t xs, float* P, size_t ps, 
                                const int32_t* det, const double* z, const double* Si, double r2) noexcept nogil
     # dod_vk_cv_update's arithmetic in float (z, Si entries and r2 rounded to float on load); rows with
     # det[r] < 0 keep x and P bit for bit, and their z and Si are not read
+
+cdef void dod_vk_pair_d2(int d, const double* y, const double* Si, size_t ls, size_t n,
+                         double* d2) noexcept nogil
+    # pairs i in [0, n): d2[i] = dod_kalman_mahalanobis2 of y[a * ls + i] (a < d) and Si[(a * d + b) * ls + i]
+    # (row-major), the same bits; double for either element type (the gating pass's y and Si are double).
+    # n <= ls; y, Si and d2 do not overlap; writes d2[0:n] only.
 
 
 cdef size_t _rows_end(r0, r1, size_t rows) except? 0

@@ -13,8 +13,9 @@ kernels repeat the per-row kernels' operations in order and the build never
 fuses a multiply-add), so the choice changes only the speed.
 
 The kernels' C-level face (dod_vk_cv_predict, dod_vk_gate_rows,
-dod_vk_cv_update, and their float32 twins dod_vk_*_f32, selected by the
-same switch) is declared in _vector.pxd; the ``_vk_*`` functions are test
+dod_vk_cv_update, their float32 twins dod_vk_*_f32, and the gated pairs'
+distances dod_vk_pair_d2, selected by the same switch) is declared in
+_vector.pxd; the ``_vk_*`` functions are test
 hooks that run them on numpy lane arrays (float64 or float32).
 """
 import os
@@ -47,10 +48,12 @@ cdef extern from "tracker/vector_kernels.h" nogil:
         dod_vk_predict_fn_f32 predict[2]
         dod_vk_gate_fn_f32 gate[2]
         dod_vk_update_fn_f32 update[2]
+    ctypedef void (*dod_vk_pairs_fn)(const double*, const double*, size_t, size_t, double*) noexcept
     ctypedef struct dod_vk_kernels:
         const char* name
         dod_vk_set f64
         dod_vk_set_f32 f32
+        dod_vk_pairs_fn pair_d2[2]
     const dod_vk_kernels** dod_vk_paths
     enum:
         DOD_VK_NPATHS
@@ -91,6 +94,11 @@ cdef void dod_vk_gate_rows_f32(int d, const float* P, size_t ps, size_t r0, size
 cdef void dod_vk_cv_update_f32(int d, float* x, size_t xs, float* P, size_t ps, size_t r0, size_t r1,
                                const int32_t* det, const double* z, const double* Si, double r2) noexcept nogil:
     _kernels.f32.update[d - 2](x, xs, P, ps, r0, r1, det, z, Si, r2)
+
+
+cdef void dod_vk_pair_d2(int d, const double* y, const double* Si, size_t ls, size_t n,
+                         double* d2) noexcept nogil:
+    _kernels.pair_d2[d - 2](y, Si, ls, n, d2)
 
 
 # ---------------------------------------------------------------- the Python face
@@ -251,3 +259,16 @@ def _vk_update(floating[:, ::1] x, floating[:, ::1] P, const int32_t[::1] det, c
         else:
             dod_vk_cv_update_f32(d, &x[0, 0], n, &P[0, 0], n, r0, end, &det[0],
                                  &z[0, 0] if z.shape[0] else NULL, &Si[0, 0], r2)
+
+
+def _vk_pair_d2(const double[:, ::1] y, const double[:, ::1] Si, double[::1] d2, n=None):
+    """Test hook: dod_vk_pair_d2 on the first n pairs (None: all) of lanes
+    y (d, N) and Si (d * d, N), d 2 or 3, into d2 (N,), through the
+    selected path."""
+    cdef int d = y.shape[0]
+    cdef Py_ssize_t ls = y.shape[1]
+    cdef size_t count = _rows_end(0, n, ls)
+    if d not in (2, 3) or Si.shape[0] != d * d or Si.shape[1] != ls or d2.shape[0] != ls:
+        raise ValueError("y (d, N) with d 2 or 3, Si (d * d, N), d2 (N,)")
+    if count > 0:
+        dod_vk_pair_d2(d, &y[0, 0], &Si[0, 0], ls, count, &d2[0])

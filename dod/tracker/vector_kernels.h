@@ -18,6 +18,8 @@
  *               be gated: _model.pxd's _meas_gate_row, Cartesian
  *   cv_update   the Joseph-form update with detection det[r] (rows with
  *               det[r] < 0 keep x and P): dod_kalman_update
+ *   pair_d2     y' Si y of each gated pair of a batch (the gating pass's
+ *               candidates, gathered in lanes): dod_kalman_mahalanobis2
  * Each repeats its per-row kernel's arithmetic operation by operation, in
  * the same order, so that its results are the same bits. Nothing here
  * reassociates: the build compiles with -ffp-contract=off (no a * b + c
@@ -34,6 +36,8 @@
  * write outside the lanes (Si, hw, hm) is widened to double, the type of
  * the per-scan scratch the association reads. Every path gives a float
  * kernel's bits too (float arithmetic is as correctly rounded as double).
+ * pair_d2 alone is double only: its operands are the pass's double scratch
+ * for either element type (its comment below says why).
  *
  * The row loops have no branch: a row's conditions are computed and then
  * select its values (if-conversion), which is what lets gcc vectorise them
@@ -43,8 +47,9 @@
  * vectorised at the path's full width.
  *
  * Paths: DOD_VK_INSTANTIATE(name, target) defines one instruction set's
- * twelve kernels (three kernels, d = 2 and 3, double and float;
- * DOD_VK_DEFINE_T one element type's six) and its table; this header
+ * fourteen kernels (three kernels, d = 2 and 3, double and float:
+ * DOD_VK_DEFINE_T one element type's six; pair_d2, d = 2 and 3:
+ * DOD_VK_DEFINE_PAIRS) and its table; this header
  * instantiates baseline (the build's own target, x86-64: SSE2), avx2 (AVX2
  * and FMA) and avx512 (AVX-512F) and lists them in dod_vk_paths, unless
  * DOD_VK_KERNELS_ONLY is defined (a tool that compiles one path alone).
@@ -54,9 +59,11 @@
  * Contract (the caller's): d is 2 or 3; r0 <= r1 <= the lanes' stride;
  * lanes, Si, hw, hm, gateable and z do not overlap; a row with det[r] >= 0
  * has a valid detection det[r] in z and the Si gate_rows wrote for it
- * (cv_update reads z and Si only for such rows: z may be NULL when none).
+ * (cv_update reads z and Si only for such rows: z may be NULL when none);
+ * pair_d2's n <= ls and its y, Si and d2 do not overlap.
  * Thread-safety: each call writes only rows [r0, r1) (and their Si, hw,
- * hm, gateable entries): calls on disjoint row ranges may run at once.
+ * hm, gateable entries; pair_d2 only d2[0:n]): calls on disjoint row
+ * ranges may run at once.
  */
 #ifndef DOD_VK_T
 #ifndef DOD_VECTOR_KERNELS_H
@@ -126,6 +133,34 @@ enum { DOD_VK_BLOCK = 64 };
 #undef DOD_VK_SFX
 
 
+/* ---- the gated pairs' distances (double, for either element type) ------- */
+
+/* d2[i] = y_i' Si_i y_i for the pairs i in [0, n) of a batch that the
+ * gating pass gathered in lanes: pair i's innovation y at y[a * ls + i]
+ * (a < d) and its track's inverse Si, row-major, at Si[(a * d + b) * ls + i].
+ * kalman.pxd's dod_kalman_mahalanobis2 operation for operation: from 0,
+ * add (y_a Si_ab) y_b over a, then b. Double whatever the tracks' element
+ * type: the pass computes a pair's y in double (a float32 position widens
+ * exactly) and Si is the scan's double scratch, so one kernel serves both. */
+DOD_VK_INLINE void dod_vk_pair_d2_d(const int d, const double *__restrict y, const double *__restrict Si,
+                                    size_t ls, size_t n, double *__restrict d2)
+{
+    DOD_VK_IVDEP
+    for (size_t i = 0; i < n; i++) {  /* vec: pair_d2 */
+        double s = 0.0;
+        DOD_VK_UNROLL
+        for (int a = 0; a < d; a++) {
+            DOD_VK_UNROLL
+            for (int b = 0; b < d; b++)
+                s += y[a * ls + i] * Si[(a * d + b) * ls + i] * y[b * ls + i];
+        }
+        d2[i] = s;
+    }
+}
+
+typedef void (*dod_vk_pairs_fn)(const double *y, const double *Si, size_t ls, size_t n, double *d2);
+
+
 /* ---- one instruction set's kernels --------------------------------------- */
 
 /* One element type's six kernels, T double (sfx empty) or float (sfx _f32):
@@ -154,16 +189,30 @@ enum { DOD_VK_BLOCK = 64 };
     {dod_vk_gate_rows2##sfx##_##isa, dod_vk_gate_rows3##sfx##_##isa},                                       \
     {dod_vk_cv_update2##sfx##_##isa, dod_vk_cv_update3##sfx##_##isa}
 
+/* The pairs' kernel, d = 2 and 3: dod_vk_pair_d2_2_avx2, ... */
+#define DOD_VK_DEFINE_PAIRS(isa, target)                                                                    \
+    target static void dod_vk_pair_d2_2_##isa(const double *y, const double *Si, size_t ls, size_t n,       \
+                                              double *d2)                                                   \
+    { dod_vk_pair_d2_d(2, y, Si, ls, n, d2); }                                                              \
+    target static void dod_vk_pair_d2_3_##isa(const double *y, const double *Si, size_t ls, size_t n,       \
+                                              double *d2)                                                   \
+    { dod_vk_pair_d2_d(3, y, Si, ls, n, d2); }
+
+#define DOD_VK_PAIRS(isa) {dod_vk_pair_d2_2_##isa, dod_vk_pair_d2_3_##isa}
+
 typedef struct {
     const char *name;
     dod_vk_set f64;             /* the double kernels */
     dod_vk_set_f32 f32;         /* the float kernels */
+    dod_vk_pairs_fn pair_d2[2]; /* the pairs' distances, [d - 2] */
 } dod_vk_kernels;
 
 #define DOD_VK_INSTANTIATE(isa, target)                                                                     \
     DOD_VK_DEFINE_T(isa, target, double, )                                                                  \
     DOD_VK_DEFINE_T(isa, target, float, _f32)                                                               \
-    static const dod_vk_kernels dod_vk_kernels_##isa = {#isa, {DOD_VK_SET(isa, )}, {DOD_VK_SET(isa, _f32)}};
+    DOD_VK_DEFINE_PAIRS(isa, target)                                                                        \
+    static const dod_vk_kernels dod_vk_kernels_##isa = {#isa, {DOD_VK_SET(isa, )}, {DOD_VK_SET(isa, _f32)}, \
+                                                        DOD_VK_PAIRS(isa)};
 
 #if defined(__x86_64__) || defined(__i386__)
 #define DOD_VK_X86 1
