@@ -1,8 +1,9 @@
 """The lane kernels (dod/tracker/vector_kernels.h through _vector.pyx) give
 the per-row kalman.pxd kernels' bits, on every instruction-set path this
 CPU runs, and the gated pairs' batch kernel the per-pair distance's bits;
-their float32 twins give a float32 numpy reference's bits on every path;
-and the path's selection (DOD_SIMD, set_simd) refuses what it cannot do.
+their float32 twins give a float32 numpy reference's bits on every path,
+with the innovation inverses and gate half-widths in float32 too; and the
+path's selection (DOD_SIMD, set_simd) refuses what it cannot do.
 
 The oracles: in float64, _kernel_hooks' _rows_* hooks (each row, or pair,
 through the per-row kernel the tracker's passes call, on the lanes
@@ -131,10 +132,11 @@ def test_predict_is_the_per_row_kernel(path, d, dtype, restore_path):
 
 
 def _gate(fn, P, d, r2, gate, r0, r1):
-    """fn's Si, hw, hm, gateable on P (rows for _rows_gate, lanes for the others)."""
+    """fn's Si, hw (P's dtype), hm, gateable on P (rows for _rows_gate, lanes
+    for the others)."""
     n = P.shape[0] if fn is hooks._rows_gate else P.shape[1]
-    Si = np.full((n, d * d), 7.0)
-    hw = np.full((n, d), 7.0)
+    Si = np.full((n, d * d), 7.0, P.dtype)
+    hw = np.full((n, d), 7.0, P.dtype)
     hm = np.full(n, 7.0)
     ok = np.full(n, 7, np.uint8)
     fn(P, r2, gate, Si, hw, hm, ok, r0, r1)
@@ -202,7 +204,7 @@ def test_update_without_detections(path, dtype, restore_path):
     x, P = _lanes_of(dtype, np.random.default_rng(1), 2, 70)
     x0, P0 = x.copy(), P.copy()
     det = np.full(70, -1, np.int32)
-    _vector._vk_update(x, P, det, np.empty((0, 2)), np.full((70, 4), np.nan), 1.0)
+    _vector._vk_update(x, P, det, np.empty((0, 2)), np.full((70, 4), np.nan, dtype), 1.0)
     _assert_same_bits(x, x0, "x")
     _assert_same_bits(P, P0, "P")
 
@@ -210,12 +212,12 @@ def test_update_without_detections(path, dtype, restore_path):
 def _pairs(rng, dtype, d, n):
     """n gated pairs' innovations y (n, d) and inverses Si (n, d * d) as the
     gating pass makes them for tracks of `dtype`: y = z - x in double, x a
-    track's position (float32 widened), Si gate_rows' (a row that cannot
-    be gated holds what the oracle left: any values). Scaled over orders of
-    magnitude down to underflow and up to overflow, with zeros of both
-    signs and a few NaN."""
+    track's position (float32 widened), Si gate_rows' in double (float32
+    widened; a row that cannot be gated holds what the oracle left: any
+    values). Scaled over orders of magnitude down to underflow and up to
+    overflow, with zeros of both signs and a few NaN."""
     x, P = _lanes_of(dtype, rng, d, n, indefinite=0.2)
-    Si, _, _, _ = _gate(_oracle_gate, P, d, 0.7, 9.21, 0, n)
+    Si = _gate(_oracle_gate, P, d, 0.7, 9.21, 0, n)[0].astype(np.float64)
     z = x[:d].T.astype(np.float64) + rng.normal(0.0, 2.0, (n, d))
     y = (z - x[:d].T.astype(np.float64)) * rng.choice([1e-158, 1e-3, 1.0, 1e160], (n, 1))
     y[rng.random((n, d)) < 0.05] = 0.0
@@ -368,13 +370,26 @@ def test_hooks_refuse_bad_shapes(dtype):
     with pytest.raises(ValueError):
         _vector._vk_predict(x, P, 0.1, 1.0, 4, 11)
     with pytest.raises(ValueError):
-        _vector._vk_update(x, P, np.full(10, 3, np.int32), np.zeros((3, 2)), np.zeros((10, 4)), 1.0)
+        _vector._vk_update(x, P, np.full(10, 3, np.int32), np.zeros((3, 2)), np.zeros((10, 4), dtype), 1.0)
 
 
 def test_hooks_refuse_mixed_dtypes():
-    """x and P of one dtype: the kernels take no mix."""
+    """x, P, Si and hw of one dtype: the kernels take no mix (hm and z are
+    float64 for both)."""
     x, P = _lanes(np.random.default_rng(3), 2, 10)
     with pytest.raises(ValueError, match="dtype mismatch"):
         _vector._vk_predict(x.astype(np.float32), P, 0.1, 1.0)
+    hm, ok, det = np.zeros(10), np.zeros(10, np.uint8), np.full(10, -1, np.int32)
+    for dtype, other in [(np.float32, np.float64), (np.float64, np.float32)]:
+        xd, Pd = x.astype(dtype), P.astype(dtype)
+        with pytest.raises(ValueError, match="dtype mismatch"):
+            _vector._vk_gate(Pd, 1.0, 9.0, np.zeros((10, 4), other), np.zeros((10, 2), dtype), hm, ok)
+        with pytest.raises(ValueError, match="dtype mismatch"):
+            _vector._vk_gate(Pd, 1.0, 9.0, np.zeros((10, 4), dtype), np.zeros((10, 2), other), hm, ok)
+        with pytest.raises(ValueError, match="dtype mismatch"):
+            _vector._vk_update(xd, Pd, det, np.zeros((1, 2)), np.zeros((10, 4), other), 1.0)
+    with pytest.raises(ValueError):        # hm and z: float64 whatever the lanes
+        _vector._vk_gate(P.astype(np.float32), 1.0, 9.0, np.zeros((10, 4), np.float32),
+                         np.zeros((10, 2), np.float32), hm.astype(np.float32), ok)
     with pytest.raises(TypeError):
         _vector._vk_predict(x.astype(np.int64), P.astype(np.int64), 0.1, 1.0)

@@ -10,8 +10,9 @@ float64 the per-row kernels' (a test checks that, which checks the order
 of the operations here), in float32 the _f32 kernels'.
 
 Layout as the kernels': x (2d, N) lanes, packed P (d (2d + 1), N); Si
-(N, d * d), hw (N, d), hm, gateable and det (N,), z (k, d) row-major and
-float64. Each function works on rows [r0, r1) only.
+(N, d * d), hw (N, d) of the lanes' dtype, hm, gateable and det (N,), z
+(k, d) row-major, z and hm float64. Each function works on rows [r0, r1)
+only.
 """
 import numpy as np
 
@@ -58,9 +59,12 @@ def predict(x, P, dt, q, r0=0, r1=None):
 
 
 def gate_rows(P, r2, gate, Si, hw, hm, gateable, r0=0, r1=None):
-    """dod_vk_gate_rows: Si, hw, hm, gateable of rows [r0, r1) (widened to float64)."""
+    """dod_vk_gate_rows: Si, hw (the lanes' dtype), hm (widened to float64),
+    gateable of rows [r0, r1)."""
     T = P.dtype.type
     d, n = _dims(P)
+    if Si.dtype != T or hw.dtype != T:
+        raise TypeError(f"Si and hw of {Si.dtype} and {hw.dtype}, not the lanes' {np.dtype(T)}")
     r2, gate, zero = T(r2), T(gate), T(0)
     Pr = P[:, r0:r1]
     with np.errstate(all="ignore"):
@@ -98,7 +102,8 @@ def gate_rows(P, r2, gate, Si, hw, hm, gateable, r0=0, r1=None):
 
 def update(x, P, det, z, Si, r2, r0=0, r1=None):
     """dod_vk_cv_update, in place: the Joseph-form update of the rows with
-    det[r] >= 0 (z and Si rounded to the lanes' dtype); the others keep x and P."""
+    det[r] >= 0 (z rounded to the lanes' dtype, Si of that dtype); the others
+    keep x and P."""
     T = x.dtype.type
     d, n = _dims(P)
     r2 = T(r2)
@@ -108,6 +113,8 @@ def update(x, P, det, z, Si, r2, r0=0, r1=None):
     # what a row without a detection computes on: zeros (its Si is never read)
     zl = np.zeros((len(j), d), T)
     zl[on] = z[j[on]]
+    if Si.dtype != T:
+        raise TypeError(f"Si of {Si.dtype}, not the lanes' {np.dtype(T)}")
     sl = np.zeros((len(j), d * d), T)
     sl[on] = Si[r0:r1][on]
     xo, p = xs.copy(), Ps.copy()

@@ -8,9 +8,9 @@ at a time, as the tracker's passes ran it; the others are the lane kernel
 goals are the tracker's (predict and update >= 3x faster at 100,000 targets
 on one thread, no slower at 1,000): this suite shows what the kernels alone
 give. A path this CPU lacks is skipped. ``dtype="float32"`` runs the
-float32 lane kernels (x and P in single precision; there is no per-row
-float32 kernel, so ``path="rows"`` runs float64 only). VectorKernelSpeedup
-tracks the ratio per row against the per-row kernel, and
+float32 lane kernels (x, P, Si and hw in single precision; there is no
+per-row float32 kernel, so ``path="rows"`` runs float64 only).
+VectorKernelSpeedup tracks the ratio per row against the per-row kernel, and
 VectorKernelFloat32Speedup the float64 lane kernel's cost over the float32
 one's on the same path, each timed in the thread's CPU time (what another
 process on the machine does not move), interleaved.
@@ -70,6 +70,16 @@ class VectorKernels:
                     self.vec._vk_predict(self.x[:, :1].copy(), self.P[:, :1].copy(), 0.02, 1.0)
                 except (TypeError, ValueError):
                     raise NotImplementedError("the float32 lane kernels are not in this commit") from None
+                # Si and hw in the lanes' dtype (float64 in a commit whose
+                # float32 kernels widened them)
+                sdt = dtype
+                one = (np.zeros((1, d * d), sdt), np.zeros((1, d), sdt), np.zeros(1), np.zeros(1, np.uint8))
+                try:
+                    self.vec._vk_gate(self.P[:, :1].copy(), self.r2, 9.21, *one)
+                except ValueError:
+                    sdt = "float64"
+                self.out = (Si.astype(sdt), hw.astype(sdt), hm, ok)
+                self.Si = Si.astype(sdt)
         self.rows = path == "rows"
         self.args = (path, d, n, dtype)
 

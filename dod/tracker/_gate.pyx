@@ -1,8 +1,9 @@
 """Gating: the (track, detection) pairs within each track's gate.
 
-Reads the predicted tracks (x, k.Si, k.hw), the detection index and the
-detections; writes the pair buffer (k.pt, k.pd, k.pc) as runs in row
-order (k.chunk_at, k.chunk_n, k.chunks), optionally each detection's pair
+Reads the predicted tracks (x, k.Si, k.hw: double, or float in the
+float32 tracker's vector path), the detection index and the detections;
+writes the pair buffer (k.pt, k.pd, k.pc) as runs in row order
+(k.chunk_at, k.chunk_n, k.chunks), optionally each detection's pair
 count (k.det_pairs). Also the index's drop of the detections confirmed
 tracks took (_keep_free), and the next scan's index cell side, from the
 mean gate width (_gate_width_part, _grid_side).
@@ -28,9 +29,10 @@ from dod.tracker.grid cimport (dod_grid, dod_grid_holds, dod_grid_keep_free, dod
                                dod_grid_bucket_from, dod_grid_keep_free_part, dod_grid_walk_begin,
                                dod_grid_walk_next, DOD_GRID_WALK_ALL, DOD_GRID_WALK_CELLS)
 from dod.tracker.kalman cimport dod_kalman_mahalanobis2
-from dod.tracker._model cimport (_dim, _meas, _planar, _spatial, _cartesian, _polar, _doppler, _cartesian_cov,
-                                 _polar_cov, _d, _model_of, _MODEL_3D, _MODEL_POLAR, _MODEL_RATE, _meas_innovation,
-                                 _meas_d2, _meas_pair_inverse, _row_x)
+from dod.tracker._model cimport (_dim, _meas, _scratch, _planar, _spatial, _cartesian, _polar, _doppler,
+                                 _cartesian_cov, _polar_cov, _f64, _f32, _d, _model_of, _MODEL_3D, _MODEL_POLAR,
+                                 _MODEL_RATE, _meas_innovation, _meas_d2, _meas_pair_inverse, _row_x, _hw,
+                                 _scratch_f32)
 from dod.tracker._track cimport dod_tracker, DOD_TRACK_TENTATIVE
 from dod.tracker._frame cimport (_pairs_append, _pairs, _tick, _TAIL_CHUNKS, _LONE_PARTS_MIN_THREADS,
                                  _LONE_PARTS_MIN_DETECTIONS)
@@ -65,36 +67,38 @@ cdef inline void _keep_pair(const dod_tracker* t, _pairs* out, size_t ti, size_t
         out.count[j] = 1 + (out.count[j] != 0)
 
 
-cdef inline void _try_pair(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k, _pairs* out,
-                           size_t ti, size_t j, const double* zj, bint free_only) noexcept nogil:
+cdef inline void _try_pair(const _dim* v, const _meas* s, const _scratch* e, const dod_tracker* t, const _tick* k,
+                           _pairs* out, size_t ti, size_t j, const double* zj, bint free_only) noexcept nogil:
     cdef double y[4]
-    cdef double own[9]
+    cdef double own[16]     # (m x m, m up to 4)
     cdef double d2
     cdef const double* Si
     if free_only and k.det_track[j] >= 0:
         return
-    if not _meas_innovation(v, s, t, k, ti, <int32_t>j, zj, y):
+    if not _meas_innovation(v, s, e, t, k, ti, <int32_t>j, zj, y):
         return
-    Si = _meas_pair_inverse(v, s, t, k, ti, <int32_t>j, own)
+    Si = _meas_pair_inverse(v, s, e, t, k, ti, <int32_t>j, own)
     if Si == NULL:
         return
     _keep_pair(t, out, ti, j, _meas_d2(v, s, Si, y))
 
 
-cdef inline void _batch_pair(const _dim* v, const dod_tracker* t, const _tick* k, _pairs* out, _pair_batch* b,
-                             size_t ti, size_t j, const double* zj, bint free_only) noexcept nogil:
+cdef inline void _batch_pair(const _dim* v, const _scratch* e, const dod_tracker* t, const _tick* k, _pairs* out,
+                             _pair_batch* b, size_t ti, size_t j, const double* zj, bint free_only) noexcept nogil:
     """_try_pair's tests for a Cartesian pair (no covariance of its own):
     within the row's box, the pair joins batch `b` (its distance comes
-    when the batch is full, or at the end of the rows: _batch_flush)."""
+    when the batch is full, or at the end of the rows: _batch_flush), the
+    row's inverse in double (k.Si of element type e, a float one widened)."""
     cdef int d = _d(v), a
     cdef size_t i = b.n
     cdef double y[3]
+    cdef double own[9]
     cdef const double* Si
     if free_only and k.det_track[j] >= 0:
         return
-    if not _meas_innovation(v, <_cartesian*>NULL, t, k, ti, <int32_t>j, zj, y):
+    if not _meas_innovation(v, <_cartesian*>NULL, e, t, k, ti, <int32_t>j, zj, y):
         return
-    Si = _meas_pair_inverse(v, <_cartesian*>NULL, t, k, ti, <int32_t>j, NULL)     # (the row's: never NULL)
+    Si = _meas_pair_inverse(v, <_cartesian*>NULL, e, t, k, ti, <int32_t>j, own)     # (the row's: never NULL)
     for a in range(d):
         b.y[a * _BATCH + i] = y[a]
     for a in range(d * d):
@@ -118,14 +122,15 @@ cdef void _batch_flush(const _dim* v, const dod_tracker* t, _pairs* out, _pair_b
     b.n = 0
 
 
-cdef inline void _take_pair(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k, _pairs* out,
-                            _pair_batch* b, size_t ti, size_t j, const double* zj, bint free_only) noexcept nogil:
+cdef inline void _take_pair(const _dim* v, const _meas* s, const _scratch* e, const dod_tracker* t, const _tick* k,
+                            _pairs* out, _pair_batch* b, size_t ti, size_t j, const double* zj,
+                            bint free_only) noexcept nogil:
     """Candidate (ti, j) met by the walk, in the model's way: batched
     (Cartesian) or tested at once (the others)."""
     if _meas is _cartesian:
-        _batch_pair(v, t, k, out, b, ti, j, zj, free_only)
+        _batch_pair(v, e, t, k, out, b, ti, j, zj, free_only)
     else:
-        _try_pair(v, s, t, k, out, ti, j, zj, free_only)
+        _try_pair(v, s, e, t, k, out, ti, j, zj, free_only)
 
 
 cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t stage,
@@ -133,37 +138,47 @@ cdef void _gate_rows(const dod_tracker* t, const _tick* k, _pairs* dest, uint8_t
     """Gated pairs of the tracks in `stage` among rows [row0, row1) (and, for
     tentative, free detections: k.grid then holds only those,
     dod_grid_keep_free), appended to `dest` in row order, in the tracker's
-    dimension and measurement (_model.pxd)."""
+    dimension and measurement (_model.pxd), over the tick's scratch type."""
     cdef int m = _model_of(t, k) & (_MODEL_3D | _MODEL_POLAR | _MODEL_RATE)
     if k.R != NULL:         # each pair its own S = H P H' + R_j (never with a range rate: Tracker.tick)
         if m == 0:
-            _gate_rows_as(<_planar*>NULL, <_cartesian_cov*>NULL, t, k, dest, stage, row0, row1)
+            _gate_rows_in(<_planar*>NULL, <_cartesian_cov*>NULL, t, k, dest, stage, row0, row1)
         elif m == _MODEL_3D:
-            _gate_rows_as(<_spatial*>NULL, <_cartesian_cov*>NULL, t, k, dest, stage, row0, row1)
+            _gate_rows_in(<_spatial*>NULL, <_cartesian_cov*>NULL, t, k, dest, stage, row0, row1)
         elif m == _MODEL_POLAR:
-            _gate_rows_as(<_planar*>NULL, <_polar_cov*>NULL, t, k, dest, stage, row0, row1)
+            _gate_rows_in(<_planar*>NULL, <_polar_cov*>NULL, t, k, dest, stage, row0, row1)
         else:
-            _gate_rows_as(<_spatial*>NULL, <_polar_cov*>NULL, t, k, dest, stage, row0, row1)
+            _gate_rows_in(<_spatial*>NULL, <_polar_cov*>NULL, t, k, dest, stage, row0, row1)
     elif m == 0:
-        _gate_rows_as(<_planar*>NULL, <_cartesian*>NULL, t, k, dest, stage, row0, row1)
+        _gate_rows_in(<_planar*>NULL, <_cartesian*>NULL, t, k, dest, stage, row0, row1)
     elif m == _MODEL_3D:
-        _gate_rows_as(<_spatial*>NULL, <_cartesian*>NULL, t, k, dest, stage, row0, row1)
+        _gate_rows_in(<_spatial*>NULL, <_cartesian*>NULL, t, k, dest, stage, row0, row1)
     elif m == _MODEL_POLAR:
-        _gate_rows_as(<_planar*>NULL, <_polar*>NULL, t, k, dest, stage, row0, row1)
+        _gate_rows_in(<_planar*>NULL, <_polar*>NULL, t, k, dest, stage, row0, row1)
     elif m == _MODEL_POLAR | _MODEL_RATE:
-        _gate_rows_as(<_planar*>NULL, <_doppler*>NULL, t, k, dest, stage, row0, row1)
+        _gate_rows_in(<_planar*>NULL, <_doppler*>NULL, t, k, dest, stage, row0, row1)
     elif m == _MODEL_3D | _MODEL_POLAR | _MODEL_RATE:
-        _gate_rows_as(<_spatial*>NULL, <_doppler*>NULL, t, k, dest, stage, row0, row1)
+        _gate_rows_in(<_spatial*>NULL, <_doppler*>NULL, t, k, dest, stage, row0, row1)
     else:
-        _gate_rows_as(<_spatial*>NULL, <_polar*>NULL, t, k, dest, stage, row0, row1)
+        _gate_rows_in(<_spatial*>NULL, <_polar*>NULL, t, k, dest, stage, row0, row1)
 
 
-cdef void _gate_rows_as(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k, _pairs* dest,
-                        uint8_t stage, size_t row0, size_t row1) noexcept nogil:
-    """_gate_rows in one model. Works on a local copy of `dest` (the
-    workers' segments sit side by side: counting in place would bounce
-    their cache line between cores at every pair). A batch spans rows: it
-    is flushed when full and at the end."""
+cdef inline void _gate_rows_in(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k, _pairs* dest,
+                               uint8_t stage, size_t row0, size_t row1) noexcept nogil:
+    """_gate_rows_as in one model, with k.Si and k.hw of the tick's element
+    type (_scratch_f32)."""
+    if _scratch_f32(t, k):
+        _gate_rows_as(v, s, <_f32*>NULL, t, k, dest, stage, row0, row1)
+    else:
+        _gate_rows_as(v, s, <_f64*>NULL, t, k, dest, stage, row0, row1)
+
+
+cdef void _gate_rows_as(const _dim* v, const _meas* s, const _scratch* e, const dod_tracker* t, const _tick* k,
+                        _pairs* dest, uint8_t stage, size_t row0, size_t row1) noexcept nogil:
+    """_gate_rows in one model and scratch type. Works on a local copy of
+    `dest` (the workers' segments sit side by side: counting in place would
+    bounce their cache line between cores at every pair). A batch spans
+    rows: it is flushed when full and at the end."""
     cdef _pairs local = dest[0]
     cdef _pairs* out = &local
     cdef _pair_batch batch
@@ -181,20 +196,20 @@ cdef void _gate_rows_as(const _dim* v, const _meas* s, const dod_tracker* t, con
         if t.cols.state[ti] != stage or not k.gateable[ti]:
             continue
         for a in range(dim):
-            blo[a] = _row_x(v, t, ti, a) - k.hw[ti * dim + a]
-            bhi[a] = _row_x(v, t, ti, a) + k.hw[ti * dim + a]
+            blo[a] = _row_x(v, t, ti, a) - _hw(e, k, ti * dim + a)
+            bhi[a] = _row_x(v, t, ti, a) + _hw(e, k, ti * dim + a)
         mode = dod_grid_walk_begin(g, blo, bhi, dim, k.D, &w)
         if mode == DOD_GRID_WALK_ALL:
             # A gate wider than the whole index: scanning every detection is cheaper.
             for j in range(k.D):
-                _take_pair(v, s, t, k, out, &batch, ti, j, k.z + j * dim, free_only)
+                _take_pair(v, s, e, t, k, out, &batch, ti, j, k.z + j * dim, free_only)
         elif mode == DOD_GRID_WALK_CELLS:
             # (the tentative stage's index holds the free detections only: no test)
             while dod_grid_walk_next(g, &w):
                 for q in range(w.s0, w.s1):
                     # A hashed bucket may hold other cells' points: keep this cell's only.
                     if direct or dod_grid_holds(g, q, w.cx, w.cy, w.cz):
-                        _take_pair(v, s, t, k, out, &batch, ti, g.order[q], g.spos + q * dim, False)
+                        _take_pair(v, s, e, t, k, out, &batch, ti, g.order[q], g.spos + q * dim, False)
     if _meas is _cartesian:
         _batch_flush(v, t, out, &batch)
     dest[0] = local

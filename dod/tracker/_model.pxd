@@ -39,6 +39,12 @@
 # line in its axis' fused type here, an arm in each kernel of its axis, and a
 # case in _model_of: nothing in the passes changes.
 #
+# A fourth axis is the element type of the tick's per-row scratch k.Si and
+# k.hw (_scratch: _f64, _f32): float where the float32 vector kernels gate
+# the rows (_scratch_f32), double everywhere else. The kernels that read
+# them (_meas_innovation, _meas_pair_inverse) take it as a tag too, and a
+# pass picks it once per call over a range of rows, as the model.
+#
 # The model .pxd files take a row's x and packed P contiguous; the track
 # columns are strided (dod_track_cols). A kernel borrows a row (_row_lend_x,
 # _row_lend_P): in the rows layout the row itself, in lanes a copy in locals
@@ -101,6 +107,18 @@ ctypedef fused _meas:
     _polar_cov
 
 
+# The element type of k.Si and k.hw. The frame carves them for double
+# (_frame.pyx); float takes the first half of the same bytes (_Si_f32,
+# _hw_f32).
+cdef struct _f64:
+    char unused
+cdef struct _f32:
+    char unused
+ctypedef fused _scratch:
+    _f64
+    _f32
+
+
 cdef enum:                          # _model_of: dimension, motion and measurement in bits
     _MODEL_3D = 1
     _MODEL_IMM = 2
@@ -112,6 +130,50 @@ cdef inline int _model_of(const dod_tracker* t, const _tick* k) noexcept nogil:
     return ((_MODEL_3D if t.dim == 3 else 0) | (_MODEL_IMM if t.imm.models else 0)
             | (_MODEL_POLAR if k.sensor != NULL else 0)
             | (_MODEL_RATE if k.sensor != NULL and k.sensor.rate_var > 0.0 else 0))
+
+
+cdef inline bint _scratch_f32(const dod_tracker* t, const _tick* k) noexcept nogil:
+    """k.Si and k.hw hold float: the float32 lanes of a constant-velocity
+    tracker on a Cartesian scan, whose rows predict gates with
+    dod_vk_gate_rows_f32 (_predict.pyx; the update reads them with
+    dod_vk_cv_update_f32, or, with the detections' own covariance, computes
+    each pair's inverse). Their arithmetic is float: storing Si and hw in
+    float loses nothing and halves the bytes the tick moves for them."""
+    return t.cols.single and t.cols.xr == 1 and t.cols.Pr == 1 and t.imm.models == 0 and k.sensor == NULL
+
+
+cdef inline float* _Si_f32(const _tick* k) noexcept nogil:
+    """k.Si's bytes as float (_scratch_f32): [T, d, d]."""
+    return <float*>k.Si
+
+
+cdef inline float* _hw_f32(const _tick* k) noexcept nogil:
+    """k.hw's bytes as float (_scratch_f32): [T, d]."""
+    return <float*>k.hw
+
+
+cdef inline double _hw(const _scratch* e, const _tick* k, size_t i) noexcept nogil:
+    """Entry i of the gate half-widths k.hw, in double (a float one widened: exact)."""
+    if _scratch is _f32:
+        return _hw_f32(k)[i]
+    else:
+        return k.hw[i]
+
+
+cdef inline const double* _row_inverse(const _scratch* e, const _tick* k, size_t ti, int m,
+                                       double* buf) noexcept nogil:
+    """Row ti's innovation inverse in k.Si (m x m) as doubles: in place, or
+    a float one widened into buf (m x m values; exact, so the arithmetic
+    that reads it is the same code in both)."""
+    cdef int a
+    cdef const float* f
+    if _scratch is _f32:
+        f = _Si_f32(k) + ti * <size_t>(m * m)
+        for a in range(m * m):
+            buf[a] = f[a]
+        return buf
+    else:
+        return k.Si + ti * <size_t>(m * m)
 
 
 cdef inline int _d(const _dim* v) noexcept nogil:
@@ -372,11 +434,11 @@ cdef inline bint _meas_linearise_cov(const _dim* v, const _tick* k, const double
     return dod_kalman_inverse_spd(S, d, Si)
 
 
-cdef inline bint _meas_innovation(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k,
-                                  size_t ti, int32_t j, const double* zj, double* y) noexcept nogil:
+cdef inline bint _meas_innovation(const _dim* v, const _meas* s, const _scratch* e, const dod_tracker* t,
+                                  const _tick* k, size_t ti, int32_t j, const double* zj, double* y) noexcept nogil:
     """y = the innovation of row ti's prediction by detection j (Cartesian: at
-    zj). Cartesian: False as soon as an axis leaves the row's box (y then
-    partial)."""
+    zj). Cartesian: False as soon as an axis leaves the row's box (k.hw, of
+    element type e; y then partial)."""
     cdef int d = _d(v), a
     if _meas is _polar or _meas is _polar_cov:      # in measurement space, the bearing wrapped
         dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
@@ -385,7 +447,7 @@ cdef inline bint _meas_innovation(const _dim* v, const _meas* s, const dod_track
     else:
         for a in range(d):
             y[a] = zj[a] - _row_x(v, t, ti, a)
-            if y[a] > k.hw[ti * d + a] or y[a] < -k.hw[ti * d + a]:
+            if y[a] > _hw(e, k, ti * d + a) or y[a] < -_hw(e, k, ti * d + a):
                 return False
     return True
 
@@ -399,11 +461,13 @@ cdef inline double _meas_d2(const _dim* v, const _meas* s, const double* Si, con
         return dod_kalman_mahalanobis2(y, Si, _m(v, s))
 
 
-cdef inline const double* _meas_pair_inverse(const _dim* v, const _meas* s, const dod_tracker* t,
-                                             const _tick* k, size_t ti, int32_t j, double* Si) noexcept nogil:
+cdef inline const double* _meas_pair_inverse(const _dim* v, const _meas* s, const _scratch* e,
+                                             const dod_tracker* t, const _tick* k, size_t ti, int32_t j,
+                                             double* Si) noexcept nogil:
     """The innovation inverse of row ti's prediction (the combined one with
     the IMM: the gate's and the score's) and detection j: the
-    row's own (k.Si, _meas_gate_row's), or with the detection's own noise
+    row's own (k.Si, _meas_gate_row's, of element type e: a float one
+    widened into Si, m x m), or with the detection's own noise
     (H P H' + R_j)^-1 written into Si (d x d); NULL when that S is not
     positive definite (not for a live row's P and a checked R_j)."""
     cdef int d = _d(v), a, b
@@ -426,7 +490,7 @@ cdef inline const double* _meas_pair_inverse(const _dim* v, const _meas* s, cons
             return NULL
         return Si
     else:
-        return k.Si + ti * _m(v, s) * _m(v, s)
+        return _row_inverse(e, k, ti, _m(v, s), Si)
 
 
 cdef inline void _meas_update(const _dim* v, const _motion* m, const _meas* s, const dod_tracker* t,
@@ -459,13 +523,13 @@ cdef inline void _meas_update(const _dim* v, const _motion* m, const _meas* s, c
                                                     dod_imm_model_P(&t.imm, ti, a, d), 2 * d + 1, k.zm + j * d,
                                                     d, k.sensor, k.R + <size_t>j * d * d)
             dod_imm_weigh(&t.imm, ti, ll, x, P, d)
-        elif _meas_pair_inverse(v, s, t, k, ti, j, Si) != NULL:
+        elif _meas_pair_inverse(v, s, <_f64*>NULL, t, k, ti, j, Si) != NULL:    # (its own: k.Si not read)
             dod_meas_innovation(k.zm + j * d, k.hp + ti * d, d, y)
             _cv_ekf_update_cov(v, x, P, y, k.J + ti * d * d, Si, k.R + <size_t>j * d * d)
     elif _meas is _cartesian_cov:
         if _motion is _imm:     # every model with R_j, then the probabilities and the combination
             dod_imm_update_cov(&t.imm, ti, k.z + j * d, k.R + <size_t>j * d * d, x, P, d)
-        elif _meas_pair_inverse(v, s, t, k, ti, j, Si) != NULL:
+        elif _meas_pair_inverse(v, s, <_f64*>NULL, t, k, ti, j, Si) != NULL:    # (its own: k.Si not read)
             dod_kalman_update_cov(x, P, k.z + j * d, Si, d, k.R + <size_t>j * d * d)
     else:
         _motion_update(v, m, t, ti, k.z + j * d, k.Si + ti * d * d, r2, x, P)

@@ -1,7 +1,8 @@
 """Predict: every track one step ahead, its gate, and the confirmed tracks' gating.
 
 Reads and writes the track columns x, P (and the IMM's columns), age;
-writes k.Si (innovation inverses), k.hw and k.hm (gate half-widths),
+writes k.Si (innovation inverses), k.hw and k.hm (gate half-widths; Si
+and hw in float where the float32 vector kernels write them),
 k.gateable, and resets track_det and loc_t. The detection index is built
 inside the same region (by one worker, or by all first with many), and
 confirmed tracks are gated as they are predicted once it is ready
@@ -17,7 +18,7 @@ from dod.atomics cimport dod_atomic_load_u32, dod_atomic_store_u32, dod_atomic_e
 from dod.tracker.kalman cimport dod_kalman_noise, dod_kalman_noise_of
 from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
                                  _doppler, _model_of, _MODEL_3D, _MODEL_IMM, _MODEL_POLAR, _MODEL_RATE,
-                                 _motion_predict, _meas_gate_row, _d)
+                                 _motion_predict, _meas_gate_row, _d, _Si_f32, _hw_f32)
 from dod.tracker._vector cimport (dod_vk_cv_predict, dod_vk_gate_rows, dod_vk_cv_predict_f32,
                                   dod_vk_gate_rows_f32)
 from dod.tracker._track cimport dod_tracker, DOD_TRACK_CONFIRMED
@@ -88,9 +89,9 @@ cdef void _predict_rows_as(const _dim* v, const _motion* m, const _meas* s, cons
                 t.cols.age[ti] += 1
                 k.track_det[ti] = -1
                 k.loc_t[ti] = -1
-            if t.cols.single:
-                dod_vk_gate_rows_f32(_d(v), t.cols.Pf, t.cols.Ps, row0, row1, r2, t.gate, k.Si, k.hw, k.hm,
-                                     k.gateable)
+            if t.cols.single:       # (Si and hw in float: _model.pxd's _scratch_f32)
+                dod_vk_gate_rows_f32(_d(v), t.cols.Pf, t.cols.Ps, row0, row1, r2, t.gate, _Si_f32(k), _hw_f32(k),
+                                     k.hm, k.gateable)
             else:
                 dod_vk_gate_rows(_d(v), t.cols.P, t.cols.Ps, row0, row1, r2, t.gate, k.Si, k.hw, k.hm, k.gateable)
             return

@@ -20,10 +20,10 @@ from dod._types cimport dod_index
 from dod.tracker.kalman cimport dod_kalman_mahalanobis2, dod_kalman_log_likelihood
 from dod.tracker.measurement cimport (dod_meas_innovation, dod_meas_log_jacobian, dod_meas_rate_innovation,
                                       dod_meas_mahalanobis2, dod_meas_rate_log_likelihood)
-from dod.tracker._model cimport (_dim, _motion, _meas, _planar, _spatial, _cv, _imm, _cartesian, _polar,
-                                 _doppler, _cartesian_cov, _polar_cov, _d, _m, _model_of, _MODEL_3D,
+from dod.tracker._model cimport (_dim, _motion, _meas, _scratch, _planar, _spatial, _cv, _imm, _cartesian, _polar,
+                                 _doppler, _cartesian_cov, _polar_cov, _f64, _f32, _d, _m, _model_of, _MODEL_3D,
                                  _MODEL_IMM, _MODEL_POLAR, _MODEL_RATE, _meas_update, _meas_pair_inverse,
-                                 _row_x)
+                                 _row_inverse, _row_x, _scratch_f32, _Si_f32)
 from dod.tracker._track cimport (dod_tracker, dod_track_cols, dod_tick_counts, dod_tick_events, DOD_TRACK_NONE,
                                  DOD_TRACK_TENTATIVE, DOD_TRACK_CONFIRMED)
 from dod.tracker._frame cimport _sums, _tick, _TAIL_CHUNKS
@@ -47,20 +47,20 @@ cdef inline uint32_t _popcount(uint32_t v) noexcept nogil:
     return (v * 0x01010101u) >> 24
 
 
-cdef void _score_rows(const _dim* v, const _meas* s, const dod_tracker* t, const _tick* k,
+cdef void _score_rows(const _dim* v, const _meas* s, const _scratch* e, const dod_tracker* t, const _tick* k,
                       size_t row0, size_t row1) noexcept nogil:
     """Score confirmation: add to each assigned track among rows [row0,
     row1) the log density of its detection's innovation against the
     predicted track (before its update: call ahead of _update_rows), with
-    the scan's ln(pd) and clutter density (_clutter.pyx: _scan_rates). Each
-    row writes only its own score: any split over workers gives the serial
-    result."""
+    the scan's ln(pd) and clutter density (_clutter.pyx: _scan_rates);
+    k.Si of element type e. Each row writes only its own score: any split
+    over workers gives the serial result."""
     cdef const dod_track_cols* c = &t.cols
     cdef int d = _d(v), a
     cdef size_t ti
     cdef int32_t j
     cdef double y[4]
-    cdef double own[9]
+    cdef double own[16]     # (m x m, m up to 4)
     cdef double d2
     cdef const double* Si
     cdef int mm = _m(v, s)
@@ -70,8 +70,9 @@ cdef void _score_rows(const _dim* v, const _meas* s, const dod_tracker* t, const
             continue
         if _meas is _doppler:       # per unit area/volume (k.per_area 1) and range-rate interval (measurement.pxd)
             dod_meas_rate_innovation(k.zm + j * mm, k.hp + ti * mm, d, y)
-            d2 = dod_meas_mahalanobis2(y, k.Si + ti * mm * mm, mm)
-            c.score[ti] += (k.log_pd - k.log_clutter + dod_meas_rate_log_likelihood(d2, k.Si + ti * mm * mm, mm)
+            Si = _row_inverse(e, k, ti, mm, own)
+            d2 = dod_meas_mahalanobis2(y, Si, mm)
+            c.score[ti] += (k.log_pd - k.log_clutter + dod_meas_rate_log_likelihood(d2, Si, mm)
                             - (k.per_area * dod_meas_log_jacobian(k.zm + j * mm, d) - k.sensor.rate_log_span))
         else:
             if _meas is _polar or _meas is _polar_cov:  # measurement-space density, per unit area/volume (k.per_area 1)
@@ -80,7 +81,7 @@ cdef void _score_rows(const _dim* v, const _meas* s, const dod_tracker* t, const
             else:
                 for a in range(d):
                     y[a] = k.z[j * d + a] - _row_x(v, t, ti, a)
-            Si = _meas_pair_inverse(v, s, t, k, ti, j, own)      # (a gated pair's: never NULL)
+            Si = _meas_pair_inverse(v, s, e, t, k, ti, j, own)   # (a gated pair's: never NULL)
             d2 = dod_kalman_mahalanobis2(y, Si, d)
             c.score[ti] += k.log_pd - k.log_clutter + dod_kalman_log_likelihood(d2, Si, d)
 
@@ -97,7 +98,7 @@ cdef void _update_rows(const _dim* v, const _motion* m, const _meas* s, const do
     if _motion is _cv and _meas is _cartesian:
         if c.xr == 1 and c.Pr == 1:     # lanes: the chunk's assigned rows at once (_vector.pxd)
             if c.single:
-                dod_vk_cv_update_f32(d, c.xf, c.xs, c.Pf, c.Ps, row0, row1, k.track_det, k.z, k.Si, r2)
+                dod_vk_cv_update_f32(d, c.xf, c.xs, c.Pf, c.Ps, row0, row1, k.track_det, k.z, _Si_f32(k), r2)
             else:
                 dod_vk_cv_update(d, c.x, c.xs, c.P, c.Ps, row0, row1, k.track_det, k.z, k.Si, r2)
             return
@@ -126,7 +127,10 @@ cdef void _filter_rows(const _dim* v, const _motion* m, const _meas* s, const do
                        size_t row0, size_t row1) noexcept nogil:
     """Score (score confirmation), then update, rows [row0, row1)."""
     if t.score_logic:
-        _score_rows(v, s, t, k, row0, row1)
+        if _scratch_f32(t, k):
+            _score_rows(v, s, <_f32*>NULL, t, k, row0, row1)
+        else:
+            _score_rows(v, s, <_f64*>NULL, t, k, row0, row1)
     _update_rows(v, m, s, t, k, row0, row1)
 
 

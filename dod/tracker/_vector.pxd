@@ -4,10 +4,11 @@
 #
 #     from dod.tracker._vector cimport dod_vk_cv_predict, dod_vk_gate_rows, dod_vk_cv_update, dod_vk_pair_d2
 #
-# Each row kernel has a float32 twin (name + _f32): x and P in float, the same
-# operations in the same order in float, the same contract (Si, hw, hm and
-# z stay double). Every path gives a float kernel's bits too, but they are
-# not the double kernel's bits rounded: they are float arithmetic's.
+# Each row kernel has a float32 twin (name + _f32): x, P, Si and hw in
+# float, the same operations in the same order in float, the same contract
+# (hm and z stay double). Every path gives a float kernel's bits too, but
+# they are not the double kernel's bits rounded: they are float
+# arithmetic's.
 #
 # Lanes: element a of row r of x is x[a * xs + r]; of the packed P
 # (kalman.pxd's packed order) P[a * ps + r]. Si (d x d per row), hw (d per
@@ -44,14 +45,15 @@ cdef void dod_vk_cv_predict_f32(int d, float* x, size_t xs, float* P, size_t ps,
     # once per call
 
 cdef void dod_vk_gate_rows_f32(int d, const float* P, size_t ps, size_t r0, size_t r1, double r2, double gate,
-                               double* Si, double* hw, double* hm, uint8_t* gateable) noexcept nogil
-    # dod_vk_gate_rows' arithmetic in float (r2 and gate rounded to float once); Si, hw and hm widened to
-    # double on store (the per-scan scratch the association reads stays double); dod_vk_gate_rows' contract
+                               float* Si, float* hw, double* hm, uint8_t* gateable) noexcept nogil
+    # dod_vk_gate_rows' arithmetic in float (r2 and gate rounded to float once); Si and hw stored in float
+    # (the float32 tracker's per-scan scratch: _model.pxd's _f32), hm widened to double (the gate widths'
+    # sum for the index's cell side is every path's, in double); dod_vk_gate_rows' contract
 
 cdef void dod_vk_cv_update_f32(int d, float* x, size_t xs, float* P, size_t ps, size_t r0, size_t r1,
-                               const int32_t* det, const double* z, const double* Si, double r2) noexcept nogil
-    # dod_vk_cv_update's arithmetic in float (z, Si entries and r2 rounded to float on load); rows with
-    # det[r] < 0 keep x and P bit for bit, and their z and Si are not read
+                               const int32_t* det, const double* z, const float* Si, double r2) noexcept nogil
+    # dod_vk_cv_update's arithmetic in float (Si dod_vk_gate_rows_f32's; z and r2 rounded to float on
+    # load); rows with det[r] < 0 keep x and P bit for bit, and their z and Si are not read
 
 cdef void dod_vk_pair_d2(int d, const double* y, const double* Si, size_t ls, size_t n,
                          double* d2) noexcept nogil

@@ -36,10 +36,10 @@ cdef extern from "tracker/vector_kernels.h" nogil:
                                       const double*, const double*, double) noexcept
     ctypedef void (*dod_vk_predict_fn_f32)(float*, size_t, float*, size_t, size_t, size_t, double, double,
                                            double, double) noexcept
-    ctypedef void (*dod_vk_gate_fn_f32)(const float*, size_t, size_t, size_t, double, double, double*, double*,
+    ctypedef void (*dod_vk_gate_fn_f32)(const float*, size_t, size_t, size_t, double, double, float*, float*,
                                         double*, uint8_t*) noexcept
     ctypedef void (*dod_vk_update_fn_f32)(float*, size_t, float*, size_t, size_t, size_t, const int32_t*,
-                                          const double*, const double*, double) noexcept
+                                          const double*, const float*, double) noexcept
     ctypedef struct dod_vk_set:
         dod_vk_predict_fn predict[2]
         dod_vk_gate_fn gate[2]
@@ -87,12 +87,12 @@ cdef void dod_vk_cv_predict_f32(int d, float* x, size_t xs, float* P, size_t ps,
 
 
 cdef void dod_vk_gate_rows_f32(int d, const float* P, size_t ps, size_t r0, size_t r1, double r2, double gate,
-                               double* Si, double* hw, double* hm, uint8_t* gateable) noexcept nogil:
+                               float* Si, float* hw, double* hm, uint8_t* gateable) noexcept nogil:
     _kernels.f32.gate[d - 2](P, ps, r0, r1, r2, gate, Si, hw, hm, gateable)
 
 
 cdef void dod_vk_cv_update_f32(int d, float* x, size_t xs, float* P, size_t ps, size_t r0, size_t r1,
-                               const int32_t* det, const double* z, const double* Si, double r2) noexcept nogil:
+                               const int32_t* det, const double* z, const float* Si, double r2) noexcept nogil:
     _kernels.f32.update[d - 2](x, xs, P, ps, r0, r1, det, z, Si, r2)
 
 
@@ -188,7 +188,7 @@ _select(os.environ.get("DOD_SIMD", "auto"), "DOD_SIMD")
 # ---------------------------------------------------------------- test hooks on lane arrays
 
 # Each hook takes lanes of float64 (the double kernels) or float32 (the
-# _f32 kernels): x and P of one dtype; Si, hw, hm and z float64 in both.
+# _f32 kernels): x, P, Si and hw of one dtype; hm and z float64 in both.
 
 cdef int _lanes_dim(Py_ssize_t x_lanes, Py_ssize_t P_lanes) except -1:
     """d of a test hook's lanes: x of 2d lanes, P of d (2d + 1), d 2 or 3."""
@@ -219,11 +219,11 @@ def _vk_predict(floating[:, ::1] x, floating[:, ::1] P, double dt, double q, siz
             dod_vk_cv_predict_f32(d, &x[0, 0], x.shape[1], &P[0, 0], P.shape[1], r0, end, &w)
 
 
-def _vk_gate(const floating[:, ::1] P, double r2, double gate, double[:, ::1] Si, double[:, ::1] hw,
+def _vk_gate(const floating[:, ::1] P, double r2, double gate, floating[:, ::1] Si, floating[:, ::1] hw,
              double[::1] hm, uint8_t[::1] gateable, size_t r0=0, r1=None):
     """Test hook: dod_vk_gate_rows (float64 lanes) or dod_vk_gate_rows_f32
-    (float32) on rows [r0, r1) of lanes P (d (2d + 1), N) into Si (N, d * d),
-    hw (N, d), hm (N,) and gateable (N,)."""
+    (float32) on rows [r0, r1) of lanes P (d (2d + 1), N) into Si (N, d * d)
+    and hw (N, d) of P's dtype, hm (N,) float64 and gateable (N,)."""
     cdef int d = 2 if P.shape[0] == 10 else 3
     cdef Py_ssize_t n = P.shape[1]
     if P.shape[0] not in (10, 21) or Si.shape[0] != n or Si.shape[1] != d * d or hw.shape[0] != n \
@@ -238,11 +238,11 @@ def _vk_gate(const floating[:, ::1] P, double r2, double gate, double[:, ::1] Si
 
 
 def _vk_update(floating[:, ::1] x, floating[:, ::1] P, const int32_t[::1] det, const double[:, ::1] z,
-               const double[:, ::1] Si, double r2, size_t r0=0, r1=None):
+               const floating[:, ::1] Si, double r2, size_t r0=0, r1=None):
     """Test hook: dod_vk_cv_update (float64 lanes) or dod_vk_cv_update_f32
     (float32) on rows [r0, r1) of lanes x, P (as _vk_predict's) with
-    detections z (k, d), det (N,) the row's detection or -1, and Si
-    (N, d * d) gate_rows' inverses."""
+    detections z (k, d) float64, det (N,) the row's detection or -1, and Si
+    (N, d * d) gate_rows' inverses, of x's dtype."""
     cdef int d = _lanes_dim(x.shape[0], P.shape[0])
     cdef Py_ssize_t n = x.shape[1]
     cdef size_t j

@@ -32,12 +32,15 @@
  * double (the names above) and with float (the same names + _f32). The
  * float kernels hold x and P in float and do the double kernels'
  * operations in the same order in float: the scalars (dt, q11, q12, q22,
- * r2, gate) round to float once per call, z and Si on load; what they
- * write outside the lanes (Si, hw, hm) is widened to double, the type of
- * the per-scan scratch the association reads. Every path gives a float
- * kernel's bits too (float arithmetic is as correctly rounded as double).
- * pair_d2 alone is double only: its operands are the pass's double scratch
- * for either element type (its comment below says why).
+ * r2, gate) round to float once per call, z on load. Si and hw are of the
+ * lanes' type (a float kernel writes and reads them in float: the float32
+ * tracker's per-scan scratch); hm and z are double in both (hm: every
+ * path's gate widths are summed in double for the index's cell side; z:
+ * the scan's detections, which the index and the births read in double).
+ * Every path gives a float kernel's bits too (float arithmetic is as
+ * correctly rounded as double). pair_d2 alone is double only: its
+ * operands are the batch the gating pass gathers in double for either
+ * element type (its comment below says why).
  *
  * The row loops have no branch: a row's conditions are computed and then
  * select its values (if-conversion), which is what lets gcc vectorise them
@@ -141,7 +144,8 @@ enum { DOD_VK_BLOCK = 64 };
  * kalman.pxd's dod_kalman_mahalanobis2 operation for operation: from 0,
  * add (y_a Si_ab) y_b over a, then b. Double whatever the tracks' element
  * type: the pass computes a pair's y in double (a float32 position widens
- * exactly) and Si is the scan's double scratch, so one kernel serves both. */
+ * exactly) and gathers Si in double (a float32 tracker's float Si widens
+ * exactly too), so one kernel serves both. */
 DOD_VK_INLINE void dod_vk_pair_d2_d(const int d, const double *__restrict y, const double *__restrict Si,
                                     size_t ls, size_t n, double *__restrict d2)
 {
@@ -171,12 +175,12 @@ typedef void (*dod_vk_pairs_fn)(const double *y, const double *Si, size_t ls, si
                                                          double q22)                                        \
     { dod_vk_predict_rows##sfx(d, x, xs, P, ps, r0, r1, dt, q11, q12, q22); }                              \
     target static void dod_vk_gate_rows##d##sfx##_##isa(const T *P, size_t ps, size_t r0, size_t r1,       \
-                                                        double r2, double gate, double *Si, double *hw,     \
-                                                        double *hm, uint8_t *gateable)                      \
+                                                        double r2, double gate, T *Si, T *hw, double *hm,   \
+                                                        uint8_t *gateable)                                  \
     { dod_vk_gate_rows_d##sfx(d, P, ps, r0, r1, r2, gate, Si, hw, hm, gateable); }                         \
     target static void dod_vk_cv_update##d##sfx##_##isa(T *x, size_t xs, T *P, size_t ps, size_t r0,       \
                                                         size_t r1, const int32_t *det, const double *z,     \
-                                                        const double *Si, double r2)                        \
+                                                        const T *Si, double r2)                             \
     { dod_vk_update_rows##sfx(d, x, xs, P, ps, r0, r1, det, z, Si, r2); }
 
 #define DOD_VK_DEFINE_T(isa, target, T, sfx)                                                                \
@@ -333,7 +337,7 @@ DOD_VK_INLINE void DOD_VK_NAME(dod_vk_predict_rows)(const int d, DOD_VK_T *__res
 
 DOD_VK_INLINE void DOD_VK_NAME(dod_vk_gate_rows_d)(const int d, const DOD_VK_T *__restrict P, size_t ps,
                                                    size_t r0, size_t r1, DOD_VK_T r2, DOD_VK_T gate,
-                                                   double *__restrict Si, double *__restrict hw,
+                                                   DOD_VK_T *__restrict Si, DOD_VK_T *__restrict hw,
                                                    double *__restrict hm, uint8_t *__restrict gateable)
 {
     const int n = 2 * d;
@@ -388,14 +392,14 @@ DOD_VK_INLINE void DOD_VK_NAME(dod_vk_gate_rows_d)(const int d, const DOD_VK_T *
             hml[i] = ok ? hmax : zero;
             okl[i] = ok ? (DOD_VK_T)1 : zero;
         }
-        /* Out of the lanes, widened to double; Si is symmetric. hm too goes
-         * through a lane: written in the loop above, the float kernel's
-         * `ok ? hmax : 0` stored to a double becomes a widening under a
-         * condition, which gcc does not if-convert (the conversion could
-         * trap), and the loop would not vectorise. */
+        /* Out of the lanes (hm widened to double); Si is symmetric. hm too
+         * goes through a lane: written in the loop above, the float
+         * kernel's `ok ? hmax : 0` stored to a double becomes a widening
+         * under a condition, which gcc does not if-convert (the conversion
+         * could trap), and the loop would not vectorise. */
         for (size_t i = 0; i < nb; i++) {
             hm[b0 + i] = hml[i];
-            double *__restrict s = Si + (b0 + i) * (size_t)(d * d);
+            DOD_VK_T *__restrict s = Si + (b0 + i) * (size_t)(d * d);
             DOD_VK_UNROLL
             for (int a = 0; a < d; a++) {
                 hw[(b0 + i) * d + a] = wl[a][i];
@@ -412,11 +416,12 @@ DOD_VK_INLINE void DOD_VK_NAME(dod_vk_gate_rows_d)(const int d, const DOD_VK_T *
 DOD_VK_INLINE void DOD_VK_NAME(dod_vk_update_rows)(const int d, DOD_VK_T *__restrict x, size_t xs,
                                                    DOD_VK_T *__restrict P, size_t ps, size_t r0, size_t r1,
                                                    const int32_t *__restrict det, const double *__restrict z,
-                                                   const double *__restrict Si, DOD_VK_T r2)
+                                                   const DOD_VK_T *__restrict Si, DOD_VK_T r2)
 {
     /* A row without a detection computes on zeros (not on whatever its Si
      * holds, which may be a NaN or a denormal) and keeps its x and P. */
-    static const double none[9] = {0.0};
+    static const double none[3] = {0.0};
+    static const DOD_VK_T snone[9] = {0};
     const int n = 2 * d;
     DOD_VK_T zl[3][DOD_VK_BLOCK] __attribute__((aligned(64)));
     DOD_VK_T sl[9][DOD_VK_BLOCK] __attribute__((aligned(64)));
@@ -428,14 +433,14 @@ DOD_VK_INLINE void DOD_VK_NAME(dod_vk_update_rows)(const int d, DOD_VK_T *__rest
         for (size_t i = 0; i < nb; i++) {   /* into lanes: the row's detection and Si (zeros for none) */
             const int32_t j = det[b0 + i];
             const double *__restrict zr = j >= 0 ? z + (size_t)j * d : none;
-            const double *__restrict s = j >= 0 ? Si + (b0 + i) * (size_t)(d * d) : none;
+            const DOD_VK_T *__restrict s = j >= 0 ? Si + (b0 + i) * (size_t)(d * d) : snone;
             onl[i] = j >= 0 ? ~(DOD_VK_BITS)0 : 0;
             DOD_VK_UNROLL
             for (int a = 0; a < d; a++)
                 zl[a][i] = (DOD_VK_T)zr[a];
             DOD_VK_UNROLL
             for (int k = 0; k < d * d; k++)
-                sl[k][i] = (DOD_VK_T)s[k];
+                sl[k][i] = s[k];
         }
         DOD_VK_IVDEP
         for (size_t i = 0; i < nb; i++) {  /* vec: cv_update */
@@ -500,14 +505,16 @@ DOD_VK_INLINE void DOD_VK_NAME(dod_vk_update_rows)(const int d, DOD_VK_T *__rest
 
 
 /* One path's kernels of this element type (dod_vk_set: double, dod_vk_set_f32:
- * float), [d - 2]. The scalars are double in both: a float kernel rounds them. */
+ * float), [d - 2]. The scalars, hm and z are double in both: a float kernel
+ * rounds the scalars and z; Si and hw are of the element type. */
 typedef void (*DOD_VK_NAME(dod_vk_predict_fn))(DOD_VK_T *x, size_t xs, DOD_VK_T *P, size_t ps, size_t r0,
                                                size_t r1, double dt, double q11, double q12, double q22);
 typedef void (*DOD_VK_NAME(dod_vk_gate_fn))(const DOD_VK_T *P, size_t ps, size_t r0, size_t r1, double r2,
-                                            double gate, double *Si, double *hw, double *hm, uint8_t *gateable);
+                                            double gate, DOD_VK_T *Si, DOD_VK_T *hw, double *hm,
+                                            uint8_t *gateable);
 typedef void (*DOD_VK_NAME(dod_vk_update_fn))(DOD_VK_T *x, size_t xs, DOD_VK_T *P, size_t ps, size_t r0,
-                                              size_t r1, const int32_t *det, const double *z, const double *Si,
-                                              double r2);
+                                              size_t r1, const int32_t *det, const double *z,
+                                              const DOD_VK_T *Si, double r2);
 
 typedef struct {
     DOD_VK_NAME(dod_vk_predict_fn) predict[2];
