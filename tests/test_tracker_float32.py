@@ -1,6 +1,8 @@
 """The float32 tracker (``TrackerConfig(dtype="float32")``): the track
-table's x and P in single precision, every other column and the tick's
-scratch in double.
+table's x and P in single precision, every other column and the scan's
+detections in double; the tick's innovation inverses and gate
+half-widths in single precision where the float32 vector kernels write
+them, in double elsewhere.
 
 What holds: a float32 run is bit-identical to itself at every thread count
 and on every instruction-set path, in both layouts. The two layouts agree

@@ -414,9 +414,10 @@ cdef class Tracker(TrackerOutputs):
             its first min(k, max_detections) rows are cast to float64 and
             put in range-bearing order once, into the tracker's input buffer
             (:attr:`converted_scans`; dod/tracker/_input.pyx); so also for
-            a tracker of ``dtype="float32"``, whose scan scratch (the
-            detections, innovation inverses, gate widths) stays float64:
-            only the track state and covariance are float32. Rows with NaN,
+            a tracker of ``dtype="float32"``, whose detections stay float64
+            in the scratch (its innovation inverses and gate widths are
+            float32 where the float32 vector kernels compute them: constant
+            velocity, Cartesian scans, the lanes layout). Rows with NaN,
             inf or a value beyond ``dod.tracker.sensor.COORDINATE_LIMIT``
             (2**510; float32: 2**62) (polar: also a negative range or an
             elevation outside [-pi/2, pi/2]) are dropped and counted
