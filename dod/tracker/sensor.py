@@ -508,12 +508,12 @@ def log_jacobian(z):
     return np.log(r * r * np.maximum(np.cos(z[:, 2]), 1e-12))
 
 
+#: The largest magnitude of a detection value (a coordinate; a range or a
+#: range rate) the tracker takes, by its ``dtype``: the square of the
+#: difference of two such values stays finite in the track state's type, as
+#: gating and the update need. A row with a larger value is dropped and
+#: counted (``invalid``), as a row with a NaN or an inf is.
 COORDINATE_LIMIT = {"float64": 2.0 ** 510, "float32": 2.0 ** 62}
-"""The largest magnitude of a detection value (a coordinate; a range or a
-range rate) the tracker takes, by its ``dtype``: the square of the
-difference of two such values stays finite in the track state's type, as
-gating and the update need. A row with a larger value is dropped and
-counted (``invalid``), as a row with a NaN or an inf is."""
 
 
 def within_limit(z, dtype="float64"):
